@@ -1,0 +1,8 @@
+module herald
+
+go 1.26.8
+
+require (
+	go.etcd.io/raft/v3 v3.7.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
+)
