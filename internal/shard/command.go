@@ -1,0 +1,380 @@
+package shard
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// An Op names the operation a Command performs.
+type Op uint8
+
+// The operations. The zero Op is invalid, so that a zeroed Command is
+// rejected rather than mistaken for one of these.
+const (
+	OpReserve Op = 1 + iota // hold Bytes of queue space for a later Commit
+	OpCommit                // append Events into reservation ReservationID
+	OpAbort                 // release reservation ReservationID
+	OpPublish               // append Events, without a reservation
+	OpAck                   // mark the events at Offsets done
+	OpExpire                // drop reservations created before OlderThan
+)
+
+var opNames = [...]string{
+	OpReserve: "Reserve",
+	OpCommit:  "Commit",
+	OpAbort:   "Abort",
+	OpPublish: "Publish",
+	OpAck:     "Ack",
+	OpExpire:  "Expire",
+}
+
+func (op Op) valid() bool { return op >= OpReserve && op <= OpExpire }
+
+func (op Op) String() string {
+	if op.valid() {
+		return opNames[op]
+	}
+	return "Op(" + strconv.Itoa(int(op)) + ")"
+}
+
+// A Command is one entry of the shard's replicated log. Each Op reads only
+// the fields documented for it; the others should be left zero.
+type Command struct {
+	Op Op
+
+	// Time is set by the proposer, in Unix nanoseconds. It is the creation
+	// time of a reservation and the publish time of committed events.
+	Time int64
+
+	// ReservationID names the reservation of a Commit or Abort.
+	ReservationID uint64
+
+	// Bytes is the space a Reserve holds.
+	Bytes int64
+
+	// Count is the number of events a Reserve is for; 0 means any number.
+	Count int
+
+	// MaxQueueBytes is the topic's per-shard limit, for Reserve and
+	// Publish; 0 means unlimited. It travels in the command, rather than
+	// being looked up when applied, so that every replica applies the same
+	// limit even if the topic's configuration changes meanwhile.
+	MaxQueueBytes int64
+
+	// Events are the events of a Commit or Publish.
+	Events []Event
+
+	// Offsets are the events an Ack marks done.
+	Offsets []uint64
+
+	// OlderThan is the cutoff of an Expire: reservations whose Time is
+	// before it are dropped.
+	OlderThan int64
+}
+
+// commandVersion is the first byte of every encoded command.
+const commandVersion = 1
+
+// Bits of the field mask that follows the version and op bytes. A field is
+// encoded only when it is non-zero, so that a command pays only for the
+// fields its op uses. Events come last so that EventAt can reach them
+// without decoding offsets.
+const (
+	fieldTime byte = 1 << iota
+	fieldReservationID
+	fieldBytes
+	fieldCount
+	fieldMaxQueueBytes
+	fieldOlderThan
+	fieldOffsets
+	fieldEvents
+)
+
+func (c *Command) mask() byte {
+	var m byte
+	set := func(bit byte, present bool) {
+		if present {
+			m |= bit
+		}
+	}
+	set(fieldTime, c.Time != 0)
+	set(fieldReservationID, c.ReservationID != 0)
+	set(fieldBytes, c.Bytes != 0)
+	set(fieldCount, c.Count != 0)
+	set(fieldMaxQueueBytes, c.MaxQueueBytes != 0)
+	set(fieldOlderThan, c.OlderThan != 0)
+	set(fieldOffsets, len(c.Offsets) != 0)
+	set(fieldEvents, len(c.Events) != 0)
+	return m
+}
+
+// AppendBinary appends the encoding of c to b and returns the extended
+// buffer.
+//
+// The encoding is a version byte, the op, a bit mask of the non-zero
+// fields, then those fields in a fixed order: integers as varints (signed
+// ones zig-zag encoded), Offsets as a count and zig-zag deltas from the
+// previous offset, and Events last as a count followed by each event's
+// length-prefixed body (key, payload, header count, header names and
+// values, each string length-prefixed). Encoding is deterministic: equal
+// commands, treating nil and empty slices alike, encode to equal bytes.
+func (c *Command) AppendBinary(b []byte) []byte {
+	m := c.mask()
+	b = slices.Grow(b, c.encodedLen(m))
+	b = append(b, commandVersion, byte(c.Op), m)
+	if m&fieldTime != 0 {
+		b = binary.AppendVarint(b, c.Time)
+	}
+	if m&fieldReservationID != 0 {
+		b = binary.AppendUvarint(b, c.ReservationID)
+	}
+	if m&fieldBytes != 0 {
+		b = binary.AppendVarint(b, c.Bytes)
+	}
+	if m&fieldCount != 0 {
+		b = binary.AppendVarint(b, int64(c.Count))
+	}
+	if m&fieldMaxQueueBytes != 0 {
+		b = binary.AppendVarint(b, c.MaxQueueBytes)
+	}
+	if m&fieldOlderThan != 0 {
+		b = binary.AppendVarint(b, c.OlderThan)
+	}
+	if m&fieldOffsets != 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.Offsets)))
+		var prev uint64
+		for _, o := range c.Offsets {
+			// Wrapping subtraction: the delta is exact modulo 2^64, and
+			// acks tend to be ascending, so it is usually small.
+			b = binary.AppendVarint(b, int64(o-prev))
+			prev = o
+		}
+	}
+	if m&fieldEvents != 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.Events)))
+		for i := range c.Events {
+			b = appendEvent(b, &c.Events[i])
+		}
+	}
+	return b
+}
+
+// encodedLen returns the length of c's encoding, so that AppendBinary can
+// allocate once.
+func (c *Command) encodedLen(m byte) int {
+	n := 3
+	if m&fieldTime != 0 {
+		n += varintLen(c.Time)
+	}
+	if m&fieldReservationID != 0 {
+		n += uvarintLen(c.ReservationID)
+	}
+	if m&fieldBytes != 0 {
+		n += varintLen(c.Bytes)
+	}
+	if m&fieldCount != 0 {
+		n += varintLen(int64(c.Count))
+	}
+	if m&fieldMaxQueueBytes != 0 {
+		n += varintLen(c.MaxQueueBytes)
+	}
+	if m&fieldOlderThan != 0 {
+		n += varintLen(c.OlderThan)
+	}
+	if m&fieldOffsets != 0 {
+		n += uvarintLen(uint64(len(c.Offsets)))
+		var prev uint64
+		for _, o := range c.Offsets {
+			n += varintLen(int64(o - prev))
+			prev = o
+		}
+	}
+	if m&fieldEvents != 0 {
+		n += uvarintLen(uint64(len(c.Events)))
+		for i := range c.Events {
+			body := eventBodyLen(&c.Events[i])
+			n += uvarintLen(uint64(body)) + body
+		}
+	}
+	return n
+}
+
+func stringLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+func eventBodyLen(e *Event) int {
+	n := stringLen(len(e.Key)) + stringLen(len(e.Payload)) + uvarintLen(uint64(len(e.Headers)))
+	for _, h := range e.Headers {
+		n += stringLen(len(h.Name)) + stringLen(len(h.Value))
+	}
+	return n
+}
+
+func appendEvent(b []byte, e *Event) []byte {
+	b = binary.AppendUvarint(b, uint64(eventBodyLen(e)))
+	b = appendString(b, e.Key)
+	b = binary.AppendUvarint(b, uint64(len(e.Payload)))
+	b = append(b, e.Payload...)
+	b = binary.AppendUvarint(b, uint64(len(e.Headers)))
+	for _, h := range e.Headers {
+		b = appendString(b, h.Name)
+		b = appendString(b, h.Value)
+	}
+	return b
+}
+
+// UnmarshalCommand decodes a command encoded by AppendBinary. It rejects,
+// with an error wrapping ErrInvalidCommand, any input that AppendBinary
+// could not have produced, and never panics.
+//
+// Event payloads alias data, so data must not be modified while the
+// command is in use. Keys and header strings are copied. Empty payloads,
+// header lists and event and offset lists decode as nil.
+func UnmarshalCommand(data []byte) (Command, error) {
+	var c Command
+	d := decoder{buf: data, kind: ErrInvalidCommand}
+	m := decodeHead(&d, &c, true)
+	if m&fieldEvents != 0 {
+		n := d.count("event count", 1)
+		if d.err == nil && n == 0 {
+			d.fail("empty event list")
+		}
+		if d.err == nil {
+			c.Events = make([]Event, n)
+			for i := range c.Events {
+				decodeEvent(&d, &c.Events[i])
+			}
+		}
+	}
+	d.end("command")
+	if d.err != nil {
+		return Command{}, d.err
+	}
+	return c, nil
+}
+
+// EventAt decodes only the event at position slot of the encoded Commit or
+// Publish command in data, skipping over the events before it without
+// decoding them. Events after slot are not validated. As with
+// UnmarshalCommand, the payload aliases data.
+func EventAt(data []byte, slot int) (Event, error) {
+	var c Command
+	d := decoder{buf: data, kind: ErrInvalidCommand}
+	m := decodeHead(&d, &c, false)
+	if d.err != nil {
+		return Event{}, d.err
+	}
+	if m&fieldEvents == 0 {
+		d.fail("%v command has no events", c.Op)
+		return Event{}, d.err
+	}
+	n := d.count("event count", 1)
+	if d.err == nil && (slot < 0 || slot >= n) {
+		d.fail("event slot %d out of range [0, %d)", slot, n)
+	}
+	for range slot {
+		d.bytes("event")
+	}
+	var e Event
+	decodeEvent(&d, &e)
+	if d.err != nil {
+		return Event{}, d.err
+	}
+	return e, nil
+}
+
+// decodeHead decodes everything before the events into c and returns the
+// field mask. Offsets are skipped rather than stored unless keepOffsets
+// is set.
+func decodeHead(d *decoder, c *Command, keepOffsets bool) byte {
+	if v := d.u8("version"); d.err == nil && v != commandVersion {
+		d.fail("unsupported encoding version %d", v)
+	}
+	c.Op = Op(d.u8("op"))
+	if d.err == nil && !c.Op.valid() {
+		d.fail("unknown op %d", c.Op)
+	}
+	m := d.u8("field mask")
+	// A field present in the mask must be non-zero; otherwise a command
+	// would have two encodings.
+	nonZero := func(what string, zero bool) {
+		if zero {
+			d.fail("zero %s encoded", what)
+		}
+	}
+	if m&fieldTime != 0 {
+		c.Time = d.varint("time")
+		nonZero("time", c.Time == 0)
+	}
+	if m&fieldReservationID != 0 {
+		c.ReservationID = d.uvarint("reservation id")
+		nonZero("reservation id", c.ReservationID == 0)
+	}
+	if m&fieldBytes != 0 {
+		c.Bytes = d.varint("bytes")
+		nonZero("bytes", c.Bytes == 0)
+	}
+	if m&fieldCount != 0 {
+		n := d.varint("count")
+		if n < math.MinInt || n > math.MaxInt {
+			d.fail("count %d out of range", n)
+		}
+		c.Count = int(n)
+		nonZero("count", c.Count == 0)
+	}
+	if m&fieldMaxQueueBytes != 0 {
+		c.MaxQueueBytes = d.varint("max queue bytes")
+		nonZero("max queue bytes", c.MaxQueueBytes == 0)
+	}
+	if m&fieldOlderThan != 0 {
+		c.OlderThan = d.varint("older than")
+		nonZero("older than", c.OlderThan == 0)
+	}
+	if m&fieldOffsets != 0 {
+		n := d.count("offset count", 1)
+		if d.err == nil && n == 0 {
+			d.fail("empty offset list")
+		}
+		if keepOffsets && d.err == nil {
+			c.Offsets = make([]uint64, n)
+		}
+		var prev uint64
+		for i := 0; i < n && d.err == nil; i++ {
+			prev += uint64(d.varint("offset"))
+			if keepOffsets {
+				c.Offsets[i] = prev
+			}
+		}
+	}
+	if d.err != nil {
+		return 0
+	}
+	return m
+}
+
+// decodeEvent decodes one length-prefixed event body into e.
+func decodeEvent(d *decoder, e *Event) {
+	body := d.bytes("event")
+	if d.err != nil {
+		return
+	}
+	ed := decoder{buf: body, kind: d.kind}
+	e.Key = string(ed.bytes("event key"))
+	if p := ed.bytes("event payload"); len(p) > 0 {
+		e.Payload = p
+	}
+	// A header takes at least two bytes: the lengths of name and value.
+	if n := ed.count("header count", 2); n > 0 {
+		e.Headers = make([]Header, n)
+		for i := range e.Headers {
+			e.Headers[i].Name = string(ed.bytes("header name"))
+			e.Headers[i].Value = string(ed.bytes("header value"))
+		}
+	}
+	ed.end("event")
+	if ed.err != nil {
+		d.err = ed.err
+		*e = Event{}
+	}
+}

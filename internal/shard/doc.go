@@ -1,0 +1,28 @@
+// Package shard implements the replicated state machine of one shard of a
+// herald topic: an event queue with two-phase commit.
+//
+// A producer either publishes events in one step (OpPublish), or first
+// reserves queue space (OpReserve) and later commits events into the
+// reservation (OpCommit) or aborts it (OpAbort). Reservations that are never
+// resolved are dropped by OpExpire. Consumers acknowledge events by offset
+// (OpAck), in any order; the delivery head advances over the contiguous
+// prefix of acknowledged offsets.
+//
+// The shard's Raft log is the queue. Events live only in the log entries
+// that carry Commit and Publish commands; State keeps just the metadata needed
+// to find them again (which log entry holds which offsets), which of them are
+// still pending, and byte accounting for flow control. Snapshots therefore
+// grow with the number of pending events and reservations, not with payload
+// bytes. The host reads an event back by passing the log index and slot from
+// Locate to EventAt, and may truncate its log below the smaller of
+// CompactIndex and its latest snapshot index.
+//
+// State is deterministic. It does no I/O and never reads the clock: every
+// timestamp arrives inside a Command, chosen by the proposer. Replicas that
+// apply the same commands at the same log indexes reach byte-identical
+// state, as observed through MarshalBinary.
+//
+// A rejected command (a Result with a non-nil Err) leaves the state unchanged
+// except for Applied, which still advances: the log entry was applied, and
+// its effect was to do nothing.
+package shard

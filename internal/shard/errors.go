@@ -1,0 +1,52 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors reported in Result.Err, and by the decoding functions. They are
+// wrapped with detail; test for them with errors.Is.
+var (
+	// ErrQueueFull rejects a Reserve or Publish that would take the shard's
+	// pending plus reserved bytes over the topic's limit. It is transient:
+	// the space frees up as consumers acknowledge events.
+	ErrQueueFull = errors.New("shard queue is full; retry later or raise max_queue_bytes")
+
+	// ErrUnknownReservation rejects a Commit of a reservation that does not
+	// exist: it was never made, or it was already committed, aborted or
+	// expired.
+	ErrUnknownReservation = errors.New("shard: unknown reservation")
+
+	// ErrReservationTooSmall rejects a Commit whose events need more bytes,
+	// or are more in number, than the reservation holds. The reservation is
+	// left in place.
+	ErrReservationTooSmall = errors.New("shard: reservation too small")
+
+	// ErrUnknownOffset rejects an Ack naming an offset that has not been
+	// assigned yet.
+	ErrUnknownOffset = errors.New("shard: unknown offset")
+
+	// ErrInvalidCommand rejects a malformed command: an unknown op, negative
+	// sizes, a Commit or Publish without events, a log index that does not
+	// follow the last applied one, or an encoding that does not decode.
+	ErrInvalidCommand = errors.New("shard: invalid command")
+
+	// ErrInvalidSnapshot is returned by UnmarshalBinary for data that is not
+	// a snapshot written by MarshalBinary.
+	ErrInvalidSnapshot = errors.New("shard: invalid snapshot")
+)
+
+// queueFullError is ErrQueueFull with the numbers behind it. It spells
+// out the sizes before the advice so that the message reads naturally
+// while still matching ErrQueueFull under errors.Is.
+type queueFullError struct {
+	pending, reserved, requested, limit int64
+}
+
+func (e *queueFullError) Error() string {
+	return fmt.Sprintf("shard queue is full (%d pending + %d reserved + %d requested bytes > max_queue_bytes %d); retry later or raise max_queue_bytes",
+		e.pending, e.reserved, e.requested, e.limit)
+}
+
+func (e *queueFullError) Unwrap() error { return ErrQueueFull }
