@@ -1,0 +1,47 @@
+package shard
+
+import "fmt"
+
+// Machine is a State that takes its commands encoded, as they travel in the
+// shard's replicated log. Its method set is what a Raft host needs of a
+// state machine: apply an entry, snapshot, restore, and say which entries
+// are still needed.
+type Machine struct {
+	*State
+}
+
+// NewMachine returns a Machine holding an empty shard.
+func NewMachine() *Machine { return &Machine{State: New()} }
+
+// Apply decodes and applies the command in a log entry and returns its
+// Result. An entry that does not decode is rejected like any invalid
+// command: the index is recorded as applied and nothing else changes, so
+// replicas stay identical.
+func (m *Machine) Apply(index uint64, data []byte) any {
+	cmd, err := UnmarshalCommand(data)
+	if err != nil {
+		r := m.State.Apply(index, nil)
+		if r.Err == nil {
+			r.Err = fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+		}
+		return r
+	}
+	return m.State.Apply(index, &cmd)
+}
+
+// Snapshot encodes the shard's metadata.
+func (m *Machine) Snapshot() ([]byte, error) { return m.MarshalBinary() }
+
+// Restore replaces the state with a snapshot's; empty data is an empty shard.
+func (m *Machine) Restore(data []byte) error {
+	if len(data) == 0 {
+		m.State = New()
+		return nil
+	}
+	s := New()
+	if err := s.UnmarshalBinary(data); err != nil {
+		return err
+	}
+	m.State = s
+	return nil
+}

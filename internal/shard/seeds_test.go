@@ -1,0 +1,160 @@
+package shard
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var updateSeeds = flag.Bool("update-seeds", false, "rewrite the fuzz seed corpora in testdata/fuzz")
+
+// seedProgram builds inputs for FuzzStateMachine step by step, in the
+// layout fuzzProgram reads: selector, index byte, clock byte, arguments.
+// Every step uses the next log index and moves the clock forward by one.
+type seedProgram struct{ b []byte }
+
+func (p *seedProgram) step(sel byte, args ...byte) *seedProgram {
+	p.b = append(p.b, sel, 128, 2)
+	p.b = append(p.b, args...)
+	return p
+}
+
+// eventArgs describes events with the given payload sizes (under 40), no
+// key and no headers.
+func eventArgs(sizes []byte) []byte {
+	b := []byte{byte(len(sizes))}
+	for _, n := range sizes {
+		b = append(b, 0, n, 0)
+	}
+	return b
+}
+
+// limitArg encodes a max_queue_bytes of 64..254, or 0 for unlimited.
+func limitArg(limit byte) byte { return limit }
+
+func (p *seedProgram) reserve(bytes, count, limit byte) *seedProgram {
+	return p.step(stepReserve, bytes+2, count, limitArg(limit))
+}
+
+func (p *seedProgram) publish(limit byte, sizes ...byte) *seedProgram {
+	return p.step(stepPublish, append([]byte{limitArg(limit)}, eventArgs(sizes)...)...)
+}
+
+// commit commits into the reservation back places before the newest.
+func (p *seedProgram) commit(back byte, sizes ...byte) *seedProgram {
+	return p.step(stepCommit, append([]byte{back}, eventArgs(sizes)...)...)
+}
+
+func (p *seedProgram) abort(back byte) *seedProgram { return p.step(stepAbort, back) }
+
+// ack acknowledges offsets given relative to the head.
+func (p *seedProgram) ack(rel ...byte) *seedProgram {
+	args := []byte{byte(len(rel))}
+	for _, r := range rel {
+		args = append(args, 40+r)
+	}
+	return p.step(stepAck, args...)
+}
+
+func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
+func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
+
+func stateMachineSeeds() map[string][]byte {
+	seeds := map[string][]byte{
+		"publish-ack-out-of-order": new(seedProgram).
+			publish(0, 1, 2, 3).publish(0, 4, 5).publish(0, 6).
+			ack(2).ack(1, 4).ack(0).snap().ack(0, 1, 2).b,
+		"reserve-commit-abort": new(seedProgram).
+			reserve(30, 2, 100).commit(0, 10, 10).
+			reserve(20, 0, 0).reserve(5, 1, 0).commit(0, 3, 3).commit(0, 6).
+			abort(0).abort(0).commit(1, 1).snap().b,
+		"queue-full": new(seedProgram).
+			publish(100, 39).publish(100, 39).publish(100, 39).
+			reserve(30, 0, 100).reserve(22, 0, 100).ack(0).reserve(22, 0, 100).
+			commit(0, 20).b,
+		"expire": new(seedProgram).
+			reserve(1, 0, 0).reserve(2, 0, 0).reserve(3, 0, 0).
+			expire(2).snap().expire(0).commit(0, 1).b,
+		"fit-newest-reservation": new(seedProgram).
+			reserve(40, 1, 200).step(stepCommit2).reserve(0, 0, 0).step(stepCommit2).b,
+		"stale-index-and-bad-ops": append(new(seedProgram).publish(0, 1).ack(0).b,
+			stepPublish, 0, 2, 0, 1, 0, 1, 0, // stale index
+			stepBad, 128, 2, 0, // nil command
+			stepBad, 128, 2, 1, // op 0
+			stepBad, 250, 2, 2, // op > OpExpire, after a gap in indexes
+			stepAckHead, 128, 2),
+	}
+	// A longer mixed run with snapshots throughout.
+	p := new(seedProgram)
+	for i := range byte(30) {
+		p.publish(0, i%7, i%3).reserve(i, i%3, 0).ack(i%2, 1+i%3)
+		if i%5 == 0 {
+			p.commit(1, i%4).snap().expire(3)
+		}
+	}
+	seeds["mixed-with-snapshots"] = p.b
+	return seeds
+}
+
+func unmarshalCommandSeeds() map[string][]byte {
+	seeds := make(map[string][]byte)
+	for i, c := range sampleCommands() {
+		seeds[fmt.Sprintf("%02d-%v", i, c.Op)] = c.AppendBinary(nil)
+	}
+	seeds["bad-trailing-byte"] = []byte{1, 3, 0, 0}
+	seeds["bad-non-minimal"] = []byte{1, 3, byte(fieldReservationID), 0x81, 0x00}
+	return seeds
+}
+
+func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
+	seeds := map[string][]byte{
+		"empty":   snapshot(t, New()),
+		"history": snapshot(t, history(t).s),
+	}
+	h := newHarness(t)
+	for i := range 40 {
+		h.apply(Command{Op: OpPublish, Time: int64(i), Events: events(i%5, 1)})
+		h.apply(Command{Op: OpReserve, Time: int64(i), Bytes: int64(i)})
+		h.apply(Command{Op: OpAck, Offsets: []uint64{uint64(i * 3 / 2)}})
+	}
+	seeds["busy"] = snapshot(t, h.s)
+	return seeds
+}
+
+// TestFuzzSeeds checks that the seed corpora under testdata/fuzz match the
+// generators above; run with -update-seeds to rewrite them. Other files in
+// those directories, such as failures found by fuzzing, are left alone.
+func TestFuzzSeeds(t *testing.T) {
+	corpora := map[string]map[string][]byte{
+		"FuzzStateMachine":     stateMachineSeeds(),
+		"FuzzUnmarshalCommand": unmarshalCommandSeeds(),
+		"FuzzUnmarshalBinary":  unmarshalBinarySeeds(t),
+	}
+	for fuzzer, seeds := range corpora {
+		dir := filepath.Join("testdata", "fuzz", fuzzer)
+		for name, data := range seeds {
+			path := filepath.Join(dir, "seed-"+name)
+			want := []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data))
+			if *updateSeeds {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%v (run go test -run TestFuzzSeeds -update-seeds)", err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s is out of date (run go test -run TestFuzzSeeds -update-seeds)", path)
+			}
+		}
+	}
+}
