@@ -3,6 +3,7 @@ module herald
 go 1.26.8
 
 require (
-	go.etcd.io/raft/v3 v3.7.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	go.etcd.io/raft/v3 v3.7.0
+	golang.org/x/sync v0.24.0
+	google.golang.org/protobuf v1.36.11
 )

@@ -1,0 +1,551 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"herald/internal/raftstore"
+)
+
+// maxProposalBatch bounds how many waiting proposals one loop iteration
+// takes, so ticks and messages are not starved under load.
+const maxProposalBatch = 4096
+
+type proposal struct {
+	id   uint64
+	data []byte // envelope: proposal id + command
+	err  chan error
+}
+
+type waiter struct {
+	result chan any
+}
+
+// group is one Raft group and the goroutine that owns its RawNode and
+// state machine. Only that goroutine touches rn, sm and the fields below
+// marked "loop".
+type group struct {
+	h       *Host
+	id      uint64
+	name    string
+	dir     string
+	log     *slog.Logger
+	storage *raftstore.Storage
+	rn      *raft.RawNode
+	sm      StateMachine
+
+	propc    chan proposal
+	tickc    chan struct{}
+	recvc    chan *pb.Message
+	viewc    chan func()
+	snapDone chan snapResult
+	stopc    chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+
+	waitMu  sync.Mutex
+	waiters map[uint64]waiter
+
+	// loop
+	applied        uint64
+	confState      *pb.ConfState
+	snapIndex      uint64
+	bytesSinceSnap int64
+	snapInFlight   bool
+	snapWG         sync.WaitGroup
+
+	// Read by other goroutines.
+	leader    atomic.Uint64
+	isLeader  atomic.Bool
+	appliedAt atomic.Uint64
+	snapAt    atomic.Uint64
+	failErr   error // set before done is closed
+}
+
+type snapResult struct {
+	index uint64
+	err   error
+}
+
+func openGroup(h *Host, gc GroupConfig) (*group, error) {
+	dir := groupDir(&h.cfg, gc.Name)
+	st, err := raftstore.Open(dir, h.storageOptions())
+	if err != nil {
+		return nil, err
+	}
+	if st.IsEmpty() {
+		peers := gc.Peers
+		if len(peers) == 0 {
+			peers = []uint64{h.cfg.NodeID}
+		}
+		if err := st.Bootstrap(&pb.ConfState{Voters: peers}); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	g := &group{
+		h: h, id: gc.ID, name: gc.Name, dir: dir,
+		log:      h.cfg.Logger.With("group", gc.Name),
+		storage:  st,
+		sm:       gc.StateMachine,
+		propc:    make(chan proposal, maxProposalBatch),
+		tickc:    make(chan struct{}, 1),
+		recvc:    make(chan *pb.Message, 256),
+		viewc:    make(chan func()),
+		snapDone: make(chan snapResult, 1),
+		stopc:    make(chan struct{}),
+		done:     make(chan struct{}),
+		waiters:  make(map[uint64]waiter),
+	}
+	snap, _ := st.Snapshot()
+	if err := g.sm.Restore(snap.Data); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	g.applied = snap.GetMetadata().GetIndex()
+	g.snapIndex = g.applied
+	g.confState = snap.GetMetadata().GetConfState()
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        h.cfg.NodeID,
+		ElectionTick:              h.cfg.ElectionTicks,
+		HeartbeatTick:             h.cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   g.applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{g.log},
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	g.rn = rn
+	// A group whose only voter is this node need not wait an election
+	// timeout after a restart.
+	if vs := g.confState.GetVoters(); len(vs) == 1 && vs[0] == h.cfg.NodeID {
+		if err := rn.Campaign(); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("campaign: %w", err)
+		}
+	}
+	g.appliedAt.Store(g.applied)
+	g.snapAt.Store(g.snapIndex)
+	return g, nil
+}
+
+func (g *group) run() {
+	defer close(g.done)
+	// A freshly opened group may already have work: its campaign's vote.
+	if err := g.handleReady(); err != nil {
+		g.fail(err)
+		return
+	}
+	for {
+		select {
+		case <-g.stopc:
+			g.shutdown(ErrClosed)
+			return
+		case p := <-g.propc:
+			g.proposeBatch(p)
+		case <-g.tickc:
+			g.rn.Tick()
+		case m := <-g.recvc:
+			if err := g.rn.Step(m); err != nil {
+				g.log.Debug("step message", "err", err)
+			}
+		case fn := <-g.viewc:
+			fn()
+		case r := <-g.snapDone:
+			g.snapshotFinished(r)
+		}
+		if err := g.handleReady(); err != nil {
+			g.fail(err)
+			return
+		}
+	}
+}
+
+// fail stops the group after a storage failure: raft's contract cannot be
+// kept once a Ready could not be persisted.
+func (g *group) fail(err error) {
+	g.log.Error("raft group stopped on a storage failure; it is unavailable until the node restarts", "err", err)
+	g.failErr = fmt.Errorf("group %s stopped on a storage failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
+	g.shutdown(g.failErr)
+}
+
+func (g *group) proposeBatch(first proposal) {
+	g.proposeOne(first)
+	for range maxProposalBatch - 1 {
+		select {
+		case p := <-g.propc:
+			g.proposeOne(p)
+		default:
+			return
+		}
+	}
+}
+
+func (g *group) proposeOne(p proposal) {
+	err := g.rn.Propose(p.data)
+	if errors.Is(err, raft.ErrProposalDropped) {
+		if g.rn.BasicStatus().Lead == raft.None {
+			err = ErrNoLeader
+		} else {
+			err = ErrOverloaded
+		}
+	}
+	p.err <- err
+}
+
+// handleReady persists and applies everything raft has ready, following
+// the Ready contract: entries and hard state are durable before messages
+// that depend on them are sent; committed entries are applied in order.
+func (g *group) handleReady() error {
+	for g.rn.HasReady() {
+		rd := g.rn.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := g.installSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		if err := g.storage.Append(rd.Entries); err != nil {
+			return err
+		}
+		for _, e := range rd.Entries {
+			g.bytesSinceSnap += int64(len(e.Data))
+		}
+		// Entries committed before this Ready were persisted by an earlier
+		// one, so they can be applied while this Ready's fsync runs.
+		overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
+			rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
+		var synced chan error
+		if rd.MustSync && len(rd.Entries) > 0 {
+			synced = make(chan error, 1)
+			go func() { synced <- g.sync() }()
+		}
+		if overlap {
+			g.apply(rd.CommittedEntries)
+		}
+		if synced != nil {
+			if err := <-synced; err != nil {
+				return err
+			}
+		}
+		if rd.HardState != nil {
+			if err := g.storage.SetHardState(rd.HardState, false); err != nil {
+				return err
+			}
+		}
+		g.send(rd.Messages)
+		if !overlap {
+			g.apply(rd.CommittedEntries)
+		}
+		g.rn.Advance(rd)
+		if rd.SoftState != nil {
+			g.leader.Store(rd.SoftState.Lead)
+			g.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
+		}
+		g.maybeSnapshot()
+	}
+	return nil
+}
+
+func (g *group) sync() error {
+	g.h.fsync <- struct{}{}
+	defer func() { <-g.h.fsync }()
+	start := time.Now()
+	err := g.storage.Sync()
+	g.h.stats.observeFsync(time.Since(start))
+	return err
+}
+
+func (g *group) send(msgs []*pb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	if g.h.cfg.Transport == nil {
+		g.log.Warn("dropping raft messages: no transport configured", "count", len(msgs))
+		return
+	}
+	g.h.cfg.Transport.Send(g.id, msgs)
+}
+
+func (g *group) installSnapshot(snap *pb.Snapshot) error {
+	if err := g.storage.ApplySnapshot(snap); err != nil {
+		return err
+	}
+	if err := g.sm.Restore(snap.Data); err != nil {
+		return fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	g.applied = snap.GetMetadata().GetIndex()
+	g.snapIndex = g.applied
+	g.confState = snap.GetMetadata().GetConfState()
+	g.bytesSinceSnap = 0
+	g.appliedAt.Store(g.applied)
+	g.snapAt.Store(g.snapIndex)
+	return nil
+}
+
+func (g *group) apply(ents []*pb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx <= g.applied {
+			continue
+		}
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.Data) > 0 {
+				id, cmd := decodeEnvelope(e.Data)
+				result := g.sm.Apply(idx, cmd)
+				g.deliver(id, result)
+			}
+		case pb.EntryConfChange:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.Data, &cc); err == nil {
+				g.confState = g.rn.ApplyConfChange(&cc)
+			}
+		case pb.EntryConfChangeV2:
+			var cc pb.ConfChangeV2
+			if err := proto.Unmarshal(e.Data, &cc); err == nil {
+				g.confState = g.rn.ApplyConfChange(&cc)
+			}
+		}
+		g.applied = idx
+	}
+	g.h.stats.Applied.Add(uint64(len(ents)))
+	g.appliedAt.Store(g.applied)
+	g.storage.SetApplied(g.applied)
+}
+
+// maybeSnapshot takes a snapshot once enough has been applied since the
+// last one. The state machine's bytes are captured here, on the loop, so
+// they match the applied index exactly; writing, fsyncing and compacting
+// run in the background unless SyncSnapshots is set. While one snapshot is
+// in flight, further requests are coalesced into the next check after it
+// finishes rather than queued.
+func (g *group) maybeSnapshot() {
+	if g.snapInFlight || g.applied <= g.snapIndex {
+		return
+	}
+	if g.applied-g.snapIndex < g.h.cfg.SnapshotEntries && g.bytesSinceSnap < g.h.cfg.SnapshotBytes {
+		return
+	}
+	data, err := g.sm.Snapshot()
+	if err != nil {
+		g.log.Error("encode snapshot", "err", err)
+		return
+	}
+	term, err := g.storage.Term(g.applied)
+	if err != nil {
+		g.log.Error("term of applied index", "index", g.applied, "err", err)
+		return
+	}
+	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
+		Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState),
+	}}
+	compactBelow := min(g.applied+1, g.sm.CompactIndex())
+	g.bytesSinceSnap = 0
+	if g.h.cfg.SyncSnapshots {
+		g.snapshotFinished(g.writeSnapshot(snap, compactBelow))
+		return
+	}
+	g.snapInFlight = true
+	g.snapWG.Go(func() { g.snapDone <- g.writeSnapshot(snap, compactBelow) })
+}
+
+// writeSnapshot saves snap and then deletes the log segments it and the
+// state machine no longer need. It may run off the loop: the storage is
+// safe for that.
+func (g *group) writeSnapshot(snap *pb.Snapshot, compactBelow uint64) snapResult {
+	start := time.Now()
+	idx := snap.GetMetadata().GetIndex()
+	if err := g.storage.SaveSnapshot(snap); err != nil {
+		return snapResult{index: idx, err: err}
+	}
+	if _, err := g.storage.Compact(compactBelow); err != nil {
+		return snapResult{index: idx, err: err}
+	}
+	g.h.stats.observeSnapshot(time.Since(start))
+	return snapResult{index: idx}
+}
+
+func (g *group) snapshotFinished(r snapResult) {
+	g.snapInFlight = false
+	if r.err != nil {
+		// The previous snapshot and the full log are still there: nothing is
+		// lost, the next attempt will try again.
+		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
+		return
+	}
+	g.snapIndex = max(g.snapIndex, r.index)
+	g.snapAt.Store(g.snapIndex)
+	// Requests that arrived while this one ran were coalesced into this check.
+	g.maybeSnapshot()
+}
+
+// propose replicates cmd. While the group has no leader (an election is
+// running) it retries for up to two election timeouts before giving up.
+func (g *group) propose(ctx context.Context, cmd []byte) (any, error) {
+	wait := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
+	deadline := time.Now().Add(wait)
+	for {
+		r, err := g.proposeOnce(ctx, cmd)
+		if !errors.Is(err, ErrNoLeader) || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-time.After(g.h.cfg.TickInterval):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (g *group) proposeOnce(ctx context.Context, cmd []byte) (any, error) {
+	id := g.h.nextID.Add(1)
+	w := waiter{result: make(chan any, 1)}
+	g.waitMu.Lock()
+	if g.waiters == nil {
+		g.waitMu.Unlock()
+		return nil, g.closedErr()
+	}
+	g.waiters[id] = w
+	g.waitMu.Unlock()
+	defer func() {
+		g.waitMu.Lock()
+		if g.waiters != nil {
+			delete(g.waiters, id)
+		}
+		g.waitMu.Unlock()
+	}()
+	p := proposal{id: id, data: encodeEnvelope(id, cmd), err: make(chan error, 1)}
+	select {
+	case g.propc <- p:
+	case <-g.done:
+		return nil, g.closedErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case err := <-p.err:
+		if err != nil {
+			return nil, err
+		}
+	case <-g.done:
+		return nil, g.closedErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-w.result:
+		if err, ok := r.(error); ok {
+			return nil, err
+		}
+		return r, nil
+	case <-ctx.Done():
+		// The entry may still commit: the caller must treat the outcome as unknown.
+		return nil, ctx.Err()
+	}
+}
+
+func (g *group) deliver(id uint64, result any) {
+	if id == 0 {
+		return
+	}
+	g.waitMu.Lock()
+	w, ok := g.waiters[id]
+	delete(g.waiters, id)
+	g.waitMu.Unlock()
+	if ok {
+		w.result <- result
+	}
+}
+
+// shutdown fails every waiting proposer with err.
+func (g *group) shutdown(err error) {
+	g.waitMu.Lock()
+	ws := g.waiters
+	g.waiters = nil
+	g.waitMu.Unlock()
+	for _, w := range ws {
+		w.result <- err
+	}
+}
+
+func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
+	done := make(chan struct{})
+	f := func() { fn(g.sm, g.applied); close(done) }
+	select {
+	case g.viewc <- f:
+	case <-g.done:
+		return g.closedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
+}
+
+func (g *group) stop() {
+	g.stopOnce.Do(func() { close(g.stopc) })
+	<-g.done
+	g.snapWG.Wait()
+	g.storage.Close()
+}
+
+func (g *group) status() Status {
+	l := g.storage.Log()
+	st := Status{
+		Name: g.name, Leader: g.leader.Load(), IsLeader: g.isLeader.Load(),
+		Applied: g.appliedAt.Load(), SnapIndex: g.snapAt.Load(),
+		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
+		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
+	}
+	select {
+	case <-g.done:
+		st.Err = g.failErr
+	default:
+	}
+	return st
+}
+
+// closedErr is what callers get once the loop has exited.
+func (g *group) closedErr() error {
+	if g.failErr != nil {
+		return g.failErr
+	}
+	return ErrClosed
+}
+
+// encodeEnvelope prefixes a command with the id of its proposal so the
+// proposer can be found when the entry is applied. Id 0 means no waiter.
+func encodeEnvelope(id uint64, cmd []byte) []byte {
+	b := make([]byte, 8+len(cmd))
+	binary.LittleEndian.PutUint64(b, id)
+	copy(b[8:], cmd)
+	return b
+}
+
+func decodeEnvelope(data []byte) (uint64, []byte) {
+	if len(data) < 8 {
+		return 0, nil
+	}
+	return binary.LittleEndian.Uint64(data), data[8:]
+}

@@ -1,0 +1,374 @@
+// Package host drives many Raft groups on one node. Each group (a shard of
+// a topic, or the controller) is an etcd raft RawNode with its own
+// goroutine, storage directory and state machine. The host batches
+// concurrent proposals into one Ready per group, persists each Ready with one
+// fdatasync (fsyncs of different groups run concurrently, with a bound),
+// applies committed entries, answers proposers once their entry is applied,
+// and takes snapshots off the apply loop.
+//
+// A single node is a cluster of one: the same code path runs, and nothing
+// outside this package assumes there is only one node.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"golang.org/x/sync/errgroup"
+
+	"herald/internal/raftstore"
+)
+
+// StateMachine is what a group replicates. All methods are called from the
+// group's own goroutine, one at a time.
+type StateMachine interface {
+	// Apply applies the command committed at index and returns the result
+	// handed to its proposer. It must be deterministic.
+	Apply(index uint64, cmd []byte) any
+	// Snapshot encodes the whole state. It runs on the apply loop, so it
+	// must be cheap: state machines keep metadata, not data.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state with a snapshot's; empty data means the
+	// initial state.
+	Restore(data []byte) error
+	// CompactIndex is the lowest log index the state machine may still need
+	// to read (for a shard, the entry holding the oldest undelivered event).
+	CompactIndex() uint64
+}
+
+// Transport carries Raft messages to other nodes. Messages of every group
+// share it; each is tagged with its group id.
+type Transport interface {
+	Send(group uint64, msgs []*pb.Message)
+}
+
+// Config configures a Host. Zero values take the defaults shown.
+type Config struct {
+	NodeID           uint64        // 1
+	Dir              string        // required: groups live in Dir/<group name>
+	TickInterval     time.Duration // 100ms
+	ElectionTicks    int           // 10
+	HeartbeatTicks   int           // 1
+	SnapshotEntries  uint64        // 10,000 applied entries since the last snapshot
+	SnapshotBytes    int64         // 64 MiB of entries since the last snapshot
+	SyncSnapshots    bool          // write snapshots on the apply loop (for comparison benchmarks)
+	SegmentSize      int64         // log segment size; 0 is the log's default
+	FsyncParallelism int           // 64 concurrent fdatasyncs across groups
+	BootParallelism  int           // 8 groups opened at once by AddGroups
+	Transport        Transport     // nil: no other nodes
+	Logger           *slog.Logger  // slog.Default()
+}
+
+func (c *Config) setDefaults() {
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = 10000
+	}
+	if c.SnapshotBytes <= 0 {
+		c.SnapshotBytes = 64 << 20
+	}
+	if c.FsyncParallelism <= 0 {
+		c.FsyncParallelism = 64
+	}
+	if c.BootParallelism <= 0 {
+		c.BootParallelism = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// GroupConfig describes one Raft group.
+type GroupConfig struct {
+	ID    uint64   // unique on the host, never 0
+	Name  string   // directory name under Config.Dir
+	Peers []uint64 // voters, used when the group is created for the first time
+	// StateMachine is the group's state machine, in its initial state.
+	StateMachine StateMachine
+}
+
+var (
+	// ErrNoLeader means the group has no leader right now (an election is
+	// running); the request can be retried shortly.
+	ErrNoLeader = errors.New("no raft leader for the group yet; retry shortly")
+	// ErrUnknownGroup means the host does not run the group.
+	ErrUnknownGroup = errors.New("group is not hosted on this node")
+	// ErrClosed means the host or group is shutting down.
+	ErrClosed = errors.New("raft group is shut down")
+	// ErrOverloaded means too many proposals are waiting to be committed.
+	ErrOverloaded = errors.New("raft group has too many uncommitted proposals; retry later")
+)
+
+// Host runs Raft groups.
+type Host struct {
+	cfg    Config
+	fsync  chan struct{} // semaphore bounding concurrent fdatasyncs
+	nextID atomic.Uint64 // proposal ids; random start so ids from before a restart never match
+	stats  Stats
+
+	mu     sync.RWMutex
+	groups map[uint64]*group
+	closed bool
+
+	stopTicker chan struct{}
+	tickerDone chan struct{}
+}
+
+// New starts a host with no groups.
+func New(cfg Config) (*Host, error) {
+	cfg.setDefaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("host: no data directory configured")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", cfg.Dir, err)
+	}
+	h := &Host{
+		cfg:        cfg,
+		fsync:      make(chan struct{}, cfg.FsyncParallelism),
+		groups:     make(map[uint64]*group),
+		stopTicker: make(chan struct{}),
+		tickerDone: make(chan struct{}),
+	}
+	h.nextID.Store(rand.Uint64() >> 1)
+	go h.tick()
+	return h, nil
+}
+
+// tick drives every group's logical clock from one timer: a ticker per
+// group would cost thousands of timers on a node with thousands of shards.
+func (h *Host) tick() {
+	defer close(h.tickerDone)
+	t := time.NewTicker(h.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopTicker:
+			return
+		case <-t.C:
+			h.mu.RLock()
+			for _, g := range h.groups {
+				select {
+				case g.tickc <- struct{}{}:
+				default: // the group is busy; a missed tick only delays timeouts
+				}
+			}
+			h.mu.RUnlock()
+		}
+	}
+}
+
+// AddGroup opens (or creates) a group and starts running it.
+func (h *Host) AddGroup(gc GroupConfig) error {
+	if gc.ID == 0 || gc.Name == "" || gc.StateMachine == nil {
+		return fmt.Errorf("add group: id, name and state machine are required")
+	}
+	h.mu.RLock()
+	_, exists := h.groups[gc.ID]
+	closed := h.closed
+	h.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if exists {
+		return fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
+	}
+	g, err := openGroup(h, gc)
+	if err != nil {
+		return fmt.Errorf("open group %s: %w", gc.Name, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		g.storage.Close()
+		return ErrClosed
+	}
+	if _, ok := h.groups[gc.ID]; ok {
+		g.storage.Close()
+		return fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
+	}
+	h.groups[gc.ID] = g
+	go g.run()
+	return nil
+}
+
+// AddGroups opens many groups in parallel on a temporary, bounded set of
+// workers that exists only for this call (boot-time recovery must not
+// borrow a pool other work depends on). It returns one error per group
+// that failed, keyed by group id; the others run.
+func (h *Host) AddGroups(ctx context.Context, gcs []GroupConfig) map[uint64]error {
+	var mu sync.Mutex
+	failed := make(map[uint64]error)
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(h.cfg.BootParallelism)
+	for _, gc := range gcs {
+		eg.Go(func() error {
+			err := ctx.Err()
+			if err == nil {
+				err = h.AddGroup(gc)
+			}
+			if err != nil {
+				mu.Lock()
+				failed[gc.ID] = err
+				mu.Unlock()
+			}
+			return nil // one broken group must not stop the others
+		})
+	}
+	eg.Wait()
+	return failed
+}
+
+// RemoveGroup stops a group; with deleteData it also removes its directory.
+func (h *Host) RemoveGroup(id uint64, deleteData bool) error {
+	h.mu.Lock()
+	g, ok := h.groups[id]
+	delete(h.groups, id)
+	h.mu.Unlock()
+	if !ok {
+		return ErrUnknownGroup
+	}
+	g.stop()
+	if deleteData {
+		if err := os.RemoveAll(g.dir); err != nil {
+			return fmt.Errorf("remove data of group %s: %w", g.name, err)
+		}
+	}
+	return nil
+}
+
+func (h *Host) group(id uint64) (*group, error) {
+	h.mu.RLock()
+	g, ok := h.groups[id]
+	h.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("group %d: %w", id, ErrUnknownGroup)
+	}
+	return g, nil
+}
+
+// Propose replicates cmd through the group's log and returns the state
+// machine's result once the entry is committed and applied.
+func (h *Host) Propose(ctx context.Context, id uint64, cmd []byte) (any, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return nil, err
+	}
+	return g.propose(ctx, cmd)
+}
+
+// View runs fn on the group's goroutine, between applies, so fn sees a
+// consistent state machine. fn must be quick and must not keep sm.
+func (h *Host) View(ctx context.Context, id uint64, fn func(sm StateMachine, applied uint64)) error {
+	g, err := h.group(id)
+	if err != nil {
+		return err
+	}
+	return g.view(ctx, fn)
+}
+
+// Entry returns the command stored at index in the group's log.
+func (h *Host) Entry(id, index uint64) ([]byte, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := g.storage.Entries(index, index+1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read entry %d of group %s: %w", index, g.name, err)
+	}
+	if len(ents) == 0 {
+		return nil, fmt.Errorf("read entry %d of group %s: not found", index, g.name)
+	}
+	_, cmd := decodeEnvelope(ents[0].Data)
+	return cmd, nil
+}
+
+// Step delivers a message from another node to a group.
+func (h *Host) Step(ctx context.Context, id uint64, m *pb.Message) error {
+	g, err := h.group(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case g.recvc <- m:
+		return nil
+	case <-g.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status describes a group as seen from this node.
+type Status struct {
+	Name        string
+	Leader      uint64
+	IsLeader    bool
+	Applied     uint64
+	SnapIndex   uint64
+	FirstIndex  uint64
+	LastIndex   uint64
+	LogBytes    int64
+	LogSegments int
+	Err         error // set when the group stopped on a storage failure
+}
+
+// GroupStatus reports on a group.
+func (h *Host) GroupStatus(id uint64) (Status, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return Status{}, err
+	}
+	return g.status(), nil
+}
+
+// Stats returns host-wide counters.
+func (h *Host) Stats() *Stats { return &h.stats }
+
+// Close stops every group and the ticker.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	groups := h.groups
+	h.groups = map[uint64]*group{}
+	h.mu.Unlock()
+	close(h.stopTicker)
+	<-h.tickerDone
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Go(g.stop)
+	}
+	wg.Wait()
+	return nil
+}
+
+func groupDir(cfg *Config, name string) string { return filepath.Join(cfg.Dir, name) }
+
+func (h *Host) storageOptions() raftstore.Options {
+	return raftstore.Options{SegmentSize: h.cfg.SegmentSize}
+}

@@ -1,0 +1,425 @@
+// Package raftstore persists one Raft group: it implements etcd raft's
+// Storage interface over a segmented log (internal/log) and keeps the
+// group's HardState and latest snapshot in small files written crash-safely.
+//
+// A group's directory holds:
+//
+//	log/        the segmented Raft log (which, for a shard, is the queue)
+//	hardstate   term, vote and commit index
+//	snapshot    the latest snapshot (metadata plus state machine bytes)
+//
+// The commit index is volatile in Raft, so the hardstate file is rewritten
+// only when the term or vote changes (an election) or a snapshot is saved,
+// not on every commit: that keeps one fdatasync per batch of appends on the
+// hot path. On open the commit index is raised to the snapshot index, which
+// is known to be committed.
+package raftstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	hlog "herald/internal/log"
+)
+
+const (
+	hardStateFile = "hardstate"
+	snapshotFile  = "snapshot"
+	logDir        = "log"
+
+	// DefaultCacheBytes bounds the in-memory copy of the newest entries,
+	// which lets the apply path avoid reading back what it just wrote.
+	DefaultCacheBytes = 8 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Options configure a Storage.
+type Options struct {
+	SegmentSize int64 // log segment size; 0 means the log's default
+	CacheBytes  int   // bound of the recent-entry cache; 0 means DefaultCacheBytes
+}
+
+// Storage is the durable state of one Raft group. It is safe for use by the
+// group's goroutine and by concurrent readers and a background snapshotter.
+type Storage struct {
+	dir string
+	log *hlog.Log
+
+	mu        sync.Mutex
+	hardState *pb.HardState // latest, possibly with a commit newer than on disk
+	savedTerm uint64        // term and vote as last written to the hardstate file
+	savedVote uint64
+	snap      *pb.Snapshot
+
+	cache      []*pb.Entry // consecutive newest entries, ending at the log's last index
+	cacheBytes int
+	cacheLimit int
+}
+
+// Open opens (creating if needed) the storage in dir and recovers it.
+func Open(dir string, opts Options) (*Storage, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create raft directory %s: %w", dir, err)
+	}
+	removeTempFiles(dir, hardStateFile)
+	removeTempFiles(dir, snapshotFile)
+	l, err := hlog.Open(filepath.Join(dir, logDir), hlog.Options{SegmentSize: opts.SegmentSize})
+	if err != nil {
+		return nil, err
+	}
+	s := &Storage{dir: dir, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+	if s.cacheLimit <= 0 {
+		s.cacheLimit = DefaultCacheBytes
+	}
+	if err := s.load(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Storage) load() error {
+	if data, err := readFramed(filepath.Join(s.dir, snapshotFile)); err != nil {
+		return err
+	} else if data != nil {
+		snap := &pb.Snapshot{}
+		if err := proto.Unmarshal(data, snap); err != nil {
+			return fmt.Errorf("decode snapshot in %s: %w", s.dir, err)
+		}
+		s.snap = snap
+	}
+	if data, err := readFramed(filepath.Join(s.dir, hardStateFile)); err != nil {
+		return err
+	} else if data != nil {
+		hs := &pb.HardState{}
+		if err := proto.Unmarshal(data, hs); err != nil {
+			return fmt.Errorf("decode hard state in %s: %w", s.dir, err)
+		}
+		s.hardState = hs
+		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
+	}
+	// A snapshot received from a leader replaces the log. If the process died
+	// after saving the snapshot but before resetting the log, finish the job.
+	si, st := s.snap.GetMetadata().GetIndex(), s.snap.GetMetadata().GetTerm()
+	if si > 0 {
+		if t, err := s.log.Term(si); err != nil || t != st {
+			if err := s.log.Reset(si+1, st); err != nil {
+				return fmt.Errorf("reset log to snapshot %d: %w", si, err)
+			}
+		}
+	}
+	commit := s.hardState.GetCommit()
+	if commit < si {
+		commit = si
+	}
+	if last := s.log.LastIndex(); commit > last {
+		return fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries, restore this shard from a replica or backup", s.dir, commit, last)
+	}
+	s.hardState.Commit = new(commit)
+	return nil
+}
+
+// IsEmpty reports whether the group has never been bootstrapped.
+func (s *Storage) IsEmpty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.LastIndex() == 0 && raft.IsEmptySnap(s.snap)
+}
+
+// Bootstrap initializes an empty group with the given membership by writing
+// a snapshot at index 1, term 1 whose state machine data is empty. This is
+// etcd raft's recommended alternative to RawNode.Bootstrap: every replica
+// created with the same voters starts from the same state.
+func (s *Storage) Bootstrap(cs *pb.ConfState) error {
+	if !s.IsEmpty() {
+		return fmt.Errorf("bootstrap raft group in %s: it already has state", s.dir)
+	}
+	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{ConfState: cs, Index: new(uint64(1)), Term: new(uint64(1))}}
+	if err := s.ApplySnapshot(snap); err != nil {
+		return err
+	}
+	return s.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}, true)
+}
+
+// InitialState implements raft.Storage.
+func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.snap.GetMetadata().GetConfState()
+	if cs == nil {
+		cs = &pb.ConfState{}
+	}
+	return proto.Clone(s.hardState).(*pb.HardState), cs, nil
+}
+
+// Entries implements raft.Storage.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	s.mu.Lock()
+	if n := len(s.cache); n > 0 && lo >= s.cache[0].GetIndex() {
+		first := s.cache[0].GetIndex()
+		if hi > s.cache[n-1].GetIndex()+1 {
+			s.mu.Unlock()
+			return nil, raft.ErrUnavailable
+		}
+		ents := limitSize(s.cache[lo-first:hi-first], maxSize)
+		out := make([]*pb.Entry, len(ents))
+		copy(out, ents)
+		s.mu.Unlock()
+		return out, nil
+	}
+	s.mu.Unlock()
+	recs, err := s.log.Entries(lo, hi, maxSize)
+	if err != nil {
+		return nil, raftError(err)
+	}
+	out := make([]*pb.Entry, len(recs))
+	for i, r := range recs {
+		out[i] = &pb.Entry{Index: new(r.Index), Term: new(r.Term), Type: pb.EntryType(r.Type).Enum(), Data: r.Data}
+	}
+	return out, nil
+}
+
+// limitSize keeps the longest prefix of ents whose data fits in maxSize,
+// and at least one entry.
+func limitSize(ents []*pb.Entry, maxSize uint64) []*pb.Entry {
+	if maxSize == 0 {
+		return ents
+	}
+	var size uint64
+	for i, e := range ents {
+		size += uint64(len(e.Data))
+		if size > maxSize && i > 0 {
+			return ents[:i]
+		}
+	}
+	return ents
+}
+
+// Term implements raft.Storage.
+func (s *Storage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	if n := len(s.cache); n > 0 && i >= s.cache[0].GetIndex() && i <= s.cache[n-1].GetIndex() {
+		t := s.cache[i-s.cache[0].GetIndex()].GetTerm()
+		s.mu.Unlock()
+		return t, nil
+	}
+	snap := s.snap.GetMetadata()
+	s.mu.Unlock()
+	if i == snap.GetIndex() && i > 0 {
+		return snap.GetTerm(), nil
+	}
+	t, err := s.log.Term(i)
+	return t, raftError(err)
+}
+
+// LastIndex implements raft.Storage.
+func (s *Storage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
+
+// FirstIndex implements raft.Storage. The log may hold entries below the
+// snapshot index (a shard keeps events that are not yet delivered), so this
+// is the log's own first index.
+func (s *Storage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
+
+// Snapshot implements raft.Storage.
+func (s *Storage) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap, nil
+}
+
+// Append adds entries to the log, overwriting a conflicting tail. They are
+// durable only after Sync.
+func (s *Storage) Append(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	recs := make([]hlog.Record, len(ents))
+	for i, e := range ents {
+		recs[i] = hlog.Record{Index: e.GetIndex(), Term: e.GetTerm(), Type: uint8(e.GetType()), Data: e.Data}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.log.Append(recs); err != nil {
+		return err
+	}
+	s.cacheAppend(ents)
+	return nil
+}
+
+func (s *Storage) cacheAppend(ents []*pb.Entry) {
+	first := ents[0].GetIndex()
+	if n := len(s.cache); n > 0 {
+		cfirst := s.cache[0].GetIndex()
+		switch {
+		case first <= cfirst:
+			s.cache, s.cacheBytes = s.cache[:0], 0
+		case first <= s.cache[n-1].GetIndex()+1:
+			for _, e := range s.cache[first-cfirst:] {
+				s.cacheBytes -= len(e.Data)
+			}
+			s.cache = s.cache[:first-cfirst]
+		default:
+			s.cache, s.cacheBytes = s.cache[:0], 0
+		}
+	}
+	for _, e := range ents {
+		s.cache = append(s.cache, e)
+		s.cacheBytes += len(e.Data)
+	}
+	s.trimCache(0)
+}
+
+// trimCache drops cached entries up to and including applied, and the
+// oldest ones beyond the size bound.
+func (s *Storage) trimCache(applied uint64) {
+	drop := 0
+	for drop < len(s.cache) && (s.cache[drop].GetIndex() <= applied || s.cacheBytes > s.cacheLimit) {
+		s.cacheBytes -= len(s.cache[drop].Data)
+		drop++
+	}
+	if drop > 0 {
+		n := copy(s.cache, s.cache[drop:])
+		clear(s.cache[n:])
+		s.cache = s.cache[:n]
+	}
+}
+
+// SetApplied tells the storage that entries up to index have been applied,
+// so the cache no longer needs them.
+func (s *Storage) SetApplied(index uint64) {
+	s.mu.Lock()
+	s.trimCache(index)
+	s.mu.Unlock()
+}
+
+// Sync makes every appended entry durable (one fdatasync for all of them).
+func (s *Storage) Sync() error { return s.log.Sync() }
+
+// SetHardState records hs. The file is rewritten only when the term or
+// vote changed, or when force is set; a newer commit index alone is kept in
+// memory (see the package comment).
+func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hardState = proto.Clone(hs).(*pb.HardState)
+	if !force && hs.GetTerm() == s.savedTerm && hs.GetVote() == s.savedVote {
+		return nil
+	}
+	return s.writeHardStateLocked()
+}
+
+func (s *Storage) writeHardStateLocked() error {
+	data, err := proto.Marshal(s.hardState)
+	if err != nil {
+		return fmt.Errorf("encode hard state: %w", err)
+	}
+	if err := writeFileAtomic(s.dir, hardStateFile, frame(data)); err != nil {
+		return fmt.Errorf("save hard state of %s: %w", s.dir, err)
+	}
+	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
+	return nil
+}
+
+// SaveSnapshot durably records snap, taken locally from the state machine,
+// as the latest snapshot. The log is left alone: Compact trims it.
+func (s *Storage) SaveSnapshot(snap *pb.Snapshot) error {
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	// Written without holding mu: this is the slow part and readers must not wait for it.
+	if err := writeFileAtomic(s.dir, snapshotFile, frame(data)); err != nil {
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if snap.GetMetadata().GetIndex() > s.snap.GetMetadata().GetIndex() {
+		s.snap = snap
+	}
+	return nil
+}
+
+// ApplySnapshot replaces the whole log with snap, received from a leader
+// (or written by Bootstrap).
+func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
+	if err := s.SaveSnapshot(snap); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md := snap.GetMetadata()
+	if err := s.log.Reset(md.GetIndex()+1, md.GetTerm()); err != nil {
+		return fmt.Errorf("reset log of %s to snapshot %d: %w", s.dir, md.GetIndex(), err)
+	}
+	s.cache, s.cacheBytes = s.cache[:0], 0
+	if s.hardState.GetCommit() < md.GetIndex() {
+		s.hardState.Commit = new(md.GetIndex())
+	}
+	return nil
+}
+
+// Compact deletes whole log segments whose entries all lie below index.
+// The caller guarantees those entries are covered by a durable snapshot and
+// no longer needed by the state machine.
+func (s *Storage) Compact(below uint64) (int, error) {
+	n, err := s.log.DeletePrefix(below)
+	if err != nil {
+		return n, fmt.Errorf("compact log of %s below %d: %w", s.dir, below, err)
+	}
+	return n, nil
+}
+
+// Log exposes the underlying log for statistics.
+func (s *Storage) Log() *hlog.Log { return s.log }
+
+// Close closes the log.
+func (s *Storage) Close() error { return s.log.Close() }
+
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, hlog.ErrCompacted):
+		return raft.ErrCompacted
+	case errors.Is(err, hlog.ErrUnavailable):
+		return raft.ErrUnavailable
+	}
+	return err
+}
+
+// frame prefixes data with a magic number and its CRC32C so a damaged
+// hardstate or snapshot file is detected instead of misread.
+func frame(data []byte) []byte {
+	out := make([]byte, 8, 8+len(data))
+	copy(out, fileMagic)
+	binary.LittleEndian.PutUint32(out[4:], crc32.Checksum(data, castagnoli))
+	return append(out, data...)
+}
+
+var fileMagic = []byte("HRS1")
+
+// readFramed returns the contents of a framed file, nil if it does not exist.
+func readFramed(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) < 8 || string(b[:4]) != string(fileMagic) {
+		return nil, fmt.Errorf("%s is damaged (bad header); restore this shard from a replica or backup", path)
+	}
+	if crc32.Checksum(b[8:], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, fmt.Errorf("%s is damaged (checksum mismatch); restore this shard from a replica or backup", path)
+	}
+	return b[8:], nil
+}
