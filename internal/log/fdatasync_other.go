@@ -1,0 +1,8 @@
+//go:build !linux
+
+package log
+
+import "os"
+
+// fdatasync falls back to fsync where fdatasync is not available.
+func fdatasync(f *os.File) error { return f.Sync() }

@@ -1,0 +1,861 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultSegmentSize is the segment size used when Options.SegmentSize is 0.
+const DefaultSegmentSize = 64 << 20
+
+// maxRetainedBuf bounds the write buffer kept between appends, so that one
+// huge batch does not pin its memory for the life of the log.
+const maxRetainedBuf = 4 << 20
+
+// Record is one entry of the log.
+type Record struct {
+	Index uint64
+	Term  uint64
+	Type  uint8 // opaque to the log
+	Data  []byte
+}
+
+// Options configures a Log.
+type Options struct {
+	// SegmentSize is the size at which the active segment is closed and a
+	// new one started; 0 means DefaultSegmentSize. A segment may exceed it
+	// by up to one record.
+	SegmentSize int64
+}
+
+// Log is the record log of one shard.
+//
+// One goroutine at a time writes (Append, Sync, TruncateSuffix, Reset;
+// concurrent calls are serialized), while any number of goroutines read
+// (Entries, Term, FirstIndex, LastIndex, ...) and a background goroutine may
+// call DeletePrefix.
+type Log struct {
+	dir     string
+	dirf    *os.File // the directory, for fsyncing entry changes
+	segSize int64
+
+	// Test hooks, set before the log is shared.
+	writeAt   func(f *os.File, b []byte, off int64) (int, error)
+	fsyncFile func(f *os.File) error
+
+	syncs atomic.Uint64 // fdatasync calls made
+
+	// Lock order: wmu, then smu, then mu.
+
+	// wmu serializes the operations that change the log. Holding it makes
+	// segs and every segment's pos, runs and size stable.
+	wmu  sync.Mutex
+	wbuf []byte  // encoding buffer reused by Append
+	pend []chunk // per-segment results of the Append in progress
+
+	// smu guards group-commit state.
+	smu     sync.Mutex
+	scond   sync.Cond  // signalled when a Sync leader finishes
+	syncing bool       // a Sync leader is fdatasyncing
+	synced  uint64     // value of written covered by the last good sync
+	batch   []*segment // segments the current leader is syncing
+
+	// mu guards what readers see. Readers hold it shared for the whole
+	// read, pread included, so a file can be neither truncated nor closed
+	// under them.
+	mu      sync.RWMutex
+	segs    []*segment // in index order; the last one is active
+	dirty   []*segment // segments with bytes no Sync has covered
+	written uint64     // number of appends published
+	closed  bool
+	broken  error // sticky failure that makes further writes unsafe
+}
+
+// chunk is the part of an Append that goes to one segment.
+type chunk struct {
+	seg     *segment
+	created bool // seg was created by this Append
+	pos     []int64
+	runs    []termRun
+	size    int64
+}
+
+// Open opens the log in dir, creating the directory and an empty log if
+// needed, and recovers existing segments. See the package documentation
+// for what recovery repairs and what it reports as corruption.
+func Open(dir string, opts Options) (*Log, error) {
+	segSize := opts.SegmentSize
+	if segSize == 0 {
+		segSize = DefaultSegmentSize
+	}
+	if segSize <= headerSize {
+		return nil, fmt.Errorf("open log %s: segment size %d is too small", dir, segSize)
+	}
+	if err := makeDir(dir); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	dirf, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l := &Log{
+		dir:       dir,
+		dirf:      dirf,
+		segSize:   segSize,
+		writeAt:   (*os.File).WriteAt,
+		fsyncFile: fdatasync,
+	}
+	l.scond.L = &l.smu
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			s.f.Close()
+		}
+		dirf.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// makeDir creates dir if it is missing and makes its entry durable.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return syncDirPath(filepath.Dir(filepath.Clean(dir)))
+}
+
+func syncDirPath(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// recover loads the segments in l.dir into l.segs.
+func (l *Log) recover() error {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", l.dir, err)
+	}
+	var bases []uint64
+	var resets []string
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			// A roll that crashed before renaming its new segment into
+			// place; the segment never received a record.
+			if err := os.Remove(l.path(name)); err != nil {
+				return fmt.Errorf("open log %s: remove unfinished segment: %w", l.dir, err)
+			}
+		case strings.HasSuffix(name, resetSuffix):
+			resets = append(resets, name)
+		default:
+			if base, ok := parseSegName(name, segSuffix); ok {
+				bases = append(bases, base)
+			}
+		}
+	}
+	slices.Sort(bases)
+
+	if len(resets) > 1 {
+		return corruptf(l.path(resets[1]), 0, "more than one unfinished reset (%s)", strings.Join(resets, ", "))
+	}
+	if len(resets) == 1 {
+		base, done, err := l.finishReset(resets[0], bases)
+		if err != nil {
+			return err
+		}
+		if done {
+			bases = []uint64{base}
+		}
+	}
+
+	if len(bases) == 0 {
+		s, err := l.createSegment(1, 0)
+		if err != nil {
+			return fmt.Errorf("open log %s: %w", l.dir, err)
+		}
+		l.segs = []*segment{s}
+		return nil
+	}
+
+	torn := int64(-1)
+	for i, base := range bases {
+		path := l.path(segName(base, segSuffix))
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("open segment %s: %w", path, err)
+		}
+		s, t, err := scanSegment(f, path, base, i == len(bases)-1)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		l.segs = append(l.segs, s)
+		torn = t
+		if i == 0 {
+			continue
+		}
+		prev := l.segs[i-1]
+		if s.base != prev.next() {
+			return corruptf(path, 8, "segment starts at index %d but the previous segment %s ends at index %d",
+				s.base, prev.path, prev.next()-1)
+		}
+		if s.prevTerm != prev.lastTerm() {
+			return corruptf(path, 16, "segment header says the previous term is %d but %s ends with term %d",
+				s.prevTerm, prev.path, prev.lastTerm())
+		}
+	}
+
+	// Only now that everything checked out, cut away a torn tail.
+	if torn >= 0 {
+		s := l.segs[len(l.segs)-1]
+		if err := s.f.Truncate(torn); err != nil {
+			return fmt.Errorf("open segment %s: truncate torn tail at offset %d: %w", s.path, torn, err)
+		}
+		if err := l.fsync(s.f); err != nil {
+			return fmt.Errorf("open segment %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// finishReset completes or abandons a Reset that was interrupted by a
+// crash. Reset makes its new segment durable before it deletes anything,
+// so a valid header means the reset was committed and must be finished; an
+// invalid one means nothing else was touched yet.
+func (l *Log) finishReset(name string, bases []uint64) (base uint64, done bool, err error) {
+	path := l.path(name)
+	base, ok := parseSegName(name, resetSuffix)
+	if !ok {
+		return 0, false, nil // not ours
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, fmt.Errorf("open log %s: read unfinished reset: %w", l.dir, err)
+	}
+	if h, herr := decodeHeader(b); herr != nil || h.base != base || len(b) != headerSize {
+		if err := os.Remove(path); err != nil {
+			return 0, false, fmt.Errorf("open log %s: remove unfinished reset: %w", l.dir, err)
+		}
+		return 0, false, nil
+	}
+	for _, old := range bases {
+		if err := os.Remove(l.path(segName(old, segSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, false, fmt.Errorf("open log %s: finish reset: %w", l.dir, err)
+		}
+	}
+	if err := os.Rename(path, l.path(segName(base, segSuffix))); err != nil {
+		return 0, false, fmt.Errorf("open log %s: finish reset: %w", l.dir, err)
+	}
+	if err := l.syncDir(); err != nil {
+		return 0, false, fmt.Errorf("open log %s: finish reset: %w", l.dir, err)
+	}
+	return base, true, nil
+}
+
+func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
+
+// fsync makes f's data durable, counting the call.
+func (l *Log) fsync(f *os.File) error {
+	l.syncs.Add(1)
+	return l.fsyncFile(f)
+}
+
+// syncDir makes the directory's entries durable.
+func (l *Log) syncDir() error {
+	if err := l.dirf.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// writeSegmentFile creates path holding just a segment header and makes
+// its contents durable.
+func (l *Log) writeSegmentFile(path string, h segHeader) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	if _, err = l.writeAt(f, encodeHeader(h), 0); err != nil {
+		err = fmt.Errorf("create segment %s: write header: %w", path, err)
+	} else if err = l.fsync(f); err != nil {
+		err = fmt.Errorf("create segment %s: %w", path, err)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return f, nil
+}
+
+// createSegment creates a durable, empty segment. It is written under a
+// temporary name and renamed into place, so that a crash never leaves a
+// segment file with a partial header.
+func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
+	path := l.path(segName(base, segSuffix))
+	tmp := l.path(segName(base, tmpSuffix))
+	f, err := l.writeSegmentFile(tmp, segHeader{base: base, prevTerm: prevTerm})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	if err := l.syncDir(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	return &segment{path: path, f: f, base: base, prevTerm: prevTerm, size: headerSize}, nil
+}
+
+// active returns the segment being appended to. The caller holds wmu or mu.
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// find returns the position in segs of the segment that holds index i, or
+// would hold it if i is one past the end. The caller holds wmu or mu and
+// has checked that i is not below the first segment.
+func (l *Log) find(i uint64) int {
+	return sort.Search(len(l.segs), func(k int) bool { return l.segs[k].base > i }) - 1
+}
+
+// fail records a failure after which writing could leave the log
+// inconsistent on disk; every later write reports it. The caller must not
+// hold mu.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	if l.broken == nil {
+		l.broken = err
+	}
+	l.mu.Unlock()
+}
+
+// writable reports why the log cannot be written, if it cannot. The caller
+// holds wmu.
+func (l *Log) writable() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if l.broken != nil {
+		return fmt.Errorf("log %s failed earlier and must be reopened: %w", l.dir, l.broken)
+	}
+	return nil
+}
+
+// detach marks removed segments as no longer part of the log and drops
+// them from the dirty list. It returns those whose files can be closed
+// now; the others are being synced and the Sync leader closes them. The
+// caller holds mu.
+func (l *Log) detach(removed []*segment) (closeNow []*segment) {
+	for _, s := range removed {
+		s.removed = true
+		if s.syncing {
+			s.closeAfterSync = true
+		} else {
+			closeNow = append(closeNow, s)
+		}
+	}
+	l.dirty = slices.DeleteFunc(l.dirty, func(s *segment) bool { return s.removed })
+	return closeNow
+}
+
+// Append appends recs, which must have consecutive indices. If recs[0]
+// overlaps the log, the conflicting tail from recs[0].Index on is truncated
+// first, as Raft requires. The records are readable at once and durable
+// after the next Sync.
+//
+// An invalid batch changes nothing. If writing fails, for example because
+// the disk is full, the log is rolled back to its state before the write
+// and a later Append may succeed; a truncation that the batch required
+// stays in effect.
+func (l *Log) Append(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	for i := range recs {
+		if i > 0 && recs[i].Index != recs[i-1].Index+1 {
+			return fmt.Errorf("append: record %d has index %d after index %d; indices must be consecutive",
+				i, recs[i].Index, recs[i-1].Index)
+		}
+		if len(recs[i].Data) > maxDataSize {
+			return fmt.Errorf("append: record %d has %d bytes of data, more than the limit of %d",
+				recs[i].Index, len(recs[i].Data), maxDataSize)
+		}
+	}
+	first, last := l.segs[0].base, l.active().next()-1
+	switch at := recs[0].Index; {
+	case at > last+1:
+		return fmt.Errorf("append at index %d: the log ends at index %d and must not have gaps", at, last)
+	case at < first:
+		return fmt.Errorf("append at index %d: the log starts at index %d: %w", at, first, ErrCompacted)
+	case at <= last:
+		if err := l.truncate(at); err != nil {
+			return err
+		}
+	}
+	return l.write(recs)
+}
+
+// write appends recs at the end of the log, rolling segments as they fill.
+// It issues one write call per segment touched. Nothing is visible to
+// readers until every write has succeeded. The caller holds wmu.
+func (l *Log) write(recs []Record) error {
+	act := l.active()
+	c := chunk{seg: act, pos: act.pos, runs: act.runs, size: act.size}
+	done := l.pend[:0]
+	buf := l.wbuf[:0]
+	defer func() {
+		clear(done)
+		l.pend = done[:0]
+		if cap(buf) <= maxRetainedBuf {
+			l.wbuf = buf[:0]
+		} else {
+			l.wbuf = nil
+		}
+	}()
+
+	var err error
+	for i := range recs {
+		r := &recs[i]
+		if len(c.pos) > 0 && c.size+int64(len(buf)) >= l.segSize {
+			if err = l.flush(&c, buf); err != nil {
+				break
+			}
+			buf = buf[:0]
+			done = append(done, c)
+			var s *segment
+			if s, err = l.createSegment(r.Index, c.runs[len(c.runs)-1].term); err != nil {
+				c = chunk{}
+				break
+			}
+			c = chunk{seg: s, created: true, size: headerSize}
+		}
+		c.pos = append(c.pos, c.size+int64(len(buf)))
+		if n := len(c.runs); n == 0 || c.runs[n-1].term != r.Term {
+			c.runs = append(c.runs, termRun{first: r.Index, term: r.Term})
+		}
+		buf = appendRecord(buf, r)
+	}
+	if err == nil {
+		err = l.flush(&c, buf)
+	}
+	if c.seg != nil {
+		done = append(done, c)
+	}
+	if err != nil {
+		return l.rollback(done, act.size, recs, err)
+	}
+
+	l.mu.Lock()
+	for i := range done {
+		c := &done[i]
+		s := c.seg
+		if c.created {
+			l.segs = append(l.segs, s)
+		}
+		if !c.created && c.size == s.size {
+			continue // rolled away from without writing to it
+		}
+		s.pos, s.runs, s.size = c.pos, c.runs, c.size
+		if !s.dirty {
+			s.dirty = true
+			l.dirty = append(l.dirty, s)
+		}
+	}
+	l.written++
+	l.mu.Unlock()
+	return nil
+}
+
+// flush writes buf at the end of c's segment.
+func (l *Log) flush(c *chunk, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := l.writeAt(c.seg.f, buf, c.size); err != nil {
+		return fmt.Errorf("write %d bytes to %s at offset %d: %w", len(buf), c.seg.path, c.size, err)
+	}
+	c.size += int64(len(buf))
+	return nil
+}
+
+// rollback undoes the file changes of a failed write: segments it created
+// are removed and the previously active one is cut back to size, its
+// length before the write. In-memory state was never changed.
+func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) error {
+	err := fmt.Errorf("append %d records from index %d: %w; the disk may be full; "+
+		"nothing from this batch was written", len(recs), recs[0].Index, cause)
+	for _, c := range done {
+		if c.created {
+			c.seg.f.Close()
+			os.Remove(c.seg.path)
+		}
+	}
+	act := l.active()
+	if terr := act.f.Truncate(size); terr != nil {
+		// The file may now hold part of the batch after the last good
+		// record; appending after it could mix stale and new records.
+		terr = fmt.Errorf("roll back failed append: truncate %s to %d bytes: %w", act.path, size, terr)
+		l.fail(terr)
+		return errors.Join(err, terr)
+	}
+	return err
+}
+
+// TruncateSuffix removes every record with index >= from. It is durable
+// when it returns: removed segment files are unlinked and the directory
+// synced, then the segment holding from is truncated and fdatasynced. A
+// from beyond LastIndex is a no-op.
+func (l *Log) TruncateSuffix(from uint64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if first := l.segs[0].base; from < first {
+		return fmt.Errorf("truncate suffix from index %d: the log starts at index %d: %w", from, first, ErrCompacted)
+	}
+	if from >= l.active().next() {
+		return nil
+	}
+	return l.truncate(from)
+}
+
+// truncate implements TruncateSuffix for a from within the log. The caller
+// holds wmu.
+func (l *Log) truncate(from uint64) error {
+	k := l.find(from)
+	s := l.segs[k]
+	keep := int(from - s.base) // < len(s.pos): from is in s
+	size := s.pos[keep]
+	runs := s.runs[:sort.Search(len(s.runs), func(j int) bool { return s.runs[j].first >= from })]
+	removed := slices.Clone(l.segs[k+1:])
+
+	l.mu.Lock()
+	clear(l.segs[k+1:])
+	l.segs = l.segs[:k+1]
+	s.pos, s.runs, s.size = s.pos[:keep], runs, size
+	closeNow := l.detach(removed)
+	l.mu.Unlock()
+
+	for _, r := range closeNow {
+		r.f.Close()
+	}
+	// Remove later segments newest first, and make that durable before
+	// touching s: a crash in between must leave a prefix of the old log,
+	// never a shortened segment followed by the stale ones.
+	var err error
+	for i := len(removed) - 1; i >= 0 && err == nil; i-- {
+		if rerr := os.Remove(removed[i].path); rerr != nil {
+			err = fmt.Errorf("truncate suffix from index %d: %w", from, rerr)
+		}
+	}
+	if err == nil && len(removed) > 0 {
+		err = l.syncDir()
+	}
+	if err == nil {
+		if terr := s.f.Truncate(size); terr != nil {
+			err = fmt.Errorf("truncate suffix from index %d: truncate %s: %w", from, s.path, terr)
+		} else if serr := l.fsync(s.f); serr != nil {
+			err = fmt.Errorf("truncate suffix from index %d: %w", from, serr)
+		}
+	}
+	if err != nil {
+		// Memory no longer matches the disk.
+		l.fail(err)
+	}
+	return err
+}
+
+// DeletePrefix deletes the segment files all of whose records have
+// indices below below, oldest first, and returns how many it deleted. It
+// never deletes the active segment or part of a segment, so FirstIndex may
+// stay below below.
+//
+// Deletion is not synced to the directory: if a crash undoes it, the old
+// segments reappear intact and in line with the rest of the log, and every
+// operation that could make them inconsistent syncs the directory first.
+func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	n := 0
+	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
+		n++
+	}
+	removed := slices.Clone(l.segs[:n])
+	l.segs = slices.Delete(l.segs, 0, n)
+	closeNow := l.detach(removed)
+	l.mu.Unlock()
+
+	for _, s := range closeNow {
+		s.f.Close()
+	}
+	var errs []error
+	for _, s := range removed {
+		if err := os.Remove(s.path); err != nil {
+			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Reset drops every record. The next Append must start at index next, and
+// Term(next-1) answers prevTerm; this is how a Raft snapshot replaces the
+// log. Reset is durable when it returns, and atomic across a crash: the
+// new, empty segment is made durable under a temporary name before any old
+// segment is deleted, and Open finishes an interrupted Reset.
+func (l *Log) Reset(next, prevTerm uint64) error {
+	if next == 0 {
+		return errors.New("reset: the next index must be at least 1")
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+
+	path := l.path(segName(next, segSuffix))
+	tmp := l.path(segName(next, resetSuffix))
+	f, err := l.writeSegmentFile(tmp, segHeader{base: next, prevTerm: prevTerm})
+	if err != nil {
+		return fmt.Errorf("reset to index %d: %w", next, err)
+	}
+	if err := l.syncDir(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		err = fmt.Errorf("reset to index %d: %w", next, err)
+		l.fail(err)
+		return err
+	}
+
+	// The reset is committed; switch readers over to the new segment.
+	s := &segment{path: path, f: f, base: next, prevTerm: prevTerm, size: headerSize}
+	l.mu.Lock()
+	old := l.segs
+	l.segs = []*segment{s}
+	closeNow := l.detach(old)
+	l.mu.Unlock()
+
+	for _, o := range closeNow {
+		o.f.Close()
+	}
+	var errs []error
+	for _, o := range old {
+		if err := os.Remove(o.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.Rename(tmp, path); err != nil {
+			errs = append(errs, err)
+		} else if err := l.syncDir(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		// Open would finish the reset; until then the files do not match
+		// memory.
+		err := fmt.Errorf("reset to index %d: %w", next, errors.Join(errs...))
+		l.fail(err)
+		return err
+	}
+	return nil
+}
+
+// FirstIndex returns the index of the first record held, or LastIndex()+1
+// if the log is empty. It returns 0 once the log is closed.
+func (l *Log) FirstIndex() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0
+	}
+	return l.segs[0].base
+}
+
+// LastIndex returns the index of the last record, 0 for a new log, or
+// FirstIndex()-1 if the log is empty. It returns 0 once the log is closed.
+func (l *Log) LastIndex() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0
+	}
+	return l.active().next() - 1
+}
+
+// Term returns the term of the record at index, for FirstIndex()-1 <=
+// index <= LastIndex(). The term of FirstIndex()-1 comes from the first
+// segment's header, and the term of index 0 is 0. It does not read the
+// disk.
+func (l *Log) Term(index uint64) (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if index == 0 {
+		return 0, nil
+	}
+	first, last := l.segs[0].base, l.active().next()-1
+	switch {
+	case index < first-1:
+		return 0, fmt.Errorf("term of index %d: the log starts at index %d: %w", index, first, ErrCompacted)
+	case index > last:
+		return 0, fmt.Errorf("term of index %d: the log ends at index %d: %w", index, last, ErrUnavailable)
+	case index == first-1:
+		return l.segs[0].prevTerm, nil
+	}
+	return l.segs[l.find(index)].term(index), nil
+}
+
+// Entries returns the records with indices in [lo, hi). If maxBytes is not
+// 0 it stops before the total size of the records' Data would exceed
+// maxBytes, but it always returns at least one record if lo < hi. The
+// Data of the returned records may share backing arrays with each other
+// and must not be modified.
+func (l *Log) Entries(lo, hi, maxBytes uint64) ([]Record, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	first, last := l.segs[0].base, l.active().next()-1
+	switch {
+	case lo < first:
+		return nil, fmt.Errorf("entries from index %d: the log starts at index %d: %w", lo, first, ErrCompacted)
+	case hi > last+1:
+		return nil, fmt.Errorf("entries up to index %d: the log ends at index %d: %w", hi, last, ErrUnavailable)
+	case lo > hi:
+		return nil, fmt.Errorf("entries [%d, %d): invalid range", lo, hi)
+	case lo == hi:
+		return nil, nil
+	}
+
+	var out []Record
+	var total uint64
+	full := false
+	for k, i := l.find(lo), lo; i < hi && !full; k++ {
+		s := l.segs[k]
+		end := min(hi, s.next())
+		// Decide from the positions alone how many records fit, then read
+		// them all with one pread.
+		j := i
+		for ; j < end; j++ {
+			n := uint64(s.end(j)-s.pos[j-s.base]) - recordOverhead
+			if maxBytes > 0 && j > lo && total+n > maxBytes {
+				full = true
+				break
+			}
+			total += n
+		}
+		if j > i {
+			out = slices.Grow(out, int(j-i))
+			var err error
+			if out, err = s.read(out, i, j); err != nil {
+				return nil, err
+			}
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// SizeBytes returns the total size of the segment files.
+func (l *Log) SizeBytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// Segments returns the number of segment files.
+func (l *Log) Segments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// SyncCount returns the number of fdatasync calls the log has made on
+// segment files. Directory fsyncs are not counted.
+func (l *Log) SyncCount() uint64 { return l.syncs.Load() }
+
+// Dir returns the directory holding the log.
+func (l *Log) Dir() string { return l.dir }
+
+// Close syncs the log and releases its files. Using the log afterwards
+// returns ErrClosed.
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.RLock()
+	closed, broken := l.closed, l.broken
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	var errs []error
+	if broken == nil {
+		if err := l.Sync(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	l.smu.Lock()
+	for l.syncing {
+		l.scond.Wait()
+	}
+	l.mu.Lock()
+	l.closed = true
+	segs := l.segs
+	l.segs, l.dirty = nil, nil
+	l.mu.Unlock()
+	l.smu.Unlock()
+
+	for _, s := range segs {
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close segment %s: %w", s.path, err))
+		}
+	}
+	if err := l.dirf.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close log directory %s: %w", l.dir, err))
+	}
+	return errors.Join(errs...)
+}
