@@ -160,7 +160,7 @@ func (g *group) run() {
 			g.shutdown(ErrClosed)
 			return
 		case p := <-g.propc:
-			g.proposeBatch(p)
+			g.proposeOne(p)
 		case <-g.tickc:
 			g.rn.Tick()
 		case m := <-g.recvc:
@@ -187,9 +187,8 @@ func (g *group) fail(err error) {
 	g.shutdown(g.failErr)
 }
 
-func (g *group) proposeBatch(first proposal) {
-	g.proposeOne(first)
-	for range maxProposalBatch - 1 {
+func (g *group) drainProposals() {
+	for range maxProposalBatch {
 		select {
 		case p := <-g.propc:
 			g.proposeOne(p)
@@ -215,7 +214,13 @@ func (g *group) proposeOne(p proposal) {
 // the Ready contract: entries and hard state are durable before messages
 // that depend on them are sent; committed entries are applied in order.
 func (g *group) handleReady() error {
-	for g.rn.HasReady() {
+	for {
+		// Take proposals that arrived while the last Ready was persisted, so
+		// they share this Ready's fsync with whatever else is pending.
+		g.drainProposals()
+		if !g.rn.HasReady() {
+			return nil
+		}
 		rd := g.rn.Ready()
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := g.installSnapshot(rd.Snapshot); err != nil {
@@ -261,7 +266,6 @@ func (g *group) handleReady() error {
 		}
 		g.maybeSnapshot()
 	}
-	return nil
 }
 
 func (g *group) sync() error {
