@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,5 +287,43 @@ func waitFor(t *testing.T, h *Host, group uint64, cond func(Status) bool) Status
 			t.Fatalf("condition not reached; status %+v", st)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCorruptedGroupFailsToOpenWithFileAndOffsetOthersRun(t *testing.T) {
+	dir := t.TempDir()
+	h := newTestHost(t, dir, func(c *Config) { c.SegmentSize = 1024 })
+	for id, name := range map[uint64]string{1: "good", 2: "bad"} {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: name, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 60 {
+			propose(t, h, id, fmt.Sprintf("%s-%03d-%s", name, i, make([]byte, 30)))
+		}
+	}
+	h.Close()
+	// Flip a byte in the middle of the first segment of the bad group.
+	segs, _ := filepath.Glob(filepath.Join(dir, "bad", "log", "*"))
+	if len(segs) < 2 {
+		t.Fatalf("expected several segments, got %v", segs)
+	}
+	b, _ := os.ReadFile(segs[0])
+	b[len(b)/2] ^= 0x55
+	os.WriteFile(segs[0], b, 0o644)
+
+	h2 := newTestHost(t, dir, func(c *Config) { c.SegmentSize = 1024 })
+	failed := h2.AddGroups(context.Background(), []GroupConfig{
+		{ID: 1, Name: "good", StateMachine: &listMachine{}},
+		{ID: 2, Name: "bad", StateMachine: &listMachine{}},
+	})
+	err := failed[2]
+	if err == nil || !strings.Contains(err.Error(), segs[0]) || !strings.Contains(err.Error(), "offset") {
+		t.Fatalf("opening the corrupted group: err = %v, want one naming %s and the byte offset", err, segs[0])
+	}
+	if failed[1] != nil {
+		t.Fatalf("the healthy group failed too: %v", failed[1])
+	}
+	if got := len(machineState(t, h2, 1)); got != 60 {
+		t.Fatalf("healthy group has %d commands after restart, want 60", got)
 	}
 }
