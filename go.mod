@@ -7,3 +7,5 @@ require (
 	golang.org/x/sync v0.24.0
 	google.golang.org/protobuf v1.36.11
 )
+
+require connectrpc.com/connect v1.21.1 // indirect
