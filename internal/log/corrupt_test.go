@@ -193,6 +193,44 @@ func TestMissingSegment(t *testing.T) {
 	wantCorruption(t, dir, locs[next].path, 8)
 }
 
+func TestSegmentPrevTermMismatch(t *testing.T) {
+	dir := t.TempDir()
+	locs := buildLog(t, dir, 300)
+	path := locs[150].path
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prevTerm = 99 // well formed, but the previous segment ends in term 1
+	copy(b, encodeHeader(h))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantCorruption(t, dir, path, 16)
+}
+
+func TestRecordOutOfSequence(t *testing.T) {
+	dir := t.TempDir()
+	locs := buildLog(t, dir, 300)
+	loc := locs[150]
+	// A well-formed record with a valid checksum, but the wrong index.
+	r := mkrec(150, 1)
+	r.Index = 1150
+	f, err := os.OpenFile(loc.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(appendRecord(nil, &r), loc.off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	wantCorruption(t, dir, loc.path, loc.off)
+}
+
 func TestSegmentRenamed(t *testing.T) {
 	dir := t.TempDir()
 	locs := buildLog(t, dir, 300)

@@ -24,7 +24,7 @@ const (
 
 	// maxDataSize keeps the body length representable in the uint32 length
 	// field.
-	maxDataSize = math.MaxUint32 - bodyFixed
+	maxDataSize int64 = math.MaxUint32 - bodyFixed
 )
 
 // Errors from decodeRecord. They are internal: recovery turns them into

@@ -323,9 +323,13 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 		return nil, fmt.Errorf("create segment %s: %w", path, err)
 	}
 	if err := l.syncDir(); err != nil {
+		// Whether the new name is durable is unknown, so the directory
+		// can no longer be trusted to match memory.
 		f.Close()
 		os.Remove(path)
-		return nil, fmt.Errorf("create segment %s: %w", path, err)
+		err = fmt.Errorf("create segment %s: %w", path, err)
+		l.fail(err)
+		return nil, err
 	}
 	return &segment{path: path, f: f, base: base, prevTerm: prevTerm, size: headerSize}, nil
 }
@@ -405,7 +409,7 @@ func (l *Log) Append(recs []Record) error {
 			return fmt.Errorf("append: record %d has index %d after index %d; indices must be consecutive",
 				i, recs[i].Index, recs[i-1].Index)
 		}
-		if len(recs[i].Data) > maxDataSize {
+		if int64(len(recs[i].Data)) > maxDataSize {
 			return fmt.Errorf("append: record %d has %d bytes of data, more than the limit of %d",
 				recs[i].Index, len(recs[i].Data), maxDataSize)
 		}
@@ -513,10 +517,21 @@ func (l *Log) flush(c *chunk, buf []byte) error {
 func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) error {
 	err := fmt.Errorf("append %d records from index %d: %w; the disk may be full; "+
 		"nothing from this batch was written", len(recs), recs[0].Index, cause)
+	removed := false
 	for _, c := range done {
 		if c.created {
 			c.seg.f.Close()
 			os.Remove(c.seg.path)
+			removed = true
+		}
+	}
+	// Make the removal durable: if a removed segment came back after a
+	// crash, it would not line up with what gets appended next.
+	if removed {
+		if serr := l.syncDir(); serr != nil {
+			serr = fmt.Errorf("roll back failed append: %w", serr)
+			l.fail(serr)
+			return errors.Join(err, serr)
 		}
 	}
 	act := l.active()
@@ -820,7 +835,8 @@ func (l *Log) SyncCount() uint64 { return l.syncs.Load() }
 // Dir returns the directory holding the log.
 func (l *Log) Dir() string { return l.dir }
 
-// Close syncs the log and releases its files. Using the log afterwards
+// Close syncs the log and releases its files. If the log failed earlier it
+// is not synced and Close reports the failure. Using the log afterwards
 // returns ErrClosed.
 func (l *Log) Close() error {
 	l.wmu.Lock()
@@ -832,10 +848,10 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	var errs []error
-	if broken == nil {
-		if err := l.Sync(); err != nil {
-			errs = append(errs, err)
-		}
+	if broken != nil {
+		errs = append(errs, fmt.Errorf("close log %s: not synced, it failed earlier: %w", l.dir, broken))
+	} else if err := l.Sync(); err != nil {
+		errs = append(errs, err)
 	}
 
 	l.smu.Lock()

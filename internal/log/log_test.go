@@ -579,14 +579,18 @@ func TestOpenFinishesInterruptedReset(t *testing.T) {
 
 	// A crash while the reset segment was still being written: Open must
 	// discard it and keep the log.
-	if err := os.WriteFile(filepath.Join(dir, segName(900, resetSuffix)), hdr[:20], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l = mustOpen(t, dir, Options{SegmentSize: 1024})
-	defer l.Close()
-	expect(t, l, 300, 9, mkrecs(300, 310, 9))
-	if got := segFiles(t, dir); !slices.Equal(got, []string{segName(300, segSuffix)}) {
-		t.Fatalf("files after discarding the reset: %v", got)
+	bad := encodeHeader(segHeader{base: 900, prevTerm: 9})
+	bad[headerSize-1] ^= 1
+	for _, partial := range [][]byte{bad[:20], bad} {
+		if err := os.WriteFile(filepath.Join(dir, segName(900, resetSuffix)), partial, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l = mustOpen(t, dir, Options{SegmentSize: 1024})
+		expect(t, l, 300, 9, mkrecs(300, 310, 9))
+		if got := segFiles(t, dir); !slices.Equal(got, []string{segName(300, segSuffix)}) {
+			t.Fatalf("files after discarding the reset: %v", got)
+		}
+		mustClose(t, l)
 	}
 }
 
@@ -800,7 +804,11 @@ func TestSyncLeaderFollower(t *testing.T) {
 	mustAppend(t, l, mkrecs(1, 2, 1))
 	leader := make(chan error, 1)
 	go func() { leader <- l.Sync() }()
-	<-started
+	select {
+	case <-started:
+	case err := <-leader:
+		t.Fatalf("Sync after an Append returned (%v) without calling fdatasync", err)
+	}
 
 	// The leader is inside fdatasync: readers and the writer carry on.
 	mustAppend(t, l, mkrecs(2, 5, 1))
@@ -859,11 +867,17 @@ func TestSyncFailureIsSticky(t *testing.T) {
 	if rs, err := l.Entries(1, 12, 0); err != nil || len(rs) != 11 {
 		t.Fatalf("Entries after a failed sync: %d, %v", len(rs), err)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	if err := l.Close(); !errors.Is(err, eio) {
+		t.Fatalf("Close of a failed log: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
 	}
 	l = mustOpen(t, dir, Options{})
 	defer l.Close()
+	if l.LastIndex() < 9 {
+		t.Fatalf("records synced before the failure are gone: LastIndex %d", l.LastIndex())
+	}
 	mustAppend(t, l, mkrecs(l.LastIndex()+1, l.LastIndex()+2, 1))
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
