@@ -455,6 +455,14 @@ func (l *Log) write(recs []Record) error {
 			}
 			buf = buf[:0]
 			done = append(done, c)
+			// The full segment must be durable before a later one exists:
+			// recovery forgives a torn record only in the last segment.
+			if err = l.fsync(c.seg.f); err != nil {
+				err = fmt.Errorf("sync segment %s before rolling: %w", c.seg.path, err)
+				l.fail(err)
+				c = chunk{}
+				break
+			}
 			var s *segment
 			if s, err = l.createSegment(r.Index, c.runs[len(c.runs)-1].term); err != nil {
 				c = chunk{}

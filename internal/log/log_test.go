@@ -306,6 +306,30 @@ func TestSegmentRolling(t *testing.T) {
 	}
 }
 
+// TestRollSyncsFullSegment checks that a segment is fdatasynced before the
+// next one is created, so that a crash can leave a torn record only in the
+// last segment, where recovery may cut it away.
+func TestRollSyncsFullSegment(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{SegmentSize: 1024})
+	defer l.Close()
+	var synced []*os.File
+	l.fsyncFile = func(f *os.File) error {
+		synced = append(synced, f)
+		return fdatasync(f)
+	}
+	first := l.active()
+	mustAppend(t, l, mkrecs(1, 40, 1))
+	if l.Segments() < 2 {
+		t.Fatal("the batch did not roll")
+	}
+	second := l.segs[1]
+	i := slices.Index(synced, first.f)
+	j := slices.Index(synced, second.f)
+	if i < 0 || j < 0 || i > j {
+		t.Fatalf("fdatasync order %v: want the full segment %p synced before the new one %p", synced, first.f, second.f)
+	}
+}
+
 func TestOpenOptions(t *testing.T) {
 	if _, err := Open(t.TempDir(), Options{SegmentSize: headerSize}); err == nil {
 		t.Fatal("Open with a segment size no larger than the header succeeded")
