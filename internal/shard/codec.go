@@ -23,12 +23,10 @@ func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: "+format, append([]any{d.kind}, args...)...)
 	}
+	d.buf = nil // so that the fast paths need not check err
 }
 
 func (d *decoder) u8(what string) byte {
-	if d.err != nil {
-		return 0
-	}
 	if len(d.buf) == 0 {
 		d.fail("truncated %s", what)
 		return 0
@@ -39,6 +37,16 @@ func (d *decoder) u8(what string) byte {
 }
 
 func (d *decoder) uvarint(what string) uint64 {
+	// Fast path, small enough to inline: most varints here are one byte.
+	if len(d.buf) > 0 && d.buf[0] < 0x80 {
+		x := d.buf[0]
+		d.buf = d.buf[1:]
+		return uint64(x)
+	}
+	return d.uvarintSlow(what)
+}
+
+func (d *decoder) uvarintSlow(what string) uint64 {
 	if d.err != nil {
 		return 0
 	}

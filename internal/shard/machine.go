@@ -45,3 +45,14 @@ func (m *Machine) Restore(data []byte) error {
 	m.State = s
 	return nil
 }
+
+// OldestReservation returns the creation time of the oldest open
+// reservation; ok is false when there is none.
+func (m *Machine) OldestReservation() (t int64, ok bool) {
+	for _, r := range m.reservations {
+		if !ok || r.time < t {
+			t, ok = r.time, true
+		}
+	}
+	return t, ok
+}
