@@ -1,0 +1,13 @@
+// Package topic defines what a herald topic is, independently of where it is
+// stored: the rules for topic names, the topic's attributes with their
+// defaults, parsing and validation, and the naming and routing of its shards
+// and of the events and reservations inside them.
+//
+// Everything here is pure and deterministic, because the controller's
+// replicated state machine runs the same validation on every replica and the
+// results must agree.
+//
+// Every error caused by bad input wraps ErrInvalid, so callers can map it to
+// an "invalid argument" status with errors.Is, and every message says both
+// what was wrong and what to do about it.
+package topic

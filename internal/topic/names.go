@@ -1,0 +1,156 @@
+package topic
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxNameLen is the longest topic name, in bytes (names are ASCII).
+const MaxNameLen = 128
+
+const nameRule = "use 1-128 characters from A-Z a-z 0-9 _ - (dots are reserved for shard names)"
+
+// ValidateName reports whether name is a valid topic name: 1 to 128
+// characters from A-Z, a-z, 0-9, '_' and '-'. Dots are excluded because
+// shard names append ".<i>" to the topic name, and '/' because event ids
+// join names with it.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return invalidf("invalid topic name \"\": a name is required; %s", nameRule)
+	case len(name) > MaxNameLen:
+		return invalidf("invalid topic name %s (%d characters): %s", quoteShort(name), len(name), nameRule)
+	}
+	for i := 0; i < len(name); i++ {
+		if !isNameByte(name[i]) {
+			r, _ := utf8.DecodeRuneInString(name[i:])
+			return invalidf("invalid topic name %s: %q is not allowed; %s", quoteShort(name), r, nameRule)
+		}
+	}
+	return nil
+}
+
+func isNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// quoteShort quotes s for an error message, eliding the middle of long
+// strings so that one bad value cannot flood a log line.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(strings.ToValidUTF8(s[:max/2], "")) + "..." + strconv.Quote(strings.ToValidUTF8(s[len(s)-max/4:], ""))
+}
+
+// ShardName returns the name of shard i of topic: shard 0 is named like the
+// topic itself, so that a one-shard topic looks like a plain queue, and
+// shard i > 0 is "<topic>.<i>". i should be in [0, MaxShards).
+func ShardName(topic string, i int) string {
+	if i == 0 {
+		return topic
+	}
+	return topic + "." + strconv.Itoa(i)
+}
+
+// ParseShardName is the inverse of ShardName. It accepts only the canonical
+// form, so that every shard has exactly one name: "t.0" and "t.01" are
+// rejected.
+func ParseShardName(s string) (topic string, i int, err error) {
+	topic, suffix, dotted := strings.Cut(s, ".")
+	if err := ValidateName(topic); err != nil {
+		return "", 0, invalidf("invalid shard name %s: %v; shard names are TOPIC for shard 0 and TOPIC.N for shard N", quoteShort(s), err)
+	}
+	if !dotted {
+		return topic, 0, nil
+	}
+	n, ok := parseDecimal(suffix, MaxShards-1)
+	if !ok || n == 0 {
+		return "", 0, invalidf("invalid shard name %s: the shard number must be 1-%d without leading zeros; shard names are TOPIC for shard 0 and TOPIC.N for shard N", quoteShort(s), MaxShards-1)
+	}
+	return topic, int(n), nil
+}
+
+// EventID returns the id of the event at offset in shard of topic:
+// "<topic>/<shard>/<offset>". Ids are stable for the life of the topic,
+// which is what lets consumers de-duplicate redelivered events.
+func EventID(topic string, shard int, offset uint64) string {
+	return topic + "/" + strconv.Itoa(shard) + "/" + strconv.FormatUint(offset, 10)
+}
+
+// ParseEventID is the inverse of EventID.
+func ParseEventID(id string) (topic string, shard int, offset uint64, err error) {
+	const form = `use TOPIC/SHARD/OFFSET as returned by publish, e.g. "orders/3/1042"`
+	topic, shard, last, err := splitID(id, "event id", form)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	offset, ok := parseDecimal(last, ^uint64(0))
+	if !ok {
+		return "", 0, 0, invalidf("invalid event id %s: the offset must be a decimal number without leading zeros; %s", quoteShort(id), form)
+	}
+	return topic, shard, offset, nil
+}
+
+// ReservationID returns the id of reservation id in shard of topic:
+// "<topic>/<shard>/r<id>". The "r" keeps reservation ids from being
+// mistaken for event ids.
+func ReservationID(topic string, shard int, id uint64) string {
+	return topic + "/" + strconv.Itoa(shard) + "/r" + strconv.FormatUint(id, 10)
+}
+
+// ParseReservationID is the inverse of ReservationID.
+func ParseReservationID(rid string) (topic string, shard int, id uint64, err error) {
+	const form = `use TOPIC/SHARD/rN as returned by reserve, e.g. "orders/3/r17"`
+	topic, shard, last, err := splitID(rid, "reservation id", form)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	digits, ok := strings.CutPrefix(last, "r")
+	if !ok {
+		return "", 0, 0, invalidf("invalid reservation id %s: the last part must be 'r' followed by a number; %s", quoteShort(rid), form)
+	}
+	id, ok = parseDecimal(digits, ^uint64(0))
+	if !ok {
+		return "", 0, 0, invalidf("invalid reservation id %s: the number after 'r' must be decimal without leading zeros; %s", quoteShort(rid), form)
+	}
+	return topic, shard, id, nil
+}
+
+// splitID checks the "<topic>/<shard>/" prefix shared by event and
+// reservation ids and returns the remaining part unchecked.
+func splitID(id, what, form string) (topic string, shard int, last string, err error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 {
+		return "", 0, "", invalidf("invalid %s %s: want 3 parts separated by '/', got %d; %s", what, quoteShort(id), len(parts), form)
+	}
+	if err := ValidateName(parts[0]); err != nil {
+		return "", 0, "", invalidf("invalid %s %s: %v", what, quoteShort(id), err)
+	}
+	n, ok := parseDecimal(parts[1], MaxShards-1)
+	if !ok {
+		return "", 0, "", invalidf("invalid %s %s: the shard must be a number 0-%d without leading zeros; %s", what, quoteShort(id), MaxShards-1, form)
+	}
+	return parts[0], int(n), parts[2], nil
+}
+
+// parseDecimal parses the canonical decimal form of a number no greater
+// than max: digits only, no sign, no leading zeros. Requiring one spelling
+// per number keeps names and ids comparable as strings.
+func parseDecimal(s string, max uint64) (uint64, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > max {
+		return 0, false
+	}
+	return n, true
+}

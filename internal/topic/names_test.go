@@ -1,0 +1,180 @@
+package topic
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// wantInvalid fails unless err wraps ErrInvalid and its message contains
+// every one of want.
+func wantInvalid(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one mentioning %q", want)
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("error %q does not wrap ErrInvalid", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for _, name := range []string{"a", "Z", "0", "orders", "my-topic_2", strings.Repeat("x", MaxNameLen)} {
+		if err := ValidateName(name); err != nil {
+			t.Errorf("ValidateName(%q) = %v, want nil", name, err)
+		}
+	}
+	const rule = "use 1-128 characters from A-Z a-z 0-9 _ -"
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"", []string{`""`, "a name is required", rule}},
+		{"a.b", []string{`"a.b"`, `'.' is not allowed`, rule, "dots are reserved for shard names"}},
+		{"a/b", []string{`'/' is not allowed`, rule}},
+		{"a b", []string{`' ' is not allowed`, rule}},
+		{"café", []string{`'é' is not allowed`, rule}},
+		{"a\x00", []string{`'\x00' is not allowed`}},
+		{strings.Repeat("x", MaxNameLen+1), []string{"(129 characters)", rule}},
+		{strings.Repeat("y", 10000), []string{"(10000 characters)", "..."}},
+	} {
+		err := ValidateName(tc.name)
+		wantInvalid(t, err, tc.want...)
+		if err != nil && len(err.Error()) > 400 {
+			t.Errorf("error for a %d-byte name is %d bytes long; long names must be elided", len(tc.name), len(err.Error()))
+		}
+	}
+}
+
+func TestShardName(t *testing.T) {
+	for _, tc := range []struct {
+		topic string
+		i     int
+		name  string
+	}{
+		{"orders", 0, "orders"},
+		{"orders", 1, "orders.1"},
+		{"orders", 10, "orders.10"},
+		{"a-b_c", MaxShards - 1, "a-b_c.1023"},
+	} {
+		if got := ShardName(tc.topic, tc.i); got != tc.name {
+			t.Errorf("ShardName(%q, %d) = %q, want %q", tc.topic, tc.i, got, tc.name)
+		}
+		topic, i, err := ParseShardName(tc.name)
+		if err != nil || topic != tc.topic || i != tc.i {
+			t.Errorf("ParseShardName(%q) = %q, %d, %v; want %q, %d, nil", tc.name, topic, i, err, tc.topic, tc.i)
+		}
+	}
+}
+
+func TestParseShardNameErrors(t *testing.T) {
+	const form = "TOPIC.N for shard N"
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{"invalid shard name", "a name is required", form}},
+		{".1", []string{"invalid shard name", form}},
+		{"a.0", []string{`"a.0"`, "1-1023 without leading zeros", form}},
+		{"a.01", []string{"without leading zeros"}},
+		{"a.1024", []string{"1-1023"}},
+		{"a.-1", []string{"1-1023"}},
+		{"a.+1", []string{"1-1023"}},
+		{"a.", []string{"1-1023"}},
+		{"a.1.2", []string{"1-1023"}},
+		{"a b.1", []string{`' ' is not allowed`}},
+		{"a.99999999999999999999", []string{"1-1023"}},
+	} {
+		_, _, err := ParseShardName(tc.in)
+		wantInvalid(t, err, tc.want...)
+	}
+}
+
+func TestEventID(t *testing.T) {
+	for _, tc := range []struct {
+		topic  string
+		shard  int
+		offset uint64
+		id     string
+	}{
+		{"orders", 0, 0, "orders/0/0"},
+		{"orders", 3, 1042, "orders/3/1042"},
+		{"x", MaxShards - 1, ^uint64(0), "x/1023/18446744073709551615"},
+	} {
+		if got := EventID(tc.topic, tc.shard, tc.offset); got != tc.id {
+			t.Errorf("EventID(%q, %d, %d) = %q, want %q", tc.topic, tc.shard, tc.offset, got, tc.id)
+		}
+		topic, shard, offset, err := ParseEventID(tc.id)
+		if err != nil || topic != tc.topic || shard != tc.shard || offset != tc.offset {
+			t.Errorf("ParseEventID(%q) = %q, %d, %d, %v", tc.id, topic, shard, offset, err)
+		}
+	}
+}
+
+func TestParseEventIDErrors(t *testing.T) {
+	const form = "TOPIC/SHARD/OFFSET"
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{`invalid event id ""`, "want 3 parts", "got 1", form}},
+		{"orders", []string{"got 1", form}},
+		{"orders/1", []string{"got 2", form}},
+		{"orders/1/2/3", []string{"got 4", form}},
+		{"/1/2", []string{"a name is required"}},
+		{"or.ders/1/2", []string{`'.' is not allowed`}},
+		{"orders//2", []string{"shard must be a number 0-1023", form}},
+		{"orders/1024/2", []string{"shard must be a number 0-1023"}},
+		{"orders/01/2", []string{"without leading zeros"}},
+		{"orders/-1/2", []string{"shard must be a number"}},
+		{"orders/1/", []string{"offset must be a decimal number", form}},
+		{"orders/1/007", []string{"without leading zeros"}},
+		{"orders/1/-5", []string{"offset must be a decimal number"}},
+		{"orders/1/+5", []string{"offset must be a decimal number"}},
+		{"orders/1/18446744073709551616", []string{"offset must be a decimal number"}},
+		{"orders/1/r5", []string{"offset must be a decimal number"}},
+	} {
+		_, _, _, err := ParseEventID(tc.in)
+		wantInvalid(t, err, tc.want...)
+	}
+}
+
+func TestReservationID(t *testing.T) {
+	id := ReservationID("orders", 3, 17)
+	if id != "orders/3/r17" {
+		t.Fatalf("ReservationID = %q, want orders/3/r17", id)
+	}
+	topic, shard, n, err := ParseReservationID(id)
+	if err != nil || topic != "orders" || shard != 3 || n != 17 {
+		t.Errorf("ParseReservationID(%q) = %q, %d, %d, %v", id, topic, shard, n, err)
+	}
+	topic, shard, n, err = ParseReservationID("t/0/r18446744073709551615")
+	if err != nil || topic != "t" || shard != 0 || n != ^uint64(0) {
+		t.Errorf("ParseReservationID(max) = %q, %d, %d, %v", topic, shard, n, err)
+	}
+}
+
+func TestParseReservationIDErrors(t *testing.T) {
+	const form = "TOPIC/SHARD/rN"
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{"invalid reservation id", "want 3 parts", form}},
+		{"orders/3/17", []string{"'r' followed by a number", form}},
+		{"orders/3/r", []string{"decimal without leading zeros", form}},
+		{"orders/3/r01", []string{"without leading zeros"}},
+		{"orders/3/rx", []string{"decimal"}},
+		{"orders/3/R1", []string{"'r' followed by a number"}},
+		{"orders/3000/r1", []string{"shard must be a number 0-1023"}},
+		{"a.b/3/r1", []string{`'.' is not allowed`}},
+	} {
+		_, _, _, err := ParseReservationID(tc.in)
+		wantInvalid(t, err, tc.want...)
+	}
+}
