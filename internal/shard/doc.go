@@ -13,9 +13,11 @@
 // to find them again (which log entry holds which offsets), which of them are
 // still pending, and byte accounting for flow control. Snapshots therefore
 // grow with the number of pending events and reservations, not with payload
-// bytes. The host reads an event back by passing the log index and slot from
-// Locate to EventAt, and may truncate its log below the smaller of
-// CompactIndex and its latest snapshot index.
+// bytes. To read an event back, the host asks Locate for the log index of
+// the entry holding it and the event's slot within that entry, and decodes
+// just that event from the entry's data with EventAt. The host may
+// truncate its log below the smaller of CompactIndex and its latest
+// snapshot index.
 //
 // State is deterministic. It does no I/O and never reads the clock: every
 // timestamp arrives inside a Command, chosen by the proposer. Replicas that
