@@ -39,13 +39,22 @@
 // calls are group-committed. TruncateSuffix, Reset, segment creation and
 // the overwrite performed by Append are made durable before they return,
 // because a half-applied truncation could otherwise resurrect a stale tail
-// behind newer records after a crash.
+// behind newer records after a crash. A full segment is synced before the
+// next one is created, so only the last segment can ever end in a torn
+// record.
+//
+// A failed fdatasync leaves the page cache in an unknown state, so it makes
+// the log refuse further writes until it is reopened. A failed write, such
+// as one hitting a full disk, is rolled back instead, and the log stays
+// usable.
 //
 // # Recovery
 //
 // Open verifies every segment header and record checksum. A torn final
 // record in the last segment, the residue of a write that was never synced
-// and so never acknowledged, is cut away. Any other damage is reported as a
-// *CorruptionError naming the file and byte offset; the log never drops data
-// silently.
+// and so never acknowledged, is cut away: a record that extends past the
+// end of the file, or a damaged record followed by nothing but zero bytes
+// (unwritten space; this includes a damaged record ending exactly at the
+// end of the file). Any other damage is reported as a *CorruptionError
+// naming the file and byte offset; the log never drops data silently.
 package log
