@@ -396,3 +396,32 @@ func TestErrInvalidIsNotTheMessage(t *testing.T) {
 		t.Error("not ErrInvalid")
 	}
 }
+
+// FuzzWith checks that no value makes With or Validate panic or fail
+// without ErrInvalid, and that whatever With accepts survives Map.
+func FuzzWith(f *testing.F) {
+	for _, name := range Names() {
+		f.Add(name, Defaults().Map()[name])
+	}
+	f.Add("http_headers", "A: 1; B: 2;\nC: ;")
+	f.Add("push_endpoint", "amqp://u:p@h")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		a, err := Defaults().With(map[string]string{name: value})
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("With error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if err := a.Validate(); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Validate error %v is not ErrInvalid", err)
+		}
+		if a.SigningSecret != "" || redactEndpoint(a.PushEndpoint) != a.PushEndpoint {
+			return // Map hides secrets, so they cannot be copied elsewhere
+		}
+		b, err := Defaults().With(a.Map())
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("With(Map()) of %+v = %+v, %v", a, b, err)
+		}
+	})
+}

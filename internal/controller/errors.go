@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors reported in Result.Err, wrapped with the topic's name and advice.
+// Test for them with errors.Is. Malformed commands and attributes are
+// reported with errors wrapping topic.ErrInvalid instead.
+var (
+	ErrTopicExists   = errors.New("topic already exists")
+	ErrTopicNotFound = errors.New("topic does not exist")
+	ErrShardsFixed   = errors.New("the shard count of a topic is fixed at creation")
+
+	// ErrInvalidSnapshot is returned by Restore for data that is not a
+	// snapshot written by Snapshot.
+	ErrInvalidSnapshot = errors.New("invalid controller snapshot")
+)
+
+// detailError gives a sentinel error a complete message of its own,
+// rather than the sentinel's text with detail appended.
+type detailError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *detailError) Error() string { return e.msg }
+func (e *detailError) Unwrap() error { return e.sentinel }
+
+func topicExists(name string) error {
+	return &detailError{ErrTopicExists, fmt.Sprintf("topic %q already exists; use SetTopicAttributes to change it, or delete it first", name)}
+}
+
+func topicNotFound(name string) error {
+	return &detailError{ErrTopicNotFound, fmt.Sprintf("topic %q does not exist; create it first (herald topic create %s)", name, name)}
+}
+
+func shardsFixed(name string, shards int) error {
+	return &detailError{ErrShardsFixed, fmt.Sprintf("the shard count of topic %q is fixed at creation (%d); delete and recreate the topic to change it", name, shards)}
+}

@@ -1,0 +1,247 @@
+package controller
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"herald/internal/topic"
+)
+
+// ControllerGroup is the Raft group id of the controller itself. Shard
+// groups are numbered after it, from ControllerGroup+1.
+const ControllerGroup uint64 = 1
+
+// A Topic is a topic as the controller records it.
+type Topic struct {
+	Name       string           `json:"name"`
+	Attributes topic.Attributes `json:"attributes"`
+	// FirstGroup is the Raft group id of shard 0; shard i is group
+	// FirstGroup+i. Group ids are never reused, not even after the topic
+	// is deleted, so that a stale replica of a deleted shard can never be
+	// mistaken for a shard of a newer topic.
+	FirstGroup uint64 `json:"first_group"`
+	CreatedAt  int64  `json:"created_at"` // Unix nanoseconds, from the command
+	UpdatedAt  int64  `json:"updated_at"` // Unix nanoseconds, from the command
+}
+
+// Group returns the Raft group id of shard i of t.
+func (t *Topic) Group(i int) uint64 { return t.FirstGroup + uint64(i) }
+
+func (t *Topic) clone() Topic {
+	c := *t
+	c.Attributes = t.Attributes.Clone()
+	return c
+}
+
+// A Result is what Apply returns for a command: the topic as the command
+// left it (for a delete, as it was before), or the reason the command was
+// rejected.
+type Result struct {
+	Topic Topic
+	Err   error
+}
+
+// State is the controller's state machine. Its zero value is not usable;
+// create one with New. A State is not safe for concurrent use.
+type State struct {
+	applied   uint64
+	nextGroup uint64 // the group id the next created topic's shard 0 gets
+	topics    map[string]*Topic
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{nextGroup: ControllerGroup + 1, topics: make(map[string]*Topic)}
+}
+
+// Apply decodes the command in the log entry at index, applies it, and
+// returns its Result. A command that does not decode, or is invalid for
+// the current state, is rejected in the Result; replicas reject it alike,
+// so they stay identical.
+func (s *State) Apply(index uint64, data []byte) any {
+	if index <= s.applied {
+		// The host applies each index once, in order; anything else is a
+		// bug there, and applying the entry again could corrupt the state.
+		return Result{Err: fmt.Errorf("controller: log index %d is not after applied index %d; entries must be applied once, in order", index, s.applied)}
+	}
+	s.applied = index
+	c, err := UnmarshalCommand(data)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := topic.ValidateName(c.Name); err != nil {
+		return Result{Err: err}
+	}
+	switch c.Op {
+	case OpCreate:
+		return s.create(&c)
+	case OpSet:
+		return s.set(&c)
+	default: // OpDelete: UnmarshalCommand accepts no other op
+		return s.delete(&c)
+	}
+}
+
+func (s *State) create(c *Command) Result {
+	if _, ok := s.topics[c.Name]; ok {
+		return Result{Err: topicExists(c.Name)}
+	}
+	attrs := c.Attributes.Clone()
+	if err := attrs.Validate(); err != nil {
+		return Result{Err: err}
+	}
+	t := &Topic{
+		Name:       c.Name,
+		Attributes: attrs,
+		FirstGroup: s.nextGroup,
+		CreatedAt:  c.Time,
+		UpdatedAt:  c.Time,
+	}
+	s.nextGroup += uint64(attrs.Shards)
+	s.topics[t.Name] = t
+	return Result{Topic: t.clone()}
+}
+
+func (s *State) set(c *Command) Result {
+	t, ok := s.topics[c.Name]
+	if !ok {
+		return Result{Err: topicNotFound(c.Name)}
+	}
+	attrs, err := t.Attributes.With(c.Changes)
+	if err != nil {
+		return Result{Err: err}
+	}
+	// Checked before Validate, so that an out-of-range shard count is
+	// reported as what it is: an attempt to change a fixed value.
+	if attrs.Shards != t.Attributes.Shards {
+		return Result{Err: shardsFixed(t.Name, t.Attributes.Shards)}
+	}
+	if err := attrs.Validate(); err != nil {
+		return Result{Err: err}
+	}
+	t.Attributes = attrs
+	t.UpdatedAt = c.Time
+	return Result{Topic: t.clone()}
+}
+
+func (s *State) delete(c *Command) Result {
+	t, ok := s.topics[c.Name]
+	if !ok {
+		return Result{Err: topicNotFound(c.Name)}
+	}
+	delete(s.topics, c.Name)
+	return Result{Topic: *t} // t is no longer referenced by s
+}
+
+// Topic returns a copy of the topic called name, if it exists.
+func (s *State) Topic(name string) (Topic, bool) {
+	t, ok := s.topics[name]
+	if !ok {
+		return Topic{}, false
+	}
+	return t.clone(), true
+}
+
+// Topics returns copies of all topics, sorted by name.
+func (s *State) Topics() []Topic {
+	ts := make([]Topic, 0, len(s.topics))
+	for _, name := range slices.Sorted(maps.Keys(s.topics)) {
+		ts = append(ts, s.topics[name].clone())
+	}
+	return ts
+}
+
+// Applied returns the index of the last log entry applied.
+func (s *State) Applied() uint64 { return s.applied }
+
+// CompactIndex returns applied+1: the state holds everything it needs, so
+// the host may discard every applied entry once it has a snapshot.
+func (s *State) CompactIndex() uint64 { return s.applied + 1 }
+
+// snapshot is the encoding of a State. Its JSON field names are an
+// on-disk format.
+type snapshot struct {
+	Version   int     `json:"version"`
+	Applied   uint64  `json:"applied"`
+	NextGroup uint64  `json:"next_group"`
+	Topics    []Topic `json:"topics"` // sorted by name
+}
+
+const snapshotVersion = 1
+
+// Snapshot encodes the whole state. Equal states encode to equal bytes:
+// topics are sorted by name, and encoding/json sorts map keys.
+func (s *State) Snapshot() ([]byte, error) {
+	return json.Marshal(snapshot{
+		Version:   snapshotVersion,
+		Applied:   s.applied,
+		NextGroup: s.nextGroup,
+		Topics:    s.Topics(),
+	})
+}
+
+// Restore replaces the state with the one encoded in data by Snapshot;
+// empty data means the empty state. On error the state is unchanged.
+func (s *State) Restore(data []byte) error {
+	if len(data) == 0 {
+		*s = *New()
+		return nil
+	}
+	var snap snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	if err := snap.check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	r := New()
+	r.applied, r.nextGroup = snap.Applied, snap.NextGroup
+	for i := range snap.Topics {
+		t := snap.Topics[i]
+		r.topics[t.Name] = &t
+	}
+	*s = *r
+	return nil
+}
+
+// check verifies the invariants Apply maintains, so that a corrupt or
+// foreign snapshot is refused rather than served. It does not re-validate
+// attributes: a rule tightened in a later version must not make existing
+// topics unreadable.
+func (snap *snapshot) check() error {
+	if snap.Version != snapshotVersion {
+		return fmt.Errorf("version %d, want %d", snap.Version, snapshotVersion)
+	}
+	if snap.NextGroup <= ControllerGroup {
+		return fmt.Errorf("next group id %d is not after the controller's group %d", snap.NextGroup, ControllerGroup)
+	}
+	for i, t := range snap.Topics {
+		if err := topic.ValidateName(t.Name); err != nil {
+			return err
+		}
+		if i > 0 && snap.Topics[i-1].Name >= t.Name {
+			return fmt.Errorf("topics %q and %q are not sorted and unique", snap.Topics[i-1].Name, t.Name)
+		}
+		if n := t.Attributes.Shards; n < 1 || n > topic.MaxShards {
+			return fmt.Errorf("topic %q has %d shards", t.Name, n)
+		}
+	}
+	// Each topic's groups lie in [ControllerGroup+1, NextGroup), and no two
+	// topics share a group.
+	byGroup := slices.SortedFunc(slices.Values(snap.Topics), func(a, b Topic) int {
+		return cmp.Compare(a.FirstGroup, b.FirstGroup)
+	})
+	next := ControllerGroup + 1
+	for _, t := range byGroup {
+		end := t.FirstGroup + uint64(t.Attributes.Shards)
+		if t.FirstGroup < next || end < t.FirstGroup || end > snap.NextGroup {
+			return fmt.Errorf("topic %q has groups %d-%d, which overlap another topic's or lie outside %d-%d",
+				t.Name, t.FirstGroup, end-1, ControllerGroup+1, snap.NextGroup-1)
+		}
+		next = end
+	}
+	return nil
+}
