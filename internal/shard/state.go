@@ -23,11 +23,13 @@ type State struct {
 	pending       []int64
 	pendingEvents int64 // entries of pending that are not acked
 	pendingBytes  int64 // sum of those entries
+	pendingDead   int   // see dropFront
 
 	// runs map offsets to the log entries holding them, one run per Commit
 	// or Publish, in offset order. They cover exactly [head, nextOffset):
 	// runs wholly below the head are dropped.
-	runs []run
+	runs     []run
+	runsDead int // see dropFront
 }
 
 // acked marks an acknowledged entry of State.pending. Sizes are never
@@ -248,26 +250,29 @@ func (s *State) advance() {
 		return
 	}
 	s.head += uint64(k)
-	s.pending = trimFront(s.pending, k)
+	s.pending = dropFront(s.pending, &s.pendingDead, k)
 	j := 0
 	for j < len(s.runs) && s.runs[j].end() <= s.head {
 		j++
 	}
-	s.runs = trimFront(s.runs, j)
+	s.runs = dropFront(s.runs, &s.runsDead, j)
 }
 
-// trimFront drops the first k elements of x. Slicing alone would keep the
-// whole backing array alive for as long as the queue never drains, so
-// the remainder is copied out once it occupies little of it.
-func trimFront[T any](x []T, k int) []T {
+// dropFront drops the first k elements of x, a slice that is appended to
+// at the back and consumed from the front. Reslicing alone would keep the
+// dropped elements' memory for as long as appends fit in the backing
+// array, which after a large backlog drains can be a long time. So *dead
+// counts the elements dropped since x was last copied, and once they
+// outnumber the live ones, the live ones move to a fresh array. Each copy
+// costs no more than the drops since the previous one.
+func dropFront[T any](x []T, dead *int, k int) []T {
 	x = x[k:]
-	switch {
-	case len(x) == 0:
-		return nil
-	case cap(x) >= 1024 && len(x) < cap(x)/4:
-		return append([]T(nil), x...)
+	*dead += k
+	if *dead < max(len(x), 32) {
+		return x
 	}
-	return x
+	*dead = 0
+	return append(make([]T, 0, 2*len(x)+8), x...)
 }
 
 func (s *State) expire(c *Command) Result {

@@ -510,3 +510,57 @@ func TestZeroState(t *testing.T) {
 		t.Error("zero State and New differ")
 	}
 }
+
+// TestDropFrontBoundsMemory drains a large backlog while the producer
+// trickles on, and checks that the memory behind the live elements stays
+// proportional to them: dropped elements are counted in dead until they
+// are copied away, and cap covers the rest of the array.
+func TestDropFrontBoundsMemory(t *testing.T) {
+	var x []int64
+	dead := 0
+	for i := range 10_000 {
+		x = append(x, int64(i))
+	}
+	next := int64(10_000)
+	for len(x) > 10 {
+		x = dropFront(x, &dead, 2)
+		x = append(x, next)
+		next++
+		if bound := 3*len(x) + 40; dead+cap(x) > bound {
+			t.Fatalf("%d live elements hold %d dropped and %d capacity, want at most %d in all", len(x), dead, cap(x), bound)
+		}
+		if x[0] != next-int64(len(x)) {
+			t.Fatalf("after drops, x[0] = %d, want %d", x[0], next-int64(len(x)))
+		}
+	}
+}
+
+// TestLongRunningQueue checks offsets and locations stay right across
+// many compactions of the internal slices.
+func TestLongRunningQueue(t *testing.T) {
+	h := newHarness(t)
+	for round := range 300 {
+		h.ok(Command{Op: OpPublish, Time: int64(round), Events: events(1, 1, 1)})
+		next := h.s.NextOffset()
+		// Ack all but the newest 20 events, newest first.
+		var offs []uint64
+		for o := h.s.Head(); o+20 < next; o++ {
+			offs = append([]uint64{o}, offs...)
+		}
+		h.ok(Command{Op: OpAck, Offsets: offs})
+		st := h.stats()
+		if wantHead := max(int64(next)-20, 0); st.Head != uint64(wantHead) || st.Events != int64(next)-wantHead {
+			t.Fatalf("round %d: stats %+v, want head %d", round, st, wantHead)
+		}
+		for o := st.Head; o < next; o++ {
+			index, slot, ok := h.s.Locate(o)
+			// Publish of round r is at index 2r+1 and holds offsets 3r..3r+2.
+			if r := o / 3; !ok || index != 2*r+1 || slot != int(o%3) {
+				t.Fatalf("round %d: Locate(%d) = %d, %d, %v; want %d, %d", round, o, index, slot, ok, 2*r+1, o%3)
+			}
+		}
+		if want := uint64(st.Head/3)*2 + 1; h.s.CompactIndex() != want {
+			t.Fatalf("round %d: CompactIndex = %d, want %d", round, h.s.CompactIndex(), want)
+		}
+	}
+}
