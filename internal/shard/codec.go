@@ -37,7 +37,7 @@ func (d *decoder) u8(what string) byte {
 }
 
 func (d *decoder) uvarint(what string) uint64 {
-	// Fast path, small enough to inline: most varints here are one byte.
+	// Fast path: most varints here are a single byte.
 	if len(d.buf) > 0 && d.buf[0] < 0x80 {
 		x := d.buf[0]
 		d.buf = d.buf[1:]
