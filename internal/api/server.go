@@ -1,0 +1,88 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"herald/internal/node"
+	"herald/proto/herald/v1/heraldv1connect"
+)
+
+// MaxRequestBytes bounds a request body: a batch of events up to the
+// payload limit each.
+const MaxRequestBytes = 64 << 20
+
+// Handler returns the HTTP handler of a node: the API at
+// /herald.v1.HeraldService/, /metrics, /healthz and /readyz.
+func Handler(n *node.Node) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := NewMetrics(reg, n)
+	mux := http.NewServeMux()
+	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
+		connect.WithInterceptors(m.interceptor()),
+		connect.WithReadMaxBytes(MaxRequestBytes),
+	)
+	mux.Handle(path, retryAfterStatus(h))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { readyz(n, w) })
+	return mux
+}
+
+// readyz reports ready while the node serves; shards that cannot serve are
+// listed (the node still serves every other shard, so it stays ready).
+func readyz(n *node.Node, w http.ResponseWriter) {
+	broken := n.BrokenShards()
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]any{"ready": true}
+	if len(broken) > 0 {
+		m := make(map[string]string, len(broken))
+		for name, err := range broken {
+			m[name] = err.Error()
+		}
+		body["unavailable_shards"] = m
+	}
+	json.NewEncoder(w).Encode(body)
+}
+
+// retryAfterStatus turns the Connect protocol's 429 for a retryable
+// overload (a full queue) into 503 with Retry-After, which is what HTTP
+// clients and proxies retry on. Connect clients read the code from the
+// body, so they are unaffected; gRPC responses always carry 200.
+func retryAfterStatus(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&statusRewriter{ResponseWriter: w}, r)
+	})
+}
+
+type statusRewriter struct {
+	http.ResponseWriter
+}
+
+func (s *statusRewriter) WriteHeader(code int) {
+	if code == http.StatusTooManyRequests && s.Header().Get("Retry-After") != "" {
+		code = http.StatusServiceUnavailable
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRewriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusRewriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

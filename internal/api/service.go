@@ -1,0 +1,217 @@
+// Package api serves herald over HTTP: the HeraldService (gRPC, gRPC-Web
+// and JSON over HTTP from one connect-go handler), Prometheus metrics and
+// health checks, all on one port. It translates between the wire types and
+// the node, and maps errors to status codes whose messages say what was
+// wrong and what to do.
+package api
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"herald/internal/controller"
+	"herald/internal/node"
+	"herald/internal/shard"
+	heraldv1 "herald/proto/herald/v1"
+)
+
+// service implements heraldv1connect.HeraldServiceHandler over a node.
+type service struct {
+	node    *node.Node
+	metrics *Metrics
+}
+
+func (s *service) CreateTopic(ctx context.Context, req *connect.Request[heraldv1.CreateTopicRequest]) (*connect.Response[heraldv1.CreateTopicResponse], error) {
+	t, err := s.node.CreateTopic(ctx, req.Msg.Name, req.Msg.Attributes)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.CreateTopicResponse{Topic: topicProto(t)}), nil
+}
+
+func (s *service) GetTopic(ctx context.Context, req *connect.Request[heraldv1.GetTopicRequest]) (*connect.Response[heraldv1.GetTopicResponse], error) {
+	t, err := s.node.GetTopic(req.Msg.Name)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.GetTopicResponse{Topic: topicProto(t)}), nil
+}
+
+func (s *service) ListTopics(ctx context.Context, req *connect.Request[heraldv1.ListTopicsRequest]) (*connect.Response[heraldv1.ListTopicsResponse], error) {
+	resp := &heraldv1.ListTopicsResponse{}
+	for _, t := range s.node.ListTopics() {
+		resp.Topics = append(resp.Topics, topicProto(t))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *service) SetTopicAttributes(ctx context.Context, req *connect.Request[heraldv1.SetTopicAttributesRequest]) (*connect.Response[heraldv1.SetTopicAttributesResponse], error) {
+	t, err := s.node.SetTopicAttributes(ctx, req.Msg.Name, req.Msg.Attributes)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.SetTopicAttributesResponse{Topic: topicProto(t)}), nil
+}
+
+func (s *service) DeleteTopic(ctx context.Context, req *connect.Request[heraldv1.DeleteTopicRequest]) (*connect.Response[heraldv1.DeleteTopicResponse], error) {
+	if err := s.node.DeleteTopic(ctx, req.Msg.Name); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.DeleteTopicResponse{}), nil
+}
+
+func (s *service) TopicStats(ctx context.Context, req *connect.Request[heraldv1.TopicStatsRequest]) (*connect.Response[heraldv1.TopicStatsResponse], error) {
+	st, err := s.node.TopicStats(ctx, req.Msg.Name)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	resp := &heraldv1.TopicStatsResponse{Name: st.Name, Total: shardStatsProto(st.Total)}
+	for _, sh := range st.Shards {
+		resp.Shards = append(resp.Shards, shardStatsProto(sh))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *service) Publish(ctx context.Context, req *connect.Request[heraldv1.PublishRequest]) (*connect.Response[heraldv1.PublishResponse], error) {
+	start := time.Now()
+	ids, err := s.node.Publish(ctx, req.Msg.Topic, eventsFromProto(req.Msg.Events))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	s.metrics.published(req.Msg.Topic, len(ids), time.Since(start))
+	return connect.NewResponse(&heraldv1.PublishResponse{Ids: ids}), nil
+}
+
+func (s *service) Reserve(ctx context.Context, req *connect.Request[heraldv1.ReserveRequest]) (*connect.Response[heraldv1.ReserveResponse], error) {
+	r, err := s.node.Reserve(ctx, req.Msg.Topic, req.Msg.Key, int64(req.Msg.Bytes), int(req.Msg.Count))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.ReserveResponse{ReservationId: r.ID, ExpiresAt: timestamppb.New(r.ExpiresAt)}), nil
+}
+
+func (s *service) Commit(ctx context.Context, req *connect.Request[heraldv1.CommitRequest]) (*connect.Response[heraldv1.CommitResponse], error) {
+	start := time.Now()
+	ids, err := s.node.Commit(ctx, req.Msg.ReservationId, eventsFromProto(req.Msg.Events))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	s.metrics.published(topicOfID(req.Msg.ReservationId), len(ids), time.Since(start))
+	return connect.NewResponse(&heraldv1.CommitResponse{Ids: ids}), nil
+}
+
+func (s *service) Abort(ctx context.Context, req *connect.Request[heraldv1.AbortRequest]) (*connect.Response[heraldv1.AbortResponse], error) {
+	if err := s.node.Abort(ctx, req.Msg.ReservationId); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.AbortResponse{}), nil
+}
+
+func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
+	m := req.Msg
+	ds, err := s.node.Fetch(ctx, m.Topic, int(m.MaxEvents), durationOf(m.VisibilityTimeout), durationOf(m.Wait))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	resp := &heraldv1.FetchResponse{Events: make([]*heraldv1.Event, len(ds))}
+	for i, d := range ds {
+		resp.Events[i] = deliveryProto(m.Topic, d)
+	}
+	s.metrics.fetched(m.Topic, len(ds))
+	return connect.NewResponse(resp), nil
+}
+
+func (s *service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
+	n, err := s.node.Ack(ctx, req.Msg.Ids)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if len(req.Msg.Ids) > 0 {
+		s.metrics.acked(topicOfID(req.Msg.Ids[0]), n)
+	}
+	return connect.NewResponse(&heraldv1.AckResponse{Acked: uint32(n)}), nil
+}
+
+func (s *service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
+	if err := s.node.Nack(ctx, req.Msg.Ids); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.NackResponse{}), nil
+}
+
+func topicProto(t controller.Topic) *heraldv1.Topic {
+	return &heraldv1.Topic{
+		Name:       t.Name,
+		Attributes: t.Attributes.Map(),
+		CreatedAt:  timestamppb.New(time.Unix(0, t.CreatedAt)),
+		UpdatedAt:  timestamppb.New(time.Unix(0, t.UpdatedAt)),
+	}
+}
+
+func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
+	st := s.Stats
+	p := &heraldv1.ShardStats{
+		Name: s.Name, Events: uint64(st.Events), Bytes: uint64(st.Bytes),
+		ReservedBytes: uint64(st.ReservedBytes), Reservations: uint32(st.Reservations),
+		Published: st.Published, Acked: st.Acked, Leased: uint64(s.Leased),
+		NextOffset: st.NextOffset, Head: st.Head,
+	}
+	if s.Shard >= 0 {
+		p.Shard = uint32(s.Shard)
+	}
+	if st.OldestEventTime != 0 {
+		p.OldestEventTime = timestamppb.New(time.Unix(0, st.OldestEventTime))
+	}
+	if s.Err != nil {
+		p.Error = s.Err.Error()
+	}
+	return p
+}
+
+func eventsFromProto(in []*heraldv1.PublishEvent) []shard.Event {
+	out := make([]shard.Event, len(in))
+	for i, e := range in {
+		out[i] = shard.Event{Key: e.Key, Payload: e.Payload}
+		// Sorted so the stored order does not depend on map iteration.
+		for _, name := range slices.Sorted(maps.Keys(e.Headers)) {
+			out[i].Headers = append(out[i].Headers, shard.Header{Name: name, Value: e.Headers[name]})
+		}
+	}
+	return out
+}
+
+func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
+	e := &heraldv1.Event{
+		Id: d.ID, Topic: topicName, Shard: uint32(d.Shard), Offset: d.Offset,
+		Key: d.Event.Key, Payload: d.Event.Payload, Time: timestamppb.New(d.Time),
+		DeliveryAttempt: d.Attempt,
+	}
+	if len(d.Event.Headers) > 0 {
+		e.Headers = make(map[string]string, len(d.Event.Headers))
+		for _, h := range d.Event.Headers {
+			e.Headers[h.Name] = h.Value
+		}
+	}
+	return e
+}
+
+func durationOf(d *durationpb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.AsDuration()
+}
+
+// topicOfID returns the topic part of an event or reservation id, for
+// metric labels.
+func topicOfID(id string) string {
+	t, _, _ := strings.Cut(id, "/")
+	return t
+}

@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// Limits of Fetch.
+const (
+	DefaultFetchEvents      = 100
+	MaxFetchEvents          = 10000
+	DefaultVisibility       = 30 * time.Second
+	MaxFetchWait            = 60 * time.Second
+	maxScanPerShard         = 20000 // pending events looked at per shard and fetch
+	fetchRecheckWhileWaiting = 200 * time.Millisecond
+)
+
+// Delivery is an event handed to a pull consumer.
+type Delivery struct {
+	ID      string
+	Shard   int
+	Offset  uint64
+	Event   shard.Event
+	Time    time.Time // publish time
+	Attempt uint32
+}
+
+// leaseTable holds a shard's pull leases. Leases live in the memory of the
+// node that leads the shard: after a restart or a change of leader they are
+// gone and the events are handed out again (at-least-once). Acks, which
+// are what must not be lost, go through the shard's log.
+type leaseTable struct {
+	mu       sync.Mutex
+	until    map[uint64]time.Time // offset → lease expiry
+	attempts map[uint64]uint32    // offset → times handed out
+}
+
+func newLeaseTable() *leaseTable {
+	return &leaseTable{until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32)}
+}
+
+func (t *leaseTable) count(now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, u := range t.until {
+		if u.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *leaseTable) release(offsets []uint64, forget bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range offsets {
+		delete(t.until, o)
+		if forget {
+			delete(t.attempts, o)
+		}
+	}
+}
+
+// Fetch leases up to max events of a topic for visibility. A key's next
+// event is not handed out while an earlier one is leased or unacknowledged
+// ahead of it, so each key is consumed in order. With wait > 0 and nothing
+// available, it waits up to wait for events to arrive.
+func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) ([]Delivery, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		max = DefaultFetchEvents
+	}
+	max = min(max, MaxFetchEvents)
+	if visibility <= 0 {
+		visibility = DefaultVisibility
+	}
+	wait = min(wait, MaxFetchWait)
+	deadline := time.Now().Add(wait)
+	for {
+		woken := tr.events.wait()
+		out, err := n.fetchOnce(ctx, tr, max, visibility)
+		if err != nil || len(out) > 0 || !time.Now().Before(deadline) {
+			return out, err
+		}
+		// Leases that expire make events available without a signal, so
+		// look again now and then even when nothing is published.
+		timer := time.NewTimer(min(time.Until(deadline), fetchRecheckWhileWaiting))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-n.stop:
+			timer.Stop()
+			return nil, fmt.Errorf("%w: the node is shutting down", ErrUnavailable)
+		}
+		timer.Stop()
+	}
+}
+
+// fetchOnce visits the shards round-robin, starting one further each call
+// so no shard is starved.
+func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibility time.Duration) ([]Delivery, error) {
+	var out []Delivery
+	start := int(tr.rr.Add(1))
+	var firstErr error
+	for i := range tr.shards {
+		s := tr.shards[(start+i)%len(tr.shards)]
+		if s.openErr != nil {
+			continue
+		}
+		got, err := n.fetchShard(ctx, s, max-len(out), visibility)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out = append(out, got...)
+		if len(out) >= max {
+			break
+		}
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+type pendingEvent struct {
+	offset uint64
+	index  uint64
+	slot   int
+}
+
+// fetchShard leases up to max events of one shard, scanning pending events
+// from the delivery head in offset order.
+func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
+	var pending []pendingEvent
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		m := sm.(*shard.Machine)
+		for o := m.Head(); o < m.NextOffset() && len(pending) < maxScanPerShard; o++ {
+			if m.IsAcked(o) {
+				continue
+			}
+			if idx, slot, ok := m.Locate(o); ok {
+				pending = append(pending, pendingEvent{o, idx, slot})
+			}
+		}
+	})
+	if err != nil {
+		return nil, n.hostError(s.name, err)
+	}
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	t := s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	blocked := make(map[string]bool) // keys with an earlier event still out
+	entries := make(map[uint64]shard.Command)
+	var out []Delivery
+	for _, p := range pending {
+		if len(out) >= max {
+			break
+		}
+		cmd, ok := entries[p.index]
+		if !ok {
+			data, err := n.host.Entry(s.group, p.index)
+			if err != nil {
+				return out, fmt.Errorf("%w: read event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, p.offset), err)
+			}
+			if cmd, err = shard.UnmarshalCommand(data); err != nil {
+				return out, fmt.Errorf("%w: decode event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, p.offset), err)
+			}
+			entries[p.index] = cmd
+		}
+		if p.slot >= len(cmd.Events) {
+			continue
+		}
+		ev := cmd.Events[p.slot]
+		if blocked[ev.Key] {
+			continue
+		}
+		blocked[ev.Key] = true
+		if u, ok := t.until[p.offset]; ok && u.After(now) {
+			continue
+		}
+		t.until[p.offset] = now.Add(visibility)
+		t.attempts[p.offset]++
+		out = append(out, Delivery{
+			ID: topic.EventID(s.topic, s.index, p.offset), Shard: s.index, Offset: p.offset,
+			Event: ev, Time: time.Unix(0, cmd.Time), Attempt: t.attempts[p.offset],
+		})
+	}
+	return out, nil
+}
+
+// Ack marks events done. Ids of events already acknowledged are accepted
+// and not counted; an id that names no event (unknown topic, shard or an
+// offset never assigned) fails the whole call, and nothing is acknowledged
+// in that id's shard.
+func (n *Node) Ack(ctx context.Context, ids []string) (int, error) {
+	groups, err := n.groupIDs(ids)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for s, offsets := range groups {
+		cmd := shard.Command{Op: shard.OpAck, Offsets: offsets}
+		res, err := n.proposeShard(ctx, s.rt, &cmd)
+		if err != nil {
+			if errors.Is(err, shard.ErrUnknownOffset) {
+				return total, fmt.Errorf("ack: %w; ack only ids returned by Fetch or Publish", err)
+			}
+			return total, fmt.Errorf("ack in shard %s: %w", s.rt.name, err)
+		}
+		s.rt.leases.release(offsets, true)
+		total += res.Count
+	}
+	return total, nil
+}
+
+// Nack ends leases early so the events can be fetched again at once.
+func (n *Node) Nack(ctx context.Context, ids []string) error {
+	groups, err := n.groupIDs(ids)
+	if err != nil {
+		return err
+	}
+	for s, offsets := range groups {
+		s.rt.leases.release(offsets, false)
+		s.topic.events.signal()
+	}
+	return nil
+}
+
+func (n *Node) groupIDs(ids []string) (map[resolvedShard][]uint64, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no event ids given", ErrInvalidRequest)
+	}
+	groups := make(map[resolvedShard][]uint64)
+	for _, id := range ids {
+		topicName, idx, offset, err := topic.ParseEventID(id)
+		if err != nil {
+			return nil, err
+		}
+		s, err := n.shardOf(topicName, idx)
+		if err != nil {
+			return nil, err
+		}
+		groups[s] = append(groups[s], offset)
+	}
+	return groups, nil
+}

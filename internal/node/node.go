@@ -1,0 +1,356 @@
+// Package node runs one herald node: a Raft host carrying the controller
+// group (topics and their attributes) and the shard groups of every topic,
+// and the operations the API offers on top of them — topic management,
+// two-phase publish, pull consumption and statistics. It turns API requests
+// into shard and controller commands and routes them to the right group; it
+// holds no durable state of its own.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"herald/internal/controller"
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// Config configures a node. Zero values take the defaults shown.
+type Config struct {
+	DataDir            string        // required
+	NodeID             uint64        // 1
+	MaxPayloadBytes    int           // 1 MiB per event payload
+	ReservationTimeout time.Duration // 30s: uncommitted reservations expire after this
+	SnapshotEntries    uint64        // see host.Config
+	SyncSnapshots      bool          // see host.Config
+	SegmentSize        int64         // see host.Config
+	Logger             *slog.Logger
+}
+
+// DefaultMaxPayloadBytes is the default limit on one event's payload.
+const DefaultMaxPayloadBytes = 1 << 20
+
+func (c *Config) setDefaults() {
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.MaxPayloadBytes <= 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.ReservationTimeout <= 0 {
+		c.ReservationTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Errors the API maps to status codes. Errors from the topic, controller
+// and shard packages pass through wrapped; these cover the rest.
+var (
+	// ErrUnavailable: the shard or controller cannot serve right now.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrPayloadTooLarge: an event's payload is over the limit.
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrInvalidRequest: a request that is malformed in a way the topic
+	// package does not cover (empty batch, bad id, wrong shard for a key).
+	ErrInvalidRequest = topic.ErrInvalid
+	// ErrNotFound: an event id or reservation that does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+const controllerName = "controller"
+
+// Node is a running herald node.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	host *host.Host
+	ctrl *controllerMachine
+
+	reconcileMu sync.Mutex // one reconcile at a time
+
+	mu     sync.RWMutex
+	topics map[string]*topicRuntime
+	shards map[uint64]*shardRuntime // by group id, including broken ones
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open starts a node on its data directory: it opens the controller group,
+// then every shard group of every topic in parallel. A shard that fails to
+// open (for example a damaged log) is reported by name and stays
+// unavailable; the others serve.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if cfg.DataDir == "" {
+		return nil, errors.New("no data directory configured; pass --data-dir")
+	}
+	if err := checkWritable(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	h, err := host.New(host.Config{
+		NodeID:          cfg.NodeID,
+		Dir:             cfg.DataDir,
+		SnapshotEntries: cfg.SnapshotEntries,
+		SyncSnapshots:   cfg.SyncSnapshots,
+		SegmentSize:     cfg.SegmentSize,
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		host:   h,
+		ctrl:   newControllerMachine(),
+		topics: make(map[string]*topicRuntime),
+		shards: make(map[uint64]*shardRuntime),
+		stop:   make(chan struct{}),
+	}
+	if err := h.AddGroup(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, StateMachine: n.ctrl}); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
+	}
+	if err := n.waitControllerCaughtUp(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if err := n.reconcile(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	n.wg.Go(n.watchController)
+	n.wg.Go(n.expireReservations)
+	return n, nil
+}
+
+// checkWritable fails early, with advice, when the data directory cannot be
+// used, rather than deep inside the first shard that tries to write.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data directory %s cannot be created: %w; choose another --data-dir or fix its permissions", dir, err)
+	}
+	probe := filepath.Join(dir, ".write-probe")
+	f, err := os.Create(probe)
+	if err != nil {
+		return fmt.Errorf("data directory %s is not writable: %w; choose another --data-dir or fix its permissions", dir, err)
+	}
+	f.Close()
+	return os.Remove(probe)
+}
+
+// waitControllerCaughtUp waits until the controller has a leader and has
+// applied its whole log, so the topic list is complete before shards open.
+func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		st, err := n.host.GroupStatus(controller.ControllerGroup)
+		if err != nil {
+			return err
+		}
+		if st.Err != nil {
+			return fmt.Errorf("controller: %w", st.Err)
+		}
+		if st.Leader != 0 && st.Applied >= st.LastIndex {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the controller did not elect a leader and catch up: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the node. Requests in flight get ErrUnavailable.
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	n.wg.Wait()
+	return n.host.Close()
+}
+
+// Host exposes the Raft host for metrics.
+func (n *Node) Host() *host.Host { return n.host }
+
+// BrokenShards lists shards that could not be opened, by name.
+func (n *Node) BrokenShards() map[string]error {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make(map[string]error)
+	for _, s := range n.shards {
+		if s.openErr != nil {
+			out[s.name] = s.openErr
+		}
+	}
+	return out
+}
+
+// watchController reconciles local shard groups whenever the controller
+// applies a change (a topic created or deleted by another node's request,
+// or by a request this node forwarded).
+func (n *Node) watchController() {
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.ctrl.changed:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := n.reconcile(ctx); err != nil {
+				n.log.Error("reconcile shards with the controller", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// reconcile makes the local shard groups match the controller's topics:
+// it opens the shards of new topics (in parallel, on a bounded temporary
+// worker set), removes those of deleted topics with their data, and
+// refreshes the topic cache the request paths read.
+func (n *Node) reconcile(ctx context.Context) error {
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
+	var topics []controller.Topic
+	if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
+		topics = sm.(*controllerMachine).Topics()
+	}); err != nil {
+		return fmt.Errorf("read topics from the controller: %w", err)
+	}
+
+	wanted := make(map[uint64]*shardRuntime)
+	newTopics := make(map[string]*topicRuntime, len(topics))
+	n.mu.RLock()
+	for _, t := range topics {
+		tr := n.topics[t.Name]
+		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
+			tr = newTopicRuntime(t)
+		} else {
+			tr = tr.withInfo(t)
+		}
+		newTopics[t.Name] = tr
+		for _, s := range tr.shards {
+			wanted[s.group] = s
+		}
+	}
+	var toOpen []host.GroupConfig
+	for id, s := range wanted {
+		if _, ok := n.shards[id]; !ok {
+			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.dirName(), StateMachine: shard.NewMachine()})
+		}
+	}
+	var toRemove []*shardRuntime
+	for id, s := range n.shards {
+		if _, ok := wanted[id]; !ok {
+			toRemove = append(toRemove, s)
+		}
+	}
+	n.mu.RUnlock()
+
+	failed := n.host.AddGroups(ctx, toOpen)
+	for id, err := range failed {
+		s := wanted[id]
+		s.openErr = err
+		n.log.Error("shard cannot be opened; it stays unavailable while the rest of the node serves", "shard", s.name, "err", err)
+	}
+	for _, s := range toRemove {
+		if s.openErr == nil {
+			if err := n.host.RemoveGroup(s.group, true); err != nil && !errors.Is(err, host.ErrUnknownGroup) {
+				n.log.Error("remove shard of deleted topic", "shard", s.name, "err", err)
+			}
+		} else {
+			os.RemoveAll(filepath.Join(n.cfg.DataDir, s.dirName()))
+		}
+	}
+
+	n.mu.Lock()
+	for _, s := range toRemove {
+		delete(n.shards, s.group)
+	}
+	for id, s := range wanted {
+		if old, ok := n.shards[id]; ok && old != s {
+			s.adopt(old)
+		}
+		n.shards[id] = s
+	}
+	n.topics = newTopics
+	n.mu.Unlock()
+	n.removeOrphanDirs()
+	return nil
+}
+
+// removeOrphanDirs deletes shard directories that belong to no topic: left
+// behind when the node stopped between deleting a topic and its data.
+func (n *Node) removeOrphanDirs() {
+	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, shardsDir))
+	if err != nil {
+		return
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, e := range entries {
+		idStr, _, ok := strings.Cut(e.Name(), "-")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		if _, ok := n.shards[id]; !ok {
+			os.RemoveAll(filepath.Join(n.cfg.DataDir, shardsDir, e.Name()))
+		}
+	}
+}
+
+// lookup returns the runtime of a topic.
+func (n *Node) lookup(name string) (*topicRuntime, error) {
+	if err := topic.ValidateName(name); err != nil {
+		return nil, err
+	}
+	n.mu.RLock()
+	tr := n.topics[name]
+	n.mu.RUnlock()
+	if tr == nil {
+		return nil, fmt.Errorf("%w: topic %q does not exist; create it first (herald topic create %s)", controller.ErrTopicNotFound, name, name)
+	}
+	return tr, nil
+}
+
+// propose sends a shard command to its group and unwraps the result.
+func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
+	if s.openErr != nil {
+		return shard.Result{}, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
+	}
+	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
+	if err != nil {
+		return shard.Result{}, n.hostError(s.name, err)
+	}
+	res := r.(shard.Result)
+	return res, res.Err
+}
+
+func (n *Node) hostError(group string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, host.ErrOverloaded):
+		return fmt.Errorf("%s: %w", group, err)
+	default:
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, group, err)
+	}
+}

@@ -1,0 +1,228 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// Publish appends events to a topic, each to the shard its key routes to,
+// and returns their ids in request order once every shard has committed
+// its part. The shards commit independently: if one fails, events routed
+// to the others may already be committed, and a retry of the whole batch
+// delivers them twice (herald is at-least-once; consumers de-duplicate on
+// the event id).
+func (n *Node) Publish(ctx context.Context, topicName string, events []shard.Event) ([]string, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkEvents(events); err != nil {
+		return nil, err
+	}
+	if !tr.info.Attributes.Persistent {
+		return nil, fmt.Errorf("%w: topic %q is not persistent; synchronous push delivery is not available in this version: set persistent=true", ErrUnavailable, topicName)
+	}
+	// Group by shard, remembering each event's position in the request.
+	byShard := make(map[int][]int)
+	for i := range events {
+		s := tr.shardFor(events[i].Key)
+		byShard[s.index] = append(byShard[s.index], i)
+	}
+	ids := make([]string, len(events))
+	now := time.Now().UnixNano()
+	eg, ctx := errgroup.WithContext(ctx)
+	for idx, positions := range byShard {
+		s := tr.shards[idx]
+		eg.Go(func() error {
+			cmd := shard.Command{Op: shard.OpPublish, Time: now, MaxQueueBytes: tr.info.Attributes.MaxQueueBytes}
+			for _, p := range positions {
+				cmd.Events = append(cmd.Events, events[p])
+			}
+			res, err := n.proposeShard(ctx, s, &cmd)
+			if err != nil {
+				return fmt.Errorf("publish to shard %s: %w", s.name, err)
+			}
+			for j, p := range positions {
+				ids[p] = topic.EventID(topicName, s.index, res.FirstOffset+uint64(j))
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	tr.events.signal()
+	return ids, nil
+}
+
+func (n *Node) checkEvents(events []shard.Event) error {
+	if len(events) == 0 {
+		return fmt.Errorf("%w: no events given; pass at least one", ErrInvalidRequest)
+	}
+	for i := range events {
+		if len(events[i].Payload) > n.cfg.MaxPayloadBytes {
+			return fmt.Errorf("%w: event %d has a %d-byte payload, over the limit of %d bytes; split it, or store it elsewhere and publish a reference (the server's --max-payload-bytes sets the limit)",
+				ErrPayloadTooLarge, i, len(events[i].Payload), n.cfg.MaxPayloadBytes)
+		}
+	}
+	return nil
+}
+
+// Reservation is a space reservation made by Reserve.
+type Reservation struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// Reserve holds bytes in the shard that key routes to, for a later Commit
+// (the transactional-outbox pattern). The reservation expires after the
+// node's reservation timeout unless committed or aborted.
+func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, count int) (Reservation, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if bytes <= 0 {
+		return Reservation{}, fmt.Errorf("%w: reserve at least one byte: the size of the events you will commit (key, payload, header names and values)", ErrInvalidRequest)
+	}
+	s := tr.shardFor(key)
+	now := time.Now()
+	cmd := shard.Command{Op: shard.OpReserve, Time: now.UnixNano(), Bytes: bytes, Count: count, MaxQueueBytes: tr.info.Attributes.MaxQueueBytes}
+	res, err := n.proposeShard(ctx, s, &cmd)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("reserve in shard %s: %w", s.name, err)
+	}
+	return Reservation{ID: topic.ReservationID(topicName, s.index, res.ReservationID), ExpiresAt: now.Add(n.cfg.ReservationTimeout)}, nil
+}
+
+// Commit appends events into a reservation. Every event's key must route
+// to the reservation's shard.
+func (n *Node) Commit(ctx context.Context, reservationID string, events []shard.Event) ([]string, error) {
+	s, rid, err := n.reservationShard(reservationID)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkEvents(events); err != nil {
+		return nil, err
+	}
+	for i := range events {
+		if got := topic.ShardFor(events[i].Key, s.shardCount); got != s.rt.index {
+			return nil, fmt.Errorf("%w: event %d's key %q routes to shard %d, but reservation %s is in shard %d; commit events whose key routes to the reserved shard (for example the key given to Reserve)",
+				ErrInvalidRequest, i, events[i].Key, got, reservationID, s.rt.index)
+		}
+	}
+	cmd := shard.Command{Op: shard.OpCommit, Time: time.Now().UnixNano(), ReservationID: rid, Events: events}
+	res, err := n.proposeShard(ctx, s.rt, &cmd)
+	if errors.Is(err, shard.ErrUnknownReservation) {
+		return nil, fmt.Errorf("commit: %w: reservation %s expired (reservations last %s), or was already committed or aborted; reserve again",
+			shard.ErrUnknownReservation, reservationID, n.cfg.ReservationTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit reservation %s: %w", reservationID, err)
+	}
+	ids := make([]string, len(events))
+	for i := range events {
+		ids[i] = topic.EventID(s.rt.topic, s.rt.index, res.FirstOffset+uint64(i))
+	}
+	s.topic.events.signal()
+	return ids, nil
+}
+
+// Abort releases a reservation. Aborting an unknown or already released
+// reservation succeeds: the outcome the caller wants already holds.
+func (n *Node) Abort(ctx context.Context, reservationID string) error {
+	s, rid, err := n.reservationShard(reservationID)
+	if err != nil {
+		return err
+	}
+	cmd := shard.Command{Op: shard.OpAbort, ReservationID: rid}
+	if _, err := n.proposeShard(ctx, s.rt, &cmd); err != nil {
+		return fmt.Errorf("abort reservation %s: %w", reservationID, err)
+	}
+	return nil
+}
+
+type resolvedShard struct {
+	topic      *topicRuntime
+	rt         *shardRuntime
+	shardCount int
+}
+
+func (n *Node) reservationShard(id string) (resolvedShard, uint64, error) {
+	topicName, idx, rid, err := topic.ParseReservationID(id)
+	if err != nil {
+		return resolvedShard{}, 0, err
+	}
+	s, err := n.shardOf(topicName, idx)
+	return s, rid, err
+}
+
+func (n *Node) shardOf(topicName string, idx int) (resolvedShard, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return resolvedShard{}, err
+	}
+	if idx < 0 || idx >= len(tr.shards) {
+		return resolvedShard{}, fmt.Errorf("%w: topic %q has %d shards, there is no shard %d", ErrNotFound, topicName, len(tr.shards), idx)
+	}
+	return resolvedShard{topic: tr, rt: tr.shards[idx], shardCount: len(tr.shards)}, nil
+}
+
+// expireReservations periodically asks every shard this node leads to drop
+// reservations older than the timeout. The cutoff travels in the command,
+// so every replica drops the same ones.
+func (n *Node) expireReservations() {
+	period := min(n.cfg.ReservationTimeout/4, time.Second)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		n.mu.RLock()
+		shards := slices.Collect(func(yield func(*shardRuntime) bool) {
+			for _, s := range n.shards {
+				if s.openErr == nil && !yield(s) {
+					return
+				}
+			}
+		})
+		n.mu.RUnlock()
+		cutoff := time.Now().Add(-n.cfg.ReservationTimeout).UnixNano()
+		for _, s := range shards {
+			n.expireShard(s, cutoff)
+		}
+	}
+}
+
+func (n *Node) expireShard(s *shardRuntime, cutoff int64) {
+	st, err := n.host.GroupStatus(s.group)
+	if err != nil || !st.IsLeader {
+		return
+	}
+	var oldest int64
+	var any bool
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		oldest, any = sm.(*shard.Machine).OldestReservation()
+	})
+	if !any || oldest >= cutoff {
+		return
+	}
+	cmd := shard.Command{Op: shard.OpExpire, OlderThan: cutoff}
+	if _, err := n.proposeShard(ctx, s, &cmd); err != nil {
+		n.log.Warn("expire reservations", "shard", s.name, "err", err)
+	}
+}

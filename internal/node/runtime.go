@@ -1,0 +1,119 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"herald/internal/controller"
+	"herald/internal/topic"
+)
+
+// shardsDir holds one directory per shard group, named "<group id>-<shard
+// name>": the id keeps a recreated topic's shards apart from the old ones.
+const shardsDir = "shards"
+
+// controllerMachine is the controller state machine plus a signal that it
+// changed, which the node's watcher turns into a reconcile.
+type controllerMachine struct {
+	*controller.State
+	changed chan struct{}
+}
+
+func newControllerMachine() *controllerMachine {
+	return &controllerMachine{State: controller.New(), changed: make(chan struct{}, 1)}
+}
+
+func (m *controllerMachine) Apply(index uint64, data []byte) any {
+	r := m.State.Apply(index, data)
+	m.signal()
+	return r
+}
+
+func (m *controllerMachine) Restore(data []byte) error {
+	if err := m.State.Restore(data); err != nil {
+		return err
+	}
+	m.signal()
+	return nil
+}
+
+func (m *controllerMachine) signal() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// topicRuntime is what the request paths need of a topic: its attributes
+// and its shards. It is replaced, not mutated, when attributes change.
+type topicRuntime struct {
+	info   controller.Topic
+	shards []*shardRuntime
+	events *broadcast // signalled when events are published or leases end
+	rr     *atomic.Uint32
+}
+
+func newTopicRuntime(t controller.Topic) *topicRuntime {
+	tr := &topicRuntime{info: t, events: newBroadcast(), rr: new(atomic.Uint32)}
+	for i := range t.Attributes.Shards {
+		tr.shards = append(tr.shards, &shardRuntime{
+			topic: t.Name, index: i, name: topic.ShardName(t.Name, i),
+			group: t.FirstGroup + uint64(i), leases: newLeaseTable(),
+		})
+	}
+	return tr
+}
+
+// withInfo returns a copy with new attributes and the same shards.
+func (tr *topicRuntime) withInfo(t controller.Topic) *topicRuntime {
+	c := *tr
+	c.info = t
+	return &c
+}
+
+func (tr *topicRuntime) shardFor(key string) *shardRuntime {
+	return tr.shards[topic.ShardFor(key, len(tr.shards))]
+}
+
+// shardRuntime is one shard as this node serves it.
+type shardRuntime struct {
+	topic   string
+	index   int
+	name    string
+	group   uint64
+	openErr error // set when the shard's group could not be opened
+	leases  *leaseTable
+}
+
+func (s *shardRuntime) dirName() string {
+	return fmt.Sprintf("%s/%d-%s", shardsDir, s.group, s.name)
+}
+
+// adopt keeps the live state of the runtime it replaces.
+func (s *shardRuntime) adopt(old *shardRuntime) {
+	s.openErr = old.openErr
+	s.leases = old.leases
+}
+
+// broadcast wakes every waiter at once: long-polling fetches wait on it.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next signal.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}

@@ -1,0 +1,171 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"herald/internal/controller"
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// CreateTopic creates a topic with attrs applied over the defaults, and
+// opens all its shards before returning.
+func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]string) (controller.Topic, error) {
+	if err := topic.ValidateName(name); err != nil {
+		return controller.Topic{}, err
+	}
+	a, err := topic.Defaults().With(attrs)
+	if err != nil {
+		return controller.Topic{}, err
+	}
+	if err := a.Validate(); err != nil {
+		return controller.Topic{}, err
+	}
+	return n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a, Time: time.Now().UnixNano()})
+}
+
+// SetTopicAttributes changes attributes of a topic. Queued events are kept
+// whatever changes: switching a topic to non-persistent only changes how
+// new events are published; the shards keep what they hold until it is
+// consumed.
+func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[string]string) (controller.Topic, error) {
+	tr, err := n.lookup(name)
+	if err != nil {
+		return controller.Topic{}, err
+	}
+	// Validate here for a prompt error; the controller validates again.
+	a, err := tr.info.Attributes.With(attrs)
+	if err != nil {
+		return controller.Topic{}, err
+	}
+	if err := a.Validate(); err != nil {
+		return controller.Topic{}, err
+	}
+	return n.proposeController(ctx, controller.Command{Op: "set", Name: name, Changes: attrs, Time: time.Now().UnixNano()})
+}
+
+// DeleteTopic deletes a topic with all its shards and their events.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := n.lookup(name); err != nil {
+		return err
+	}
+	_, err := n.proposeController(ctx, controller.Command{Op: "delete", Name: name, Time: time.Now().UnixNano()})
+	return err
+}
+
+// GetTopic returns a topic.
+func (n *Node) GetTopic(name string) (controller.Topic, error) {
+	tr, err := n.lookup(name)
+	if err != nil {
+		return controller.Topic{}, err
+	}
+	return tr.info, nil
+}
+
+// ListTopics returns every topic, sorted by name.
+func (n *Node) ListTopics() []controller.Topic {
+	n.mu.RLock()
+	out := make([]controller.Topic, 0, len(n.topics))
+	for _, tr := range n.topics {
+		out = append(out, tr.info)
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(out, func(a, b controller.Topic) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// proposeController replicates a controller command, then brings local
+// shards in line before returning so the caller can use the topic at once.
+func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (controller.Topic, error) {
+	r, err := n.host.Propose(ctx, controller.ControllerGroup, cmd.Marshal())
+	if err != nil {
+		return controller.Topic{}, n.hostError("controller", err)
+	}
+	res := r.(controller.Result)
+	if res.Err != nil {
+		return controller.Topic{}, res.Err
+	}
+	if err := n.reconcile(ctx); err != nil {
+		return controller.Topic{}, err
+	}
+	return res.Topic, nil
+}
+
+// ShardStats are one shard's counters.
+type ShardStats struct {
+	Shard  int
+	Name   string
+	Stats  shard.Stats
+	Leased int
+	Err    error // the shard cannot serve
+}
+
+// TopicStats are a topic's counters, summed over shards and per shard.
+type TopicStats struct {
+	Name   string
+	Total  ShardStats
+	Shards []ShardStats
+}
+
+// TopicStats gathers the counters of every shard of a topic.
+func (n *Node) TopicStats(ctx context.Context, name string) (TopicStats, error) {
+	tr, err := n.lookup(name)
+	if err != nil {
+		return TopicStats{}, err
+	}
+	out := TopicStats{Name: name, Total: ShardStats{Shard: -1, Name: name}}
+	now := time.Now()
+	for _, s := range tr.shards {
+		ss := n.shardStats(ctx, s, now)
+		out.Shards = append(out.Shards, ss)
+		addStats(&out.Total, ss)
+	}
+	return out, nil
+}
+
+func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) ShardStats {
+	ss := ShardStats{Shard: s.index, Name: s.name, Err: s.openErr}
+	if s.openErr != nil {
+		return ss
+	}
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		ss.Stats = sm.(*shard.Machine).Stats()
+	})
+	if err != nil {
+		ss.Err = err
+		return ss
+	}
+	ss.Leased = s.leases.count(now)
+	return ss
+}
+
+func addStats(total *ShardStats, s ShardStats) {
+	t, x := &total.Stats, s.Stats
+	t.Events += x.Events
+	t.Bytes += x.Bytes
+	t.ReservedBytes += x.ReservedBytes
+	t.Reservations += x.Reservations
+	t.Published += x.Published
+	t.Acked += x.Acked
+	t.NextOffset += x.NextOffset
+	t.Head += x.Head
+	if x.OldestEventTime != 0 && (t.OldestEventTime == 0 || x.OldestEventTime < t.OldestEventTime) {
+		t.OldestEventTime = x.OldestEventTime
+	}
+	total.Leased += s.Leased
+	if s.Err != nil && total.Err == nil {
+		total.Err = fmt.Errorf("shard %s: %w", s.Name, s.Err)
+	}
+}
