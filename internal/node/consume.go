@@ -14,11 +14,11 @@ import (
 
 // Limits of Fetch.
 const (
-	DefaultFetchEvents      = 100
-	MaxFetchEvents          = 10000
-	DefaultVisibility       = 30 * time.Second
-	MaxFetchWait            = 60 * time.Second
-	maxScanPerShard         = 20000 // pending events looked at per shard and fetch
+	DefaultFetchEvents       = 100
+	MaxFetchEvents           = 10000
+	DefaultVisibility        = 30 * time.Second
+	MaxFetchWait             = 60 * time.Second
+	maxScanPerShard          = 20000 // pending events looked at per shard and fetch
 	fetchRecheckWhileWaiting = 200 * time.Millisecond
 )
 
