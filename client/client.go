@@ -1,0 +1,119 @@
+// Package client is the Go client library for herald, a durable, sharded
+// event queue.
+//
+// A Client talks to any herald node over the Connect protocol (the default)
+// or gRPC. Its methods take and return plain Go types; callers never build
+// protobuf messages. Errors returned by the server are *connect.Error values,
+// returned as is, so connect.CodeOf works on them; IsNotFound,
+// IsAlreadyExists, IsResourceExhausted and IsRetryable cover the common
+// cases.
+//
+//	c := client.New(client.DefaultAddress)
+//	ids, err := c.Publish(ctx, "orders", client.Event{Key: "customer-42", Payload: data})
+package client
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"herald/proto/herald/v1/heraldv1connect"
+)
+
+// DefaultAddress is the base URL of a herald node running locally with its
+// default settings.
+const DefaultAddress = "http://127.0.0.1:7600"
+
+// Client calls a herald node. It is safe for concurrent use.
+type Client struct {
+	svc     heraldv1connect.HeraldServiceClient
+	timeout time.Duration
+}
+
+// An Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	httpClient *http.Client
+	grpc       bool
+	timeout    time.Duration
+}
+
+// WithHTTPClient makes the Client send its requests with hc. With WithGRPC,
+// hc must speak HTTP/2 (for an http:// base URL: unencrypted HTTP/2).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) { c.httpClient = hc }
+}
+
+// WithGRPC makes the Client use the gRPC protocol instead of the Connect
+// protocol. Without WithHTTPClient, the Client then uses HTTP/2, unencrypted
+// for http:// base URLs.
+func WithGRPC() Option {
+	return func(c *config) { c.grpc = true }
+}
+
+// WithTimeout bounds every call to d (0, the default, means no bound other
+// than the caller's context). Fetch gets d plus the time it is asked to wait.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// New returns a Client for the herald node at baseURL, such as
+// "http://127.0.0.1:7600". An empty baseURL means DefaultAddress, and a
+// baseURL without a scheme gets "http://".
+func New(baseURL string, opts ...Option) *Client {
+	var cfg config
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	hc := cfg.httpClient
+	if hc == nil {
+		hc = defaultHTTPClient(cfg.grpc)
+	}
+	var copts []connect.ClientOption
+	if cfg.grpc {
+		copts = append(copts, connect.WithGRPC())
+	}
+	return &Client{
+		svc:     heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
+		timeout: cfg.timeout,
+	}
+}
+
+// Service returns the generated Connect client underneath c, for callers
+// that need the protobuf messages themselves.
+func (c *Client) Service() heraldv1connect.HeraldServiceClient {
+	return c.svc
+}
+
+func normalizeURL(baseURL string) string {
+	if baseURL == "" {
+		return DefaultAddress
+	}
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	return strings.TrimRight(baseURL, "/")
+}
+
+func defaultHTTPClient(grpc bool) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if grpc {
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return &http.Client{Transport: tr}
+}
+
+// callContext applies the Client's timeout, extended by extra, to ctx.
+func (c *Client) callContext(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout+extra)
+}

@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	heraldv1 "herald/proto/herald/v1"
+)
+
+// Publish appends events to topic, each routed to its shard by key, and
+// returns their ids in order. It returns once every event is committed.
+func (c *Client) Publish(ctx context.Context, topic string, events ...Event) ([]string, error) {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	req := &heraldv1.PublishRequest{Topic: topic, Events: eventsToProto(events)}
+	resp, err := c.svc.Publish(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg.GetIds(), nil
+}
+
+// Reserve holds bytes of space in the shard of key for a later Commit of
+// count events (0 means any number). bytes must cover the keys, payloads
+// and header names and values of the events to commit.
+func (c *Client) Reserve(ctx context.Context, topic, key string, bytes uint64, count uint32) (*Reservation, error) {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	req := &heraldv1.ReserveRequest{Topic: topic, Key: key, Bytes: bytes, Count: count}
+	resp, err := c.svc.Reserve(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{
+		ID:        resp.Msg.GetReservationId(),
+		ExpiresAt: timeOf(resp.Msg.GetExpiresAt()),
+	}, nil
+}
+
+// Commit appends events into the space of a reservation and returns their
+// ids. Every event's key must route to the reservation's shard; the
+// simplest is to use the key given to Reserve.
+func (c *Client) Commit(ctx context.Context, reservationID string, events ...Event) ([]string, error) {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	req := &heraldv1.CommitRequest{ReservationId: reservationID, Events: eventsToProto(events)}
+	resp, err := c.svc.Commit(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg.GetIds(), nil
+}
+
+// Abort releases a reservation. Aborting twice is not an error.
+func (c *Client) Abort(ctx context.Context, reservationID string) error {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	req := &heraldv1.AbortRequest{ReservationId: reservationID}
+	_, err := c.svc.Abort(ctx, connect.NewRequest(req))
+	return err
+}
+
+// Fetch leases events of topic. It returns no events, and no error, if none
+// was available within opts.Wait.
+func (c *Client) Fetch(ctx context.Context, topic string, opts FetchOptions) ([]Delivery, error) {
+	ctx, cancel := c.callContext(ctx, opts.Wait)
+	defer cancel()
+	req := &heraldv1.FetchRequest{Topic: topic, MaxEvents: toUint32(opts.MaxEvents)}
+	if opts.VisibilityTimeout > 0 {
+		req.VisibilityTimeout = durationpb.New(opts.VisibilityTimeout)
+	}
+	if opts.Wait > 0 {
+		req.Wait = durationpb.New(opts.Wait)
+	}
+	resp, err := c.svc.Fetch(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	deliveries := make([]Delivery, 0, len(resp.Msg.GetEvents()))
+	for _, e := range resp.Msg.GetEvents() {
+		deliveries = append(deliveries, deliveryFromProto(e))
+	}
+	return deliveries, nil
+}
+
+// Ack marks the events ids as done; they are never handed out again. It
+// returns how many were newly acknowledged.
+func (c *Client) Ack(ctx context.Context, ids ...string) (int, error) {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	resp, err := c.svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids}))
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.Msg.GetAcked()), nil
+}
+
+// Nack ends the leases of the events ids early so they can be fetched again.
+func (c *Client) Nack(ctx context.Context, ids ...string) error {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	_, err := c.svc.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{Ids: ids}))
+	return err
+}

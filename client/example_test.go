@@ -1,0 +1,50 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"herald/client"
+)
+
+func Example() {
+	ctx := context.Background()
+	c := client.New(client.DefaultAddress, client.WithTimeout(10*time.Second))
+
+	if _, err := c.CreateTopic(ctx, "orders", map[string]string{"shards": "4"}); err != nil && !client.IsAlreadyExists(err) {
+		log.Fatal(err)
+	}
+	ids, err := c.Publish(ctx, "orders", client.Event{Key: "customer-42", Payload: []byte(`{"total":12}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("published", ids)
+
+	deliveries, err := c.Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10, Wait: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range deliveries {
+		fmt.Printf("%s %s %s\n", d.ID, d.Key, d.Payload)
+		if _, err := c.Ack(ctx, d.ID); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+func ExampleClient_Reserve() {
+	ctx := context.Background()
+	c := client.New(client.DefaultAddress)
+
+	// Hold space first, then commit once the local transaction is done.
+	r, err := c.Reserve(ctx, "orders", "customer-42", 4096, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Commit(ctx, r.ID, client.Event{Key: "customer-42", Payload: []byte("paid")}); err != nil {
+		_ = c.Abort(ctx, r.ID)
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,166 @@
+package client
+
+import (
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	heraldv1 "herald/proto/herald/v1"
+)
+
+// Topic is a named stream of events split into shards.
+type Topic struct {
+	Name string `json:"name"`
+	// Attributes holds every attribute as a string, defaults included:
+	// "shards", "persistent", "push_endpoint" and so on.
+	Attributes map[string]string `json:"attributes"`
+	CreatedAt  time.Time         `json:"created_at,omitzero"`
+	UpdatedAt  time.Time         `json:"updated_at,omitzero"`
+}
+
+// Event is an event to publish or commit.
+type Event struct {
+	// Key routes the event to its shard; events with the same key are
+	// delivered in the order they were committed.
+	Key     string            `json:"key"`
+	Payload []byte            `json:"payload"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Delivery is an event handed out by Fetch. It stays leased until it is
+// acknowledged with Ack, released with Nack, or its visibility timeout ends.
+type Delivery struct {
+	// ID is "<topic>/<shard>/<offset>": stable, what consumers de-duplicate on.
+	ID      string            `json:"id"`
+	Topic   string            `json:"topic"`
+	Shard   int               `json:"shard"`
+	Offset  uint64            `json:"offset"`
+	Key     string            `json:"key"`
+	Payload []byte            `json:"payload"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Time is when the event was published.
+	Time time.Time `json:"time,omitzero"`
+	// Attempt counts the times the event was handed out, this one included.
+	Attempt int `json:"attempt"`
+}
+
+// TopicStats holds a topic's counters, summed over its shards and per shard.
+type TopicStats struct {
+	Name   string       `json:"name"`
+	Total  ShardStats   `json:"total"`
+	Shards []ShardStats `json:"shards"`
+}
+
+// ShardStats holds the counters of one shard, or their sum over a topic.
+type ShardStats struct {
+	Shard int    `json:"shard"`
+	Name  string `json:"name"`
+	// Events and Bytes count committed events not yet acknowledged.
+	Events        uint64 `json:"events"`
+	Bytes         uint64 `json:"bytes"`
+	ReservedBytes uint64 `json:"reserved_bytes"`
+	Reservations  int    `json:"reservations"`
+	// OldestEventTime is the publish time of the oldest unacknowledged
+	// event; zero if there is none.
+	OldestEventTime time.Time `json:"oldest_event_time,omitzero"`
+	Published       uint64    `json:"published"`
+	Acked           uint64    `json:"acked"`
+	Leased          uint64    `json:"leased"`
+	NextOffset      uint64    `json:"next_offset"`
+	Head            uint64    `json:"head"`
+	// Error is set when the shard cannot serve, for example because its
+	// log is damaged.
+	Error string `json:"error,omitempty"`
+}
+
+// Reservation is space held in a shard for a later Commit.
+type Reservation struct {
+	ID        string    `json:"id"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// FetchOptions tunes Fetch. The zero value takes the server's defaults.
+type FetchOptions struct {
+	// MaxEvents bounds the events returned (server default 100).
+	MaxEvents int
+	// VisibilityTimeout is how long the events stay leased before they may
+	// be handed out again (server default 30s).
+	VisibilityTimeout time.Duration
+	// Wait is how long to wait for an event when none is available
+	// (default 0: return at once).
+	Wait time.Duration
+}
+
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func toUint32(n int) uint32 {
+	switch {
+	case n < 0:
+		return 0
+	case uint64(n) > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(n)
+}
+
+func topicFromProto(t *heraldv1.Topic) *Topic {
+	if t == nil {
+		return nil
+	}
+	attrs := t.GetAttributes()
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	return &Topic{
+		Name:       t.GetName(),
+		Attributes: attrs,
+		CreatedAt:  timeOf(t.GetCreatedAt()),
+		UpdatedAt:  timeOf(t.GetUpdatedAt()),
+	}
+}
+
+func eventsToProto(events []Event) []*heraldv1.PublishEvent {
+	out := make([]*heraldv1.PublishEvent, len(events))
+	for i, e := range events {
+		out[i] = &heraldv1.PublishEvent{Key: e.Key, Payload: e.Payload, Headers: e.Headers}
+	}
+	return out
+}
+
+func deliveryFromProto(e *heraldv1.Event) Delivery {
+	return Delivery{
+		ID:      e.GetId(),
+		Topic:   e.GetTopic(),
+		Shard:   int(e.GetShard()),
+		Offset:  e.GetOffset(),
+		Key:     e.GetKey(),
+		Payload: e.GetPayload(),
+		Headers: e.GetHeaders(),
+		Time:    timeOf(e.GetTime()),
+		Attempt: int(e.GetDeliveryAttempt()),
+	}
+}
+
+func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
+	return ShardStats{
+		Shard:           int(s.GetShard()),
+		Name:            s.GetName(),
+		Events:          s.GetEvents(),
+		Bytes:           s.GetBytes(),
+		ReservedBytes:   s.GetReservedBytes(),
+		Reservations:    int(s.GetReservations()),
+		OldestEventTime: timeOf(s.GetOldestEventTime()),
+		Published:       s.GetPublished(),
+		Acked:           s.GetAcked(),
+		Leased:          s.GetLeased(),
+		NextOffset:      s.GetNextOffset(),
+		Head:            s.GetHead(),
+		Error:           s.GetError(),
+	}
+}

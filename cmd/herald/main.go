@@ -1,0 +1,175 @@
+// Command herald runs a herald node and talks to one: it manages topics,
+// publishes events, and consumes them.
+//
+// Run "herald --help" for the commands, and "herald COMMAND --help" for
+// each one's flags and examples.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	"herald/client"
+)
+
+// serverEnv names the environment variable that sets the default --server.
+const serverEnv = "HERALD_SERVER"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, let a second one end the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit code. Errors are
+// written to stderr as "herald: <message>".
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "herald: %s\n", errorMessage(err))
+		return 1
+	}
+	return 0
+}
+
+// globals holds the flags every command accepts.
+type globals struct {
+	server  string
+	output  string
+	timeout time.Duration
+
+	c *client.Client // made by client on first use
+}
+
+// newRootCommand returns the herald command with all its subcommands.
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "herald",
+		Short: "herald is a durable, sharded, replicated event queue",
+		Long: `herald is a durable, sharded, replicated event queue.
+
+Applications publish events to topics; each topic is split into shards, and
+herald delivers every event at least once, in order per key, to the topic's
+push endpoint or to pull consumers.
+
+This one binary runs a node (herald serve) and talks to one: every other
+command calls the server given by --server, or by the ` + serverEnv + `
+environment variable.`,
+		Example: `  herald serve
+  herald topic create orders --shards 4
+  echo '{"total":12}' | herald publish orders --key customer-42
+  herald consume orders --follow`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.resolve(cmd)
+		},
+	}
+	root.SetFlagErrorFunc(flagError)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", client.DefaultAddress,
+		"base URL of the herald server; $"+serverEnv+" changes the default")
+	pf.StringVarP(&g.output, "output", "o", "human", `output format: "human" or "json"`)
+	pf.DurationVar(&g.timeout, "timeout", 30*time.Second,
+		"time limit for each request to the server (0: none)")
+	root.AddCommand(
+		newServeCommand(),
+		newTopicCommand(g),
+		newPublishCommand(g),
+		newReserveCommand(g),
+		newCommitCommand(g),
+		newAbortCommand(g),
+		newConsumeCommand(g),
+	)
+	return root
+}
+
+// resolve checks the global flags and applies the environment.
+func (g *globals) resolve(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("server"); f != nil && !f.Changed {
+		if env := os.Getenv(serverEnv); env != "" {
+			g.server = env
+		}
+	}
+	switch g.output {
+	case "human", "json":
+		return nil
+	}
+	return fmt.Errorf("--output %q: want human or json", g.output)
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// client returns the client for --server, made once per command line.
+func (g *globals) client() *client.Client {
+	if g.c == nil {
+		g.c = client.New(g.server, client.WithTimeout(g.timeout))
+	}
+	return g.c
+}
+
+// explain adds advice to errors that did not come from the server.
+func (g *globals) explain(err error) error {
+	if err == nil || connect.IsWireError(err) {
+		return err
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable:
+		return fmt.Errorf("cannot reach the herald server at %s: %w\n"+
+			"start it with \"herald serve\", or point --server or $%s at a running one",
+			g.server, err, serverEnv)
+	case connect.CodeDeadlineExceeded:
+		return fmt.Errorf("no answer from the herald server at %s within --timeout %v: %w\n"+
+			"the server may be overloaded; retry, or raise --timeout", g.server, g.timeout, err)
+	}
+	return err
+}
+
+// errorMessage renders err for the user. The server's messages say what was
+// wrong and what to do, so they are shown without the code prefix that
+// connect adds.
+func errorMessage(err error) string {
+	msg := err.Error()
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Message() != "" {
+		msg = strings.Replace(msg, ce.Error(), ce.Message(), 1)
+	}
+	return msg
+}
+
+// flagError points at the help of the command whose flags were wrong.
+func flagError(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%w\nrun %q for usage", err, cmd.CommandPath()+" --help")
+}
+
+// nArgs accepts exactly n positional arguments, or at least n when more is
+// set, and otherwise explains the usage.
+func nArgs(n int, more bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n || (more && len(args) > n) {
+			return nil
+		}
+		return fmt.Errorf("wrong number of arguments (%d)\nusage: %s", len(args), cmd.UseLine())
+	}
+}

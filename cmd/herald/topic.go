@@ -1,0 +1,283 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"herald/client"
+)
+
+func newTopicCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, inspect, change and delete topics",
+		Long: `Create, inspect, change and delete topics.
+
+A topic is a named stream of events split into shards; an event's key picks
+its shard, and events with the same key are delivered in order. Topic names
+are 1 to 128 letters, digits, '_' or '-'.`,
+		Example: `  herald topic create orders --shards 4
+  herald topic list
+  herald topic stats orders`,
+	}
+	cmd.AddCommand(
+		newTopicCreateCommand(g),
+		newTopicGetCommand(g),
+		newTopicListCommand(g),
+		newTopicSetCommand(g),
+		newTopicDeleteCommand(g),
+		newTopicStatsCommand(g),
+	)
+	return cmd
+}
+
+// attrFlags are the attribute flags of topic create and topic set.
+type attrFlags struct {
+	shards       int
+	persistent   bool
+	pushEndpoint string
+	attrs        []string
+}
+
+func (a *attrFlags) register(cmd *cobra.Command, withShards bool) {
+	f := cmd.Flags()
+	if withShards {
+		f.IntVar(&a.shards, "shards", 0,
+			"number of shards, 1 to 1024, fixed at creation (default from the server: 11)")
+	}
+	f.BoolVar(&a.persistent, "persistent", true,
+		"store events durably; --persistent=false pushes synchronously and stores nothing")
+	f.StringVar(&a.pushEndpoint, "push-endpoint", "",
+		"URI to push events to (http, https, amqp, kafka, nats); empty means pull only")
+	f.StringArrayVar(&a.attrs, "attr", nil,
+		"attribute as name=value, such as max_retries=5 (repeatable)")
+}
+
+// collect returns the attributes the user gave, from --attr and from the
+// named flags, which may not both set the same attribute.
+func (a *attrFlags) collect(cmd *cobra.Command) (map[string]string, error) {
+	attrs, err := parsePairs("attr", a.attrs)
+	if err != nil {
+		return nil, err
+	}
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	named := []struct{ flag, attr, value string }{
+		{"shards", "shards", strconv.Itoa(a.shards)},
+		{"persistent", "persistent", strconv.FormatBool(a.persistent)},
+		{"push-endpoint", "push_endpoint", a.pushEndpoint},
+	}
+	for _, n := range named {
+		if f := cmd.Flags().Lookup(n.flag); f == nil || !f.Changed {
+			continue
+		}
+		if _, dup := attrs[n.attr]; dup {
+			return nil, fmt.Errorf("%s is set by both --%s and --attr: give it once", n.attr, n.flag)
+		}
+		attrs[n.attr] = n.value
+	}
+	return attrs, nil
+}
+
+func newTopicCreateCommand(g *globals) *cobra.Command {
+	var a attrFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Long: `Create a topic and all its shards, and print it with every attribute.
+
+Attributes not given take their defaults: persistent=true, shards=11, no push
+endpoint (pull consumers only), events kept until acknowledged. The shard
+count cannot change later. Other attributes (time_to_live, max_retries,
+retry_sleep_duration, max_queue_bytes, opaque_data, endpoint options) are set
+with --attr name=value.`,
+		Example: `  herald topic create orders
+  herald topic create orders --shards 32 --attr max_retries=10
+  herald topic create hooks --push-endpoint https://example.com/hook --persistent=false`,
+		Args: nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			attrs, err := a.collect(cmd)
+			if err != nil {
+				return err
+			}
+			t, err := g.client().CreateTopic(cmd.Context(), args[0], attrs)
+			if err != nil {
+				return g.explain(err)
+			}
+			return g.printTopic(cmd.OutOrStdout(), t)
+		},
+	}
+	a.register(cmd, true)
+	return cmd
+}
+
+func newTopicGetCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show a topic and its attributes",
+		Long:  "Show a topic: its name, creation and update times, and every attribute.",
+		Example: `  herald topic get orders
+  herald topic get orders -o json`,
+		Args: nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := g.client().GetTopic(cmd.Context(), args[0])
+			if err != nil {
+				return g.explain(err)
+			}
+			return g.printTopic(cmd.OutOrStdout(), t)
+		},
+	}
+}
+
+func newTopicListCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Long: `List every topic with its shard count, persistence and push endpoint.
+With --output json, print every topic with all its attributes.`,
+		Example: `  herald topic list
+  herald topic list -o json`,
+		Args: nArgs(0, false),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			topics, err := g.client().ListTopics(cmd.Context())
+			if err != nil {
+				return g.explain(err)
+			}
+			return g.printTopics(cmd.OutOrStdout(), topics)
+		},
+	}
+}
+
+func newTopicSetCommand(g *globals) *cobra.Command {
+	var a attrFlags
+	cmd := &cobra.Command{
+		Use:   "set NAME --attr name=value...",
+		Short: "Change attributes of a topic",
+		Long: `Change attributes of a topic, leave the others as they are, and print the
+topic. The shard count cannot change: to change it, create a new topic.`,
+		Example: `  herald topic set orders --attr max_retries=5 --attr retry_sleep_duration=10
+  herald topic set orders --push-endpoint https://example.com/hook`,
+		Args: nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			attrs, err := a.collect(cmd)
+			if err != nil {
+				return err
+			}
+			if len(attrs) == 0 {
+				return fmt.Errorf("nothing to set: give --attr name=value, --persistent or --push-endpoint")
+			}
+			t, err := g.client().SetTopicAttributes(cmd.Context(), args[0], attrs)
+			if err != nil {
+				return g.explain(err)
+			}
+			return g.printTopic(cmd.OutOrStdout(), t)
+		},
+	}
+	a.register(cmd, false)
+	return cmd
+}
+
+func newTopicDeleteCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Short:   "Delete a topic and all its events",
+		Long:    "Delete a topic, all its shards and all their events, delivered or not. This cannot be undone.",
+		Example: "  herald topic delete orders",
+		Args:    nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.client().DeleteTopic(cmd.Context(), args[0]); err != nil {
+				return g.explain(err)
+			}
+			w := cmd.OutOrStdout()
+			if g.json() {
+				return writeJSON(w, map[string]any{"name": args[0], "deleted": true})
+			}
+			_, err := fmt.Fprintf(w, "deleted topic %s\n", args[0])
+			return err
+		},
+	}
+}
+
+func newTopicStatsCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats NAME",
+		Short: "Show the counters of a topic, per shard and in total",
+		Long: `Show the counters of a topic as a table: one row per shard and a total row.
+
+EVENTS and BYTES count committed events not yet acknowledged; RESERVED and
+RESERVATIONS the space held for two-phase publishes; OLDEST the age of the
+oldest unacknowledged event; PUBLISHED, ACKED and LEASED count events; NEXT
+is the offset the next event gets and HEAD the first unacknowledged offset.
+ERROR says why a shard cannot serve, if it cannot.`,
+		Example: `  herald topic stats orders
+  herald topic stats orders -o json`,
+		Args: nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.client().TopicStats(cmd.Context(), args[0])
+			if err != nil {
+				return g.explain(err)
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), s)
+			}
+			return printStats(cmd.OutOrStdout(), s, time.Now())
+		},
+	}
+}
+
+func (g *globals) printTopic(w io.Writer, t *client.Topic) error {
+	if g.json() {
+		return writeJSON(w, t)
+	}
+	tw := newTable(w)
+	row(tw, "Name:", t.Name)
+	row(tw, "Created:", timeText(t.CreatedAt))
+	row(tw, "Updated:", timeText(t.UpdatedAt))
+	row(tw, "Attributes:")
+	for _, k := range sortedKeys(t.Attributes) {
+		row(tw, "  "+k, t.Attributes[k])
+	}
+	return tw.Flush()
+}
+
+func (g *globals) printTopics(w io.Writer, topics []*client.Topic) error {
+	if g.json() {
+		return writeJSON(w, topics)
+	}
+	if len(topics) == 0 {
+		_, err := fmt.Fprintln(w, "no topics")
+		return err
+	}
+	tw := newTable(w)
+	row(tw, "NAME", "SHARDS", "PERSISTENT", "PUSH ENDPOINT")
+	for _, t := range topics {
+		a := t.Attributes
+		row(tw, t.Name, orDash(a["shards"]), orDash(a["persistent"]), orDash(a["push_endpoint"]))
+	}
+	return tw.Flush()
+}
+
+func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
+	tw := newTable(w)
+	row(tw, "SHARD", "NAME", "EVENTS", "BYTES", "RESERVED", "RESERVATIONS", "OLDEST",
+		"PUBLISHED", "ACKED", "LEASED", "NEXT", "HEAD", "ERROR")
+	statsRow := func(shard string, st client.ShardStats) {
+		row(tw, shard, st.Name, st.Events, st.Bytes, st.ReservedBytes, st.Reservations,
+			ageText(st.OldestEventTime, now), st.Published, st.Acked, st.Leased,
+			st.NextOffset, st.Head, orDash(st.Error))
+	}
+	for _, st := range s.Shards {
+		statsRow(strconv.Itoa(st.Shard), st)
+	}
+	total := s.Total
+	if total.Name == "" {
+		total.Name = s.Name
+	}
+	statsRow("total", total)
+	return tw.Flush()
+}
