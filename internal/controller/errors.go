@@ -29,10 +29,11 @@ func (e *detailError) Error() string { return e.msg }
 func (e *detailError) Unwrap() error { return e.sentinel }
 
 func topicExists(name string) error {
-	return &detailError{ErrTopicExists, fmt.Sprintf("topic %q already exists; use SetTopicAttributes to change it, or delete it first", name)}
+	return &detailError{ErrTopicExists, fmt.Sprintf("topic %q already exists; change its attributes with herald topic set (SetTopicAttributes), or delete it first", name)}
 }
 
-func topicNotFound(name string) error {
+// NotFoundError is ErrTopicNotFound for the named topic, with advice.
+func NotFoundError(name string) error {
 	return &detailError{ErrTopicNotFound, fmt.Sprintf("topic %q does not exist; create it first (herald topic create %s)", name, name)}
 }
 

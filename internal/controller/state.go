@@ -108,7 +108,7 @@ func (s *State) create(c *Command) Result {
 func (s *State) set(c *Command) Result {
 	t, ok := s.topics[c.Name]
 	if !ok {
-		return Result{Err: topicNotFound(c.Name)}
+		return Result{Err: NotFoundError(c.Name)}
 	}
 	attrs, err := t.Attributes.With(c.Changes)
 	if err != nil {
@@ -130,7 +130,7 @@ func (s *State) set(c *Command) Result {
 func (s *State) delete(c *Command) Result {
 	t, ok := s.topics[c.Name]
 	if !ok {
-		return Result{Err: topicNotFound(c.Name)}
+		return Result{Err: NotFoundError(c.Name)}
 	}
 	delete(s.topics, c.Name)
 	return Result{Topic: *t} // t is no longer referenced by s

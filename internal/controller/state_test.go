@@ -114,7 +114,7 @@ func TestCreateErrors(t *testing.T) {
 	before := mustSnapshot(t, s)
 
 	r := apply(t, s, create("t", attrs(t, map[string]string{"shards": "2"}), 2))
-	wantErr(t, r.Err, ErrTopicExists, `topic "t" already exists`, "use SetTopicAttributes to change it, or delete it first")
+	wantErr(t, r.Err, ErrTopicExists, `topic "t" already exists`, "herald topic set (SetTopicAttributes), or delete it first")
 
 	r = apply(t, s, create("a.b", attrs(t, nil), 2))
 	wantErr(t, r.Err, topic.ErrInvalid, `invalid topic name "a.b"`)

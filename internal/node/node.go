@@ -326,7 +326,7 @@ func (n *Node) lookup(name string) (*topicRuntime, error) {
 	tr := n.topics[name]
 	n.mu.RUnlock()
 	if tr == nil {
-		return nil, fmt.Errorf("%w: topic %q does not exist; create it first (herald topic create %s)", controller.ErrTopicNotFound, name, name)
+		return nil, controller.NotFoundError(name)
 	}
 	return tr, nil
 }
