@@ -263,16 +263,17 @@ func (s *State) advance() {
 // dropped elements' memory for as long as appends fit in the backing
 // array, which after a large backlog drains can be a long time. So *dead
 // counts the elements dropped since x was last copied, and once they
-// outnumber the live ones, the live ones move to a fresh array. Each copy
-// costs no more than the drops since the previous one.
+// outnumber the live ones twice over, the live ones move to a fresh array.
+// Each copy costs less than the drops since the previous one, and the
+// memory held stays within a small multiple of the live elements.
 func dropFront[T any](x []T, dead *int, k int) []T {
 	x = x[k:]
 	*dead += k
-	if *dead < max(len(x), 32) {
+	if *dead < max(2*len(x), 64) {
 		return x
 	}
 	*dead = 0
-	return append(make([]T, 0, 2*len(x)+8), x...)
+	return append(make([]T, 0, len(x)+len(x)/2+8), x...)
 }
 
 func (s *State) expire(c *Command) Result {

@@ -526,7 +526,7 @@ func TestDropFrontBoundsMemory(t *testing.T) {
 		x = dropFront(x, &dead, 2)
 		x = append(x, next)
 		next++
-		if bound := 3*len(x) + 40; dead+cap(x) > bound {
+		if bound := 4*len(x) + 80; dead+cap(x) > bound {
 			t.Fatalf("%d live elements hold %d dropped and %d capacity, want at most %d in all", len(x), dead, cap(x), bound)
 		}
 		if x[0] != next-int64(len(x)) {
