@@ -3,8 +3,8 @@ package host_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +18,7 @@ import (
 // benchHost starts a host with n shard groups in a fresh directory.
 func benchHost(b *testing.B, shards int, mod func(*host.Config)) *host.Host {
 	b.Helper()
-	cfg := host.Config{Dir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := host.Config{Dir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -96,67 +96,100 @@ func BenchmarkGroupCommit(b *testing.B) {
 
 // BenchmarkSnapshotTailLatency measures publish latency on one shard under
 // steady load while snapshots are taken every 2,000 entries, with the
-// snapshot written on the apply loop (sync) or in the background (async). A
-// consumer acks what was published so the log is compacted as it would be
-// in service.
+// snapshot written on the apply loop (sync) or in the background (async).
+// With a backlog the shard holds that many undelivered events, as a queue
+// does while its consumers lag, so each snapshot carries their metadata; a
+// consumer acks the new events so the log is also compacted.
 func BenchmarkSnapshotTailLatency(b *testing.B) {
-	for _, mode := range []string{"sync", "async"} {
-		b.Run("mode="+mode, func(b *testing.B) {
-			h := benchHost(b, 1, func(c *host.Config) {
-				c.SnapshotEntries = 2000
-				c.SegmentSize = 1 << 20
-				c.SyncSnapshots = mode == "sync"
+	for _, backlog := range []int{0, 1000000} {
+		for _, mode := range []string{"sync", "async"} {
+			b.Run(fmt.Sprintf("backlog=%d/mode=%s", backlog, mode), func(b *testing.B) {
+				snapshotTail(b, backlog, mode == "sync")
 			})
-			const pubs = 16
-			payload := make([]byte, 1024)
-			lat := make([][]time.Duration, pubs)
-			var next atomic.Int64
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var consumer sync.WaitGroup
-			consumer.Go(func() { ackAll(ctx, h, 1) })
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for p := range pubs {
-				wg.Go(func() {
-					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-						t0 := time.Now()
-						if err := publishOne(context.Background(), h, 1, fmt.Sprint("key-", i%64), payload); err != nil {
-							b.Error(err)
-							return
-						}
-						lat[p] = append(lat[p], time.Since(t0))
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start).Seconds()
-			b.StopTimer()
-			cancel()
-			consumer.Wait()
-			all := slices.Concat(lat...)
-			slices.Sort(all)
-			q := func(p float64) float64 {
-				if len(all) == 0 {
-					return 0
-				}
-				return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds())
-			}
-			b.ReportMetric(float64(b.N)/elapsed, "events/s")
-			b.ReportMetric(q(0.50), "p50-µs")
-			b.ReportMetric(q(0.90), "p90-µs")
-			b.ReportMetric(q(0.99), "p99-µs")
-			b.ReportMetric(q(0.999), "p99.9-µs")
-			b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
-			b.ReportMetric(float64(h.Stats().Snapshots.Load()), "snapshots")
-		})
+		}
 	}
 }
 
-// ackAll plays a consumer that keeps acknowledging everything published.
-func ackAll(ctx context.Context, h *host.Host, group uint64) {
-	var acked uint64
+func snapshotTail(b *testing.B, backlog int, syncSnapshots bool) {
+	h := benchHost(b, 1, func(c *host.Config) {
+		c.SnapshotEntries = 2000
+		c.SegmentSize = 4 << 20
+		c.SyncSnapshots = syncSnapshots
+	})
+	payload := make([]byte, 1024)
+	fill(b, h, backlog, payload)
+	const pubs = 16
+	lat := make([][]time.Duration, pubs)
+	var next atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var consumer sync.WaitGroup
+	consumer.Go(func() { ackFrom(ctx, h, 1, uint64(backlog)) })
+	snaps, snapNanos := h.Stats().Snapshots.Load(), h.Stats().SnapshotNanos.Load()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for p := range pubs {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				t0 := time.Now()
+				if err := publishOne(context.Background(), h, 1, fmt.Sprint("key-", i%64), payload); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[p] = append(lat[p], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	b.StopTimer()
+	cancel()
+	consumer.Wait()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds())
+	}
+	b.ReportMetric(float64(b.N)/elapsed, "events/s")
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.90), "p90-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(0.999), "p99.9-µs")
+	b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
+	n := h.Stats().Snapshots.Load() - snaps
+	b.ReportMetric(float64(n), "snapshots")
+	if n > 0 {
+		b.ReportMetric(float64(h.Stats().SnapshotNanos.Load()-snapNanos)/float64(n)/1e3, "µs/snapshot")
+	}
+}
+
+// fill publishes n events in batches of 500, fast, to build a backlog.
+func fill(b *testing.B, h *host.Host, n int, payload []byte) {
+	var wg sync.WaitGroup
+	var left atomic.Int64
+	left.Store(int64(n))
+	for range 8 {
+		wg.Go(func() {
+			for left.Add(-500) > -500 {
+				cmd := shard.Command{Op: shard.OpPublish, Time: time.Now().UnixNano()}
+				for j := range 500 {
+					cmd.Events = append(cmd.Events, shard.Event{Key: fmt.Sprint("fill-", j%64), Payload: payload})
+				}
+				if _, err := h.Propose(context.Background(), 1, cmd.AppendBinary(nil)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// ackFrom plays a consumer that acknowledges every event from offset from
+// on, leaving the backlog below it in place.
+func ackFrom(ctx context.Context, h *host.Host, group uint64, from uint64) {
+	acked := from
 	for ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 		var next uint64

@@ -147,15 +147,23 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	return g, nil
 }
 
+// alwaysReady is a closed channel: a select case on it never blocks.
+var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// run is the group's loop. Each turn it takes one event — a proposal, a
+// tick, a message, a view, a finished snapshot — and then handles one
+// Ready. While raft has work pending it does not block on events, but it
+// still takes them, so a busy group keeps ticking and learns that its
+// snapshots finished.
 func (g *group) run() {
 	defer close(g.done)
-	// A freshly opened group may already have work: its campaign's vote.
-	if err := g.handleReady(); err != nil {
-		g.fail(err)
-		return
-	}
 	for {
+		var busy <-chan struct{}
+		if g.rn.HasReady() || len(g.propc) > 0 {
+			busy = alwaysReady
+		}
 		select {
+		case <-busy:
 		case <-g.stopc:
 			g.shutdown(ErrClosed)
 			return
@@ -210,62 +218,61 @@ func (g *group) proposeOne(p proposal) {
 	p.err <- err
 }
 
-// handleReady persists and applies everything raft has ready, following
-// the Ready contract: entries and hard state are durable before messages
-// that depend on them are sent; committed entries are applied in order.
+// handleReady persists and applies one Ready, following the Ready
+// contract: entries and hard state are durable before messages that depend
+// on them are sent; committed entries are applied in order.
 func (g *group) handleReady() error {
-	for {
-		// Take proposals that arrived while the last Ready was persisted, so
-		// they share this Ready's fsync with whatever else is pending.
-		g.drainProposals()
-		if !g.rn.HasReady() {
-			return nil
-		}
-		rd := g.rn.Ready()
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := g.installSnapshot(rd.Snapshot); err != nil {
-				return err
-			}
-		}
-		if err := g.storage.Append(rd.Entries); err != nil {
+	// Take proposals that arrived while the last Ready was persisted, so
+	// they share this Ready's fsync with whatever else is pending.
+	g.drainProposals()
+	if !g.rn.HasReady() {
+		return nil
+	}
+	rd := g.rn.Ready()
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := g.installSnapshot(rd.Snapshot); err != nil {
 			return err
 		}
-		for _, e := range rd.Entries {
-			g.bytesSinceSnap += int64(len(e.Data))
-		}
-		// Entries committed before this Ready were persisted by an earlier
-		// one, so they can be applied while this Ready's fsync runs.
-		overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
-			rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
-		var synced chan error
-		if rd.MustSync && len(rd.Entries) > 0 {
-			synced = make(chan error, 1)
-			go func() { synced <- g.sync() }()
-		}
-		if overlap {
-			g.apply(rd.CommittedEntries)
-		}
-		if synced != nil {
-			if err := <-synced; err != nil {
-				return err
-			}
-		}
-		if rd.HardState != nil {
-			if err := g.storage.SetHardState(rd.HardState, false); err != nil {
-				return err
-			}
-		}
-		g.send(rd.Messages)
-		if !overlap {
-			g.apply(rd.CommittedEntries)
-		}
-		g.rn.Advance(rd)
-		if rd.SoftState != nil {
-			g.leader.Store(rd.SoftState.Lead)
-			g.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
-		}
-		g.maybeSnapshot()
 	}
+	if err := g.storage.Append(rd.Entries); err != nil {
+		return err
+	}
+	for _, e := range rd.Entries {
+		g.bytesSinceSnap += int64(len(e.Data))
+	}
+	// Entries committed before this Ready were persisted by an earlier
+	// one, so they can be applied while this Ready's fsync runs.
+	overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
+		rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
+	var synced chan error
+	if rd.MustSync && len(rd.Entries) > 0 {
+		synced = make(chan error, 1)
+		go func() { synced <- g.sync() }()
+	}
+	if overlap {
+		g.apply(rd.CommittedEntries)
+	}
+	if synced != nil {
+		if err := <-synced; err != nil {
+			return err
+		}
+	}
+	if rd.HardState != nil {
+		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
+			return err
+		}
+	}
+	g.send(rd.Messages)
+	if !overlap {
+		g.apply(rd.CommittedEntries)
+	}
+	g.rn.Advance(rd)
+	if rd.SoftState != nil {
+		g.leader.Store(rd.SoftState.Lead)
+		g.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
+	}
+	g.maybeSnapshot()
+	return nil
 }
 
 func (g *group) sync() error {

@@ -327,3 +327,24 @@ func TestCorruptedGroupFailsToOpenWithFileAndOffsetOthersRun(t *testing.T) {
 		t.Fatalf("healthy group has %d commands after restart, want 60", got)
 	}
 }
+
+// A group that never goes idle must still finish background snapshots and
+// take new ones (the loop must not starve the snapshotter's completion).
+func TestAsyncSnapshotsKeepUpUnderContinuousLoad(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.SnapshotEntries = 100 })
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				propose(t, h, 1, fmt.Sprintf("w%d-%d", w, i))
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.Stats().Snapshots.Load(); n < 10 {
+		t.Fatalf("%d snapshots for 3,200 entries at one per 100: background snapshots stalled under load", n)
+	}
+}
