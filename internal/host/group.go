@@ -70,6 +70,12 @@ type group struct {
 	appliedAt atomic.Uint64
 	snapAt    atomic.Uint64
 	failErr   error // set before done is closed
+
+	// caughtUp is closed once the group has applied everything its log
+	// held when it was opened (replayTo), so that a reopened group is not
+	// served to callers half replayed.
+	replayTo uint64
+	caughtUp chan struct{}
 }
 
 type snapResult struct {
@@ -108,6 +114,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		waiters:  make(map[uint64]waiter),
 	}
 	snap, _ := st.Snapshot()
+	hs, _, _ := st.InitialState()
 	if err := g.sm.Restore(snap.Data); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
@@ -144,6 +151,14 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	}
 	g.appliedAt.Store(g.applied)
 	g.snapAt.Store(g.snapIndex)
+	// A group that is its own quorum commits its whole log once it leads; a
+	// replica of a larger group can only count on its known commit index.
+	g.replayTo = hs.GetCommit()
+	if vs := g.confState.GetVoters(); len(vs) == 1 && vs[0] == h.cfg.NodeID {
+		g.replayTo = st.Log().LastIndex()
+	}
+	g.caughtUp = make(chan struct{})
+	g.checkCaughtUp()
 	return g, nil
 }
 
@@ -343,6 +358,7 @@ func (g *group) apply(ents []*pb.Entry) {
 	g.h.stats.Applied.Add(uint64(len(ents)))
 	g.appliedAt.Store(g.applied)
 	g.storage.SetApplied(g.applied)
+	g.checkCaughtUp()
 }
 
 // maybeSnapshot takes a snapshot once enough has been applied since the
@@ -535,6 +551,28 @@ func (g *group) status() Status {
 	default:
 	}
 	return st
+}
+
+func (g *group) checkCaughtUp() {
+	if g.applied >= g.replayTo {
+		select {
+		case <-g.caughtUp:
+		default:
+			close(g.caughtUp)
+		}
+	}
+}
+
+// waitCaughtUp waits until the group has replayed its log.
+func (g *group) waitCaughtUp(ctx context.Context) error {
+	select {
+	case <-g.caughtUp:
+		return nil
+	case <-g.done:
+		return g.closedErr()
+	case <-ctx.Done():
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replayTo, ctx.Err())
+	}
 }
 
 // closedErr is what callers get once the loop has exited.

@@ -64,6 +64,7 @@ type Config struct {
 	SegmentSize      int64         // log segment size; 0 is the log's default
 	FsyncParallelism int           // 64 concurrent fdatasyncs across groups
 	BootParallelism  int           // 8 groups opened at once by AddGroups
+	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
 	Transport        Transport     // nil: no other nodes
 	Logger           *slog.Logger  // slog.Default()
 }
@@ -92,6 +93,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BootParallelism <= 0 {
 		c.BootParallelism = 8
+	}
+	if c.ReplayTimeout <= 0 {
+		c.ReplayTimeout = 5 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -178,7 +182,9 @@ func (h *Host) tick() {
 	}
 }
 
-// AddGroup opens (or creates) a group and starts running it.
+// AddGroup opens (or creates) a group, starts running it and returns once
+// it has replayed the log it already had, so callers never see it half
+// recovered.
 func (h *Host) AddGroup(gc GroupConfig) error {
 	if gc.ID == 0 || gc.Name == "" || gc.StateMachine == nil {
 		return fmt.Errorf("add group: id, name and state machine are required")
@@ -197,18 +203,26 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	if err != nil {
 		return fmt.Errorf("open group %s: %w", gc.Name, err)
 	}
+	if err := h.register(g); err != nil {
+		g.storage.Close()
+		return err
+	}
+	go g.run()
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ReplayTimeout)
+	defer cancel()
+	return g.waitCaughtUp(ctx)
+}
+
+func (h *Host) register(g *group) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		g.storage.Close()
 		return ErrClosed
 	}
-	if _, ok := h.groups[gc.ID]; ok {
-		g.storage.Close()
-		return fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
+	if _, ok := h.groups[g.id]; ok {
+		return fmt.Errorf("add group %s: id %d is already hosted", g.name, g.id)
 	}
-	h.groups[gc.ID] = g
-	go g.run()
+	h.groups[g.id] = g
 	return nil
 }
 
