@@ -1,0 +1,50 @@
+// Package endpoint defines what herald pushes events to: the Endpoint
+// interface, the message it sends, herald's JSON envelope, and how a
+// failure is classified (retry later, or give up and dead-letter). The
+// protocols live in the subpackages http, amqp, kafka and nats.
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Message is one event on its way to an endpoint.
+type Message struct {
+	ID         string // "<topic>/<shard>/<offset>": what receivers de-duplicate on
+	Topic      string
+	Shard      int
+	Offset     uint64
+	Key        string
+	Time       time.Time // publish time
+	Headers    map[string]string
+	Payload    []byte
+	OpaqueData string // the topic's opaque_data attribute
+	Attempt    int    // 1 for the first delivery attempt
+}
+
+// Endpoint delivers messages to one push destination. Send must be safe
+// for concurrent use: the dispatcher sends events of different keys in
+// parallel. Send returns nil only once the destination has accepted the
+// message (HTTP 2xx, broker confirm, Kafka ack, ...).
+type Endpoint interface {
+	Send(ctx context.Context, m *Message) error
+	Close() error
+}
+
+// PermanentError marks a failure that retrying cannot fix (for example an
+// HTTP 400): the event goes to the dead-letter queue at once.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// IsPermanent reports whether err must not be retried.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
