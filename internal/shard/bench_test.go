@@ -109,6 +109,7 @@ func benchCommands() map[string]Command {
 		"Publish16x1KiB": {Op: OpPublish, Time: 1.7e18, MaxQueueBytes: 1 << 30, Events: kibEvents(16)},
 		"Ack64":          {Op: OpAck, Time: 1.7e18, Offsets: offsets},
 		"Reserve":        {Op: OpReserve, Time: 1.7e18, Bytes: 1 << 20, Count: 16, MaxQueueBytes: 1 << 30},
+		"DeadLetter":     {Op: OpDeadLetter, Time: 1.7e18, Dead: []DeadInfo{{Offset: 1_000_000, Reason: "max_retries", LastError: "HTTP 503: Service Unavailable"}}},
 	}
 }
 
@@ -158,6 +159,90 @@ func BenchmarkMarshalBinary(b *testing.B) {
 		offsets = append(offsets, o)
 	}
 	s.Apply(index+1, &Command{Op: OpAck, Offsets: offsets})
+	data, _ := s.MarshalBinary()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.MarshalBinary(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApplyAckAfterAttempts acks events that each failed once, so
+// every ack also drops an attempt count.
+func BenchmarkApplyAckAfterAttempts(b *testing.B) {
+	s, index := filledState(b, b.N)
+	c := Command{Op: OpAck, Offsets: make([]uint64, 1)}
+	a := Command{Op: OpAttempt, Offsets: make([]uint64, 1)}
+	for i := range b.N {
+		a.Offsets[0] = uint64(i)
+		index++
+		s.Apply(index, &a)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		c.Offsets[0] = uint64(i)
+		index++
+		if r := s.Apply(index, &c); r.Err != nil || r.Count != 1 {
+			b.Fatal(r)
+		}
+	}
+}
+
+// BenchmarkApplyDeadLetter gives up on events at the head one at a time,
+// as a dispatcher facing a dead endpoint does, purging now and then.
+func BenchmarkApplyDeadLetter(b *testing.B) {
+	s, index := filledState(b, b.N)
+	c := Command{Op: OpDeadLetter, Time: 1.7e18, Dead: []DeadInfo{{Reason: "max_retries", LastError: "HTTP 503: Service Unavailable"}}}
+	purge := Command{Op: OpPurgeDead}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		c.Dead[0].Offset = uint64(i)
+		index++
+		if r := s.Apply(index, &c); r.Err != nil || r.Count != 1 {
+			b.Fatal(r)
+		}
+		if i%4096 == 4095 {
+			index++
+			s.Apply(index, &purge)
+		}
+	}
+}
+
+// BenchmarkApplyReplayDead replays dead letters oldest first, 64 a command.
+func BenchmarkApplyReplayDead(b *testing.B) {
+	n := b.N + 64
+	s, index := filledState(b, n)
+	dead := make([]DeadInfo, n)
+	for i := range dead {
+		dead[i].Offset = uint64(i)
+	}
+	index++
+	s.Apply(index, &Command{Op: OpDeadLetter, Dead: dead})
+	c := Command{Op: OpReplayDead, Time: 1.7e18, Offsets: make([]uint64, 64), Events: make([]Event, 64)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 64 {
+		for j := range c.Offsets {
+			c.Offsets[j] = uint64(i + j)
+		}
+		index++
+		if r := s.Apply(index, &c); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+}
+
+func BenchmarkMarshalBinaryDeadLetters(b *testing.B) {
+	s, index := filledState(b, 100_000)
+	var dead []DeadInfo
+	for o := uint64(0); o < 100_000; o += 10 {
+		dead = append(dead, DeadInfo{Offset: o, Reason: "max_retries", LastError: "HTTP 503: Service Unavailable"})
+	}
+	s.Apply(index+1, &Command{Op: OpDeadLetter, Time: 1.7e18, Dead: dead})
 	data, _ := s.MarshalBinary()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()

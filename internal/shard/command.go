@@ -13,24 +13,32 @@ type Op uint8
 // The operations. The zero Op is invalid, so that a zeroed Command is
 // rejected rather than mistaken for one of these.
 const (
-	OpReserve Op = 1 + iota // hold Bytes of queue space for a later Commit
-	OpCommit                // append Events into reservation ReservationID
-	OpAbort                 // release reservation ReservationID
-	OpPublish               // append Events, without a reservation
-	OpAck                   // mark the events at Offsets done
-	OpExpire                // drop reservations created before OlderThan
+	OpReserve    Op = 1 + iota // hold Bytes of queue space for a later Commit
+	OpCommit                   // append Events into reservation ReservationID
+	OpAbort                    // release reservation ReservationID
+	OpPublish                  // append Events, without a reservation
+	OpAck                      // mark the events at Offsets done
+	OpExpire                   // drop reservations created before OlderThan
+	OpAttempt                  // count one more failed delivery of each of Offsets
+	OpDeadLetter               // move the events of Dead to the dead-letter queue
+	OpReplayDead               // append Events again, as new events, in place of the dead letters at Offsets
+	OpPurgeDead                // delete the dead letters at Offsets; all of them if Offsets is empty
 )
 
 var opNames = [...]string{
-	OpReserve: "Reserve",
-	OpCommit:  "Commit",
-	OpAbort:   "Abort",
-	OpPublish: "Publish",
-	OpAck:     "Ack",
-	OpExpire:  "Expire",
+	OpReserve:    "Reserve",
+	OpCommit:     "Commit",
+	OpAbort:      "Abort",
+	OpPublish:    "Publish",
+	OpAck:        "Ack",
+	OpExpire:     "Expire",
+	OpAttempt:    "Attempt",
+	OpDeadLetter: "DeadLetter",
+	OpReplayDead: "ReplayDead",
+	OpPurgeDead:  "PurgeDead",
 }
 
-func (op Op) valid() bool { return op >= OpReserve && op <= OpExpire }
+func (op Op) valid() bool { return op >= OpReserve && op <= OpPurgeDead }
 
 func (op Op) String() string {
 	if op.valid() {
@@ -45,7 +53,8 @@ type Command struct {
 	Op Op
 
 	// Time is set by the proposer, in Unix nanoseconds. It is the creation
-	// time of a reservation and the publish time of committed events.
+	// time of a reservation, the publish time of committed, published and
+	// replayed events, and the dead-letter time of a DeadLetter.
 	Time int64
 
 	// ReservationID names the reservation of a Commit or Abort.
@@ -63,38 +72,61 @@ type Command struct {
 	// limit even if the topic's configuration changes meanwhile.
 	MaxQueueBytes int64
 
-	// Events are the events of a Commit or Publish.
+	// Events are the events of a Commit or Publish, and the copies of the
+	// dead letters a ReplayDead puts back, in the order of Offsets.
 	Events []Event
 
-	// Offsets are the events an Ack marks done.
+	// Offsets are the events an Ack marks done, the events an Attempt
+	// counts a failed delivery for, and the dead letters a ReplayDead or
+	// PurgeDead acts on.
 	Offsets []uint64
+
+	// Dead are the events a DeadLetter gives up on, each with why.
+	Dead []DeadInfo
 
 	// OlderThan is the cutoff of an Expire: reservations whose Time is
 	// before it are dropped.
 	OlderThan int64
 }
 
-// commandVersion is the first byte of every encoded command.
-const commandVersion = 1
+// A DeadInfo names an event a DeadLetter command gives up on.
+type DeadInfo struct {
+	Offset    uint64
+	Reason    string // why, for example "max_retries" or "time_to_live"
+	LastError string // the last delivery error, if any
+}
 
-// Bits of the field mask that follows the version and op bytes. A field is
+// commandVersion is the first byte of every encoded command.
+const commandVersion = 2
+
+// A fieldMask says which fields of a command are encoded. A field is
 // encoded only when it is non-zero, so that a command pays only for the
-// fields its op uses. Events come last so that EventAt can reach them
-// without decoding offsets.
+// fields its op uses.
+type fieldMask uint16
+
+// Bits of the field mask, a varint that follows the version and op bytes.
+// The fields of the frequent commands (Publish, Commit, Reserve, Ack,
+// Attempt) have the low seven bits, so that their mask takes one byte.
+// The order of the bits is not the order of the fields in the encoding:
+// that is the order of the fields in Command, except that Events come
+// last so that EventAt can reach them without decoding the rest.
 const (
-	fieldTime byte = 1 << iota
+	fieldTime fieldMask = 1 << iota
 	fieldReservationID
 	fieldBytes
 	fieldCount
 	fieldMaxQueueBytes
-	fieldOlderThan
 	fieldOffsets
 	fieldEvents
+	fieldOlderThan
+	fieldDead
+
+	fieldAll fieldMask = 1<<iota - 1
 )
 
-func (c *Command) mask() byte {
-	var m byte
-	set := func(bit byte, present bool) {
+func (c *Command) mask() fieldMask {
+	var m fieldMask
+	set := func(bit fieldMask, present bool) {
 		if present {
 			m |= bit
 		}
@@ -106,6 +138,7 @@ func (c *Command) mask() byte {
 	set(fieldMaxQueueBytes, c.MaxQueueBytes != 0)
 	set(fieldOlderThan, c.OlderThan != 0)
 	set(fieldOffsets, len(c.Offsets) != 0)
+	set(fieldDead, len(c.Dead) != 0)
 	set(fieldEvents, len(c.Events) != 0)
 	return m
 }
@@ -113,17 +146,20 @@ func (c *Command) mask() byte {
 // AppendBinary appends the encoding of c to b and returns the extended
 // buffer.
 //
-// The encoding is a version byte, the op, a bit mask of the non-zero
-// fields, then those fields in a fixed order: integers as varints (signed
-// ones zig-zag encoded), Offsets as a count and zig-zag deltas from the
-// previous offset, and Events last as a count followed by each event's
-// length-prefixed body (key, payload, header count, header names and
-// values, each string length-prefixed). Encoding is deterministic: equal
-// commands, treating nil and empty slices alike, encode to equal bytes.
+// The encoding is a version byte, the op, a varint bit mask of the
+// non-zero fields, then those fields in a fixed order: integers as varints
+// (signed ones zig-zag encoded), Offsets as a count and zig-zag deltas
+// from the previous offset, Dead as a count and, for each, the zig-zag
+// offset delta and the length-prefixed reason and last error, and Events
+// last as a count followed by each event's length-prefixed body (key,
+// payload, header count, header names and values, each string
+// length-prefixed). Encoding is deterministic: equal commands, treating
+// nil and empty slices alike, encode to equal bytes.
 func (c *Command) AppendBinary(b []byte) []byte {
 	m := c.mask()
 	b = slices.Grow(b, c.encodedLen(m))
-	b = append(b, commandVersion, byte(c.Op), m)
+	b = append(b, commandVersion, byte(c.Op))
+	b = binary.AppendUvarint(b, uint64(m))
 	if m&fieldTime != 0 {
 		b = binary.AppendVarint(b, c.Time)
 	}
@@ -152,6 +188,16 @@ func (c *Command) AppendBinary(b []byte) []byte {
 			prev = o
 		}
 	}
+	if m&fieldDead != 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.Dead)))
+		var prev uint64
+		for _, d := range c.Dead {
+			b = binary.AppendVarint(b, int64(d.Offset-prev))
+			b = appendString(b, d.Reason)
+			b = appendString(b, d.LastError)
+			prev = d.Offset
+		}
+	}
 	if m&fieldEvents != 0 {
 		b = binary.AppendUvarint(b, uint64(len(c.Events)))
 		for i := range c.Events {
@@ -163,8 +209,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 
 // encodedLen returns the length of c's encoding, so that AppendBinary can
 // allocate once.
-func (c *Command) encodedLen(m byte) int {
-	n := 3
+func (c *Command) encodedLen(m fieldMask) int {
+	n := 2 + uvarintLen(uint64(m))
 	if m&fieldTime != 0 {
 		n += varintLen(c.Time)
 	}
@@ -189,6 +235,14 @@ func (c *Command) encodedLen(m byte) int {
 		for _, o := range c.Offsets {
 			n += varintLen(int64(o - prev))
 			prev = o
+		}
+	}
+	if m&fieldDead != 0 {
+		n += uvarintLen(uint64(len(c.Dead)))
+		var prev uint64
+		for _, d := range c.Dead {
+			n += varintLen(int64(d.Offset-prev)) + stringLen(len(d.Reason)) + stringLen(len(d.LastError))
+			prev = d.Offset
 		}
 	}
 	if m&fieldEvents != 0 {
@@ -229,8 +283,9 @@ func appendEvent(b []byte, e *Event) []byte {
 // could not have produced, and never panics.
 //
 // Event payloads alias data, so data must not be modified while the
-// command is in use. Keys and header strings are copied. Empty payloads,
-// header lists and event and offset lists decode as nil.
+// command is in use. Keys, header strings, reasons and errors are copied.
+// Empty payloads, header lists and event, offset and dead lists decode as
+// nil.
 func UnmarshalCommand(data []byte) (Command, error) {
 	var c Command
 	d := decoder{buf: data, kind: ErrInvalidCommand}
@@ -254,9 +309,9 @@ func UnmarshalCommand(data []byte) (Command, error) {
 	return c, nil
 }
 
-// EventAt decodes only the event at position slot of the encoded Commit or
-// Publish command in data, skipping over the events before it without
-// decoding them. Events after slot are not validated. As with
+// EventAt decodes only the event at position slot of the encoded Commit,
+// Publish or ReplayDead command in data, skipping over the events before
+// it without decoding them. Events after slot are not validated. As with
 // UnmarshalCommand, the payload aliases data.
 func EventAt(data []byte, slot int) (Event, error) {
 	var c Command
@@ -285,9 +340,9 @@ func EventAt(data []byte, slot int) (Event, error) {
 }
 
 // decodeHead decodes everything before the events into c and returns the
-// field mask. Offsets are skipped rather than stored unless keepOffsets
+// field mask. Offsets and Dead are skipped rather than stored unless keep
 // is set.
-func decodeHead(d *decoder, c *Command, keepOffsets bool) byte {
+func decodeHead(d *decoder, c *Command, keep bool) fieldMask {
 	if v := d.u8("version"); d.err == nil && v != commandVersion {
 		d.fail("unsupported encoding version %d", v)
 	}
@@ -295,7 +350,11 @@ func decodeHead(d *decoder, c *Command, keepOffsets bool) byte {
 	if d.err == nil && !c.Op.valid() {
 		d.fail("unknown op %d", c.Op)
 	}
-	m := d.u8("field mask")
+	rawMask := d.uvarint("field mask")
+	if d.err == nil && rawMask&^uint64(fieldAll) != 0 {
+		d.fail("unknown fields in mask %#x", rawMask)
+	}
+	m := fieldMask(rawMask)
 	// A field present in the mask must be non-zero; otherwise a command
 	// would have two encodings.
 	nonZero := func(what string, zero bool) {
@@ -336,14 +395,33 @@ func decodeHead(d *decoder, c *Command, keepOffsets bool) byte {
 		if d.err == nil && n == 0 {
 			d.fail("empty offset list")
 		}
-		if keepOffsets && d.err == nil {
+		if keep && d.err == nil {
 			c.Offsets = make([]uint64, n)
 		}
 		var prev uint64
 		for i := 0; i < n && d.err == nil; i++ {
 			prev += uint64(d.varint("offset"))
-			if keepOffsets {
+			if keep {
 				c.Offsets[i] = prev
+			}
+		}
+	}
+	if m&fieldDead != 0 {
+		// An entry takes at least three bytes: offset, reason and error.
+		n := d.count("dead count", 3)
+		if d.err == nil && n == 0 {
+			d.fail("empty dead list")
+		}
+		if keep && d.err == nil {
+			c.Dead = make([]DeadInfo, n)
+		}
+		var prev uint64
+		for i := 0; i < n && d.err == nil; i++ {
+			prev += uint64(d.varint("dead offset"))
+			reason := d.bytes("dead reason")
+			lastErr := d.bytes("dead last error")
+			if keep && d.err == nil {
+				c.Dead[i] = DeadInfo{Offset: prev, Reason: string(reason), LastError: string(lastErr)}
 			}
 		}
 	}

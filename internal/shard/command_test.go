@@ -31,9 +31,22 @@ func sampleCommands() []Command {
 		{Op: OpExpire, OlderThan: 1_700_000_000_000_000_000},
 		{Op: OpExpire, OlderThan: math.MinInt64},
 		{Op: OpExpire},
+		{Op: OpAttempt, Offsets: []uint64{3, 1, 4, 1, 5}},
+		{Op: OpAttempt},
+		{Op: OpDeadLetter, Time: 1_700_000_000_000_000_000, Dead: []DeadInfo{
+			{Offset: 12, Reason: "max_retries", LastError: "HTTP 503: Service Unavailable"},
+			{Offset: 3, Reason: "time_to_live"},
+			{Offset: math.MaxUint64, LastError: "naïve €rror \xff"},
+			{},
+		}},
+		{Op: OpDeadLetter, Dead: []DeadInfo{{Offset: 1, Reason: string(make([]byte, 2000))}}},
+		{Op: OpReplayDead, Time: 9, Offsets: []uint64{2, 7}, Events: []Event{{Key: "a", Payload: []byte("x")}, {Key: "b"}}},
+		{Op: OpReplayDead, Offsets: []uint64{1}},
+		{Op: OpPurgeDead, Offsets: []uint64{8, 9}},
+		{Op: OpPurgeDead},
 		// Fields an op does not use still round-trip.
 		{Op: OpAck, Time: 1, ReservationID: 2, Bytes: 3, Count: 4, MaxQueueBytes: 5, OlderThan: 6,
-			Offsets: []uint64{7}, Events: []Event{{Key: "8"}}},
+			Offsets: []uint64{7}, Dead: []DeadInfo{{Offset: 8, Reason: "9"}}, Events: []Event{{Key: "10"}}},
 	}
 }
 
@@ -60,7 +73,7 @@ func TestCommandRoundTrip(t *testing.T) {
 }
 
 func TestCommandNormalizesEmpty(t *testing.T) {
-	c := Command{Op: OpPublish, Offsets: []uint64{}, Events: []Event{{Payload: []byte{}, Headers: []Header{}}}}
+	c := Command{Op: OpPublish, Offsets: []uint64{}, Dead: []DeadInfo{}, Events: []Event{{Payload: []byte{}, Headers: []Header{}}}}
 	got, err := UnmarshalCommand(c.AppendBinary(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -78,12 +91,18 @@ func TestCommandEncoding(t *testing.T) {
 		c    Command
 		want []byte
 	}{
-		{Command{Op: OpAbort, ReservationID: 300}, []byte{1, 3, 0x02, 0xac, 0x02}},
-		{Command{Op: OpReserve, Time: -1, Bytes: 2, Count: 1}, []byte{1, 1, 0x0d, 0x01, 0x04, 0x02}},
-		{Command{Op: OpAck, Offsets: []uint64{10, 11, 9}}, []byte{1, 5, 0x40, 3, 20, 2, 3}},
-		{Command{Op: OpExpire, OlderThan: 64}, []byte{1, 6, 0x20, 0x80, 0x01}},
+		{Command{Op: OpAbort, ReservationID: 300}, []byte{2, 3, 0x02, 0xac, 0x02}},
+		{Command{Op: OpReserve, Time: -1, Bytes: 2, Count: 1}, []byte{2, 1, 0x0d, 0x01, 0x04, 0x02}},
+		{Command{Op: OpAck, Offsets: []uint64{10, 11, 9}}, []byte{2, 5, 0x20, 3, 20, 2, 3}},
+		{Command{Op: OpExpire, OlderThan: 64}, []byte{2, 6, 0x80, 0x01, 0x80, 0x01}},
 		{Command{Op: OpPublish, MaxQueueBytes: 1, Events: []Event{{Key: "k", Payload: []byte("pp"), Headers: []Header{{"n", "v"}}}}},
-			[]byte{1, 4, 0x90, 0x02, 1, 10, 1, 'k', 2, 'p', 'p', 1, 1, 'n', 1, 'v'}},
+			[]byte{2, 4, 0x50, 0x02, 1, 10, 1, 'k', 2, 'p', 'p', 1, 1, 'n', 1, 'v'}},
+		{Command{Op: OpAttempt, Offsets: []uint64{7}}, []byte{2, 7, 0x20, 1, 14}},
+		{Command{Op: OpDeadLetter, Time: 1, Dead: []DeadInfo{{5, "r", "e"}, {3, "", ""}}},
+			[]byte{2, 8, 0x81, 0x02, 0x02, 2, 10, 1, 'r', 1, 'e', 3, 0, 0}},
+		{Command{Op: OpReplayDead, Time: 2, Offsets: []uint64{4}, Events: []Event{{Key: "k"}}},
+			[]byte{2, 9, 0x61, 0x04, 1, 8, 1, 4, 1, 'k', 0, 0}},
+		{Command{Op: OpPurgeDead}, []byte{2, 10, 0}},
 	}
 	for _, tt := range tests {
 		if got := tt.c.AppendBinary(nil); !bytes.Equal(got, tt.want) {
@@ -93,41 +112,54 @@ func TestCommandEncoding(t *testing.T) {
 }
 
 func TestUnmarshalCommandRejects(t *testing.T) {
-	valid := (&Command{Op: OpCommit, Time: 1, ReservationID: 2, Offsets: []uint64{3},
+	valid := (&Command{Op: OpCommit, Time: 1, ReservationID: 2, Offsets: []uint64{3}, Dead: []DeadInfo{{4, "r", "e"}},
 		Events: []Event{{Key: "k", Payload: []byte("p"), Headers: []Header{{"n", "v"}}}}}).AppendBinary(nil)
 	for n := range len(valid) {
 		if _, err := UnmarshalCommand(valid[:n]); !errors.Is(err, ErrInvalidCommand) {
 			t.Errorf("truncated to %d bytes: got %v, want ErrInvalidCommand", n, err)
 		}
 	}
+	// Masks of one field; those from fieldOlderThan on take two bytes.
+	one := func(f fieldMask) byte { return byte(f) }
+	const olderThan, dead = 0x80, 0x80 // first bytes of their masks, then 0x01, 0x02
 	tests := map[string][]byte{
 		"empty":               nil,
 		"version 0":           {0, 1, 0},
-		"version 2":           {2, 1, 0},
-		"op 0":                {1, 0, 0},
-		"op 7":                {1, 7, 0},
-		"trailing byte":       {1, 3, 0, 0},
-		"zero time":           {1, 1, byte(fieldTime), 0},
-		"zero reservation":    {1, 3, byte(fieldReservationID), 0},
-		"zero bytes":          {1, 1, byte(fieldBytes), 0},
-		"zero count":          {1, 1, byte(fieldCount), 0},
-		"zero max bytes":      {1, 1, byte(fieldMaxQueueBytes), 0},
-		"zero older than":     {1, 6, byte(fieldOlderThan), 0},
-		"no offsets":          {1, 5, byte(fieldOffsets), 0},
-		"too many offsets":    {1, 5, byte(fieldOffsets), 3, 0, 0},
-		"no events":           {1, 4, byte(fieldEvents), 0},
-		"too many events":     {1, 4, byte(fieldEvents), 2, 3, 0, 0, 0},
-		"event too long":      {1, 4, byte(fieldEvents), 1, 4, 0, 0, 0},
-		"event too short":     {1, 4, byte(fieldEvents), 1, 2, 0, 0},
-		"event trailing byte": {1, 4, byte(fieldEvents), 1, 4, 0, 0, 0, 0},
-		"key too long":        {1, 4, byte(fieldEvents), 1, 3, 5, 0, 0},
-		"header count":        {1, 4, byte(fieldEvents), 1, 4, 0, 0, 1, 0},
-		"header value":        {1, 4, byte(fieldEvents), 1, 5, 0, 0, 1, 0, 1},
-		"non-minimal varint":  {1, 3, byte(fieldReservationID), 0x81, 0x00},
-		"varint overflow":     {1, 3, byte(fieldReservationID), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
-		"varint truncated":    {1, 3, byte(fieldReservationID), 0xff},
-		"huge offset count":   {1, 5, byte(fieldOffsets), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
-		"huge event length":   {1, 4, byte(fieldEvents), 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"version 1":           {1, 1, 0},
+		"version 3":           {3, 1, 0},
+		"op 0":                {2, 0, 0},
+		"op 11":               {2, 11, 0},
+		"trailing byte":       {2, 3, 0, 0},
+		"unknown field":       {2, 3, 0x80, 0x04, 0},
+		"unknown high field":  {2, 3, 0x80, 0x80, 0x80, 0x80, 0x01, 0},
+		"non-minimal mask":    {2, 3, 0x80, 0x00},
+		"zero time":           {2, 1, one(fieldTime), 0},
+		"zero reservation":    {2, 3, one(fieldReservationID), 0},
+		"zero bytes":          {2, 1, one(fieldBytes), 0},
+		"zero count":          {2, 1, one(fieldCount), 0},
+		"zero max bytes":      {2, 1, one(fieldMaxQueueBytes), 0},
+		"zero older than":     {2, 6, olderThan, 0x01, 0},
+		"no offsets":          {2, 5, one(fieldOffsets), 0},
+		"too many offsets":    {2, 5, one(fieldOffsets), 3, 0, 0},
+		"no dead":             {2, 8, dead, 0x02, 0},
+		"too many dead":       {2, 8, dead, 0x02, 2, 0, 0, 0},
+		"dead reason":         {2, 8, dead, 0x02, 1, 0, 5, 0},
+		"dead error":          {2, 8, dead, 0x02, 1, 0, 0, 2, 0},
+		"dead offset":         {2, 8, dead, 0x02, 1, 0xff, 0, 0},
+		"no events":           {2, 4, one(fieldEvents), 0},
+		"too many events":     {2, 4, one(fieldEvents), 2, 3, 0, 0, 0},
+		"event too long":      {2, 4, one(fieldEvents), 1, 4, 0, 0, 0},
+		"event too short":     {2, 4, one(fieldEvents), 1, 2, 0, 0},
+		"event trailing byte": {2, 4, one(fieldEvents), 1, 4, 0, 0, 0, 0},
+		"key too long":        {2, 4, one(fieldEvents), 1, 3, 5, 0, 0},
+		"header count":        {2, 4, one(fieldEvents), 1, 4, 0, 0, 1, 0},
+		"header value":        {2, 4, one(fieldEvents), 1, 5, 0, 0, 1, 0, 1},
+		"non-minimal varint":  {2, 3, one(fieldReservationID), 0x81, 0x00},
+		"varint overflow":     {2, 3, one(fieldReservationID), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+		"varint truncated":    {2, 3, one(fieldReservationID), 0xff},
+		"huge offset count":   {2, 5, one(fieldOffsets), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+		"huge dead count":     {2, 8, dead, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+		"huge event length":   {2, 4, one(fieldEvents), 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 	}
 	for name, data := range tests {
 		c, err := UnmarshalCommand(data)
@@ -183,7 +215,7 @@ func TestEventAt(t *testing.T) {
 			}
 		}
 	}
-	if _, err := EventAt([]byte{1, 99, 0}, 0); !errors.Is(err, ErrInvalidCommand) {
+	if _, err := EventAt([]byte{commandVersion, 99, 0}, 0); !errors.Is(err, ErrInvalidCommand) {
 		t.Errorf("EventAt of a bad op: got %v", err)
 	}
 	// EventAt looks only as far as the slot it returns.
@@ -199,7 +231,8 @@ func TestEventAt(t *testing.T) {
 }
 
 func TestOpString(t *testing.T) {
-	for op, want := range map[Op]string{0: "Op(0)", OpReserve: "Reserve", OpAck: "Ack", OpExpire: "Expire", 7: "Op(7)"} {
+	for op, want := range map[Op]string{0: "Op(0)", OpReserve: "Reserve", OpAck: "Ack", OpExpire: "Expire",
+		OpAttempt: "Attempt", OpDeadLetter: "DeadLetter", OpReplayDead: "ReplayDead", OpPurgeDead: "PurgeDead", 11: "Op(11)"} {
 		if got := op.String(); got != want {
 			t.Errorf("Op(%d).String() = %q, want %q", uint8(op), got, want)
 		}

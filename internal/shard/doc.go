@@ -6,18 +6,28 @@
 // reservation (OpCommit) or aborts it (OpAbort). Reservations that are never
 // resolved are dropped by OpExpire. Consumers acknowledge events by offset
 // (OpAck), in any order; the delivery head advances over the contiguous
-// prefix of acknowledged offsets.
+// prefix of done offsets.
+//
+// Push delivery records each failed attempt (OpAttempt), so that attempt
+// counts survive a change of leader, and gives up on an event by moving it
+// to the shard's dead-letter queue (OpDeadLetter) with a reason and the
+// last error. A dead-lettered event is done as far as the head is
+// concerned, so later events of its key can go, but its log entry is kept
+// and its bytes still count against max_queue_bytes until the dead letter
+// is replayed (OpReplayDead: appended again as a new event, with a new
+// offset) or purged (OpPurgeDead).
 //
 // The shard's Raft log is the queue. Events live only in the log entries
-// that carry Commit and Publish commands; State keeps just the metadata needed
-// to find them again (which log entry holds which offsets), which of them are
-// still pending, and byte accounting for flow control. Snapshots therefore
-// grow with the number of pending events and reservations, not with payload
-// bytes. To read an event back, the host asks Locate for the log index of
-// the entry holding it and the event's slot within that entry, and decodes
-// just that event from the entry's data with EventAt. The host may
-// truncate its log below the smaller of CompactIndex and its latest
-// snapshot index.
+// that carry Commit, Publish and ReplayDead commands; State keeps just the
+// metadata needed to find them again (which log entry holds which offsets),
+// which of them are still pending, attempt counts, dead-letter records, and
+// byte accounting for flow control. Snapshots therefore grow with the number
+// of pending events, reservations and dead letters, not with payload bytes.
+// To read an event back, the host asks Locate for the log index of the entry
+// holding it and the event's slot within that entry, and decodes just that
+// event from the entry's data with EventAt; a dead letter's record
+// (DeadLetter) carries the same location. The host may truncate its
+// log below the smaller of CompactIndex and its latest snapshot index.
 //
 // State is deterministic. It does no I/O and never reads the clock: every
 // timestamp arrives inside a Command, chosen by the proposer. Replicas that

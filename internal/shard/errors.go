@@ -9,8 +9,9 @@ import (
 // wrapped with detail; test for them with errors.Is.
 var (
 	// ErrQueueFull rejects a Reserve or Publish that would take the shard's
-	// pending plus reserved bytes over the topic's limit. It is transient:
-	// the space frees up as consumers acknowledge events.
+	// pending plus reserved plus dead-letter bytes over the topic's limit.
+	// It is transient: the space frees up as consumers acknowledge events,
+	// and as dead letters are purged.
 	ErrQueueFull = errors.New("shard queue is full; retry later or raise max_queue_bytes")
 
 	// ErrUnknownReservation rejects a Commit of a reservation that does not
@@ -24,12 +25,15 @@ var (
 	ErrReservationTooSmall = errors.New("shard: reservation too small")
 
 	// ErrUnknownOffset rejects an Ack naming an offset that has not been
-	// assigned yet.
+	// assigned yet, and a ReplayDead naming an offset that is not a dead
+	// letter.
 	ErrUnknownOffset = errors.New("shard: unknown offset")
 
 	// ErrInvalidCommand rejects a malformed command: an unknown op, negative
-	// sizes, a Commit or Publish without events, a log index that does not
-	// follow the last applied one, or an encoding that does not decode.
+	// sizes, a Commit or Publish without events, a ReplayDead whose events
+	// are not copies of its dead letters in ascending offset order, a log
+	// index that does not follow the last applied one, or an encoding that
+	// does not decode.
 	ErrInvalidCommand = errors.New("shard: invalid command")
 
 	// ErrInvalidSnapshot is returned by UnmarshalBinary for data that is not
@@ -41,12 +45,16 @@ var (
 // out the sizes before the advice so that the message reads naturally
 // while still matching ErrQueueFull under errors.Is.
 type queueFullError struct {
-	pending, reserved, requested, limit int64
+	pending, reserved, dead, requested, limit int64
 }
 
 func (e *queueFullError) Error() string {
-	return fmt.Sprintf("shard queue is full (%d pending + %d reserved + %d requested bytes > max_queue_bytes %d); retry later or raise max_queue_bytes",
-		e.pending, e.reserved, e.requested, e.limit)
+	if e.dead == 0 {
+		return fmt.Sprintf("shard queue is full (%d pending + %d reserved + %d requested bytes > max_queue_bytes %d); retry later or raise max_queue_bytes",
+			e.pending, e.reserved, e.requested, e.limit)
+	}
+	return fmt.Sprintf("shard queue is full (%d pending + %d reserved + %d dead-letter + %d requested bytes > max_queue_bytes %d); retry later or raise max_queue_bytes, and purge or replay the shard's dead letters",
+		e.pending, e.reserved, e.dead, e.requested, e.limit)
 }
 
 func (e *queueFullError) Unwrap() error { return ErrQueueFull }

@@ -3,9 +3,11 @@ package shard
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // model is a deliberately naive shard, to check State against: it keeps
@@ -16,6 +18,7 @@ type model struct {
 	lastID  uint64
 	res     map[uint64]modelReservation
 	events  []modelEvent // indexed by offset
+	retried uint64       // attempts ever recorded
 }
 
 type modelReservation struct {
@@ -24,12 +27,24 @@ type modelReservation struct {
 	time  int64
 }
 
+// The life of a model event: pending, then acked, or dead and perhaps
+// later gone (replayed under a new offset, or purged).
+const (
+	modelPending = iota
+	modelAcked
+	modelDead
+	modelGone
+)
+
 type modelEvent struct {
-	size  int64
-	time  int64
-	index uint64
-	slot  int
-	acked bool
+	event    Event // kept to replay it
+	size     int64
+	time     int64
+	index    uint64
+	slot     int
+	state    int
+	attempts uint32 // while pending; then in the dead letter
+	dead     DeadLetter
 }
 
 func newModel() *model { return &model{res: map[uint64]modelReservation{}} }
@@ -44,21 +59,55 @@ func modelSize(e Event) int64 {
 
 func (m *model) head() uint64 {
 	for i, e := range m.events {
-		if !e.acked {
+		if e.state == modelPending {
 			return uint64(i)
 		}
 	}
 	return uint64(len(m.events))
 }
 
-func (m *model) pendingBytes() int64 {
+func (m *model) bytesIn(state int) int64 {
 	var n int64
 	for _, e := range m.events {
-		if !e.acked {
+		if e.state == state {
 			n += e.size
 		}
 	}
 	return n
+}
+
+func (m *model) pendingBytes() int64 { return m.bytesIn(modelPending) }
+
+func (m *model) isPending(o uint64) bool {
+	return o < uint64(len(m.events)) && m.events[o].state == modelPending
+}
+
+func (m *model) isDead(o uint64) bool {
+	return o < uint64(len(m.events)) && m.events[o].state == modelDead
+}
+
+// deadOffsets returns the offsets of the dead letters, ascending.
+func (m *model) deadOffsets() []uint64 {
+	var offs []uint64
+	for o, e := range m.events {
+		if e.state == modelDead {
+			offs = append(offs, uint64(o))
+		}
+	}
+	return offs
+}
+
+// modelClip cuts t as clipText does, by stepping through it rune by rune.
+func modelClip(t string) string {
+	n := 0
+	for n < len(t) {
+		_, w := utf8.DecodeRuneInString(t[n:])
+		if n+w > MaxDeadLetterText {
+			break
+		}
+		n += w
+	}
+	return t[:n]
 }
 
 func (m *model) reservedBytes() int64 {
@@ -70,7 +119,7 @@ func (m *model) reservedBytes() int64 {
 }
 
 func (m *model) full(n, limit int64) bool {
-	return limit > 0 && m.pendingBytes()+m.reservedBytes()+n > limit
+	return limit > 0 && m.pendingBytes()+m.reservedBytes()+m.bytesIn(modelDead)+n > limit
 }
 
 // apply returns the Result State should return, with a bare sentinel error.
@@ -136,8 +185,64 @@ func (m *model) apply(index uint64, c *Command) Result {
 		}
 		n := 0
 		for _, o := range c.Offsets {
-			if !m.events[o].acked {
-				m.events[o].acked = true
+			if m.events[o].state == modelPending {
+				m.events[o].state = modelAcked
+				m.events[o].attempts = 0
+				n++
+			}
+		}
+		return Result{Count: n}
+	case OpAttempt:
+		n := 0
+		for _, o := range c.Offsets {
+			if m.isPending(o) {
+				if m.events[o].attempts != math.MaxUint32 {
+					m.events[o].attempts++
+				}
+				n++
+			}
+		}
+		m.retried += uint64(n)
+		return Result{Count: n}
+	case OpDeadLetter:
+		n := 0
+		for _, d := range c.Dead {
+			if !m.isPending(d.Offset) {
+				continue
+			}
+			e := &m.events[d.Offset]
+			e.state = modelDead
+			e.dead = DeadLetter{Offset: d.Offset, Index: e.index, Slot: e.slot,
+				Reason: modelClip(d.Reason), LastError: modelClip(d.LastError),
+				Attempts: e.attempts, Time: c.Time, PublishTime: e.time}
+			e.attempts = 0
+			n++
+		}
+		return Result{Count: n}
+	case OpReplayDead:
+		if len(c.Offsets) != len(c.Events) {
+			return Result{Err: ErrInvalidCommand}
+		}
+		for i, o := range c.Offsets {
+			switch {
+			case !m.isDead(o):
+				return Result{Err: ErrUnknownOffset}
+			case i > 0 && o <= c.Offsets[i-1], modelSize(c.Events[i]) != m.events[o].size:
+				return Result{Err: ErrInvalidCommand}
+			}
+		}
+		if len(c.Offsets) == 0 {
+			return Result{}
+		}
+		for _, o := range c.Offsets {
+			m.events[o].state = modelGone
+		}
+		return m.append(index, c)
+	case OpPurgeDead:
+		n := 0
+		for o := range m.events {
+			if m.events[o].state == modelDead && (len(c.Offsets) == 0 || contains(c.Offsets, uint64(o))) {
+				m.events[o].state = modelGone
 				n++
 			}
 		}
@@ -155,34 +260,62 @@ func (m *model) apply(index uint64, c *Command) Result {
 	return Result{Err: ErrInvalidCommand}
 }
 
+func contains(offs []uint64, o uint64) bool {
+	for _, x := range offs {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *model) append(index uint64, c *Command) Result {
 	first := uint64(len(m.events))
 	for i, e := range c.Events {
-		m.events = append(m.events, modelEvent{size: modelSize(e), time: c.Time, index: index, slot: i})
+		m.events = append(m.events, modelEvent{event: e, size: modelSize(e), time: c.Time, index: index, slot: i})
 	}
 	return Result{FirstOffset: first, Count: len(c.Events)}
 }
 
 func (m *model) stats() Stats {
 	st := Stats{
-		Bytes:         m.pendingBytes(),
-		ReservedBytes: m.reservedBytes(),
-		Reservations:  len(m.res),
-		Published:     uint64(len(m.events)),
-		NextOffset:    uint64(len(m.events)),
-		Head:          m.head(),
+		Bytes:           m.pendingBytes(),
+		ReservedBytes:   m.reservedBytes(),
+		Reservations:    len(m.res),
+		Published:       uint64(len(m.events)),
+		NextOffset:      uint64(len(m.events)),
+		Head:            m.head(),
+		DeadLetterBytes: m.bytesIn(modelDead),
+		Retried:         m.retried,
 	}
 	for _, e := range m.events {
-		if e.acked {
-			st.Acked++
-		} else {
+		switch e.state {
+		case modelPending:
 			st.Events++
+		case modelAcked:
+			st.Acked++
+		case modelDead:
+			st.DeadLetters++
+			st.DeadLettered++
+		case modelGone:
+			st.DeadLettered++
 		}
 	}
+	st.Delivered = st.Acked
 	if st.Head < st.NextOffset {
 		st.OldestEventTime = m.events[st.Head].time
 	}
 	return st
+}
+
+// compactIndex is the lowest log index of a pending event or dead letter.
+func (m *model) compactIndex() uint64 {
+	for _, e := range m.events {
+		if e.state == modelPending || e.state == modelDead {
+			return e.index
+		}
+	}
+	return m.applied + 1
 }
 
 // compare fails the test unless s answers every query as m does. Unless
@@ -199,12 +332,28 @@ func compare(t *testing.T, s *State, m *model, full bool) {
 	if s.Head() != want.Head || s.NextOffset() != want.NextOffset {
 		t.Fatalf("Head, NextOffset = %d, %d; model %d, %d", s.Head(), s.NextOffset(), want.Head, want.NextOffset)
 	}
-	wantCompact := m.applied + 1
-	if want.Head < want.NextOffset {
-		wantCompact = m.events[want.Head].index
+	if got, want := s.CompactIndex(), m.compactIndex(); got != want {
+		t.Fatalf("CompactIndex = %d, model %d", got, want)
 	}
-	if got := s.CompactIndex(); got != wantCompact {
-		t.Fatalf("CompactIndex = %d, model %d", got, wantCompact)
+	dead := m.deadOffsets()
+	if full {
+		var want []DeadLetter
+		for _, o := range dead {
+			want = append(want, m.events[o].dead)
+		}
+		if got := s.DeadLetters(0, 0); !reflect.DeepEqual(got, want) {
+			t.Fatalf("DeadLetters(0, 0) = %+v\n                model %+v", got, want)
+		}
+	} else if len(dead) > 0 {
+		// A page from the middle.
+		from := dead[len(dead)/2]
+		want := []DeadLetter{m.events[from].dead}
+		if len(dead) > len(dead)/2+1 {
+			want = append(want, m.events[dead[len(dead)/2+1]].dead)
+		}
+		if got := s.DeadLetters(from, 2); !reflect.DeepEqual(got, want) {
+			t.Fatalf("DeadLetters(%d, 2) = %+v\n                model %+v", from, got, want)
+		}
 	}
 	n := uint64(len(m.events))
 	if full || n <= 64 {
@@ -220,6 +369,10 @@ func compare(t *testing.T, s *State, m *model, full bool) {
 		for o := n - 8; o < n+2; o++ {
 			compareOffset(t, s, m, want.Head, o)
 		}
+	}
+	for _, o := range dead[max(len(dead), 4)-4:] {
+		compareOffset(t, s, m, want.Head, o)
+		compareOffset(t, s, m, want.Head, o+1)
 	}
 	if full {
 		// Every reservation the model holds is held, and Stats agreed on
@@ -248,15 +401,29 @@ func compareOffset(t *testing.T, s *State, m *model, head, o uint64) {
 	var wi uint64
 	var ws int
 	wok := false
-	if o >= head && o < uint64(len(m.events)) {
+	if (o >= head && o < uint64(len(m.events))) || m.isDead(o) {
 		wi, ws, wok = m.events[o].index, m.events[o].slot, true
 	}
 	if i, slot, ok := s.Locate(o); i != wi || slot != ws || ok != wok {
 		t.Fatalf("Locate(%d) = %d, %d, %v; model %d, %d, %v", o, i, slot, ok, wi, ws, wok)
 	}
-	wacked := o < uint64(len(m.events)) && m.events[o].acked
+	wacked := o < uint64(len(m.events)) && !m.isPending(o)
 	if got := s.IsAcked(o); got != wacked {
 		t.Fatalf("IsAcked(%d) = %v, model %v", o, got, wacked)
+	}
+	var wattempts uint32
+	if m.isPending(o) {
+		wattempts = m.events[o].attempts
+	}
+	if got := s.Attempts(o); got != wattempts {
+		t.Fatalf("Attempts(%d) = %d, model %d", o, got, wattempts)
+	}
+	var wdead DeadLetter
+	if m.isDead(o) {
+		wdead = m.events[o].dead
+	}
+	if got, ok := s.DeadLetter(o); got != wdead || ok != m.isDead(o) {
+		t.Fatalf("DeadLetter(%d) = %+v, %v; model %+v, %v", o, got, ok, wdead, m.isDead(o))
 	}
 }
 
@@ -272,19 +439,29 @@ func (r *fuzzReader) next() byte {
 	return c
 }
 
-// Selectors for the kinds of step the fuzz program can take; the low four
+// Selectors for the kinds of step the fuzz program can take; the low five
 // bits of each step's first byte pick one.
 const (
-	stepReserve  = 0
-	stepCommit   = 2
-	stepAbort    = 5
-	stepPublish  = 6
-	stepAck      = 8
-	stepExpire   = 11
-	stepSnapshot = 12
-	stepBad      = 13
-	stepCommit2  = 14 // commit the newest reservation, sized to fit
-	stepAckHead  = 15 // ack the event at the head
+	stepReserve     = 0
+	stepCommit      = 2
+	stepAbort       = 5
+	stepPublish     = 6
+	stepAck         = 8
+	stepExpire      = 11
+	stepSnapshot    = 12
+	stepBad         = 13
+	stepCommit2     = 14 // commit the newest reservation, sized to fit
+	stepAckHead     = 15 // ack the event at the head
+	stepAttempt     = 16
+	stepAttemptHead = 18 // a failed attempt of the event at the head
+	stepDead        = 19
+	stepDeadHead    = 21 // dead-letter the event at the head
+	stepReplay      = 23 // replay some dead letters, sometimes wrongly
+	stepPurge       = 25
+	stepPurgeAll    = 26
+	stepPublish2    = 27 // more publishes and acks, so that the queue
+	stepAck2        = 29 // does not drain too fast
+	stepAckDead     = 31 // ack a dead letter: a no-op
 )
 
 // fuzzProgram turns fuzz input into commands. Each step reads a selector, an
@@ -345,12 +522,68 @@ func (p *fuzzProgram) offset() uint64 {
 	return head + uint64(b-40)%(next-head)
 }
 
+// text returns a reason or error: usually short, sometimes longer than
+// MaxDeadLetterText, with multi-byte and invalid UTF-8 near the cut.
+func (p *fuzzProgram) text() string {
+	b := p.r.next()
+	if b < 250 {
+		return strings.Repeat("e", int(b%4))
+	}
+	return strings.Repeat("x", MaxDeadLetterText-4+int(b-250)) + "é€\xff\x80😀tail"
+}
+
+// deadOffset picks a current dead letter, or anything when there is none
+// or b says so.
+func (p *fuzzProgram) deadOffset() uint64 {
+	dead := p.m.deadOffsets()
+	b := p.r.next()
+	if len(dead) == 0 || b < 32 {
+		return uint64(b) % (uint64(len(p.m.events)) + 2)
+	}
+	return dead[int(b)%len(dead)]
+}
+
+// replay builds a ReplayDead of a run of dead letters; b>>5 below 4
+// spoils it in one of four ways.
+func (p *fuzzProgram) replay(c *Command) {
+	c.Op = OpReplayDead
+	dead := p.m.deadOffsets()
+	b, start := p.r.next(), int(p.r.next())
+	if len(dead) > 0 {
+		for i := start % len(dead); i < len(dead) && len(c.Offsets) < int(b%4)+1; i++ {
+			c.Offsets = append(c.Offsets, dead[i])
+			c.Events = append(c.Events, p.m.events[dead[i]].event)
+		}
+	}
+	switch b >> 5 {
+	case 0: // one event short
+		if len(c.Events) > 0 {
+			c.Events = c.Events[:len(c.Events)-1]
+		}
+	case 1: // an offset that may not be a dead letter
+		c.Offsets = append(c.Offsets, p.offset())
+		c.Events = append(c.Events, Event{})
+	case 2: // out of order
+		if len(c.Offsets) > 1 {
+			c.Offsets[0], c.Offsets[1] = c.Offsets[1], c.Offsets[0]
+			c.Events[0], c.Events[1] = c.Events[1], c.Events[0]
+		}
+	case 3: // not a copy
+		if len(c.Events) > 0 {
+			c.Events[0].Key += "x"
+		}
+	}
+	if len(c.Events) == 0 {
+		c.Events = nil
+	}
+}
+
 // command returns the next step's command. ok=false means a snapshot step;
 // a nil command with ok=true applies nothing.
 func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 	p.clock += int64(p.r.next()%8) - 1 // usually forward, sometimes back
 	c = &Command{Time: p.clock}
-	switch sel % 16 {
+	switch sel % 32 {
 	case stepReserve, stepReserve + 1:
 		c.Op = OpReserve
 		c.Bytes = int64(p.r.next()%64) - 2
@@ -374,11 +607,11 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 	case stepAbort:
 		c.Op = OpAbort
 		c.ReservationID = p.recentID()
-	case stepPublish, stepPublish + 1:
+	case stepPublish, stepPublish + 1, stepPublish2, stepPublish2 + 1:
 		c.Op = OpPublish
 		c.MaxQueueBytes = p.limit()
 		c.Events = p.events()
-	case stepAck, stepAck + 1, stepAck + 2:
+	case stepAck, stepAck + 1, stepAck + 2, stepAck2, stepAck2 + 1:
 		c.Op = OpAck
 		for range p.r.next() % 5 {
 			c.Offsets = append(c.Offsets, p.offset())
@@ -389,6 +622,34 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 	case stepExpire:
 		c.Op = OpExpire
 		c.OlderThan = p.clock - int64(p.r.next()%32)
+	case stepAttempt, stepAttempt + 1:
+		c.Op = OpAttempt
+		for range p.r.next() % 5 {
+			c.Offsets = append(c.Offsets, p.offset())
+		}
+	case stepAttemptHead:
+		c.Op = OpAttempt
+		c.Offsets = []uint64{p.m.head()}
+	case stepDead, stepDead + 1:
+		c.Op = OpDeadLetter
+		for range p.r.next() % 4 {
+			c.Dead = append(c.Dead, DeadInfo{Offset: p.offset(), Reason: p.text(), LastError: p.text()})
+		}
+	case stepDeadHead, stepDeadHead + 1:
+		c.Op = OpDeadLetter
+		c.Dead = []DeadInfo{{Offset: p.m.head(), Reason: p.text(), LastError: p.text()}}
+	case stepReplay, stepReplay + 1:
+		p.replay(c)
+	case stepPurge:
+		c.Op = OpPurgeDead
+		for range p.r.next()%3 + 1 {
+			c.Offsets = append(c.Offsets, p.deadOffset())
+		}
+	case stepPurgeAll:
+		c.Op = OpPurgeDead
+	case stepAckDead:
+		c.Op = OpAck
+		c.Offsets = []uint64{p.deadOffset()}
 	case stepSnapshot:
 		return nil, false
 	case stepBad:
@@ -398,7 +659,7 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 		case 1:
 			c.Op = 0
 		default:
-			c.Op = OpExpire + 1 + Op(b%8)
+			c.Op = OpPurgeDead + 1 + Op(b%8)
 		}
 	}
 	return c, true

@@ -23,8 +23,11 @@ func (p *seedProgram) step(sel byte, args ...byte) *seedProgram {
 }
 
 // eventArgs describes events with the given payload sizes (under 40), no
-// key and no headers.
+// key and no headers. fuzzProgram takes at most three events a command.
 func eventArgs(sizes []byte) []byte {
+	if len(sizes) > 3 {
+		panic("more than three events in a seed command")
+	}
 	b := []byte{byte(len(sizes))}
 	for _, n := range sizes {
 		b = append(b, 0, n, 0)
@@ -62,6 +65,53 @@ func (p *seedProgram) ack(rel ...byte) *seedProgram {
 func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
 func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
 
+// attempt records failed attempts of offsets given relative to the head.
+func (p *seedProgram) attempt(rel ...byte) *seedProgram {
+	args := []byte{byte(len(rel))}
+	for _, r := range rel {
+		args = append(args, 40+r)
+	}
+	return p.step(stepAttempt, args...)
+}
+
+// Text bytes for reasons and errors: 0-3 give that many letters, 250-255
+// something just over MaxDeadLetterText with multi-byte runes at the cut.
+const (
+	shortText byte = 2
+	longText  byte = 252
+)
+
+// dead dead-letters offsets given relative to the head, with short texts.
+func (p *seedProgram) dead(rel ...byte) *seedProgram {
+	args := []byte{byte(len(rel))}
+	for _, r := range rel {
+		args = append(args, 40+r, shortText, 1)
+	}
+	return p.step(stepDead, args...)
+}
+
+// deadHead dead-letters the event at the head.
+func (p *seedProgram) deadHead(reason, lastErr byte) *seedProgram {
+	return p.step(stepDeadHead, reason, lastErr)
+}
+
+// replay replays n dead letters (1-4) from position start among them;
+// spoil 0-3 spoils the command as fuzzProgram.replay describes, 4 leaves
+// it alone.
+func (p *seedProgram) replay(n, start, spoil byte) *seedProgram {
+	args := []byte{spoil<<5 | (n-1)%4, start}
+	if spoil == 1 {
+		args = append(args, 200) // the extra offset
+	}
+	return p.step(stepReplay, args...)
+}
+
+// purge purges dead letters at positions among them (32 and up), or
+// anywhere (below 32).
+func (p *seedProgram) purge(which ...byte) *seedProgram {
+	return p.step(stepPurge, append([]byte{byte(len(which) - 1)}, which...)...)
+}
+
 func stateMachineSeeds() map[string][]byte {
 	seeds := map[string][]byte{
 		"publish-ack-out-of-order": new(seedProgram).
@@ -87,12 +137,40 @@ func stateMachineSeeds() map[string][]byte {
 			stepBad, 250, 2, 2, // op > OpExpire, after a gap in indexes
 			stepAckHead, 128, 2),
 	}
+	seeds["dead-letter-head"] = new(seedProgram).
+		publish(0, 5, 6, 7).publish(0, 8).attempt(0, 0, 1).dead(1).ack(2).
+		deadHead(shortText, 3).snap().replay(2, 0, 4).
+		step(stepAckDead, 200).step(stepAttemptHead).deadHead(0, 0).snap().
+		step(stepPurgeAll).b
+	seeds["dead-letter-queue-full"] = new(seedProgram).
+		publish(100, 39).publish(100, 39).deadHead(1, 1).deadHead(1, 1).
+		publish(100, 30).reserve(30, 0, 100).purge(32).publish(100, 30).
+		step(stepPurgeAll).publish(100, 30).b
+	seeds["replay-rejections"] = new(seedProgram).
+		publish(0, 1, 2, 3).publish(0, 4).deadHead(1, 1).deadHead(1, 1).deadHead(1, 1).
+		replay(2, 0, 0).replay(1, 0, 1).replay(3, 0, 2).replay(2, 1, 3).snap().
+		replay(4, 1, 4).replay(1, 0, 4).snap().b
+	seeds["long-texts"] = new(seedProgram).
+		publish(0, 1, 1, 1).deadHead(longText, 250).deadHead(255, longText).
+		dead(0).snap().b
+	seeds["purge-some"] = new(seedProgram).
+		publish(0, 1, 2, 3).publish(0, 4, 5, 6).dead(1, 3, 5).ack(2).deadHead(1, 0).
+		purge(33).purge(32, 34, 7).snap().purge(0, 1).b
 	// A longer mixed run with snapshots throughout.
 	p := new(seedProgram)
 	for i := range byte(30) {
-		p.publish(0, i%7, i%3).reserve(i, i%3, 0).ack(i%2, 1+i%3)
-		if i%5 == 0 {
+		p.publish(0, i%7, i%3).reserve(i, i%3, 0).ack(i%2, 1+i%3).attempt(0, i%4)
+		switch i % 5 {
+		case 0:
 			p.commit(1, i%4).snap().expire(3)
+		case 1:
+			p.dead(i%3, 1)
+		case 2:
+			p.deadHead(i, 1)
+		case 3:
+			p.replay(i%3+1, i, 4)
+		case 4:
+			p.purge(32 + i)
 		}
 	}
 	seeds["mixed-with-snapshots"] = p.b
@@ -119,6 +197,10 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 		h.apply(Command{Op: OpPublish, Time: int64(i), Events: events(i%5, 1)})
 		h.apply(Command{Op: OpReserve, Time: int64(i), Bytes: int64(i)})
 		h.apply(Command{Op: OpAck, Offsets: []uint64{uint64(i * 3 / 2)}})
+		h.apply(Command{Op: OpAttempt, Offsets: []uint64{uint64(i*3/2 + 1), uint64(i * 2)}})
+		if i%3 == 0 {
+			h.apply(Command{Op: OpDeadLetter, Time: int64(100 + i), Dead: []DeadInfo{{Offset: uint64(i + 1), Reason: "r"}}})
+		}
 	}
 	seeds["busy"] = snapshot(t, h.s)
 	return seeds

@@ -7,22 +7,29 @@ import (
 )
 
 // snapshotVersion is the first byte of every snapshot.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // MarshalBinary returns a snapshot of the state. Equal states produce
 // equal bytes, so replicas can compare snapshots to detect divergence.
 //
 // The snapshot holds only metadata: its size grows with the number of
-// pending events (one varint each), runs and reservations. Quantities
-// that follow from others, such as byte totals, are recomputed on load
-// rather than stored.
+// pending events (one varint each), runs, reservations, attempt counts
+// and dead letters (whose reasons and errors are bounded by
+// MaxDeadLetterText). Quantities that follow from others, such as byte
+// totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 64+len(s.pending)*2+len(s.runs)*8+len(s.reservations)*12)
+	size := 64 + len(s.pending)*2 + len(s.runs)*8 + len(s.reservations)*12 + len(s.attempts)*4
+	for i := range s.dead {
+		size += 24 + len(s.dead[i].Reason) + len(s.dead[i].LastError)
+	}
+	b := make([]byte, 0, size)
 	b = append(b, snapshotVersion)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendUvarint(b, s.nextOffset)
 	b = binary.AppendUvarint(b, s.head)
 	b = binary.AppendUvarint(b, s.lastReservation)
+	b = binary.AppendUvarint(b, s.deadLettered)
+	b = binary.AppendUvarint(b, s.retried)
 
 	// Reservations in id order, each id as the gap from the previous one.
 	ids := make([]uint64, 0, len(s.reservations))
@@ -61,6 +68,41 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	for _, size := range s.pending {
 		b = binary.AppendUvarint(b, uint64(size+1))
 	}
+
+	// Attempt counts in offset order: the first offset as the distance
+	// from the head, the others as the gap from the previous one, less one.
+	offs := make([]uint64, 0, len(s.attempts))
+	for o := range s.attempts {
+		offs = append(offs, o)
+	}
+	slices.Sort(offs)
+	b = binary.AppendUvarint(b, uint64(len(offs)))
+	prev := s.head - 1
+	for _, o := range offs {
+		b = binary.AppendUvarint(b, o-prev-1)
+		b = binary.AppendUvarint(b, uint64(s.attempts[o]))
+		prev = o
+	}
+
+	// Dead letters in offset order, offsets and indexes as gaps, times as
+	// deltas.
+	b = binary.AppendUvarint(b, uint64(len(s.dead)))
+	prev = math.MaxUint64 // so that the first gap is the offset itself
+	prevIndex, prevTime = 0, 0
+	var prevPublish int64
+	for i := range s.dead {
+		d := &s.dead[i]
+		b = binary.AppendUvarint(b, d.Offset-prev-1)
+		b = binary.AppendUvarint(b, d.Index-prevIndex)
+		b = binary.AppendUvarint(b, uint64(d.Slot))
+		b = appendString(b, d.Reason)
+		b = appendString(b, d.LastError)
+		b = binary.AppendUvarint(b, uint64(d.Attempts))
+		b = binary.AppendVarint(b, int64(uint64(d.Time)-uint64(prevTime)))
+		b = binary.AppendVarint(b, int64(uint64(d.PublishTime)-uint64(prevPublish)))
+		b = binary.AppendUvarint(b, uint64(d.size))
+		prev, prevIndex, prevTime, prevPublish = d.Offset, d.Index, d.Time, d.PublishTime
+	}
 	return b, nil
 }
 
@@ -78,12 +120,21 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	t.nextOffset = d.uvarint("next offset")
 	t.head = d.uvarint("head")
 	t.lastReservation = d.uvarint("last reservation")
+	t.deadLettered = d.uvarint("dead-lettered count")
+	t.retried = d.uvarint("retried count")
 	if d.err == nil && t.head > t.nextOffset {
 		d.fail("head %d beyond next offset %d", t.head, t.nextOffset)
 	}
 	t.decodeReservations(&d)
 	t.decodeRuns(&d)
 	t.decodePending(&d)
+	t.decodeAttempts(&d)
+	t.decodeDead(&d)
+	// Every event is pending, acknowledged or dead-lettered, and each dead
+	// letter held was dead-lettered once.
+	if d.err == nil && (t.deadLettered < uint64(len(t.dead)) || t.deadLettered > t.nextOffset-uint64(t.pendingEvents)) {
+		d.fail("%d events dead-lettered, with %d dead letters held and %d events done", t.deadLettered, len(t.dead), t.nextOffset-uint64(t.pendingEvents))
+	}
 	d.end("snapshot")
 	if d.err != nil {
 		return d.err
@@ -209,5 +260,111 @@ func (t *State) decodePending(d *decoder) {
 		t.pending[i] = int64(size)
 		t.pendingBytes += int64(size)
 		t.pendingEvents++
+	}
+}
+
+func (t *State) decodeAttempts(d *decoder) {
+	// An entry takes at least two bytes.
+	n := d.count("attempt count", 2)
+	if d.err != nil || n == 0 {
+		return
+	}
+	t.attempts = make(map[uint64]uint32, n)
+	prev := t.head - 1
+	for range n {
+		gap := d.uvarint("attempt offset")
+		a := d.uvarint("attempts")
+		if d.err != nil {
+			return
+		}
+		// Attempts are kept only for pending events, and only non-zero.
+		if gap >= t.nextOffset-prev-1 || !t.isPending(prev+gap+1) {
+			d.fail("attempts for an offset that is not pending")
+			return
+		}
+		if a == 0 || a > math.MaxUint32 {
+			d.fail("attempt count %d out of range", a)
+			return
+		}
+		prev += gap + 1
+		t.attempts[prev] = uint32(a)
+	}
+}
+
+func (t *State) decodeDead(d *decoder) {
+	// A dead letter takes at least nine bytes.
+	n := d.count("dead letter count", 9)
+	if d.err != nil || n == 0 {
+		return
+	}
+	t.dead = make([]deadLetter, n)
+	prev := uint64(math.MaxUint64) // wraps to 0 for the first gap
+	var prevIndex, prevStart uint64
+	var prevTime, prevPublish int64
+	for i := range t.dead {
+		gap := d.uvarint("dead letter offset")
+		indexGap := d.uvarint("dead letter index")
+		slot := d.intValue("dead letter slot")
+		reason := d.bytes("dead letter reason")
+		lastErr := d.bytes("dead letter error")
+		attempts := d.uvarint("dead letter attempts")
+		time := prevTime + d.varint("dead letter time") // wraps, like the encoder's subtraction
+		publish := prevPublish + d.varint("dead letter publish time")
+		size := d.uvarint("dead letter size")
+		if d.err != nil {
+			return
+		}
+		if gap >= t.nextOffset-prev-1 {
+			d.fail("dead letter offsets out of order or beyond next offset %d", t.nextOffset)
+			return
+		}
+		o := prev + gap + 1
+		if indexGap > t.applied-prevIndex || prevIndex+indexGap == 0 {
+			d.fail("dead letter %d: log index out of order or beyond applied index %d", o, t.applied)
+			return
+		}
+		index := prevIndex + indexGap
+		// The event's entry starts at offset o-slot: the same one as the
+		// previous dead letter's if the index is the same, a later one
+		// otherwise.
+		if uint64(slot) > o {
+			d.fail("dead letter %d: slot %d beyond its offset", o, slot)
+			return
+		}
+		start := o - uint64(slot)
+		if i > 0 && (index == prevIndex) != (start == prevStart) || i > 0 && index != prevIndex && start <= prev {
+			d.fail("dead letter %d: entry %d, slot %d overlaps the previous one's", o, index, slot)
+			return
+		}
+		// Where the runs still cover it, it must agree with them.
+		if len(t.runs) > 0 && o >= t.runs[0].first {
+			r := t.runOf(o)
+			if index != r.index || start != r.first || publish != r.time || (o >= t.head && t.pending[o-t.head] != acked) {
+				d.fail("dead letter %d disagrees with the pending events", o)
+				return
+			}
+		} else if len(t.runs) > 0 && index >= t.runs[0].index {
+			d.fail("dead letter %d: log index %d not before the pending events'", o, index)
+			return
+		}
+		if len(reason) > MaxDeadLetterText || len(lastErr) > MaxDeadLetterText {
+			d.fail("dead letter %d: reason or error longer than %d bytes", o, MaxDeadLetterText)
+			return
+		}
+		if attempts > math.MaxUint32 {
+			d.fail("dead letter %d: attempt count out of range", o)
+			return
+		}
+		if size > uint64(math.MaxInt64-t.pendingBytes-t.reservedBytes-t.deadBytes) {
+			d.fail("dead letter bytes overflow")
+			return
+		}
+		t.dead[i] = deadLetter{DeadLetter: DeadLetter{
+			Offset: o, Index: index, Slot: slot,
+			Reason: string(reason), LastError: string(lastErr),
+			Attempts: uint32(attempts), Time: time, PublishTime: publish,
+		}, size: int64(size)}
+		t.deadBytes += int64(size)
+		prev, prevIndex, prevStart, prevTime, prevPublish = o, index, start, time, publish
 	}
 }

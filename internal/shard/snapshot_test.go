@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +28,13 @@ func history(t *testing.T) *harness {
 	h.ok(Command{Op: OpPublish, Time: 1e18 - 3, Events: events(1, 0, 1, 0)})
 	h.ok(Command{Op: OpAck, Offsets: []uint64{0, 4, 6, 8, 2}})
 	h.ok(Command{Op: OpAbort, ReservationID: 3})
+	// Pending now: 1, 3, 5, 7. Fail some, give up on 3 and then 1, which
+	// moves the head to 5 and leaves dead letters on both sides of it.
+	h.ok(Command{Op: OpAttempt, Offsets: []uint64{1, 1, 7, 8, 3, 5}})
+	h.ok(Command{Op: OpDeadLetter, Time: 1e18 + 20, Dead: []DeadInfo{{Offset: 3, Reason: "max_retries", LastError: "HTTP 500"}}})
+	h.ok(Command{Op: OpDeadLetter, Time: 1e18 + 21, Dead: []DeadInfo{{Offset: 1, Reason: "time_to_live"}}})
+	h.ok(Command{Op: OpPublish, Time: 1e18 + 22, Events: events(6, 7)}) // offsets 9-10
+	h.ok(Command{Op: OpDeadLetter, Time: 1e18 + 23, Dead: []DeadInfo{{Offset: 10, LastError: "refused"}}})
 	return h
 }
 
@@ -52,6 +61,16 @@ func checkSame(t *testing.T, a, b *State) {
 		if ar != br || aok != bok {
 			t.Errorf("Reservation(%d) = %+v,%v / %+v,%v", id, ar, aok, br, bok)
 		}
+	}
+	for o := uint64(0); o <= a.NextOffset()+1; o++ {
+		ad, aok := a.DeadLetter(o)
+		bd, bok := b.DeadLetter(o)
+		if ad != bd || aok != bok || a.Attempts(o) != b.Attempts(o) {
+			t.Errorf("offset %d: DeadLetter %+v,%v / %+v,%v, Attempts %d / %d", o, ad, aok, bd, bok, a.Attempts(o), b.Attempts(o))
+		}
+	}
+	if ad, bd := a.DeadLetters(0, 0), b.DeadLetters(0, 0); !reflect.DeepEqual(ad, bd) {
+		t.Errorf("DeadLetters = %+v / %+v", ad, bd)
 	}
 }
 
@@ -83,7 +102,12 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				{Op: OpCommit, ReservationID: h.s.lastReservation + 1, Events: events(10)},
 				{Op: OpExpire, OlderThan: 2e18},
 				{Op: OpAck, Offsets: []uint64{5, 7, 9, 10, 11}},
+				{Op: OpAttempt, Offsets: []uint64{12, 13, 13, 14}},
+				{Op: OpDeadLetter, Time: 2e18 + 2, Dead: []DeadInfo{{Offset: 13, Reason: "r"}, {Offset: 12}}},
+				{Op: OpReplayDead, Time: 2e18 + 3, Offsets: []uint64{3}, Events: []Event{{Key: "k1", Payload: []byte("hello"), Headers: []Header{{"h", "v"}}}}},
+				{Op: OpPurgeDead, Offsets: []uint64{1, 12}},
 				{Op: OpAck, Offsets: []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+				{Op: OpPurgeDead},
 			}
 			index := h.s.Applied()
 			for _, c := range more {
@@ -147,21 +171,81 @@ func TestUnmarshalBinaryRejects(t *testing.T) {
 		check("truncated", good[:n])
 	}
 	check("trailing byte", append(good[:len(good):len(good)], 0))
-	check("version", append([]byte{2}, good[1:]...))
+	check("old version", append([]byte{snapshotVersion - 1}, good[1:]...))
+	check("new version", append([]byte{snapshotVersion + 1}, good[1:]...))
 
 	// Hand-built snapshots, each wrong in one way.
 	valid := rawSnapshot{
 		applied: 9, next: 4, head: 1, lastRes: 2,
-		res:     [][4]uint64{{2, 5, 0, 0}}, // id 2, 5 bytes, any count, time 0
-		runs:    [][3]uint64{{4, 4, 0}},    // offsets 0-3 at index 4, time 0
-		pending: []uint64{4, 0, 11},        // offset 1: 3 bytes, 2: acked, 3: 10 bytes
+		deadLettered: 2, retried: 5,
+		res:      [][4]uint64{{2, 5, 0, 0}}, // id 2, 5 bytes, any count, time 0
+		runs:     [][3]uint64{{4, 4, 0}},    // offsets 0-3 at index 4, time 0
+		pending:  []uint64{4, 0, 11},        // offset 1: 3 bytes, 2: done, 3: 10 bytes
+		attempts: [][2]uint64{{2, 3}},       // offset 3: 3 attempts
+		dead: []rawDead{
+			{gap: 0, index: 4, slot: 0, reason: "r", attempts: 1, time: 200, size: 7},    // offset 0, time 100
+			{gap: 1, index: 0, slot: 2, lastErr: "boom", attempts: 0, time: 10, size: 2}, // offset 2, time 105
+		},
 	}
 	var s State
 	if err := s.UnmarshalBinary(valid.encode()); err != nil {
 		t.Fatalf("hand-built snapshot: %v", err)
 	}
-	if st := s.Stats(); st != (Stats{Events: 2, Bytes: 13, ReservedBytes: 5, Reservations: 1, Published: 4, Acked: 2, NextOffset: 4, Head: 1}) {
+	if st := s.Stats(); st != (Stats{Events: 2, Bytes: 13, ReservedBytes: 5, Reservations: 1, Published: 4, Acked: 0, NextOffset: 4, Head: 1,
+		DeadLetters: 2, DeadLetterBytes: 9, DeadLettered: 2, Retried: 5}) {
 		t.Fatalf("hand-built snapshot: stats %+v", st)
+	}
+	wantDead := []DeadLetter{
+		{Offset: 0, Index: 4, Slot: 0, Reason: "r", Attempts: 1, Time: 100},
+		{Offset: 2, Index: 4, Slot: 2, LastError: "boom", Time: 105},
+	}
+	if got := s.DeadLetters(0, 0); !reflect.DeepEqual(got, wantDead) || s.Attempts(3) != 3 || s.Attempts(1) != 0 {
+		t.Fatalf("hand-built snapshot: dead letters %+v, attempts %d, %d", got, s.Attempts(1), s.Attempts(3))
+	}
+	checkInvariants(t, &s)
+	// Dead letters before the first run's entry.
+	below := valid.clone()
+	below.runsFirst, below.runs[0] = 1, [3]uint64{3, 4, 0} // offsets 1-3 at index 4
+	below.dead[0].index, below.dead[1].index, below.dead[1].slot = 3, 1, 1
+	if err := s.UnmarshalBinary(below.encode()); err != nil {
+		t.Fatalf("hand-built snapshot with a dead letter below the runs: %v", err)
+	}
+	if s.CompactIndex() != 3 {
+		t.Fatalf("hand-built snapshot with a dead letter below the runs: CompactIndex = %d, want 3", s.CompactIndex())
+	}
+	checkInvariants(t, &s)
+	check("dead letter below the runs, at the first run's index", func() []byte {
+		r := below.clone()
+		r.dead[0].index, r.dead[1].index = 4, 0
+		return r.encode()
+	}())
+	// Two dead letters of one entry below the runs: their slots must be
+	// as far apart as their offsets.
+	entry := rawSnapshot{
+		applied: 9, next: 4, head: 3, deadLettered: 2,
+		runsFirst: 3, runs: [][3]uint64{{1, 8, 0}}, // offset 3 at index 8
+		pending: []uint64{11},
+		dead: []rawDead{
+			{gap: 0, index: 4, slot: 0, size: 1}, // offset 0
+			{gap: 1, index: 0, slot: 2, size: 1}, // offset 2
+		},
+	}
+	if err := s.UnmarshalBinary(entry.encode()); err != nil {
+		t.Fatalf("hand-built snapshot with dead letters of one entry: %v", err)
+	}
+	checkInvariants(t, &s)
+	for name, mutate := range map[string]func(r *rawSnapshot){
+		"slots disagree":         func(r *rawSnapshot) { r.dead[1].slot = 1 },
+		"one start, two entries": func(r *rawSnapshot) { r.dead[1].index = 1 },
+		"entries overlap": func(r *rawSnapshot) {
+			r.dead[0].gap, r.dead[0].slot = 1, 1 // offset 1, entry from 0
+			r.dead[1] = rawDead{gap: 0, index: 1, slot: 1}
+		},
+		"index at the run's": func(r *rawSnapshot) { r.dead[1].index, r.dead[1].slot = 4, 0 },
+	} {
+		r := entry.clone()
+		mutate(&r)
+		check("dead letters of one entry: "+name, r.encode())
 	}
 	bad := map[string]func(r *rawSnapshot){
 		"head beyond next":      func(r *rawSnapshot) { r.head = 5 },
@@ -201,6 +285,35 @@ func TestUnmarshalBinaryRejects(t *testing.T) {
 			r.pending = r.pending[:2]
 			r.extra = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}
 		},
+		"dead-lettered too few":    func(r *rawSnapshot) { r.deadLettered = 1 },
+		"dead-lettered too many":   func(r *rawSnapshot) { r.deadLettered = 3 },
+		"attempts for a done":      func(r *rawSnapshot) { r.attempts[0][0] = 1 },
+		"attempts beyond next":     func(r *rawSnapshot) { r.attempts[0][0] = 3 },
+		"attempts past next":       func(r *rawSnapshot) { r.attempts = [][2]uint64{{0, 1}, {2, 1}} },
+		"attempts huge gap":        func(r *rawSnapshot) { r.attempts[0][0] = math.MaxUint64 },
+		"attempts zero":            func(r *rawSnapshot) { r.attempts[0][1] = 0 },
+		"attempts too many":        func(r *rawSnapshot) { r.attempts[0][1] = math.MaxUint32 + 1 },
+		"too many attempts":        func(r *rawSnapshot) { r.attemptCount = 1000 },
+		"dead beyond next":         func(r *rawSnapshot) { r.dead[1].gap = 3 },
+		"dead huge gap":            func(r *rawSnapshot) { r.dead[1].gap = math.MaxUint64 },
+		"dead on a pending":        func(r *rawSnapshot) { r.dead[1].gap, r.dead[1].slot = 0, 1 },
+		"dead index 0":             func(r *rawSnapshot) { r.dead[0].index = 0 },
+		"dead index off its run":   func(r *rawSnapshot) { r.dead[0].index, r.dead[1].index = 3, 1 },
+		"dead index past applied":  func(r *rawSnapshot) { r.dead[0].index = 10 },
+		"dead index huge":          func(r *rawSnapshot) { r.dead[1].index = math.MaxUint64 },
+		"dead slot off its run":    func(r *rawSnapshot) { r.dead[1].slot = 1 },
+		"dead slot beyond offset":  func(r *rawSnapshot) { r.dead[0].slot = 1 },
+		"dead slot huge":           func(r *rawSnapshot) { r.dead[0].slot = math.MaxUint64 },
+		"dead publish time":        func(r *rawSnapshot) { r.dead[1].publish = 2 },
+		"dead reason too long":     func(r *rawSnapshot) { r.dead[0].reason = strings.Repeat("r", MaxDeadLetterText+1) },
+		"dead error too long":      func(r *rawSnapshot) { r.dead[1].lastErr = strings.Repeat("e", MaxDeadLetterText+1) },
+		"dead attempts too many":   func(r *rawSnapshot) { r.dead[0].attempts = math.MaxUint32 + 1 },
+		"dead size too big":        func(r *rawSnapshot) { r.dead[0].size = math.MaxUint64 },
+		"dead bytes overflow":      func(r *rawSnapshot) { r.dead[0].size = math.MaxInt64 - 19 },
+		"too many dead":            func(r *rawSnapshot) { r.deadCount = 1000 },
+		"dead reason truncated":    func(r *rawSnapshot) { r.dead[1].size = 0; r.truncate = 3 },
+		"counters truncated":       func(r *rawSnapshot) { r.truncateAll = true },
+		"dead letters out of room": func(r *rawSnapshot) { r.dead = append(r.dead, rawDead{gap: 0, slot: 3}) },
 	}
 	for name, mutate := range bad {
 		r := valid.clone()
@@ -214,18 +327,36 @@ func TestUnmarshalBinaryRejects(t *testing.T) {
 // rawSnapshot lays out a snapshot field by field, to build bad ones.
 type rawSnapshot struct {
 	applied, next, head, lastRes uint64
+	deadLettered, retried        uint64
 	resCount                     uint64      // if non-zero, overrides len(res)
 	res                          [][4]uint64 // id gap, bytes, count, zig-zag time
 	runsFirst                    uint64
 	runs                         [][3]uint64 // count, index gap, zig-zag time gap
 	pending                      []uint64
-	extra                        []byte
+	extra                        []byte      // after pending
+	attemptCount                 uint64      // if non-zero, overrides len(attempts)
+	attempts                     [][2]uint64 // offset gap less one (from head), count
+	deadCount                    uint64      // if non-zero, overrides len(dead)
+	dead                         []rawDead
+	truncate                     int  // bytes to cut off the end
+	truncateAll                  bool // stop after the header's first four fields
+}
+
+// rawDead is a dead letter as the snapshot lays it out.
+type rawDead struct {
+	gap, index, slot uint64 // offset gap less one, index gap
+	reason, lastErr  string
+	attempts         uint64
+	time, publish    uint64 // zig-zag deltas
+	size             uint64
 }
 
 func (r rawSnapshot) clone() rawSnapshot {
 	r.res = append([][4]uint64(nil), r.res...)
 	r.runs = append([][3]uint64(nil), r.runs...)
 	r.pending = append([]uint64(nil), r.pending...)
+	r.attempts = append([][2]uint64(nil), r.attempts...)
+	r.dead = append([]rawDead(nil), r.dead...)
 	return r
 }
 
@@ -234,6 +365,11 @@ func (r *rawSnapshot) encode() []byte {
 	for _, x := range []uint64{r.applied, r.next, r.head, r.lastRes} {
 		b = appendUvarint(b, x)
 	}
+	if r.truncateAll {
+		return b
+	}
+	b = appendUvarint(b, r.deadLettered)
+	b = appendUvarint(b, r.retried)
 	n := uint64(len(r.res))
 	if r.resCount != 0 {
 		n = r.resCount
@@ -256,7 +392,32 @@ func (r *rawSnapshot) encode() []byte {
 	for _, x := range r.pending {
 		b = appendUvarint(b, x)
 	}
-	return append(b, r.extra...)
+	b = append(b, r.extra...)
+	n = uint64(len(r.attempts))
+	if r.attemptCount != 0 {
+		n = r.attemptCount
+	}
+	b = appendUvarint(b, n)
+	for _, a := range r.attempts {
+		b = appendUvarint(appendUvarint(b, a[0]), a[1])
+	}
+	n = uint64(len(r.dead))
+	if r.deadCount != 0 {
+		n = r.deadCount
+	}
+	b = appendUvarint(b, n)
+	for _, d := range r.dead {
+		for _, x := range []uint64{d.gap, d.index, d.slot, uint64(len(d.reason))} {
+			b = appendUvarint(b, x)
+		}
+		b = append(b, d.reason...)
+		b = appendUvarint(b, uint64(len(d.lastErr)))
+		b = append(b, d.lastErr...)
+		for _, x := range []uint64{d.attempts, d.time, d.publish, d.size} {
+			b = appendUvarint(b, x)
+		}
+	}
+	return b[:len(b)-r.truncate]
 }
 
 func appendUvarint(b []byte, x uint64) []byte {
@@ -287,9 +448,11 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	})
 }
 
-// checkInvariants recomputes State's derived fields from scratch.
+// checkInvariants recomputes State's derived fields from scratch, and
+// checks the dead letters and attempt counts against the pending events.
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
+	checkDeadInvariants(t, s)
 	var reserved int64
 	for _, r := range s.reservations {
 		reserved += r.bytes
@@ -327,5 +490,39 @@ func checkInvariants(t *testing.T, s *State) {
 	}
 	if next != s.nextOffset {
 		t.Fatalf("runs end at %d, next offset is %d", next, s.nextOffset)
+	}
+}
+
+func checkDeadInvariants(t *testing.T, s *State) {
+	t.Helper()
+	var deadBytes int64
+	for i, d := range s.dead {
+		deadBytes += d.size
+		if d.size < 0 || d.Offset >= s.nextOffset || (i > 0 && d.Offset <= s.dead[i-1].Offset) {
+			t.Fatalf("dead letter %d of %+v is out of place", i, s.dead)
+		}
+		if d.Index == 0 || d.Index > s.applied || uint64(d.Slot) > d.Offset || len(d.Reason) > MaxDeadLetterText || len(d.LastError) > MaxDeadLetterText {
+			t.Fatalf("dead letter %+v is malformed", d)
+		}
+		if d.Offset >= s.head && s.pending[d.Offset-s.head] != acked {
+			t.Fatalf("dead letter %d is still pending", d.Offset)
+		}
+		if len(s.runs) > 0 && d.Offset >= s.runs[0].first {
+			r := s.runOf(d.Offset)
+			if r.index != d.Index || d.Offset-r.first != uint64(d.Slot) || r.time != d.PublishTime {
+				t.Fatalf("dead letter %+v disagrees with its run %+v", d, *r)
+			}
+		}
+	}
+	if deadBytes != s.deadBytes {
+		t.Fatalf("dead bytes = %d, want %d", s.deadBytes, deadBytes)
+	}
+	if s.deadLettered < uint64(len(s.dead)) || s.deadLettered > s.nextOffset-uint64(s.pendingEvents) {
+		t.Fatalf("%d dead-lettered with %d held and %d done", s.deadLettered, len(s.dead), s.nextOffset-uint64(s.pendingEvents))
+	}
+	for o, a := range s.attempts {
+		if a == 0 || !s.isPending(o) {
+			t.Fatalf("%d attempts for offset %d, which is not pending", a, o)
+		}
 	}
 }

@@ -1,9 +1,12 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // State is the state machine of one shard. The zero value is an empty
@@ -11,15 +14,18 @@ import (
 type State struct {
 	applied         uint64 // log index of the last applied command
 	nextOffset      uint64 // offset the next appended event gets
-	head            uint64 // lowest offset not yet acknowledged
+	head            uint64 // lowest offset still pending
 	lastReservation uint64 // id of the most recent reservation
+	deadLettered    uint64 // events ever dead-lettered
+	retried         uint64 // failed delivery attempts ever recorded
 
 	reservations  map[uint64]reservation
 	reservedBytes int64
 
 	// pending[i] is the Size of the event at offset head+i, or acked if
-	// that event was acknowledged out of order. pending[0] is never acked:
-	// the head advances past acknowledged events as soon as it can.
+	// that event is done: acknowledged or dead-lettered, out of order.
+	// pending[0] is never acked: the head advances past done events as
+	// soon as it can.
 	pending       []int64
 	pendingEvents int64 // entries of pending that are not acked
 	pendingBytes  int64 // sum of those entries
@@ -30,11 +36,33 @@ type State struct {
 	// runs wholly below the head are dropped.
 	runs     []run
 	runsDead int // see dropFront
+
+	// attempts counts the failed deliveries of pending events; an event
+	// without an entry has had none. Entries go when the event is done.
+	attempts map[uint64]uint32
+
+	// dead holds the dead letters, in offset order. Their log entries are
+	// kept (see CompactIndex), so they carry their own location.
+	dead        []deadLetter
+	deadBytes   int64 // sum of their sizes
+	deadDropped int   // see dropFront
 }
 
-// acked marks an acknowledged entry of State.pending. Sizes are never
-// negative.
+// acked marks a done entry of State.pending: acknowledged, or moved to the
+// dead-letter queue. Sizes are never negative.
 const acked = -1
+
+// A deadLetter is a DeadLetter with the size it counts for.
+type deadLetter struct {
+	DeadLetter
+	size int64
+}
+
+// MaxDeadLetterText is the longest Reason or LastError, in bytes, that a
+// dead letter keeps; longer ones are cut at the last whole UTF-8 sequence
+// that fits. Dead letters live in the shard's snapshots, which must stay
+// small however verbose an endpoint's errors are.
+const MaxDeadLetterText = 1024
 
 type reservation struct {
 	bytes int64
@@ -56,13 +84,17 @@ func (r *run) end() uint64 { return r.first + r.count }
 type Result struct {
 	ReservationID uint64 // Reserve: the new reservation's id
 
-	// FirstOffset is, for Commit and Publish, the offset assigned to the
-	// first event; the others follow consecutively, in order.
+	// FirstOffset is, for Commit, Publish and a ReplayDead of at least one
+	// event, the offset assigned to the first event; the others follow
+	// consecutively, in order.
 	FirstOffset uint64
 
-	// Count is, for Commit and Publish, the number of events appended; for
-	// Ack, the number of events newly acknowledged; for Abort and Expire,
-	// the number of reservations released.
+	// Count is, for Commit, Publish and ReplayDead, the number of events
+	// appended; for Ack, the number of events newly acknowledged; for
+	// Abort and Expire, the number of reservations released; for Attempt,
+	// the number of failed attempts recorded; for DeadLetter, the number
+	// of events moved to the dead-letter queue; for PurgeDead, the number
+	// of dead letters deleted.
 	Count int
 
 	// Err is non-nil if the command was rejected. The state is then
@@ -104,6 +136,14 @@ func (s *State) Apply(index uint64, cmd *Command) Result {
 		return s.ack(cmd)
 	case OpExpire:
 		return s.expire(cmd)
+	case OpAttempt:
+		return s.attempt(cmd)
+	case OpDeadLetter:
+		return s.deadLetter(cmd)
+	case OpReplayDead:
+		return s.replayDead(index, cmd)
+	case OpPurgeDead:
+		return s.purgeDead(cmd)
 	}
 	return reject(fmt.Errorf("%w: unknown op %d", ErrInvalidCommand, cmd.Op))
 }
@@ -133,14 +173,17 @@ func (s *State) reserve(c *Command) Result {
 }
 
 // checkSpace reports whether n more bytes may be held under limit.
+// Pending events, reservations and dead letters all take space: a shard
+// whose endpoint is dead fills up with dead letters and then refuses new
+// events until they are purged or replayed.
 //
-// It also keeps pendingBytes+reservedBytes from overflowing, which only
-// absurd requests against an unlimited queue could cause; everything else
-// relies on that sum fitting in an int64.
+// It also keeps pendingBytes+reservedBytes+deadBytes from overflowing,
+// which only absurd requests against an unlimited queue could cause;
+// everything else relies on that sum fitting in an int64.
 func (s *State) checkSpace(n, limit int64) error {
-	used := s.pendingBytes + s.reservedBytes
+	used := s.pendingBytes + s.reservedBytes + s.deadBytes
 	if limit > 0 && n > limit-used {
-		return &queueFullError{pending: s.pendingBytes, reserved: s.reservedBytes, requested: n, limit: limit}
+		return &queueFullError{pending: s.pendingBytes, reserved: s.reservedBytes, dead: s.deadBytes, requested: n, limit: limit}
 	}
 	if n > math.MaxInt64-used {
 		return fmt.Errorf("%w: %d more bytes overflow the shard's byte count of %d", ErrInvalidCommand, n, used)
@@ -233,14 +276,213 @@ func (s *State) ack(c *Command) Result {
 		s.pending[i] = acked
 		s.pendingEvents--
 		s.pendingBytes -= size
+		if len(s.attempts) != 0 {
+			delete(s.attempts, o)
+		}
 		n++
 	}
 	s.advance()
 	return Result{Count: n}
 }
 
-// advance moves the head past acknowledged events at the front of the
-// queue and drops the bookkeeping for them.
+// isPending reports whether the event at offset is assigned and neither
+// acknowledged nor dead-lettered.
+func (s *State) isPending(offset uint64) bool {
+	return offset >= s.head && offset < s.nextOffset && s.pending[offset-s.head] != acked
+}
+
+// runOf returns the run holding offset, which must be in [head, nextOffset).
+func (s *State) runOf(offset uint64) *run {
+	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].end() > offset })
+	return &s.runs[i]
+}
+
+func (s *State) attempt(c *Command) Result {
+	n := 0
+	for _, o := range c.Offsets {
+		if !s.isPending(o) {
+			continue // done already, or never assigned: nothing to retry
+		}
+		if s.attempts == nil {
+			s.attempts = make(map[uint64]uint32)
+		}
+		if a := s.attempts[o]; a < math.MaxUint32 {
+			s.attempts[o] = a + 1
+		}
+		n++
+	}
+	s.retried += uint64(n)
+	return Result{Count: n}
+}
+
+func (s *State) deadLetter(c *Command) Result {
+	var add []deadLetter
+	for _, d := range c.Dead {
+		o := d.Offset
+		if !s.isPending(o) {
+			continue // done already (perhaps earlier in this command), or never assigned
+		}
+		r := s.runOf(o)
+		i := o - s.head
+		size := s.pending[i]
+		s.pending[i] = acked
+		s.pendingEvents--
+		s.pendingBytes -= size
+		s.deadBytes += size
+		a := s.attempts[o]
+		if a != 0 {
+			delete(s.attempts, o)
+		}
+		add = append(add, deadLetter{DeadLetter: DeadLetter{
+			Offset: o, Index: r.index, Slot: int(o - r.first),
+			Reason: clipText(d.Reason), LastError: clipText(d.LastError),
+			Attempts: a, Time: c.Time, PublishTime: r.time,
+		}, size: size})
+	}
+	if len(add) == 0 {
+		return Result{}
+	}
+	s.deadLettered += uint64(len(add))
+	s.insertDead(add)
+	s.advance()
+	return Result{Count: len(add)}
+}
+
+// clipText cuts t to at most MaxDeadLetterText bytes, at the start of a
+// rune as a range loop sees them (so invalid bytes count one each).
+func clipText(t string) string {
+	if len(t) <= MaxDeadLetterText {
+		return t
+	}
+	cut := 0
+	for i := range t {
+		if i > MaxDeadLetterText {
+			break
+		}
+		cut = i
+	}
+	// Copy, so that the state does not keep the whole of t alive.
+	return strings.Clone(t[:cut])
+}
+
+func compareDead(d deadLetter, offset uint64) int { return cmp.Compare(d.Offset, offset) }
+
+// findDead returns the position of the dead letter at offset in s.dead,
+// or where it would go.
+func (s *State) findDead(offset uint64) (int, bool) {
+	return slices.BinarySearchFunc(s.dead, offset, compareDead)
+}
+
+// insertDead adds new dead letters, none of which is in s.dead yet.
+func (s *State) insertDead(add []deadLetter) {
+	slices.SortFunc(add, func(a, b deadLetter) int { return cmp.Compare(a.Offset, b.Offset) })
+	if len(s.dead) == 0 || s.dead[len(s.dead)-1].Offset < add[0].Offset {
+		// The usual case: events are given up on roughly in offset order.
+		s.dead = append(s.dead, add...)
+		return
+	}
+	merged := make([]deadLetter, 0, len(s.dead)+len(add)+len(s.dead)/2)
+	i, j := 0, 0
+	for i < len(s.dead) && j < len(add) {
+		if s.dead[i].Offset < add[j].Offset {
+			merged = append(merged, s.dead[i])
+			i++
+		} else {
+			merged = append(merged, add[j])
+			j++
+		}
+	}
+	merged = append(merged, s.dead[i:]...)
+	s.dead = append(merged, add[j:]...)
+	s.deadDropped = 0
+}
+
+// removeDead deletes the dead letters at the given positions of s.dead,
+// which must be ascending and distinct.
+func (s *State) removeDead(pos []int) {
+	for _, p := range pos {
+		s.deadBytes -= s.dead[p].size
+	}
+	if pos[len(pos)-1] == len(pos)-1 {
+		// A prefix: replaying or purging the oldest dead letters first is
+		// the usual order, and costs no copying.
+		k := len(pos)
+		clear(s.dead[:k]) // let go of the strings
+		s.dead = dropFront(s.dead, &s.deadDropped, k)
+		return
+	}
+	w := pos[0]
+	next := 0
+	for r := pos[0]; r < len(s.dead); r++ {
+		if next < len(pos) && pos[next] == r {
+			next++
+			continue
+		}
+		s.dead[w] = s.dead[r]
+		w++
+	}
+	clear(s.dead[w:])
+	s.dead = s.dead[:w]
+}
+
+func (s *State) replayDead(index uint64, c *Command) Result {
+	if len(c.Events) != len(c.Offsets) {
+		return reject(fmt.Errorf("%w: replay of %d dead letters with %d events", ErrInvalidCommand, len(c.Offsets), len(c.Events)))
+	}
+	if len(c.Offsets) == 0 {
+		return Result{}
+	}
+	// Validate everything first: a rejected command must change nothing.
+	pos := make([]int, len(c.Offsets))
+	for i, o := range c.Offsets {
+		j, ok := s.findDead(o)
+		if !ok {
+			return reject(fmt.Errorf("%w: offset %d is not a dead letter", ErrUnknownOffset, o))
+		}
+		if i > 0 && o <= c.Offsets[i-1] {
+			return reject(fmt.Errorf("%w: replay of dead letters out of offset order: %d after %d", ErrInvalidCommand, o, c.Offsets[i-1]))
+		}
+		if size := c.Events[i].Size(); size != s.dead[j].size {
+			return reject(fmt.Errorf("%w: replayed event %d has %d bytes, dead letter %d has %d: not a copy",
+				ErrInvalidCommand, i, size, o, s.dead[j].size))
+		}
+		pos[i] = j
+	}
+	// The events' sizes equal the dead letters', so the shard's bytes do
+	// not change and the limit needs no check: the space is already held.
+	s.removeDead(pos)
+	return s.appendEvents(index, c.Time, c.Events)
+}
+
+func (s *State) purgeDead(c *Command) Result {
+	n := len(s.dead)
+	if n == 0 {
+		return Result{}
+	}
+	if len(c.Offsets) == 0 {
+		clear(s.dead)
+		s.dead = nil
+		s.deadBytes = 0
+		s.deadDropped = 0
+		return Result{Count: n}
+	}
+	var pos []int
+	for _, o := range c.Offsets {
+		if j, ok := s.findDead(o); ok {
+			pos = append(pos, j)
+		}
+	}
+	if len(pos) == 0 {
+		return Result{}
+	}
+	slices.Sort(pos)
+	pos = slices.Compact(pos)
+	s.removeDead(pos)
+	return Result{Count: len(pos)}
+}
+
+// advance moves the head past done events (acknowledged or dead-lettered)
+// at the front of the queue and drops the bookkeeping for them.
 func (s *State) advance() {
 	k := 0
 	for k < len(s.pending) && s.pending[k] == acked {
@@ -296,27 +538,33 @@ func (s *State) Applied() uint64 { return s.applied }
 // also the number of events ever appended.
 func (s *State) NextOffset() uint64 { return s.nextOffset }
 
-// Head returns the delivery head: the lowest offset not yet acknowledged.
-// Every offset below it is done. Head equals NextOffset when nothing is
-// pending.
+// Head returns the delivery head: the lowest offset still pending, that
+// is neither acknowledged nor dead-lettered. Every offset below it is
+// done. Head equals NextOffset when nothing is pending.
 func (s *State) Head() uint64 { return s.head }
 
 // Locate returns the log index of the entry holding the event at offset,
-// and the event's position among that entry's Events. It reports ok=false
-// for offsets below Head, whose entries the log may already have dropped,
-// and for offsets not yet assigned. An offset above Head that was
-// acknowledged out of order is still located.
+// and the event's position among that entry's Events. It locates every
+// offset from Head on that has been assigned, including those acknowledged
+// or dead-lettered out of order, and every dead letter, wherever it is.
+// It reports ok=false for offsets not yet assigned and for other offsets
+// below Head, whose entries the log may already have dropped.
 func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
-	if offset < s.head || offset >= s.nextOffset {
-		return 0, 0, false
+	if offset >= s.head && offset < s.nextOffset {
+		r := s.runOf(offset)
+		return r.index, int(offset - r.first), true
 	}
-	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].end() > offset })
-	r := &s.runs[i]
-	return r.index, int(offset - r.first), true
+	if j, ok := s.findDead(offset); ok {
+		return s.dead[j].Index, s.dead[j].Slot, true
+	}
+	return 0, 0, false
 }
 
-// IsAcked reports whether the event at offset has been acknowledged. It
-// reports false for offsets not yet assigned.
+// IsAcked reports whether the event at offset is done: acknowledged, or
+// given up on and dead-lettered. It reports false for pending events and
+// for offsets not yet assigned; an assigned offset is pending exactly
+// when IsAcked reports false. DeadLetter tells the two kinds of done
+// apart while the dead letter is held.
 func (s *State) IsAcked(offset uint64) bool {
 	if offset < s.head {
 		return true
@@ -327,15 +575,64 @@ func (s *State) IsAcked(offset uint64) bool {
 	return s.pending[offset-s.head] == acked
 }
 
-// CompactIndex returns the lowest log index still needed to read an
-// unacknowledged event, or Applied()+1 if no event is pending. Entries
+// CompactIndex returns the lowest log index still needed to read a
+// pending event or a dead letter, or Applied()+1 if there is none. Entries
 // below it are no longer needed by the queue; the host may truncate the
 // log below the smaller of this and its latest snapshot's index.
 func (s *State) CompactIndex() uint64 {
-	if len(s.runs) == 0 {
-		return s.applied + 1
+	index := s.applied + 1
+	if len(s.runs) > 0 {
+		index = s.runs[0].index
 	}
-	return s.runs[0].index
+	// Offsets grow with log indexes, so the first dead letter has the
+	// lowest index among them.
+	if len(s.dead) > 0 {
+		index = min(index, s.dead[0].Index)
+	}
+	return index
+}
+
+// Attempts returns the number of failed delivery attempts recorded for
+// the pending event at offset; 0 for events not pending.
+func (s *State) Attempts(offset uint64) uint32 { return s.attempts[offset] }
+
+// A DeadLetter describes an event in the shard's dead-letter queue.
+type DeadLetter struct {
+	Offset      uint64
+	Index       uint64 // log index of the entry holding the event, as for Locate
+	Slot        int    // the event's position among that entry's Events
+	Reason      string // why it was given up on (at most MaxDeadLetterText bytes)
+	LastError   string // the last delivery error (at most MaxDeadLetterText bytes)
+	Attempts    uint32 // failed attempts recorded before it was given up on
+	Time        int64  // when it was dead-lettered: Command.Time of the DeadLetter
+	PublishTime int64  // the event's publish time
+}
+
+// DeadLetter returns the dead letter at offset, if there is one.
+func (s *State) DeadLetter(offset uint64) (DeadLetter, bool) {
+	if j, ok := s.findDead(offset); ok {
+		return s.dead[j].DeadLetter, true
+	}
+	return DeadLetter{}, false
+}
+
+// DeadLetters returns the dead letters at offsets from on, in offset
+// order, at most max of them; max <= 0 means all. To page through them,
+// pass the last offset returned plus one as the next from.
+func (s *State) DeadLetters(from uint64, max int) []DeadLetter {
+	j, _ := s.findDead(from)
+	n := len(s.dead) - j
+	if max > 0 && max < n {
+		n = max
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]DeadLetter, n)
+	for i := range out {
+		out[i] = s.dead[j+i].DeadLetter
+	}
+	return out
 }
 
 // A Reservation describes a held reservation.
@@ -357,30 +654,43 @@ func (s *State) Reservation(id uint64) (Reservation, bool) {
 
 // Stats summarizes a shard.
 type Stats struct {
-	Events          int64  // pending (committed, not acknowledged) events
+	Events          int64  // pending (committed, neither acknowledged nor dead-lettered) events
 	Bytes           int64  // total Size of the pending events
 	ReservedBytes   int64  // bytes held by reservations
 	Reservations    int    // reservations held
 	OldestEventTime int64  // publish time of the event at Head; 0 if none is pending
-	Published       uint64 // events ever appended
-	Acked           uint64 // events ever acknowledged
+	Published       uint64 // events ever appended, replayed ones included
+	Acked           uint64 // events ever acknowledged by Ack
 	NextOffset      uint64
 	Head            uint64
+
+	DeadLetters     int64  // dead letters held
+	DeadLetterBytes int64  // their total Size; they count towards max_queue_bytes
+	Delivered       uint64 // events ever delivered, that is acknowledged by Ack: equal to Acked
+	DeadLettered    uint64 // events ever dead-lettered, including those since replayed or purged
+	Retried         uint64 // failed delivery attempts ever recorded
 }
 
 // Stats returns a summary of the shard.
 func (s *State) Stats() Stats {
+	// Offsets are dense from 0, and every event is pending, acknowledged
+	// or dead-lettered (a replay appends a new event), so the totals of
+	// published and acknowledged events need no counters of their own.
+	acked := s.nextOffset - uint64(s.pendingEvents) - s.deadLettered
 	st := Stats{
-		Events:        s.pendingEvents,
-		Bytes:         s.pendingBytes,
-		ReservedBytes: s.reservedBytes,
-		Reservations:  len(s.reservations),
-		// Offsets are dense from 0, so both totals follow from the offsets
-		// and need no counters of their own.
-		Published:  s.nextOffset,
-		Acked:      s.nextOffset - uint64(s.pendingEvents),
-		NextOffset: s.nextOffset,
-		Head:       s.head,
+		Events:          s.pendingEvents,
+		Bytes:           s.pendingBytes,
+		ReservedBytes:   s.reservedBytes,
+		Reservations:    len(s.reservations),
+		Published:       s.nextOffset,
+		Acked:           acked,
+		NextOffset:      s.nextOffset,
+		Head:            s.head,
+		DeadLetters:     int64(len(s.dead)),
+		DeadLetterBytes: s.deadBytes,
+		Delivered:       acked,
+		DeadLettered:    s.deadLettered,
+		Retried:         s.retried,
 	}
 	if len(s.runs) > 0 {
 		st.OldestEventTime = s.runs[0].time

@@ -387,13 +387,16 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 	h.ok(Command{Op: OpPublish, Time: 1, Events: events(10, 10)})
 	h.ok(Command{Op: OpReserve, Time: 2, Bytes: 10, Count: 1})
 	h.ok(Command{Op: OpAck, Offsets: []uint64{1}})
+	h.ok(Command{Op: OpPublish, Time: 3, Events: events(5, 6, 7)}) // offsets 2-4
+	h.ok(Command{Op: OpAttempt, Offsets: []uint64{2, 0}})
+	h.ok(Command{Op: OpDeadLetter, Time: 4, Dead: []DeadInfo{{Offset: 2}, {Offset: 3}}})
 	base := snapshot(t, h.s)
 
 	tests := []struct {
 		cmd  Command
 		want error
 	}{
-		{Command{Op: OpReserve, Bytes: 71, MaxQueueBytes: 80}, ErrQueueFull},
+		{Command{Op: OpReserve, Bytes: 43, MaxQueueBytes: 80}, ErrQueueFull}, // 10 + 7 pending, 10 reserved, 11 dead: 42 free
 		{Command{Op: OpReserve, Bytes: -1}, ErrInvalidCommand},
 		{Command{Op: OpReserve, Count: -1}, ErrInvalidCommand},
 		{Command{Op: OpReserve, MaxQueueBytes: -1}, ErrInvalidCommand},
@@ -401,12 +404,21 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 		{Command{Op: OpCommit, ReservationID: 1, Events: events(1, 1)}, ErrReservationTooSmall},
 		{Command{Op: OpCommit, ReservationID: 2, Events: events(1)}, ErrUnknownReservation},
 		{Command{Op: OpCommit, ReservationID: 1}, ErrInvalidCommand},
-		{Command{Op: OpPublish, Events: events(61), MaxQueueBytes: 80}, ErrQueueFull},
+		{Command{Op: OpPublish, Events: events(40, 3), MaxQueueBytes: 80}, ErrQueueFull},
 		{Command{Op: OpPublish}, ErrInvalidCommand},
 		{Command{Op: OpPublish, Events: events(1), MaxQueueBytes: -1}, ErrInvalidCommand},
-		{Command{Op: OpAck, Offsets: []uint64{0, 2}}, ErrUnknownOffset},
+		{Command{Op: OpAck, Offsets: []uint64{0, 5}}, ErrUnknownOffset},
+		{Command{Op: OpReplayDead, Offsets: []uint64{2, 3}, Events: events(5)}, ErrInvalidCommand},
+		{Command{Op: OpReplayDead, Offsets: []uint64{2}}, ErrInvalidCommand},
+		{Command{Op: OpReplayDead, Events: events(5)}, ErrInvalidCommand},
+		{Command{Op: OpReplayDead, Offsets: []uint64{2, 4}, Events: events(5, 7)}, ErrUnknownOffset},  // 4 is pending
+		{Command{Op: OpReplayDead, Offsets: []uint64{2, 1}, Events: events(5, 10)}, ErrUnknownOffset}, // 1 is acked
+		{Command{Op: OpReplayDead, Offsets: []uint64{5}, Events: events(0)}, ErrUnknownOffset},        // never assigned
+		{Command{Op: OpReplayDead, Offsets: []uint64{3, 2}, Events: events(6, 5)}, ErrInvalidCommand}, // out of order
+		{Command{Op: OpReplayDead, Offsets: []uint64{2, 2}, Events: events(5, 5)}, ErrInvalidCommand}, // twice
+		{Command{Op: OpReplayDead, Offsets: []uint64{2, 3}, Events: events(5, 7)}, ErrInvalidCommand}, // not a copy
 		{Command{Op: 0}, ErrInvalidCommand},
-		{Command{Op: OpExpire + 1}, ErrInvalidCommand},
+		{Command{Op: OpPurgeDead + 1}, ErrInvalidCommand},
 	}
 	for _, tt := range tests {
 		rejected, noop := clone(t, h.s), clone(t, h.s)
