@@ -69,6 +69,13 @@ type ShardStats struct {
 	Leased          uint64    `json:"leased"`
 	NextOffset      uint64    `json:"next_offset"`
 	Head            uint64    `json:"head"`
+	// Push delivery: events delivered to the endpoint, failed attempts
+	// retried, events dead-lettered in all, and dead letters held now.
+	Delivered       uint64 `json:"delivered"`
+	Retried         uint64 `json:"retried"`
+	DeadLettered    uint64 `json:"dead_lettered"`
+	DeadLetters     uint64 `json:"dead_letters"`
+	DeadLetterBytes uint64 `json:"dead_letter_bytes"`
 	// Error is set when the shard cannot serve, for example because its
 	// log is damaged.
 	Error string `json:"error,omitempty"`
@@ -161,6 +168,11 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		Leased:          s.GetLeased(),
 		NextOffset:      s.GetNextOffset(),
 		Head:            s.GetHead(),
+		Delivered:       s.GetDelivered(),
+		Retried:         s.GetRetried(),
+		DeadLettered:    s.GetDeadLettered(),
+		DeadLetters:     s.GetDeadLetters(),
+		DeadLetterBytes: s.GetDeadLetterBytes(),
 		Error:           s.GetError(),
 	}
 }

@@ -101,6 +101,7 @@ environment variable.`,
 		newCommitCommand(g),
 		newAbortCommand(g),
 		newConsumeCommand(g),
+		newDLQCommand(g),
 	)
 	return root
 }

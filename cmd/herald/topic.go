@@ -265,11 +265,11 @@ func (g *globals) printTopics(w io.Writer, topics []*client.Topic) error {
 func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 	tw := newTable(w)
 	row(tw, "SHARD", "NAME", "EVENTS", "BYTES", "RESERVED", "RESERVATIONS", "OLDEST",
-		"PUBLISHED", "ACKED", "LEASED", "NEXT", "HEAD", "ERROR")
+		"PUBLISHED", "ACKED", "LEASED", "DELIVERED", "RETRIED", "DEAD", "NEXT", "HEAD", "ERROR")
 	statsRow := func(shard string, st client.ShardStats) {
 		row(tw, shard, st.Name, st.Events, st.Bytes, st.ReservedBytes, st.Reservations,
 			ageText(st.OldestEventTime, now), st.Published, st.Acked, st.Leased,
-			st.NextOffset, st.Head, orDash(st.Error))
+			st.Delivered, st.Retried, st.DeadLetters, st.NextOffset, st.Head, orDash(st.Error))
 	}
 	for _, st := range s.Shards {
 		statsRow(strconv.Itoa(st.Shard), st)

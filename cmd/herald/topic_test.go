@@ -119,10 +119,12 @@ func TestPrintStats(t *testing.T) {
 	s := &client.TopicStats{
 		Name: "t",
 		Total: client.ShardStats{Name: "t", Events: 2, Bytes: 20, ReservedBytes: 8, Reservations: 1,
-			OldestEventTime: now.Add(-90 * time.Second), Published: 3, Acked: 1, Leased: 1, NextOffset: 3, Head: 1},
+			OldestEventTime: now.Add(-90 * time.Second), Published: 3, Acked: 1, Leased: 1, NextOffset: 3, Head: 1,
+			Delivered: 5, Retried: 7, DeadLetters: 4},
 		Shards: []client.ShardStats{
 			{Shard: 0, Name: "t", Events: 2, Bytes: 20, ReservedBytes: 8, Reservations: 1,
-				OldestEventTime: now.Add(-90 * time.Second), Published: 3, Acked: 1, Leased: 1, NextOffset: 3, Head: 1},
+				OldestEventTime: now.Add(-90 * time.Second), Published: 3, Acked: 1, Leased: 1, NextOffset: 3, Head: 1,
+				Delivered: 5, Retried: 7, DeadLetters: 4},
 			{Shard: 1, Name: "t.1", Error: "log damaged"},
 		},
 	}
@@ -130,10 +132,10 @@ func TestPrintStats(t *testing.T) {
 	if err := printStats(&b, s, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `SHARD  NAME  EVENTS  BYTES  RESERVED  RESERVATIONS  OLDEST  PUBLISHED  ACKED  LEASED  NEXT  HEAD  ERROR
-0      t     2       20     8         1             1m30s   3          1      1       3     1     -
-1      t.1   0       0      0         0             -       0          0      0       0     0     log damaged
-total  t     2       20     8         1             1m30s   3          1      1       3     1     -
+	want := `SHARD  NAME  EVENTS  BYTES  RESERVED  RESERVATIONS  OLDEST  PUBLISHED  ACKED  LEASED  DELIVERED  RETRIED  DEAD  NEXT  HEAD  ERROR
+0      t     2       20     8         1             1m30s   3          1      1       5          7        4     3     1     -
+1      t.1   0       0      0         0             -       0          0      0       0          0        0     0     0     log damaged
+total  t     2       20     8         1             1m30s   3          1      1       5          7        4     3     1     -
 `
 	if b.String() != want {
 		t.Errorf("printStats:\n%s\nwant:\n%s", b.String(), want)

@@ -44,7 +44,7 @@ func codeOf(err error) connect.Code {
 		return connect.CodeNotFound
 	case errors.Is(err, controller.ErrTopicExists):
 		return connect.CodeAlreadyExists
-	case errors.Is(err, controller.ErrShardsFixed):
+	case errors.Is(err, controller.ErrShardsFixed), errors.Is(err, node.ErrPushTopic), errors.Is(err, node.ErrEndpointRejected):
 		return connect.CodeFailedPrecondition
 	case errors.Is(err, shard.ErrQueueFull), errors.Is(err, host.ErrOverloaded):
 		return connect.CodeResourceExhausted

@@ -20,6 +20,11 @@ type Metrics struct {
 	requests        *prometheus.HistogramVec
 	fsync           prometheus.Histogram
 	snapshot        prometheus.Histogram
+
+	delivered       *prometheus.CounterVec
+	retried         *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	deliveryLatency *prometheus.HistogramVec
 }
 
 // latencyBuckets span 50µs to about 1.6s.
@@ -55,12 +60,39 @@ func NewMetrics(reg prometheus.Registerer, n *node.Node) *Metrics {
 			Buckets: latencyBuckets,
 		}),
 	}
-	reg.MustRegister(m.publishedEvents, m.ackedEvents, m.fetchedEvents, m.publishLatency, m.requests, m.fsync, m.snapshot, &depthCollector{node: n})
+	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_delivered_events_total", Help: "Events pushed to their endpoint and acknowledged by it.",
+	}, []string{"topic", "endpoint"})
+	m.retried = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_delivery_retries_total", Help: "Failed push attempts that will be retried.",
+	}, []string{"topic", "endpoint"})
+	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_dead_lettered_events_total", Help: "Events moved to the dead-letter queue, by reason.",
+	}, []string{"topic", "endpoint", "reason"})
+	m.deliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "herald_delivery_latency_seconds", Help: "Time from publish to the endpoint acknowledging the event.",
+		Buckets: latencyBuckets,
+	}, []string{"topic", "endpoint"})
+	reg.MustRegister(m.publishedEvents, m.ackedEvents, m.fetchedEvents, m.publishLatency, m.requests, m.fsync, m.snapshot,
+		m.delivered, m.retried, m.deadLettered, m.deliveryLatency, &depthCollector{node: n})
+	n.SetDeliveryMetrics(m)
 	onFsync := func(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 	onSnapshot := func(d time.Duration) { m.snapshot.Observe(d.Seconds()) }
 	n.Host().Stats().OnFsync.Store(&onFsync)
 	n.Host().Stats().OnSnapshot.Store(&onSnapshot)
 	return m
+}
+
+// Delivered, Retried and DeadLettered receive push delivery outcomes.
+func (m *Metrics) Delivered(topic, scheme string, latency time.Duration) {
+	m.delivered.WithLabelValues(topic, scheme).Inc()
+	m.deliveryLatency.WithLabelValues(topic, scheme).Observe(latency.Seconds())
+}
+
+func (m *Metrics) Retried(topic, scheme string) { m.retried.WithLabelValues(topic, scheme).Inc() }
+
+func (m *Metrics) DeadLettered(topic, scheme, reason string) {
+	m.deadLettered.WithLabelValues(topic, scheme, reason).Inc()
 }
 
 func (m *Metrics) published(topic string, events int, d time.Duration) {

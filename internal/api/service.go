@@ -162,6 +162,8 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 		ReservedBytes: uint64(st.ReservedBytes), Reservations: uint32(st.Reservations),
 		Published: st.Published, Acked: st.Acked, Leased: uint64(s.Leased),
 		NextOffset: st.NextOffset, Head: st.Head,
+		Delivered: st.Delivered, Retried: st.Retried, DeadLettered: st.DeadLettered,
+		DeadLetters: uint64(st.DeadLetters), DeadLetterBytes: uint64(st.DeadLetterBytes),
 	}
 	if s.Shard >= 0 {
 		p.Shard = uint32(s.Shard)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"herald/internal/delivery"
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -78,6 +79,10 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 	if err != nil {
 		return nil, err
 	}
+	if ep := tr.info.Attributes.PushEndpoint; ep != "" {
+		return nil, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
+			ErrPushTopic, topicName, redactURL(ep), topicName)
+	}
 	if max <= 0 {
 		max = DefaultFetchEvents
 	}
@@ -139,71 +144,85 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibil
 	return out, nil
 }
 
-type pendingEvent struct {
-	offset uint64
-	index  uint64
-	slot   int
+// readPending returns up to limit pending events of a shard — neither
+// acknowledged nor dead-lettered — with offsets >= from, in offset order,
+// and the offset to continue from. It is how both pull consumers and push
+// dispatchers read the queue.
+func (n *Node) readPending(ctx context.Context, s *shardRuntime, from uint64, limit int) ([]delivery.Event, uint64, error) {
+	type loc struct {
+		offset, index uint64
+		slot          int
+		attempts      uint32
+	}
+	var locs []loc
+	next := from
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		m := sm.(*shard.Machine)
+		o := max(from, m.Head())
+		for ; o < m.NextOffset() && len(locs) < limit; o++ {
+			if m.IsAcked(o) { // acknowledged or dead-lettered
+				continue
+			}
+			if idx, slot, ok := m.Locate(o); ok {
+				locs = append(locs, loc{o, idx, slot, m.Attempts(o)})
+			}
+		}
+		next = o
+	})
+	if err != nil {
+		return nil, from, n.hostError(s.name, err)
+	}
+	out := make([]delivery.Event, 0, len(locs))
+	entries := make(map[uint64]shard.Command)
+	for _, l := range locs {
+		cmd, ok := entries[l.index]
+		if !ok {
+			data, err := n.host.Entry(s.group, l.index)
+			if err == nil {
+				cmd, err = shard.UnmarshalCommand(data)
+			}
+			if err != nil {
+				return nil, from, fmt.Errorf("%w: read event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, l.offset), err)
+			}
+			entries[l.index] = cmd
+		}
+		if l.slot >= len(cmd.Events) {
+			continue
+		}
+		out = append(out, delivery.Event{Offset: l.offset, Event: cmd.Events[l.slot], Time: time.Unix(0, cmd.Time), Attempts: l.attempts})
+	}
+	return out, next, nil
 }
 
 // fetchShard leases up to max events of one shard, scanning pending events
 // from the delivery head in offset order.
 func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
-	var pending []pendingEvent
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := sm.(*shard.Machine)
-		for o := m.Head(); o < m.NextOffset() && len(pending) < maxScanPerShard; o++ {
-			if m.IsAcked(o) {
-				continue
-			}
-			if idx, slot, ok := m.Locate(o); ok {
-				pending = append(pending, pendingEvent{o, idx, slot})
-			}
-		}
-	})
-	if err != nil {
-		return nil, n.hostError(s.name, err)
-	}
-	if len(pending) == 0 {
-		return nil, nil
+	pending, _, err := n.readPending(ctx, s, 0, maxScanPerShard)
+	if err != nil || len(pending) == 0 {
+		return nil, err
 	}
 	t := s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	blocked := make(map[string]bool) // keys with an earlier event still out
-	entries := make(map[uint64]shard.Command)
 	var out []Delivery
 	for _, p := range pending {
 		if len(out) >= max {
 			break
 		}
-		cmd, ok := entries[p.index]
-		if !ok {
-			data, err := n.host.Entry(s.group, p.index)
-			if err != nil {
-				return out, fmt.Errorf("%w: read event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, p.offset), err)
-			}
-			if cmd, err = shard.UnmarshalCommand(data); err != nil {
-				return out, fmt.Errorf("%w: decode event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, p.offset), err)
-			}
-			entries[p.index] = cmd
-		}
-		if p.slot >= len(cmd.Events) {
+		if blocked[p.Event.Key] {
 			continue
 		}
-		ev := cmd.Events[p.slot]
-		if blocked[ev.Key] {
+		blocked[p.Event.Key] = true
+		if u, ok := t.until[p.Offset]; ok && u.After(now) {
 			continue
 		}
-		blocked[ev.Key] = true
-		if u, ok := t.until[p.offset]; ok && u.After(now) {
-			continue
-		}
-		t.until[p.offset] = now.Add(visibility)
-		t.attempts[p.offset]++
+		t.until[p.Offset] = now.Add(visibility)
+		t.attempts[p.Offset]++
 		out = append(out, Delivery{
-			ID: topic.EventID(s.topic, s.index, p.offset), Shard: s.index, Offset: p.offset,
-			Event: ev, Time: time.Unix(0, cmd.Time), Attempt: t.attempts[p.offset],
+			ID: topic.EventID(s.topic, s.index, p.Offset), Shard: s.index, Offset: p.Offset,
+			Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset],
 		})
 	}
 	return out, nil

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/controller"
@@ -83,6 +84,11 @@ type Node struct {
 	topics map[string]*topicRuntime
 	shards map[uint64]*shardRuntime // by group id, including broken ones
 
+	pushMu           sync.Mutex
+	push             map[string]*pushTopic // by topic name
+	metrics          metricsProxy
+	nonPersistentSeq atomic.Uint64
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -117,6 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		ctrl:   newControllerMachine(),
 		topics: make(map[string]*topicRuntime),
 		shards: make(map[uint64]*shardRuntime),
+		push:   make(map[string]*pushTopic),
 		stop:   make(chan struct{}),
 	}
 	if err := h.AddGroup(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, StateMachine: n.ctrl}); err != nil {
@@ -131,8 +138,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, err
 	}
+	n.syncDispatchers()
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
+	n.wg.Go(n.superviseDispatchers)
 	return n, nil
 }
 
@@ -293,6 +302,11 @@ func (n *Node) reconcile(ctx context.Context) error {
 	n.topics = newTopics
 	n.mu.Unlock()
 	n.removeOrphanDirs()
+	select {
+	case <-n.stop:
+	default:
+		n.syncDispatchers()
+	}
 	return nil
 }
 

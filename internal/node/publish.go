@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,7 +30,7 @@ func (n *Node) Publish(ctx context.Context, topicName string, events []shard.Eve
 		return nil, err
 	}
 	if !tr.info.Attributes.Persistent {
-		return nil, fmt.Errorf("%w: topic %q is not persistent; synchronous push delivery is not available in this version: set persistent=true", ErrUnavailable, topicName)
+		return n.pushNow(ctx, tr, events)
 	}
 	// Group by shard, remembering each event's position in the request.
 	byShard := make(map[int][]int)
@@ -57,10 +58,13 @@ func (n *Node) Publish(ctx context.Context, topicName string, events []shard.Eve
 			return nil
 		})
 	}
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	touched := slices.Collect(maps.Keys(byShard))
+	n.notifyDispatchers(topicName, touched)
+	tr.events.signal()
+	if err != nil {
 		return nil, err
 	}
-	tr.events.signal()
 	return ids, nil
 }
 
@@ -134,6 +138,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, events []shard.
 		ids[i] = topic.EventID(s.rt.topic, s.rt.index, res.FirstOffset+uint64(i))
 	}
 	s.topic.events.signal()
+	n.notifyDispatchers(s.rt.topic, []int{s.rt.index})
 	return ids, nil
 }
 

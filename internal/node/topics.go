@@ -161,6 +161,11 @@ func addStats(total *ShardStats, s ShardStats) {
 	t.Acked += x.Acked
 	t.NextOffset += x.NextOffset
 	t.Head += x.Head
+	t.DeadLetters += x.DeadLetters
+	t.DeadLetterBytes += x.DeadLetterBytes
+	t.Delivered += x.Delivered
+	t.DeadLettered += x.DeadLettered
+	t.Retried += x.Retried
 	if x.OldestEventTime != 0 && (t.OldestEventTime == 0 || x.OldestEventTime < t.OldestEventTime) {
 		t.OldestEventTime = x.OldestEventTime
 	}

@@ -600,9 +600,16 @@ type ShardStats struct {
 	NextOffset      uint64                 `protobuf:"varint,11,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	Head            uint64                 `protobuf:"varint,12,opt,name=head,proto3" json:"head,omitempty"`
 	// Set when the shard cannot serve (for example its log is damaged).
-	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	// Push delivery: events delivered to the endpoint, failed attempts that
+	// were retried, events dead-lettered in all, and dead letters held now.
+	Delivered       uint64 `protobuf:"varint,14,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Retried         uint64 `protobuf:"varint,15,opt,name=retried,proto3" json:"retried,omitempty"`
+	DeadLettered    uint64 `protobuf:"varint,16,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	DeadLetters     uint64 `protobuf:"varint,17,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	DeadLetterBytes uint64 `protobuf:"varint,18,opt,name=dead_letter_bytes,json=deadLetterBytes,proto3" json:"dead_letter_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ShardStats) Reset() {
@@ -724,6 +731,41 @@ func (x *ShardStats) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ShardStats) GetDelivered() uint64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *ShardStats) GetRetried() uint64 {
+	if x != nil {
+		return x.Retried
+	}
+	return 0
+}
+
+func (x *ShardStats) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *ShardStats) GetDeadLetters() uint64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *ShardStats) GetDeadLetterBytes() uint64 {
+	if x != nil {
+		return x.DeadLetterBytes
+	}
+	return 0
 }
 
 type TopicStatsResponse struct {
@@ -1641,6 +1683,367 @@ func (*NackResponse) Descriptor() ([]byte, []int) {
 	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
 }
 
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Event *Event                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// "expired" (older than time_to_live), "max_retries" or "rejected" (the
+	// endpoint refused it for good, e.g. HTTP 400).
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	LastError     string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	DeadAt        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=dead_at,json=deadAt,proto3" json:"dead_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeadLetter) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetDeadAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadAt
+	}
+	return nil
+}
+
+type ListDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// At most this many (default 100).
+	Max           uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListDeadLettersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+type ListDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetters   []*DeadLetter          `protobuf:"bytes,1,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+type ReplayDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Event ids of dead letters; empty means all of the topic's.
+	Ids           []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLettersRequest) Reset() {
+	*x = ReplayDeadLettersRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLettersRequest) ProtoMessage() {}
+
+func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ReplayDeadLettersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplayDeadLettersRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type ReplayDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replayed      uint32                 `protobuf:"varint,1,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLettersResponse) Reset() {
+	*x = ReplayDeadLettersResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLettersResponse) ProtoMessage() {}
+
+func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
+	if x != nil {
+		return x.Replayed
+	}
+	return 0
+}
+
+type PurgeDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Event ids of dead letters; empty means all of the topic's.
+	Ids           []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersRequest) Reset() {
+	*x = PurgeDeadLettersRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersRequest) ProtoMessage() {}
+
+func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PurgeDeadLettersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PurgeDeadLettersRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type PurgeDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        uint32                 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersResponse) Reset() {
+	*x = PurgeDeadLettersResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersResponse) ProtoMessage() {}
+
+func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
 
 const file_herald_v1_herald_proto_rawDesc = "" +
@@ -1689,7 +2092,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
 	"\x13DeleteTopicResponse\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x8e\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xba\x04\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -1706,7 +2109,12 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\vnext_offset\x18\v \x01(\x04R\n" +
 	"nextOffset\x12\x12\n" +
 	"\x04head\x18\f \x01(\x04R\x04head\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"\x84\x01\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12\x1c\n" +
+	"\tdelivered\x18\x0e \x01(\x04R\tdelivered\x12\x18\n" +
+	"\aretried\x18\x0f \x01(\x04R\aretried\x12#\n" +
+	"\rdead_lettered\x18\x10 \x01(\x04R\fdeadLettered\x12!\n" +
+	"\fdead_letters\x18\x11 \x01(\x04R\vdeadLetters\x12*\n" +
+	"\x11dead_letter_bytes\x18\x12 \x01(\x04R\x0fdeadLetterBytes\"\x84\x01\n" +
 	"\x12TopicStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x05total\x18\x02 \x01(\v2\x15.herald.v1.ShardStatsR\x05total\x12-\n" +
@@ -1768,7 +2176,29 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05acked\x18\x01 \x01(\rR\x05acked\"\x1f\n" +
 	"\vNackRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"\x0e\n" +
-	"\fNackResponse2\x93\a\n" +
+	"\fNackResponse\"\xa0\x01\n" +
+	"\n" +
+	"DeadLetter\x12&\n" +
+	"\x05event\x18\x01 \x01(\v2\x10.herald.v1.EventR\x05event\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x03 \x01(\tR\tlastError\x123\n" +
+	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"@\n" +
+	"\x16ListDeadLettersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"S\n" +
+	"\x17ListDeadLettersResponse\x128\n" +
+	"\fdead_letters\x18\x01 \x03(\v2\x15.herald.v1.DeadLetterR\vdeadLetters\"B\n" +
+	"\x18ReplayDeadLettersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\"7\n" +
+	"\x19ReplayDeadLettersResponse\x12\x1a\n" +
+	"\breplayed\x18\x01 \x01(\rR\breplayed\"A\n" +
+	"\x17PurgeDeadLettersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\"2\n" +
+	"\x18PurgeDeadLettersResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\rR\x06purged2\xaa\t\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -1784,7 +2214,10 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05Abort\x12\x17.herald.v1.AbortRequest\x1a\x18.herald.v1.AbortResponse\x12:\n" +
 	"\x05Fetch\x12\x17.herald.v1.FetchRequest\x1a\x18.herald.v1.FetchResponse\x124\n" +
 	"\x03Ack\x12\x15.herald.v1.AckRequest\x1a\x16.herald.v1.AckResponse\x127\n" +
-	"\x04Nack\x12\x16.herald.v1.NackRequest\x1a\x17.herald.v1.NackResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
+	"\x04Nack\x12\x16.herald.v1.NackRequest\x1a\x17.herald.v1.NackResponse\x12X\n" +
+	"\x0fListDeadLetters\x12!.herald.v1.ListDeadLettersRequest\x1a\".herald.v1.ListDeadLettersResponse\x12^\n" +
+	"\x11ReplayDeadLetters\x12#.herald.v1.ReplayDeadLettersRequest\x1a$.herald.v1.ReplayDeadLettersResponse\x12[\n" +
+	"\x10PurgeDeadLetters\x12\".herald.v1.PurgeDeadLettersRequest\x1a#.herald.v1.PurgeDeadLettersResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -1798,7 +2231,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                      // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
@@ -1830,67 +2263,83 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*AckResponse)(nil),                // 27: herald.v1.AckResponse
 	(*NackRequest)(nil),                // 28: herald.v1.NackRequest
 	(*NackResponse)(nil),               // 29: herald.v1.NackResponse
-	nil,                                // 30: herald.v1.Topic.AttributesEntry
-	nil,                                // 31: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 32: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 33: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 34: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
+	(*DeadLetter)(nil),                 // 30: herald.v1.DeadLetter
+	(*ListDeadLettersRequest)(nil),     // 31: herald.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 32: herald.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),   // 33: herald.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil),  // 34: herald.v1.ReplayDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),    // 35: herald.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),   // 36: herald.v1.PurgeDeadLettersResponse
+	nil,                                // 37: herald.v1.Topic.AttributesEntry
+	nil,                                // 38: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                // 39: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                // 40: herald.v1.PublishEvent.HeadersEntry
+	nil,                                // 41: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	30, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	35, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	35, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	31, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	37, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	42, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	42, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	38, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	32, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	39, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	35, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	42, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	12, // 10: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	12, // 11: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	33, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	40, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	14, // 13: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	35, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 15: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	34, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	35, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	36, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	36, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	41, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	42, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	43, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	43, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
 	23, // 20: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	1,  // 21: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 22: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 23: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 24: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 25: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 26: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	15, // 27: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	17, // 28: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	19, // 29: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	21, // 30: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	24, // 31: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	26, // 32: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	28, // 33: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	2,  // 34: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 35: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 36: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 37: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 38: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	13, // 39: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	16, // 40: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	18, // 41: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	20, // 42: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	22, // 43: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	25, // 44: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	27, // 45: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	29, // 46: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 21: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	42, // 22: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	30, // 23: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	1,  // 24: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 25: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 26: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 27: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 28: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	11, // 29: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	15, // 30: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	17, // 31: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	19, // 32: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	21, // 33: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	24, // 34: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	26, // 35: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	28, // 36: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	31, // 37: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	33, // 38: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	35, // 39: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	2,  // 40: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 41: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 42: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 43: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 44: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	13, // 45: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	16, // 46: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	18, // 47: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	20, // 48: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	22, // 49: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	25, // 50: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	27, // 51: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	29, // 52: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	32, // 53: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	34, // 54: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	36, // 55: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	40, // [40:56] is the sub-list for method output_type
+	24, // [24:40] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -1904,7 +2353,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

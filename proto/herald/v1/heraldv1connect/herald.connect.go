@@ -70,6 +70,15 @@ const (
 	HeraldServiceAckProcedure = "/herald.v1.HeraldService/Ack"
 	// HeraldServiceNackProcedure is the fully-qualified name of the HeraldService's Nack RPC.
 	HeraldServiceNackProcedure = "/herald.v1.HeraldService/Nack"
+	// HeraldServiceListDeadLettersProcedure is the fully-qualified name of the HeraldService's
+	// ListDeadLetters RPC.
+	HeraldServiceListDeadLettersProcedure = "/herald.v1.HeraldService/ListDeadLetters"
+	// HeraldServiceReplayDeadLettersProcedure is the fully-qualified name of the HeraldService's
+	// ReplayDeadLetters RPC.
+	HeraldServiceReplayDeadLettersProcedure = "/herald.v1.HeraldService/ReplayDeadLetters"
+	// HeraldServicePurgeDeadLettersProcedure is the fully-qualified name of the HeraldService's
+	// PurgeDeadLetters RPC.
+	HeraldServicePurgeDeadLettersProcedure = "/herald.v1.HeraldService/PurgeDeadLetters"
 )
 
 // HeraldServiceClient is a client for the herald.v1.HeraldService service.
@@ -100,6 +109,14 @@ type HeraldServiceClient interface {
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
 	// Nack ends leases early so the events can be fetched again.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// ListDeadLetters lists events a push topic gave up on, with the reason
+	// and the last error.
+	ListDeadLetters(context.Context, *connect.Request[v1.ListDeadLettersRequest]) (*connect.Response[v1.ListDeadLettersResponse], error)
+	// ReplayDeadLetters puts dead letters back into the topic, in order, as
+	// new events.
+	ReplayDeadLetters(context.Context, *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error)
+	// PurgeDeadLetters deletes dead letters for good.
+	PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error)
 }
 
 // NewHeraldServiceClient constructs a client for the herald.v1.HeraldService service. By default,
@@ -191,6 +208,24 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(heraldServiceMethods.ByName("Nack")),
 			connect.WithClientOptions(opts...),
 		),
+		listDeadLetters: connect.NewClient[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse](
+			httpClient,
+			baseURL+HeraldServiceListDeadLettersProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("ListDeadLetters")),
+			connect.WithClientOptions(opts...),
+		),
+		replayDeadLetters: connect.NewClient[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse](
+			httpClient,
+			baseURL+HeraldServiceReplayDeadLettersProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("ReplayDeadLetters")),
+			connect.WithClientOptions(opts...),
+		),
+		purgeDeadLetters: connect.NewClient[v1.PurgeDeadLettersRequest, v1.PurgeDeadLettersResponse](
+			httpClient,
+			baseURL+HeraldServicePurgeDeadLettersProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("PurgeDeadLetters")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -209,6 +244,9 @@ type heraldServiceClient struct {
 	fetch              *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	ack                *connect.Client[v1.AckRequest, v1.AckResponse]
 	nack               *connect.Client[v1.NackRequest, v1.NackResponse]
+	listDeadLetters    *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
+	replayDeadLetters  *connect.Client[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse]
+	purgeDeadLetters   *connect.Client[v1.PurgeDeadLettersRequest, v1.PurgeDeadLettersResponse]
 }
 
 // CreateTopic calls herald.v1.HeraldService.CreateTopic.
@@ -276,6 +314,21 @@ func (c *heraldServiceClient) Nack(ctx context.Context, req *connect.Request[v1.
 	return c.nack.CallUnary(ctx, req)
 }
 
+// ListDeadLetters calls herald.v1.HeraldService.ListDeadLetters.
+func (c *heraldServiceClient) ListDeadLetters(ctx context.Context, req *connect.Request[v1.ListDeadLettersRequest]) (*connect.Response[v1.ListDeadLettersResponse], error) {
+	return c.listDeadLetters.CallUnary(ctx, req)
+}
+
+// ReplayDeadLetters calls herald.v1.HeraldService.ReplayDeadLetters.
+func (c *heraldServiceClient) ReplayDeadLetters(ctx context.Context, req *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error) {
+	return c.replayDeadLetters.CallUnary(ctx, req)
+}
+
+// PurgeDeadLetters calls herald.v1.HeraldService.PurgeDeadLetters.
+func (c *heraldServiceClient) PurgeDeadLetters(ctx context.Context, req *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error) {
+	return c.purgeDeadLetters.CallUnary(ctx, req)
+}
+
 // HeraldServiceHandler is an implementation of the herald.v1.HeraldService service.
 type HeraldServiceHandler interface {
 	// CreateTopic creates a topic and all its shards.
@@ -304,6 +357,14 @@ type HeraldServiceHandler interface {
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
 	// Nack ends leases early so the events can be fetched again.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// ListDeadLetters lists events a push topic gave up on, with the reason
+	// and the last error.
+	ListDeadLetters(context.Context, *connect.Request[v1.ListDeadLettersRequest]) (*connect.Response[v1.ListDeadLettersResponse], error)
+	// ReplayDeadLetters puts dead letters back into the topic, in order, as
+	// new events.
+	ReplayDeadLetters(context.Context, *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error)
+	// PurgeDeadLetters deletes dead letters for good.
+	PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error)
 }
 
 // NewHeraldServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -391,6 +452,24 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(heraldServiceMethods.ByName("Nack")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldServiceListDeadLettersHandler := connect.NewUnaryHandler(
+		HeraldServiceListDeadLettersProcedure,
+		svc.ListDeadLetters,
+		connect.WithSchema(heraldServiceMethods.ByName("ListDeadLetters")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceReplayDeadLettersHandler := connect.NewUnaryHandler(
+		HeraldServiceReplayDeadLettersProcedure,
+		svc.ReplayDeadLetters,
+		connect.WithSchema(heraldServiceMethods.ByName("ReplayDeadLetters")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServicePurgeDeadLettersHandler := connect.NewUnaryHandler(
+		HeraldServicePurgeDeadLettersProcedure,
+		svc.PurgeDeadLetters,
+		connect.WithSchema(heraldServiceMethods.ByName("PurgeDeadLetters")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.HeraldService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldServiceCreateTopicProcedure:
@@ -419,6 +498,12 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceAckHandler.ServeHTTP(w, r)
 		case HeraldServiceNackProcedure:
 			heraldServiceNackHandler.ServeHTTP(w, r)
+		case HeraldServiceListDeadLettersProcedure:
+			heraldServiceListDeadLettersHandler.ServeHTTP(w, r)
+		case HeraldServiceReplayDeadLettersProcedure:
+			heraldServiceReplayDeadLettersHandler.ServeHTTP(w, r)
+		case HeraldServicePurgeDeadLettersProcedure:
+			heraldServicePurgeDeadLettersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -478,4 +563,16 @@ func (UnimplementedHeraldServiceHandler) Ack(context.Context, *connect.Request[v
 
 func (UnimplementedHeraldServiceHandler) Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.Nack is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) ListDeadLetters(context.Context, *connect.Request[v1.ListDeadLettersRequest]) (*connect.Response[v1.ListDeadLettersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ListDeadLetters is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) ReplayDeadLetters(context.Context, *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ReplayDeadLetters is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.PurgeDeadLetters is not implemented"))
 }

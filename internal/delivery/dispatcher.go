@@ -1,0 +1,429 @@
+// Package delivery pushes a shard's events to its topic's endpoint. One
+// Dispatcher runs per shard, on the node that leads the shard. It reads
+// pending events from the delivery head, sends them with bounded
+// concurrency and at most one event in flight per key — so each key is
+// delivered in order while a slow or failing key never holds up the others
+// — retries failures with backoff, dead-letters events past their
+// time_to_live or max_retries, and records outcomes (delivered, attempted,
+// dead-lettered) through the shard's log in batches.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"herald/internal/endpoint"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// Event is a pending event as the dispatcher reads it from its shard.
+type Event struct {
+	Offset   uint64
+	Event    shard.Event
+	Time     time.Time // publish time
+	Attempts uint32    // failed attempts recorded so far
+}
+
+// Log is the dispatcher's view of its shard.
+type Log interface {
+	// Read returns up to max pending events (neither acknowledged nor
+	// dead-lettered) with offsets >= from, in offset order, and the offset
+	// to read from next.
+	Read(ctx context.Context, from uint64, max int) ([]Event, uint64, error)
+	// Propose replicates a shard command and returns its result.
+	Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error)
+}
+
+// Metrics receives delivery outcomes. Its methods must be safe for
+// concurrent use; nil methods are not called.
+type Metrics interface {
+	Delivered(topic, scheme string, latency time.Duration)
+	Retried(topic, scheme string)
+	DeadLettered(topic, scheme, reason string)
+}
+
+// Config configures a Dispatcher.
+type Config struct {
+	Topic       string
+	Shard       int
+	Attributes  topic.Attributes
+	Endpoint    endpoint.Endpoint
+	Scheme      string  // endpoint scheme, for metrics
+	Metrics     Metrics // optional
+	MaxInFlight int     // 64 concurrent sends
+	Window      int     // 10,000 events read ahead of the head
+	WindowBytes int     // 16 MiB of payload read ahead
+	Logger      interface {
+		Warn(msg string, args ...any)
+	}
+	now func() time.Time // for tests
+}
+
+// Dead-letter reasons.
+const (
+	ReasonExpired    = "expired"     // older than time_to_live
+	ReasonMaxRetries = "max_retries" // failed max_retries times
+	ReasonRejected   = "rejected"    // the endpoint refused it permanently
+)
+
+// Dispatcher delivers one shard's events. Start it with Start; Stop ends
+// it and waits for its sends to finish.
+type Dispatcher struct {
+	cfg  Config
+	log  Log
+	wake chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Start runs a dispatcher until Stop or ctx ends.
+func Start(ctx context.Context, log Log, cfg Config) *Dispatcher {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 10000
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = 16 << 20
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Dispatcher{cfg: cfg, log: log, wake: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		newRun(d).loop(ctx)
+	}()
+	return d
+}
+
+// Notify tells the dispatcher that new events may be pending.
+func (d *Dispatcher) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop ends the dispatcher and waits for it. Sends in flight are
+// cancelled; their events stay pending and are delivered again later.
+func (d *Dispatcher) Stop() {
+	d.stop()
+	<-d.done
+}
+
+// item is an event in the read-ahead window.
+type item struct {
+	Event
+	inFlight bool
+	settled  bool      // outcome recorded or being recorded: skip it
+	retryAt  time.Time // not before this time
+	lastErr  string
+}
+
+type outcome struct {
+	it  *item
+	err error
+	dur time.Duration
+}
+
+// run is the state of one dispatcher loop; only the loop goroutine
+// touches it.
+type run struct {
+	d        *Dispatcher
+	window   []*item
+	bytes    int
+	readFrom uint64
+	inFlight int
+	results  chan outcome
+	sends    sync.WaitGroup
+
+	acks, attempts []*item
+	dead           []deadItem
+}
+
+type deadItem struct {
+	it     *item
+	reason string
+}
+
+func newRun(d *Dispatcher) *run {
+	return &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight)}
+}
+
+func (r *run) loop(ctx context.Context) {
+	defer r.sends.Wait()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		r.collect()
+		err := r.flush(ctx)
+		if err == nil {
+			err = r.fill(ctx)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// The shard is unavailable (for example it lost its leader): wait
+			// and start over from what the log says.
+			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+			r.warn("delivery paused", err, backoff)
+			r.sleep(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		next := r.dispatch(ctx)
+		if len(r.dead) == 0 { // dead letters just queued unblock their keys: go round at once
+			r.wait(ctx, next)
+		}
+	}
+}
+
+func (r *run) warn(msg string, err error, wait time.Duration) {
+	if r.d.cfg.Logger != nil {
+		r.d.cfg.Logger.Warn(msg, "topic", r.d.cfg.Topic, "shard", r.d.cfg.Shard, "err", err, "retry_in", wait)
+	}
+}
+
+func (r *run) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// fill reads pending events into the window up to its bounds.
+func (r *run) fill(ctx context.Context) error {
+	for len(r.window) < r.d.cfg.Window && r.bytes < r.d.cfg.WindowBytes {
+		evs, next, err := r.d.log.Read(ctx, r.readFrom, min(r.d.cfg.Window-len(r.window), 1000))
+		if err != nil {
+			return fmt.Errorf("read pending events: %w", err)
+		}
+		r.readFrom = next
+		for _, e := range evs {
+			r.window = append(r.window, &item{Event: e})
+			r.bytes += len(e.Event.Payload)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// dispatch starts sends for every event that may go now: the first
+// unsettled event of its key, not in flight, not waiting for a retry. It
+// dead-letters events past their time to live or retry limit, and returns
+// the earliest time a waiting retry becomes due.
+func (r *run) dispatch(ctx context.Context) time.Time {
+	a := r.d.cfg.Attributes
+	now := r.d.cfg.now()
+	var next time.Time
+	blocked := make(map[string]bool)
+	for _, it := range r.window {
+		if it.settled {
+			continue
+		}
+		key := it.Event.Event.Key
+		if blocked[key] {
+			continue
+		}
+		blocked[key] = true
+		if it.inFlight {
+			continue
+		}
+		switch {
+		case a.TimeToLive > 0 && now.Sub(it.Time) > time.Duration(a.TimeToLive)*time.Second:
+			r.deadLetter(it, ReasonExpired)
+			continue
+		case a.MaxRetries > 0 && it.Attempts >= uint32(a.MaxRetries):
+			r.deadLetter(it, ReasonMaxRetries)
+			continue
+		case now.Before(it.retryAt):
+			if next.IsZero() || it.retryAt.Before(next) {
+				next = it.retryAt
+			}
+			continue
+		}
+		if r.inFlight >= r.d.cfg.MaxInFlight {
+			break
+		}
+		r.send(ctx, it)
+	}
+	return next
+}
+
+func (r *run) send(ctx context.Context, it *item) {
+	it.inFlight = true
+	r.inFlight++
+	c := r.d.cfg
+	m := &endpoint.Message{
+		ID:    topic.EventID(c.Topic, c.Shard, it.Offset),
+		Topic: c.Topic, Shard: c.Shard, Offset: it.Offset, Key: it.Event.Event.Key,
+		Time: it.Time, Headers: headerMap(it.Event.Event.Headers), Payload: it.Event.Event.Payload,
+		OpaqueData: c.Attributes.OpaqueData, Attempt: int(it.Attempts) + 1,
+	}
+	r.sends.Go(func() {
+		err := c.Endpoint.Send(ctx, m)
+		r.results <- outcome{it: it, err: err, dur: time.Since(it.Time)}
+	})
+}
+
+func headerMap(hs []shard.Header) map[string]string {
+	if len(hs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Name] = h.Value
+	}
+	return m
+}
+
+// wait blocks until a send finishes, new events are announced, a retry is
+// due, or the dispatcher stops.
+func (r *run) wait(ctx context.Context, retryAt time.Time) {
+	var timer <-chan time.Time
+	if !retryAt.IsZero() {
+		t := time.NewTimer(max(time.Until(retryAt), 0))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case o := <-r.results:
+		r.handle(o)
+	case <-r.d.wake:
+	case <-timer:
+	}
+}
+
+// collect takes every finished send without blocking.
+func (r *run) collect() {
+	for {
+		select {
+		case o := <-r.results:
+			r.handle(o)
+		default:
+			return
+		}
+	}
+}
+
+func (r *run) handle(o outcome) {
+	it := o.it
+	it.inFlight = false
+	r.inFlight--
+	c := r.d.cfg
+	switch {
+	case o.err == nil:
+		it.settled = true
+		r.acks = append(r.acks, it)
+		if c.Metrics != nil {
+			c.Metrics.Delivered(c.Topic, c.Scheme, o.dur)
+		}
+	case errors.Is(o.err, context.Canceled):
+		// Stopping: the event stays pending.
+	case endpoint.IsPermanent(o.err):
+		it.lastErr = o.err.Error()
+		r.deadLetter(it, ReasonRejected)
+	default:
+		it.lastErr = o.err.Error()
+		it.Attempts++
+		it.retryAt = c.now().Add(retryDelay(c.Attributes.RetrySleepDuration, it.Attempts))
+		r.attempts = append(r.attempts, it)
+		if c.Metrics != nil {
+			c.Metrics.Retried(c.Topic, c.Scheme)
+		}
+	}
+}
+
+// retryDelay doubles the topic's retry_sleep_duration with every failed
+// attempt, up to 60 times it (a minute for the default of one second). A
+// retry_sleep_duration of 0 starts at 10ms, so a dead endpoint is not
+// hammered in a tight loop.
+func retryDelay(sleepSeconds int64, attempts uint32) time.Duration {
+	base := time.Duration(sleepSeconds) * time.Second
+	if base <= 0 {
+		base = 10 * time.Millisecond
+	}
+	d := base << min(max(attempts, 1)-1, 6)
+	return min(d, 60*base)
+}
+
+func (r *run) deadLetter(it *item, reason string) {
+	it.settled = true
+	r.dead = append(r.dead, deadItem{it, reason})
+	if c := r.d.cfg; c.Metrics != nil {
+		c.Metrics.DeadLettered(c.Topic, c.Scheme, reason)
+	}
+}
+
+// flush records the outcomes gathered since the last flush, one proposal
+// per kind, and drops settled events from the front of the window.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.acks) > 0 {
+		cmd := shard.Command{Op: shard.OpAck, Offsets: offsets(r.acks)}
+		if _, err := r.d.log.Propose(ctx, &cmd); err != nil {
+			return r.reset(fmt.Errorf("record deliveries: %w", err))
+		}
+		r.acks = r.acks[:0]
+	}
+	if len(r.attempts) > 0 {
+		cmd := shard.Command{Op: shard.OpAttempt, Offsets: offsets(r.attempts)}
+		if _, err := r.d.log.Propose(ctx, &cmd); err != nil {
+			return r.reset(fmt.Errorf("record failed attempts: %w", err))
+		}
+		r.attempts = r.attempts[:0]
+	}
+	if len(r.dead) > 0 {
+		cmd := shard.Command{Op: shard.OpDeadLetter, Time: r.d.cfg.now().UnixNano()}
+		for _, d := range r.dead {
+			cmd.Dead = append(cmd.Dead, shard.DeadInfo{Offset: d.it.Offset, Reason: d.reason, LastError: d.it.lastErr})
+		}
+		if _, err := r.d.log.Propose(ctx, &cmd); err != nil {
+			return r.reset(fmt.Errorf("record dead letters: %w", err))
+		}
+		r.dead = r.dead[:0]
+	}
+	r.trim()
+	return nil
+}
+
+// reset forgets the window after a failure to record outcomes: what the
+// log holds is the truth, and the next fill reads it again. Events whose
+// delivery was not recorded will be delivered again (at least once).
+func (r *run) reset(err error) error {
+	r.sends.Wait()
+	r.collect()
+	r.window, r.bytes, r.readFrom = nil, 0, 0
+	r.acks, r.attempts, r.dead = r.acks[:0], r.attempts[:0], r.dead[:0]
+	return err
+}
+
+func (r *run) trim() {
+	n := 0
+	for n < len(r.window) && r.window[n].settled && !r.window[n].inFlight {
+		r.bytes -= len(r.window[n].Event.Event.Payload)
+		n++
+	}
+	if n > 0 {
+		r.window = append(r.window[:0], r.window[n:]...)
+	}
+}
+
+func offsets(items []*item) []uint64 {
+	out := make([]uint64, len(items))
+	for i, it := range items {
+		out[i] = it.Offset
+	}
+	return out
+}

@@ -1,0 +1,24 @@
+package delivery
+
+import (
+	"fmt"
+	"net/url"
+
+	"herald/internal/endpoint"
+	"herald/internal/endpoint/webhook"
+	"herald/internal/topic"
+)
+
+// OpenEndpoint returns the endpoint for a topic's push_endpoint. It does
+// not connect: endpoints connect on first use and reconnect after failures.
+func OpenEndpoint(topicName string, a topic.Attributes) (endpoint.Endpoint, error) {
+	u, err := url.Parse(a.PushEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("push endpoint of topic %q: %w", topicName, err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		return webhook.New(topicName, a)
+	}
+	return nil, fmt.Errorf("push endpoint of topic %q: unsupported scheme %q; use http, https, amqp, amqps, kafka or nats", topicName, u.Scheme)
+}

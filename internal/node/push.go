@@ -1,0 +1,393 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"herald/internal/delivery"
+	"herald/internal/endpoint"
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+var (
+	// ErrPushTopic: pull consumption of a topic that pushes.
+	ErrPushTopic = errors.New("topic pushes to an endpoint")
+	// ErrEndpointRejected: a non-persistent topic's endpoint refused an
+	// event for good (for example HTTP 400).
+	ErrEndpointRejected = errors.New("endpoint rejected the event")
+)
+
+// pushTopic is the push side of a topic on this node: its endpoint and the
+// dispatchers of the shards this node leads.
+type pushTopic struct {
+	attrs       topic.Attributes
+	firstGroup  uint64
+	ep          endpoint.Endpoint
+	scheme      string
+	dispatchers map[int]*delivery.Dispatcher
+}
+
+func (p *pushTopic) close() {
+	var wg sync.WaitGroup
+	for _, d := range p.dispatchers {
+		wg.Go(d.Stop)
+	}
+	wg.Wait()
+	p.ep.Close()
+}
+
+// metricsProxy lets dispatchers started before the API registered its
+// metrics report to them once it has.
+type metricsProxy struct{ m atomic.Pointer[delivery.Metrics] }
+
+func (p *metricsProxy) Delivered(topic, scheme string, d time.Duration) {
+	if m := p.m.Load(); m != nil {
+		(*m).Delivered(topic, scheme, d)
+	}
+}
+
+func (p *metricsProxy) Retried(topic, scheme string) {
+	if m := p.m.Load(); m != nil {
+		(*m).Retried(topic, scheme)
+	}
+}
+
+func (p *metricsProxy) DeadLettered(topic, scheme, reason string) {
+	if m := p.m.Load(); m != nil {
+		(*m).DeadLettered(topic, scheme, reason)
+	}
+}
+
+// SetDeliveryMetrics routes delivery outcomes to m.
+func (n *Node) SetDeliveryMetrics(m delivery.Metrics) { n.metrics.m.Store(&m) }
+
+// shardLog is a shard as its dispatcher sees it.
+type shardLog struct {
+	n *Node
+	s *shardRuntime
+}
+
+func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
+	return l.n.readPending(ctx, l.s, from, max)
+}
+
+func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error) {
+	return l.n.proposeShard(ctx, l.s, cmd)
+}
+
+// superviseDispatchers keeps a dispatcher running for every shard of a
+// push topic that this node leads, and none elsewhere.
+func (n *Node) superviseDispatchers() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			n.pushMu.Lock()
+			for name, p := range n.push {
+				p.close()
+				delete(n.push, name)
+			}
+			n.pushMu.Unlock()
+			return
+		case <-t.C:
+			n.syncDispatchers()
+		}
+	}
+}
+
+func (n *Node) syncDispatchers() {
+	n.mu.RLock()
+	topics := make(map[string]*topicRuntime, len(n.topics))
+	for name, tr := range n.topics {
+		if tr.info.Attributes.PushEndpoint != "" {
+			topics[name] = tr
+		}
+	}
+	n.mu.RUnlock()
+
+	n.pushMu.Lock()
+	defer n.pushMu.Unlock()
+	for name, p := range n.push {
+		tr, ok := topics[name]
+		if !ok || tr.info.FirstGroup != p.firstGroup || !reflect.DeepEqual(tr.info.Attributes, p.attrs) {
+			p.close() // deleted, recreated or changed: start again below
+			delete(n.push, name)
+		}
+	}
+	for name, tr := range topics {
+		p := n.push[name]
+		if p == nil {
+			ep, err := delivery.OpenEndpoint(name, tr.info.Attributes)
+			if err != nil {
+				n.log.Error("cannot open the push endpoint; events stay queued until it is fixed", "topic", name, "err", err)
+				continue
+			}
+			u, _ := url.Parse(tr.info.Attributes.PushEndpoint)
+			p = &pushTopic{attrs: tr.info.Attributes.Clone(), firstGroup: tr.info.FirstGroup, ep: ep,
+				scheme: u.Scheme, dispatchers: make(map[int]*delivery.Dispatcher)}
+			n.push[name] = p
+		}
+		for _, s := range tr.shards {
+			n.syncDispatcher(p, name, s)
+		}
+	}
+}
+
+func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
+	leads := false
+	if s.openErr == nil {
+		st, err := n.host.GroupStatus(s.group)
+		leads = err == nil && st.IsLeader && st.Err == nil
+	}
+	d := p.dispatchers[s.index]
+	switch {
+	case leads && d == nil:
+		p.dispatchers[s.index] = delivery.Start(context.Background(), shardLog{n, s}, delivery.Config{
+			Topic: topicName, Shard: s.index, Attributes: p.attrs, Endpoint: p.ep,
+			Scheme: p.scheme, Metrics: &n.metrics, Logger: n.log,
+		})
+	case !leads && d != nil:
+		d.Stop()
+		delete(p.dispatchers, s.index)
+	}
+}
+
+// notifyDispatchers wakes the dispatchers of the given shards of a topic.
+func (n *Node) notifyDispatchers(topicName string, shards []int) {
+	n.pushMu.Lock()
+	defer n.pushMu.Unlock()
+	p := n.push[topicName]
+	if p == nil {
+		return
+	}
+	for _, i := range shards {
+		if d := p.dispatchers[i]; d != nil {
+			d.Notify()
+		}
+	}
+}
+
+// pushNow delivers events of a non-persistent topic synchronously: each
+// goes to the endpoint and nothing is stored. Events are sent one at a
+// time, in request order.
+func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Event) ([]string, error) {
+	n.pushMu.Lock()
+	p := n.push[tr.info.Name]
+	n.pushMu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w: the push endpoint of topic %q is not open (see the server log); nothing was stored", ErrUnavailable, tr.info.Name)
+	}
+	ids := make([]string, len(events))
+	now := time.Now()
+	for i, e := range events {
+		s := tr.shardFor(e.Key)
+		seq := n.nonPersistentSeq.Add(1)
+		ids[i] = fmt.Sprintf("%s/%d/np%d", tr.info.Name, s.index, seq)
+		m := &endpoint.Message{ID: ids[i], Topic: tr.info.Name, Shard: s.index, Key: e.Key, Time: now,
+			Headers: headerMap(e.Headers), Payload: e.Payload, OpaqueData: tr.info.Attributes.OpaqueData, Attempt: 1}
+		if err := p.ep.Send(ctx, m); err != nil {
+			what := ErrUnavailable
+			if endpoint.IsPermanent(err) {
+				what = ErrEndpointRejected
+			}
+			return nil, fmt.Errorf("%w: push of event %d of %d to %s failed: %v; topic %q is non-persistent, so nothing was stored (events before it were delivered)",
+				what, i+1, len(events), p.scheme, err, tr.info.Name)
+		}
+	}
+	return ids, nil
+}
+
+func headerMap(hs []shard.Header) map[string]string {
+	if len(hs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Name] = h.Value
+	}
+	return m
+}
+
+// DeadLetter is a dead-lettered event with why it was given up on.
+type DeadLetter struct {
+	Delivery
+	Reason    string
+	LastError string
+	DeadAt    time.Time
+}
+
+// ListDeadLetters returns up to max dead letters of a topic, shard by
+// shard in offset order.
+func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) ([]DeadLetter, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		max = DefaultFetchEvents
+	}
+	var out []DeadLetter
+	for _, s := range tr.shards {
+		if len(out) >= max {
+			break
+		}
+		dls, events, err := n.deadLetters(ctx, s, nil, max-len(out))
+		if err != nil {
+			return nil, err
+		}
+		for i, dl := range dls {
+			out = append(out, DeadLetter{
+				Delivery: Delivery{ID: topic.EventID(topicName, s.index, dl.Offset), Shard: s.index, Offset: dl.Offset,
+					Event: events[i], Time: time.Unix(0, dl.PublishTime), Attempt: dl.Attempts},
+				Reason: dl.Reason, LastError: dl.LastError, DeadAt: time.Unix(0, dl.Time),
+			})
+		}
+	}
+	return out, nil
+}
+
+// deadLetters reads a shard's dead letters (only those in want, if not
+// nil) with their events.
+func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64]bool, max int) ([]shard.DeadLetter, []shard.Event, error) {
+	if s.openErr != nil {
+		return nil, nil, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
+	}
+	var dls []shard.DeadLetter
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		for _, dl := range sm.(*shard.Machine).DeadLetters(0, -1) {
+			if len(dls) >= max {
+				break
+			}
+			if want == nil || want[dl.Offset] {
+				dls = append(dls, dl)
+			}
+		}
+	})
+	if err != nil {
+		return nil, nil, n.hostError(s.name, err)
+	}
+	events := make([]shard.Event, len(dls))
+	for i, dl := range dls {
+		data, err := n.host.Entry(s.group, dl.Index)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: read dead letter %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, dl.Offset), err)
+		}
+		if events[i], err = shard.EventAt(data, dl.Slot); err != nil {
+			return nil, nil, fmt.Errorf("%w: decode dead letter %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, dl.Offset), err)
+		}
+	}
+	return dls, events, nil
+}
+
+// maxReplayBatch bounds one replay proposal.
+const maxReplayBatch = 500
+
+// ReplayDeadLetters puts dead letters back into their shards' queues, in
+// their original order, as new events (new offsets). With no ids, every
+// dead letter of the topic is replayed.
+func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []string) (int, error) {
+	tr, want, err := n.deadLetterTargets(topicName, ids)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, s := range tr.shards {
+		if want != nil && want[s.index] == nil {
+			continue
+		}
+		for {
+			dls, events, err := n.deadLetters(ctx, s, want[s.index], maxReplayBatch)
+			if err != nil {
+				return total, err
+			}
+			if len(dls) == 0 {
+				break
+			}
+			cmd := shard.Command{Op: shard.OpReplayDead, Time: time.Now().UnixNano(), Events: events}
+			for _, dl := range dls {
+				cmd.Offsets = append(cmd.Offsets, dl.Offset)
+				if want != nil {
+					delete(want[s.index], dl.Offset)
+				}
+			}
+			if _, err := n.proposeShard(ctx, s, &cmd); err != nil {
+				return total, fmt.Errorf("replay dead letters of shard %s: %w", s.name, err)
+			}
+			total += len(dls)
+			n.notifyDispatchers(topicName, []int{s.index})
+			tr.events.signal()
+		}
+	}
+	return total, nil
+}
+
+// PurgeDeadLetters deletes dead letters for good; with no ids, all of the
+// topic's.
+func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []string) (int, error) {
+	tr, want, err := n.deadLetterTargets(topicName, ids)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, s := range tr.shards {
+		cmd := shard.Command{Op: shard.OpPurgeDead}
+		if want != nil {
+			if want[s.index] == nil {
+				continue
+			}
+			for o := range want[s.index] {
+				cmd.Offsets = append(cmd.Offsets, o)
+			}
+		}
+		res, err := n.proposeShard(ctx, s, &cmd)
+		if err != nil {
+			return total, fmt.Errorf("purge dead letters of shard %s: %w", s.name, err)
+		}
+		total += res.Count
+	}
+	return total, nil
+}
+
+// deadLetterTargets resolves ids to offsets per shard index; nil means all.
+func (n *Node) deadLetterTargets(topicName string, ids []string) (*topicRuntime, map[int]map[uint64]bool, error) {
+	tr, err := n.lookup(topicName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ids) == 0 {
+		return tr, nil, nil
+	}
+	want := make(map[int]map[uint64]bool)
+	for _, id := range ids {
+		t, idx, off, err := topic.ParseEventID(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if t != topicName || idx >= len(tr.shards) {
+			return nil, nil, fmt.Errorf("%w: dead letter %s is not in topic %q", ErrNotFound, id, topicName)
+		}
+		if want[idx] == nil {
+			want[idx] = make(map[uint64]bool)
+		}
+		want[idx][off] = true
+	}
+	return tr, want, nil
+}
+
+// redactURL hides a password in an endpoint URI for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "the configured endpoint"
+	}
+	return u.Redacted()
+}
