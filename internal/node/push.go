@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,12 +264,15 @@ func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64
 		return nil, nil, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
 	}
 	var dls []shard.DeadLetter
+	wanted := slices.Sorted(maps.Keys(want))
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		for _, dl := range sm.(*shard.Machine).DeadLetters(0, -1) {
-			if len(dls) >= max {
-				break
-			}
-			if want == nil || want[dl.Offset] {
+		m := sm.(*shard.Machine)
+		if want == nil {
+			dls = m.DeadLetters(0, max)
+			return
+		}
+		for _, o := range wanted {
+			if dl, ok := m.DeadLetter(o); ok && len(dls) < max {
 				dls = append(dls, dl)
 			}
 		}
