@@ -26,25 +26,27 @@ import (
 // an environment variable (HERALD_ + the upper-cased yaml name) or the
 // config file, in that order of precedence, over the defaults below.
 type serveConfig struct {
-	DataDir            string        `yaml:"data_dir"`
-	Listen             string        `yaml:"listen"`
-	MaxPayloadBytes    int           `yaml:"max_payload_bytes"`
-	ReservationTimeout time.Duration `yaml:"reservation_timeout"`
-	SnapshotEntries    uint64        `yaml:"snapshot_entries"`
-	SyncSnapshots      bool          `yaml:"sync_snapshots"`
-	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout"`
-	LogLevel           string        `yaml:"log_level"`
+	DataDir             string        `yaml:"data_dir"`
+	Listen              string        `yaml:"listen"`
+	MaxPayloadBytes     int           `yaml:"max_payload_bytes"`
+	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
+	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
+	SyncSnapshots       bool          `yaml:"sync_snapshots"`
+	DeliveryConcurrency int           `yaml:"delivery_concurrency"`
+	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
+	LogLevel            string        `yaml:"log_level"`
 }
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		DataDir:            "herald-data",
-		Listen:             "127.0.0.1:7600",
-		MaxPayloadBytes:    node.DefaultMaxPayloadBytes,
-		ReservationTimeout: 30 * time.Second,
-		SnapshotEntries:    10000,
-		ShutdownTimeout:    30 * time.Second,
-		LogLevel:           "info",
+		DataDir:             "herald-data",
+		Listen:              "127.0.0.1:7600",
+		MaxPayloadBytes:     node.DefaultMaxPayloadBytes,
+		ReservationTimeout:  30 * time.Second,
+		SnapshotEntries:     10000,
+		DeliveryConcurrency: 64,
+		ShutdownTimeout:     30 * time.Second,
+		LogLevel:            "info",
 	}
 }
 
@@ -60,7 +62,8 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
-HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_SHUTDOWN_TIMEOUT,
+HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
+HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
@@ -87,6 +90,7 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
 	f.DurationVar(&cfg.ReservationTimeout, "reservation-timeout", cfg.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64Var(&cfg.SnapshotEntries, "snapshot-entries", cfg.SnapshotEntries, "snapshot a shard after this many log entries")
 	f.BoolVar(&cfg.SyncSnapshots, "sync-snapshots", cfg.SyncSnapshots, "write snapshots on the apply loop (slower; for comparison)")
+	f.IntVar(&cfg.DeliveryConcurrency, "delivery-concurrency", cfg.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take on shutdown")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	return cmd
@@ -193,12 +197,13 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 
 	start := time.Now()
 	n, err := node.Open(ctx, node.Config{
-		DataDir:            cfg.DataDir,
-		MaxPayloadBytes:    cfg.MaxPayloadBytes,
-		ReservationTimeout: cfg.ReservationTimeout,
-		SnapshotEntries:    cfg.SnapshotEntries,
-		SyncSnapshots:      cfg.SyncSnapshots,
-		Logger:             logger,
+		DataDir:             cfg.DataDir,
+		MaxPayloadBytes:     cfg.MaxPayloadBytes,
+		ReservationTimeout:  cfg.ReservationTimeout,
+		SnapshotEntries:     cfg.SnapshotEntries,
+		SyncSnapshots:       cfg.SyncSnapshots,
+		DeliveryConcurrency: cfg.DeliveryConcurrency,
+		Logger:              logger,
 	})
 	if err != nil {
 		return err

@@ -34,7 +34,10 @@ type Config struct {
 	SnapshotEntries    uint64        // see host.Config
 	SyncSnapshots      bool          // see host.Config
 	SegmentSize        int64         // see host.Config
-	Logger             *slog.Logger
+	// DeliveryConcurrency bounds a shard's concurrent pushes (64); events
+	// of one key are never pushed concurrently whatever the bound.
+	DeliveryConcurrency int
+	Logger              *slog.Logger
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -49,6 +52,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReservationTimeout <= 0 {
 		c.ReservationTimeout = 30 * time.Second
+	}
+	if c.DeliveryConcurrency <= 0 {
+		c.DeliveryConcurrency = 64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -155,7 +155,7 @@ func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
 	case leads && d == nil:
 		p.dispatchers[s.index] = delivery.Start(context.Background(), shardLog{n, s}, delivery.Config{
 			Topic: topicName, Shard: s.index, Attributes: p.attrs, Endpoint: p.ep,
-			Scheme: p.scheme, Metrics: &n.metrics, Logger: n.log,
+			Scheme: p.scheme, Metrics: &n.metrics, Logger: n.log, MaxInFlight: n.cfg.DeliveryConcurrency,
 		})
 	case !leads && d != nil:
 		d.Stop()
