@@ -1,0 +1,74 @@
+#!/bin/sh
+# install-test-deps.sh installs the servers that herald's endpoint tests run
+# against: nats-server (internal/endpoint/nats) and RabbitMQ
+# (internal/endpoint/amqp), from the Debian packages. Kafka needs nothing:
+# its tests use franz-go's in-process cluster.
+#
+# It installs only what is missing, so running it again does nothing, and
+# it needs root (or password-less sudo) only when it installs something.
+#
+# The tests start servers of their own, on free loopback ports, with a
+# private RabbitMQ node name and data directory, so a system nats-server or
+# RabbitMQ service does not get in their way. Still, the RabbitMQ service
+# is not started by the installation: a CI machine has no use for it.
+set -eu
+
+die() {
+	echo "install-test-deps: $*" >&2
+	exit 1
+}
+
+# have_nats and have_rabbitmq look where the tests look.
+have_nats() {
+	command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ]
+}
+have_rabbitmq() {
+	[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]
+}
+
+missing=""
+if have_nats; then
+	echo "install-test-deps: nats-server is installed"
+else
+	missing="$missing nats-server"
+fi
+if have_rabbitmq; then
+	echo "install-test-deps: rabbitmq-server is installed"
+else
+	missing="$missing rabbitmq-server"
+fi
+if [ -z "$missing" ]; then
+	echo "install-test-deps: nothing to do"
+	exit 0
+fi
+
+command -v apt-get >/dev/null 2>&1 ||
+	die "missing:$missing, and there is no apt-get to install it with; install the Debian/Ubuntu packages$missing (or equivalents) by hand"
+
+if [ "$(id -u)" -eq 0 ]; then
+	as_root=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+	as_root="sudo -n"
+else
+	die "missing:$missing; installing it needs root: run this script as root, or with password-less sudo"
+fi
+
+# Keep the packages' services from being started during installation,
+# unless the machine already has a policy about that.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' | $as_root tee "$policy" >/dev/null || die "cannot write $policy"
+	$as_root chmod 755 "$policy"
+	trap '$as_root rm -f "$policy"' EXIT
+fi
+
+echo "install-test-deps: installing$missing"
+$as_root apt-get update ||
+	die "apt-get update failed; check the network and the APT sources, then run this script again"
+# shellcheck disable=SC2086 # $missing is a list of package names
+$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing ||
+	die "apt-get install$missing failed; see the messages above"
+
+have_nats || die "nats-server is still missing after installing it"
+have_rabbitmq || die "rabbitmq-server is installed but /usr/lib/rabbitmq/bin/rabbitmq-server, which the tests run, is missing"
+echo "install-test-deps: installed$missing"
