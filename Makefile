@@ -6,8 +6,11 @@ GO ?= go
 build:
 	$(GO) build -o bin/herald ./cmd/herald
 
-# Every test, with the race detector. Crash tests SIGKILL subprocesses.
+# Every test, with the race detector. Crash tests SIGKILL subprocesses; the
+# endpoint tests start nats-server and RabbitMQ, which the script installs
+# from Debian's packages when they are missing.
 test:
+	sh scripts/install-test-deps.sh
 	$(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
 

@@ -5,6 +5,9 @@ import (
 	"net/url"
 
 	"herald/internal/endpoint"
+	"herald/internal/endpoint/amqp"
+	"herald/internal/endpoint/kafka"
+	"herald/internal/endpoint/nats"
 	"herald/internal/endpoint/webhook"
 	"herald/internal/topic"
 )
@@ -19,6 +22,12 @@ func OpenEndpoint(topicName string, a topic.Attributes) (endpoint.Endpoint, erro
 	switch u.Scheme {
 	case "http", "https":
 		return webhook.New(topicName, a)
+	case "amqp", "amqps":
+		return amqp.New(topicName, a)
+	case "kafka":
+		return kafka.New(topicName, a)
+	case "nats":
+		return nats.New(topicName, a)
 	}
 	return nil, fmt.Errorf("push endpoint of topic %q: unsupported scheme %q; use http, https, amqp, amqps, kafka or nats", topicName, u.Scheme)
 }
