@@ -434,3 +434,87 @@ func TestE2EPushSurvivesKillMidDelivery(t *testing.T) {
 	}
 	t.Logf("%d events, %d arrived before the kill, %d duplicates after it", len(ids), before, dups)
 }
+
+// TestE2EDeadLettersThroughTheCLI drives the dead-letter queue with the
+// real binary: a webhook refuses one key, its events are dead-lettered,
+// listed, replayed after the webhook is fixed, and purged.
+func TestE2EDeadLettersThroughTheCLI(t *testing.T) {
+	var mu sync.Mutex
+	refuse := true
+	var got []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			Key     string `json:"key"`
+			Payload string `json:"payload"`
+		}
+		json.NewDecoder(r.Body).Decode(&env)
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse && env.Key == "bad" {
+			http.Error(w, "no such customer", http.StatusUnprocessableEntity)
+			return
+		}
+		got = append(got, env.Key+"="+env.Payload)
+	}))
+	defer hook.Close()
+	addr := freeAddr(t)
+	startServer(t, t.TempDir(), addr)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(heraldBinary(t), append([]string{"--server", "http://" + addr}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("herald %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cli("topic", "create", "hooks", "--shards", "2", "--push-endpoint", hook.URL)
+	cli("publish", "hooks", "--key", "bad", `"b1"`, `"b2"`)
+	cli("publish", "hooks", "--key", "good", `"g1"`)
+	var list string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if list = cli("dlq", "list", "hooks"); strings.Count(list, "rejected") == 2 {
+			break
+		}
+	}
+	if strings.Count(list, "rejected") != 2 || !strings.Contains(list, "422") || !strings.Contains(list, "no such customer") {
+		t.Fatalf("dlq list:\n%s", list)
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if out := cli("dlq", "replay", "hooks", "--all"); !strings.Contains(out, "replayed 2") {
+		t.Fatalf("dlq replay: %s", out)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+	}
+	mu.Lock()
+	joined := strings.Join(got, " ")
+	mu.Unlock()
+	if !strings.Contains(joined, "bad=b1 bad=b2") || !strings.Contains(joined, "good=g1") {
+		t.Fatalf("webhook received %q; want b1 then b2 replayed, and g1", joined)
+	}
+	if out := cli("dlq", "list", "hooks"); strings.Contains(out, "rejected") {
+		t.Fatalf("dead letters remain after replay:\n%s", out)
+	}
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	cli("publish", "hooks", "--key", "bad", `"b3"`)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(cli("dlq", "list", "hooks"), "rejected") {
+			break
+		}
+	}
+	if out := cli("dlq", "purge", "hooks", "--all"); !strings.Contains(out, "purged 1") {
+		t.Fatalf("dlq purge: %s", out)
+	}
+	if out := cli("topic", "stats", "hooks", "-o", "json"); !strings.Contains(out, `"dead_letters": 0`) && !strings.Contains(out, `"dead_letters":0`) {
+		t.Fatalf("stats after purge:\n%s", out)
+	}
+}

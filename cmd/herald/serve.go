@@ -44,7 +44,7 @@ func defaultServeConfig() serveConfig {
 		MaxPayloadBytes:     node.DefaultMaxPayloadBytes,
 		ReservationTimeout:  30 * time.Second,
 		SnapshotEntries:     10000,
-		DeliveryConcurrency: 64,
+		DeliveryConcurrency: 16,
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
 	}

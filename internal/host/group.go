@@ -74,8 +74,9 @@ type group struct {
 	// caughtUp is closed once the group has applied everything its log
 	// held when it was opened (replayTo), so that a reopened group is not
 	// served to callers half replayed.
-	replayTo uint64
-	caughtUp chan struct{}
+	replayTo  uint64
+	soleVoter bool // a group of one also waits until it has elected itself
+	caughtUp  chan struct{}
 }
 
 type snapResult struct {
@@ -156,6 +157,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	g.replayTo = hs.GetCommit()
 	if vs := g.confState.GetVoters(); len(vs) == 1 && vs[0] == h.cfg.NodeID {
 		g.replayTo = st.Log().LastIndex()
+		g.soleVoter = true
 	}
 	g.caughtUp = make(chan struct{})
 	g.checkCaughtUp()
@@ -285,6 +287,7 @@ func (g *group) handleReady() error {
 	if rd.SoftState != nil {
 		g.leader.Store(rd.SoftState.Lead)
 		g.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
+		g.checkCaughtUp()
 	}
 	g.maybeSnapshot()
 	return nil
@@ -554,7 +557,7 @@ func (g *group) status() Status {
 }
 
 func (g *group) checkCaughtUp() {
-	if g.applied >= g.replayTo {
+	if g.applied >= g.replayTo && (!g.soleVoter || g.isLeader.Load()) {
 		select {
 		case <-g.caughtUp:
 		default:

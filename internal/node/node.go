@@ -34,7 +34,7 @@ type Config struct {
 	SnapshotEntries    uint64        // see host.Config
 	SyncSnapshots      bool          // see host.Config
 	SegmentSize        int64         // see host.Config
-	// DeliveryConcurrency bounds a shard's concurrent pushes (64); events
+	// DeliveryConcurrency bounds a shard's concurrent pushes (16); events
 	// of one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
 	Logger              *slog.Logger
@@ -54,7 +54,7 @@ func (c *Config) setDefaults() {
 		c.ReservationTimeout = 30 * time.Second
 	}
 	if c.DeliveryConcurrency <= 0 {
-		c.DeliveryConcurrency = 64
+		c.DeliveryConcurrency = 16
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
