@@ -195,12 +195,7 @@ func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
 		Key: d.Event.Key, Payload: d.Event.Payload, Time: timestamppb.New(d.Time),
 		DeliveryAttempt: d.Attempt,
 	}
-	if len(d.Event.Headers) > 0 {
-		e.Headers = make(map[string]string, len(d.Event.Headers))
-		for _, h := range d.Event.Headers {
-			e.Headers[h.Name] = h.Value
-		}
-	}
+	e.Headers = d.Event.HeaderMap()
 	return e
 }
 

@@ -268,24 +268,13 @@ func (r *run) send(ctx context.Context, it *item) {
 	m := &endpoint.Message{
 		ID:    topic.EventID(c.Topic, c.Shard, it.Offset),
 		Topic: c.Topic, Shard: c.Shard, Offset: it.Offset, Key: it.Event.Event.Key,
-		Time: it.Time, Headers: headerMap(it.Event.Event.Headers), Payload: it.Event.Event.Payload,
+		Time: it.Time, Headers: it.Event.Event.HeaderMap(), Payload: it.Event.Event.Payload,
 		OpaqueData: c.Attributes.OpaqueData, Attempt: int(it.Attempts) + 1,
 	}
 	r.sends.Go(func() {
 		err := c.Endpoint.Send(ctx, m)
 		r.results <- outcome{it: it, err: err, dur: time.Since(it.Time)}
 	})
-}
-
-func headerMap(hs []shard.Header) map[string]string {
-	if len(hs) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(hs))
-	for _, h := range hs {
-		m[h.Name] = h.Value
-	}
-	return m
 }
 
 // wait blocks until a send finishes, new events are announced, a retry is

@@ -25,6 +25,15 @@ type Message struct {
 	Attempt    int    // 1 for the first delivery attempt
 }
 
+// The headers (or message properties) every protocol sends with an event,
+// so consumers find the same metadata whatever carries it.
+const (
+	HeaderEventID = "X-Herald-Event-Id"
+	HeaderTopic   = "X-Herald-Topic"
+	HeaderAttempt = "X-Herald-Attempt"
+	HeaderKey     = "X-Herald-Key"
+)
+
 // Endpoint delivers messages to one push destination. Send must be safe
 // for concurrent use: the dispatcher sends events of different keys in
 // parallel. Send returns nil only once the destination has accepted the

@@ -48,7 +48,9 @@ func (p *pushTopic) close() {
 
 // metricsProxy lets dispatchers started before the API registered its
 // metrics report to them once it has.
-type metricsProxy struct{ m atomic.Pointer[delivery.Metrics] }
+type metricsProxy struct {
+	m atomic.Pointer[delivery.Metrics]
+}
 
 func (p *metricsProxy) Delivered(topic, scheme string, d time.Duration) {
 	if m := p.m.Load(); m != nil {
@@ -195,7 +197,7 @@ func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Eve
 		seq := n.nonPersistentSeq.Add(1)
 		ids[i] = fmt.Sprintf("%s/%d/np%d", tr.info.Name, s.index, seq)
 		m := &endpoint.Message{ID: ids[i], Topic: tr.info.Name, Shard: s.index, Key: e.Key, Time: now,
-			Headers: headerMap(e.Headers), Payload: e.Payload, OpaqueData: tr.info.Attributes.OpaqueData, Attempt: 1}
+			Headers: e.HeaderMap(), Payload: e.Payload, OpaqueData: tr.info.Attributes.OpaqueData, Attempt: 1}
 		if err := p.ep.Send(ctx, m); err != nil {
 			what := ErrUnavailable
 			if endpoint.IsPermanent(err) {
@@ -206,17 +208,6 @@ func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Eve
 		}
 	}
 	return ids, nil
-}
-
-func headerMap(hs []shard.Header) map[string]string {
-	if len(hs) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(hs))
-	for _, h := range hs {
-		m[h.Name] = h.Value
-	}
-	return m
 }
 
 // DeadLetter is a dead-lettered event with why it was given up on.

@@ -32,3 +32,16 @@ func eventsSize(events []Event) int64 {
 	}
 	return n
 }
+
+// HeaderMap returns the headers as a map (nil if there are none), the
+// form endpoints and APIs carry them in.
+func (e *Event) HeaderMap() map[string]string {
+	if len(e.Headers) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(e.Headers))
+	for _, h := range e.Headers {
+		m[h.Name] = h.Value
+	}
+	return m
+}

@@ -53,14 +53,6 @@ import (
 	"herald/internal/topic"
 )
 
-// The headers of every message.
-const (
-	HeaderEventID = "X-Herald-Event-Id"
-	HeaderTopic   = "X-Herald-Topic"
-	HeaderAttempt = "X-Herald-Attempt"
-	HeaderKey     = "X-Herald-Key"
-)
-
 // sendTimeout limits a Send whose context has no deadline, connecting and
 // waiting for the confirm included: a broker that neither answers nor
 // drops the connection must not hold an event forever.
@@ -202,10 +194,10 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 func publishing(m *endpoint.Message, body []byte) amqp.Publishing {
 	return amqp.Publishing{
 		Headers: amqp.Table{
-			HeaderEventID: m.ID,
-			HeaderTopic:   m.Topic,
-			HeaderAttempt: int32(m.Attempt),
-			HeaderKey:     m.Key,
+			endpoint.HeaderEventID: m.ID,
+			endpoint.HeaderTopic:   m.Topic,
+			endpoint.HeaderAttempt: int32(m.Attempt),
+			endpoint.HeaderKey:     m.Key,
 		},
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,

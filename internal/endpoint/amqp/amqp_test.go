@@ -235,7 +235,7 @@ func TestConcurrentSends(t *testing.T) {
 	next := map[string]int{}
 	for range keys * perKey {
 		d := get(t, ch, q)
-		key := d.Headers[HeaderKey].(string)
+		key := d.Headers[endpoint.HeaderKey].(string)
 		if want := fmt.Sprintf("orders/2/%d", next[key]); d.MessageId != want {
 			t.Errorf("key %s: got %s, want %s", key, d.MessageId, want)
 		}

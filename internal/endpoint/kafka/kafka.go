@@ -46,14 +46,6 @@ import (
 	"herald/internal/topic"
 )
 
-// The headers of every record.
-const (
-	HeaderEventID = "X-Herald-Event-Id"
-	HeaderTopic   = "X-Herald-Topic"
-	HeaderAttempt = "X-Herald-Attempt"
-	HeaderKey     = "X-Herald-Key"
-)
-
 const (
 	defaultPort = "9092"
 
@@ -180,10 +172,10 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 		Key:   []byte(m.Key),
 		Value: body,
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderEventID, Value: []byte(m.ID)},
-			{Key: HeaderTopic, Value: []byte(m.Topic)},
-			{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(m.Attempt), 10)},
-			{Key: HeaderKey, Value: []byte(m.Key)},
+			{Key: endpoint.HeaderEventID, Value: []byte(m.ID)},
+			{Key: endpoint.HeaderTopic, Value: []byte(m.Topic)},
+			{Key: endpoint.HeaderAttempt, Value: strconv.AppendInt(nil, int64(m.Attempt), 10)},
+			{Key: endpoint.HeaderKey, Value: []byte(m.Key)},
 		},
 		Timestamp: m.Time,
 	}

@@ -139,8 +139,8 @@ func TestTopicDefaultsToHeraldTopic(t *testing.T) {
 	a.KafkaTopic = ""
 	e := newEndpoint(t, a)
 	send(t, e, message("k", 1))
-	if r := consume(t, c, "orders", 1)[0]; header(r, HeaderEventID) != "orders/0/1" {
-		t.Errorf("got record %s", header(r, HeaderEventID))
+	if r := consume(t, c, "orders", 1)[0]; header(r, endpoint.HeaderEventID) != "orders/0/1" {
+		t.Errorf("got record %s", header(r, endpoint.HeaderEventID))
 	}
 }
 
@@ -264,10 +264,10 @@ func TestClusterDownAndBack(t *testing.T) {
 	}
 	// The abandoned orders/0/2 may have reached the new cluster first.
 	recs := consume(t, c2, kafkaTopic, 1)
-	if header(recs[0], HeaderEventID) != "orders/0/3" {
+	if header(recs[0], endpoint.HeaderEventID) != "orders/0/3" {
 		recs = consume(t, c2, kafkaTopic, 2)
 	}
-	if got := header(recs[len(recs)-1], HeaderEventID); got != "orders/0/3" {
+	if got := header(recs[len(recs)-1], endpoint.HeaderEventID); got != "orders/0/3" {
 		t.Errorf("new cluster holds %s, want orders/0/3", got)
 	}
 }

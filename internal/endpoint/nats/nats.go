@@ -48,14 +48,6 @@ import (
 	"herald/internal/topic"
 )
 
-// The headers of every message, besides Nats-Msg-Id.
-const (
-	HeaderEventID = "X-Herald-Event-Id"
-	HeaderTopic   = "X-Herald-Topic"
-	HeaderAttempt = "X-Herald-Attempt"
-	HeaderKey     = "X-Herald-Key"
-)
-
 const (
 	// connectTimeout bounds connecting, within the time Send has left:
 	// the rest is for publishing.
@@ -130,11 +122,11 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 		return err
 	}
 	msg := &nats.Msg{Subject: e.subject, Data: body, Header: nats.Header{
-		HeaderEventID:         {m.ID},
-		HeaderTopic:           {m.Topic},
-		HeaderAttempt:         {strconv.Itoa(m.Attempt)},
-		HeaderKey:             {url.PathEscape(m.Key)},
-		jetstream.MsgIDHeader: {m.ID},
+		endpoint.HeaderEventID: {m.ID},
+		endpoint.HeaderTopic:   {m.Topic},
+		endpoint.HeaderAttempt: {strconv.Itoa(m.Attempt)},
+		endpoint.HeaderKey:     {url.PathEscape(m.Key)},
+		jetstream.MsgIDHeader:  {m.ID},
 	}}
 	if e.jetStream {
 		_, err = js.PublishMsg(ctx, msg)

@@ -116,8 +116,8 @@ func TestSubjectAttribute(t *testing.T) {
 	e := newEndpoint(t, attrs(s, "herald.orders", false))
 	m := message("k", 1)
 	send(t, e, m)
-	if msg := next(t, sub); msg.Header.Get(HeaderEventID) != m.ID {
-		t.Errorf("got %s", msg.Header.Get(HeaderEventID))
+	if msg := next(t, sub); msg.Header.Get(endpoint.HeaderEventID) != m.ID {
+		t.Errorf("got %s", msg.Header.Get(endpoint.HeaderEventID))
 	}
 }
 
@@ -147,9 +147,9 @@ func TestConcurrentSends(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d messages: %v", len(next), err)
 		}
-		key := msg.Header.Get(HeaderKey)
-		if want := fmt.Sprintf("orders/1/%d", next[key]); msg.Header.Get(HeaderEventID) != want {
-			t.Errorf("key %s: got %s, want %s", key, msg.Header.Get(HeaderEventID), want)
+		key := msg.Header.Get(endpoint.HeaderKey)
+		if want := fmt.Sprintf("orders/1/%d", next[key]); msg.Header.Get(endpoint.HeaderEventID) != want {
+			t.Errorf("key %s: got %s, want %s", key, msg.Header.Get(endpoint.HeaderEventID), want)
 		}
 		next[key]++
 	}

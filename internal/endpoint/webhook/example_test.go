@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"herald/internal/endpoint"
 	"herald/internal/endpoint/webhook"
 )
 
@@ -36,7 +37,7 @@ func ExampleVerify() {
 		}
 		// Delivery is at least once: de-duplicate on the event id, then
 		// handle body.
-		log.Printf("event %s", r.Header.Get(webhook.HeaderEventID))
+		log.Printf("event %s", r.Header.Get(endpoint.HeaderEventID))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	log.Fatal(http.ListenAndServe("localhost:8080", mux))

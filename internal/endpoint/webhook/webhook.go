@@ -82,12 +82,9 @@ import (
 	"herald/internal/topic"
 )
 
-// The headers herald adds to every request, and to signed ones.
+// The headers herald adds to signed requests, besides the endpoint.Header* ones
+// every request carries.
 const (
-	HeaderEventID   = "X-Herald-Event-Id"
-	HeaderTopic     = "X-Herald-Topic"
-	HeaderAttempt   = "X-Herald-Attempt"
-	HeaderKey       = "X-Herald-Key"
 	HeaderTimestamp = "X-Herald-Timestamp"
 	HeaderSignature = "X-Herald-Signature"
 )
@@ -335,10 +332,10 @@ func (e *Endpoint) request(ctx context.Context, m *endpoint.Message, body []byte
 		req.Host = e.host
 	}
 	h := req.Header
-	h.Set(HeaderEventID, m.ID)
-	h.Set(HeaderTopic, m.Topic)
-	h.Set(HeaderAttempt, strconv.Itoa(m.Attempt))
-	h.Set(HeaderKey, url.PathEscape(m.Key))
+	h.Set(endpoint.HeaderEventID, m.ID)
+	h.Set(endpoint.HeaderTopic, m.Topic)
+	h.Set(endpoint.HeaderAttempt, strconv.Itoa(m.Attempt))
+	h.Set(endpoint.HeaderKey, url.PathEscape(m.Key))
 	if e.secret != nil {
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		h.Set(HeaderTimestamp, ts)

@@ -130,20 +130,20 @@ func TestSendHealthy(t *testing.T) {
 	}
 
 	for name, want := range map[string]string{
-		"Content-Type": "application/json",
-		"User-Agent":   "herald",
-		"X-Api-Key":    "k1",
-		HeaderEventID:  "orders/2/17",
-		HeaderTopic:    "orders",
-		HeaderAttempt:  "3",
-		HeaderKey:      "customer-42",
+		"Content-Type":         "application/json",
+		"User-Agent":           "herald",
+		"X-Api-Key":            "k1",
+		endpoint.HeaderEventID: "orders/2/17",
+		endpoint.HeaderTopic:   "orders",
+		endpoint.HeaderAttempt: "3",
+		endpoint.HeaderKey:     "customer-42",
 	} {
 		if v := r.header.Get(name); v != want {
 			t.Errorf("header %s = %q, want %q", name, v, want)
 		}
 	}
-	if n := len(r.header.Values(HeaderTopic)); n != 1 {
-		t.Errorf("%d %s headers, want 1", n, HeaderTopic)
+	if n := len(r.header.Values(endpoint.HeaderTopic)); n != 1 {
+		t.Errorf("%d %s headers, want 1", n, endpoint.HeaderTopic)
 	}
 
 	ts, sig := r.header.Get(HeaderTimestamp), r.header.Get(HeaderSignature)
@@ -194,9 +194,9 @@ func TestSendKeyHeader(t *testing.T) {
 			t.Fatalf("Send with key %q: %v", key, err)
 		}
 		r := <-got
-		h := r.header.Get(HeaderKey)
+		h := r.header.Get(endpoint.HeaderKey)
 		if k, err := url.PathUnescape(h); err != nil || k != key {
-			t.Errorf("key %q sent as %s %q, which decodes to %q (%v)", key, HeaderKey, h, k, err)
+			t.Errorf("key %q sent as %s %q, which decodes to %q (%v)", key, endpoint.HeaderKey, h, k, err)
 		}
 	}
 }
@@ -455,7 +455,7 @@ func TestSendConcurrent(t *testing.T) {
 	seen := make(map[string]bool)
 	for range n {
 		r := <-got
-		seen[r.header.Get(HeaderEventID)] = true
+		seen[r.header.Get(endpoint.HeaderEventID)] = true
 	}
 	if len(seen) != n {
 		t.Errorf("receiver saw %d distinct events, want %d", len(seen), n)
