@@ -365,11 +365,12 @@ func (g *group) apply(ents []*pb.Entry) {
 }
 
 // maybeSnapshot takes a snapshot once enough has been applied since the
-// last one. The state machine's bytes are captured here, on the loop, so
-// they match the applied index exactly; writing, fsyncing and compacting
-// run in the background unless SyncSnapshots is set. While one snapshot is
-// in flight, further requests are coalesced into the next check after it
-// finishes rather than queued.
+// last one. The state is captured here, on the loop, so it matches the
+// applied index exactly; encoding (when the state machine can capture
+// without encoding), writing, fsyncing and compacting run in the background
+// unless SyncSnapshots is set. While one snapshot is in flight, further
+// requests are coalesced into the next check after it finishes rather
+// than queued.
 func (g *group) maybeSnapshot() {
 	if g.snapInFlight || g.applied <= g.snapIndex {
 		return
@@ -377,35 +378,51 @@ func (g *group) maybeSnapshot() {
 	if g.applied-g.snapIndex < g.h.cfg.SnapshotEntries && g.bytesSinceSnap < g.h.cfg.SnapshotBytes {
 		return
 	}
-	data, err := g.sm.Snapshot()
-	if err != nil {
-		g.log.Error("encode snapshot", "err", err)
-		return
-	}
 	term, err := g.storage.Term(g.applied)
 	if err != nil {
 		g.log.Error("term of applied index", "index", g.applied, "err", err)
 		return
 	}
-	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
-		Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState),
-	}}
+	md := &pb.SnapshotMetadata{Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState)}
 	compactBelow := min(g.applied+1, g.sm.CompactIndex())
 	g.bytesSinceSnap = 0
-	if g.h.cfg.SyncSnapshots {
-		g.snapshotFinished(g.writeSnapshot(snap, compactBelow))
+	async, canDefer := g.sm.(AsyncSnapshotter)
+	if g.h.cfg.SyncSnapshots || !canDefer {
+		data, err := g.sm.Snapshot()
+		if err != nil {
+			g.log.Error("encode snapshot", "err", err)
+			return
+		}
+		snap := &pb.Snapshot{Data: data, Metadata: md}
+		if g.h.cfg.SyncSnapshots {
+			g.snapshotFinished(g.writeSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow))
+			return
+		}
+		g.startSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow)
 		return
 	}
+	encode := async.SnapshotFunc()
+	g.startSnapshot(func() (*pb.Snapshot, error) {
+		data, err := encode()
+		return &pb.Snapshot{Data: data, Metadata: md}, err
+	}, md, compactBelow)
+}
+
+func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) {
 	g.snapInFlight = true
-	g.snapWG.Go(func() { g.snapDone <- g.writeSnapshot(snap, compactBelow) })
+	g.snapWG.Go(func() { g.snapDone <- g.writeSnapshot(build, md, compactBelow) })
 }
 
 // writeSnapshot saves snap and then deletes the log segments it and the
 // state machine no longer need. It may run off the loop: the storage is
 // safe for that.
-func (g *group) writeSnapshot(snap *pb.Snapshot, compactBelow uint64) snapResult {
+func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) snapResult {
 	start := time.Now()
-	idx := snap.GetMetadata().GetIndex()
+	idx := md.GetIndex()
+	snap, err := build()
+	if err != nil {
+		return snapResult{index: idx, err: fmt.Errorf("encode snapshot: %w", err)}
+	}
 	if err := g.storage.SaveSnapshot(snap); err != nil {
 		return snapResult{index: idx, err: err}
 	}

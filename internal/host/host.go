@@ -45,6 +45,16 @@ type StateMachine interface {
 	CompactIndex() uint64
 }
 
+// AsyncSnapshotter is implemented by state machines that can capture their
+// state cheaply and encode it later: SnapshotFunc runs on the group's
+// goroutine and returns a function that may run on another goroutine,
+// concurrently with further applies, and must return the bytes Snapshot
+// would have returned at capture time. The host then encodes snapshots off
+// the apply loop.
+type AsyncSnapshotter interface {
+	SnapshotFunc() func() ([]byte, error)
+}
+
 // Transport carries Raft messages to other nodes. Messages of every group
 // share it; each is tagged with its group id.
 type Transport interface {

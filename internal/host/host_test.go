@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -346,5 +348,46 @@ func TestAsyncSnapshotsKeepUpUnderContinuousLoad(t *testing.T) {
 	wg.Wait()
 	if n := h.Stats().Snapshots.Load(); n < 10 {
 		t.Fatalf("%d snapshots for 3,200 entries at one per 100: background snapshots stalled under load", n)
+	}
+}
+
+// asyncListMachine captures its state on the loop and encodes it when the
+// host asks, off the loop.
+type asyncListMachine struct {
+	*listMachine
+	encoded *atomic.Int64
+}
+
+func (m asyncListMachine) SnapshotFunc() func() ([]byte, error) {
+	frozen := &listMachine{cmds: slices.Clone(m.cmds), indexes: slices.Clone(m.indexes)}
+	return func() ([]byte, error) {
+		m.encoded.Add(1)
+		return frozen.Snapshot()
+	}
+}
+
+func TestDeferredSnapshotEncodingRestores(t *testing.T) {
+	dir := t.TempDir()
+	var encoded atomic.Int64
+	mod := func(c *Config) { c.SnapshotEntries = 20; c.SegmentSize = 2048 }
+	h := newTestHost(t, dir, mod)
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: asyncListMachine{&listMachine{}, &encoded}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		propose(t, h, 1, fmt.Sprintf("entry-%03d-%s", i, make([]byte, 40)))
+	}
+	waitFor(t, h, 1, func(st Status) bool { return st.SnapIndex >= 180 && st.FirstIndex > 50 })
+	if encoded.Load() == 0 {
+		t.Fatal("the host never used SnapshotFunc")
+	}
+	h.Close()
+	h2 := newTestHost(t, dir, mod)
+	if err := h2.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	cmds := machineState(t, h2, 1)
+	if len(cmds) != 200 || cmds[199] != fmt.Sprintf("entry-%03d-%s", 199, make([]byte, 40)) {
+		t.Fatalf("restored %d commands from a deferred snapshot, want 200", len(cmds))
 	}
 }
