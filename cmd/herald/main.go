@@ -102,6 +102,7 @@ environment variable.`,
 		newAbortCommand(g),
 		newConsumeCommand(g),
 		newDLQCommand(g),
+		newBenchCommand(g),
 	)
 	return root
 }

@@ -1,0 +1,220 @@
+// Command bench-table reads results written by herald bench publish and
+// the peer clients (--results FILE, one run per file), takes the median of
+// each figure over the runs of each setting, and prints one Markdown table,
+// followed by the targets checked against the medians.
+//
+//	bench-table results/*.json              # the table
+//	bench-table --summary summary.json results/*.json
+//
+// --summary also writes the medians as a JSON array of results, the input
+// of scripts/plot-bench.py.
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"herald/bench/load"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-table: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, w io.Writer) error {
+	fs := pflag.NewFlagSet("bench-table", pflag.ContinueOnError)
+	summary := fs.String("summary", "", "also write the medians as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("no result files given")
+	}
+	var runs []load.Result
+	for _, name := range fs.Args() {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		var r load.Result
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		runs = append(runs, r)
+	}
+	medians := summarize(runs)
+	if *summary != "" {
+		data, err := json.MarshalIndent(medians, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*summary, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	writeTable(w, medians)
+	writeTargets(w, medians)
+	return nil
+}
+
+// setting identifies the runs of one setting.
+type setting struct {
+	system, label                   string
+	producers, batch, eventBytes, k int
+}
+
+func settingOf(r *load.Result) setting {
+	c := r.Config
+	return setting{r.System, r.Label, c.Producers, c.Batch, c.EventBytes, c.Keys}
+}
+
+// systemOrder puts herald first, then the peers.
+func systemOrder(s string) int {
+	switch s {
+	case "herald":
+		return 0
+	case "nats-jetstream":
+		return 1
+	case "rabbitmq":
+		return 2
+	}
+	return 3
+}
+
+// summarize returns the median of each setting's runs, ordered by event
+// size, producers, batch, then system, with fsyncing settings first.
+func summarize(runs []load.Result) []load.Result {
+	groups := map[setting][]load.Result{}
+	var order []setting
+	for _, r := range runs {
+		s := settingOf(&r)
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], r)
+	}
+	var out []load.Result
+	for _, s := range order {
+		out = append(out, load.Median(groups[s]))
+	}
+	slices.SortStableFunc(out, func(a, b load.Result) int {
+		ca, cb := a.Config, b.Config
+		return cmp.Or(
+			cmp.Compare(ca.EventBytes, cb.EventBytes),
+			cmp.Compare(ca.Producers, cb.Producers),
+			cmp.Compare(ca.Batch, cb.Batch),
+			cmp.Compare(systemOrder(a.System), systemOrder(b.System)),
+			cmp.Compare(a.System, b.System),
+			-cmpBool(a.FsyncBeforeAck, b.FsyncBeforeAck),
+			cmp.Compare(a.Label, b.Label),
+		)
+	})
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func writeTable(w io.Writer, medians []load.Result) {
+	fmt.Fprintln(w, "| system | setting | fsync before ack | producers | batch | event bytes | events/s | MB/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | runs | errors |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, m := range medians {
+		c, l := m.Config, m.Latency
+		fsync := "yes"
+		if !m.FsyncBeforeAck {
+			fsync = "**no**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %d | %d |\n",
+			m.System, m.Label, fsync, c.Producers, c.Batch, c.EventBytes, m.EventsPerSecond, m.MBPerSecond,
+			load.FormatMS(l.P50), load.FormatMS(l.P90), load.FormatMS(l.P99), load.FormatMS(l.P999),
+			load.FormatMS(l.Max), max(m.Rounds, 1), m.Errors)
+	}
+}
+
+// writeTargets checks the targets for each load that has herald
+// and JetStream results: herald (fsync before ack) at least 10× JetStream
+// with sync_interval: always, at least JetStream's default, p99 under 5 ms.
+func writeTargets(w io.Writer, medians []load.Result) {
+	type loadKey struct{ producers, batch, eventBytes int }
+	var keys []loadKey
+	find := func(k loadKey, match func(*load.Result) bool) *load.Result {
+		for i := range medians {
+			m := &medians[i]
+			c := m.Config
+			if c.Producers == k.producers && c.Batch == k.batch && c.EventBytes == k.eventBytes && match(m) {
+				return m
+			}
+		}
+		return nil
+	}
+	for _, m := range medians {
+		k := loadKey{m.Config.Producers, m.Config.Batch, m.Config.EventBytes}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	var lines []string
+	for _, k := range keys {
+		always := find(k, func(m *load.Result) bool { return m.System == "nats-jetstream" && m.FsyncBeforeAck })
+		def := find(k, func(m *load.Result) bool { return m.System == "nats-jetstream" && !m.FsyncBeforeAck })
+		for i := range medians {
+			h := &medians[i]
+			c := h.Config
+			if h.System != "herald" || !h.FsyncBeforeAck || c.Producers != k.producers || c.Batch != k.batch || c.EventBytes != k.eventBytes {
+				continue
+			}
+			lines = append(lines, targetLine(h, always, def))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Targets (medians):")
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// targetLine checks herald's result h against JetStream's with
+// sync_interval: always and its default (either may be nil).
+func targetLine(h, always, def *load.Result) string {
+	c := h.Config
+	head := fmt.Sprintf("- %d producers, batch %d, %d-byte events, herald (%s):", c.Producers, c.Batch, c.EventBytes, h.Label)
+	var parts []string
+	if always != nil {
+		x := h.EventsPerSecond / always.EventsPerSecond
+		parts = append(parts, fmt.Sprintf("%.1f× JetStream sync_interval: always (target ≥ 10×: %s)", x, verdict(x >= 10)))
+	}
+	if def != nil {
+		x := h.EventsPerSecond / def.EventsPerSecond
+		parts = append(parts, fmt.Sprintf("%.2f× JetStream's non-fsyncing default (target ≥ 1×: %s)", x, verdict(x >= 1)))
+	}
+	parts = append(parts, fmt.Sprintf("p99 %s ms (target < 5 ms: %s)", load.FormatMS(h.Latency.P99), verdict(h.Latency.P99 < 5)))
+	return head + " " + strings.Join(parts, "; ")
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}

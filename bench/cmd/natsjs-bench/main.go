@@ -1,0 +1,100 @@
+// Command natsjs-bench runs the load of herald bench publish through NATS
+// JetStream and prints the same result: events/s, MB/s and latency
+// percentiles from publishing a batch to its PubAcks.
+//
+// It creates the stream afresh (file storage, one replica), runs the load,
+// then deletes the stream. The load flags are those of herald bench
+// publish; run "natsjs-bench --help" for all of them.
+//
+// Whether the server fsyncs before the PubAck depends on its configuration
+// (jetstream { sync_interval: always }); with --monitor, natsjs-bench reads
+// it from the server's /varz and records it, otherwise --sync-always says.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"herald/bench/load"
+	"herald/bench/peers/natsjs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "natsjs-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := pflag.NewFlagSet("natsjs-bench", pflag.ContinueOnError)
+	cfg := load.DefaultConfig()
+	cfg.AddFlags(fs)
+	var out load.Output
+	out.AddFlags(fs)
+	t := natsjs.Target{}
+	fs.StringVar(&t.URL, "url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&t.Stream, "stream", "HERALD_BENCH", "stream to create, load and delete; its subjects are STREAM.>")
+	monitor := fs.String("monitor", "", "monitoring URL of the server (http://127.0.0.1:8222): read its sync settings from /varz")
+	syncAlways := fs.Bool("sync-always", false, "the server runs with sync_interval: always (without --monitor)")
+	label := fs.String("label", "", "label of the result (default: from the sync setting)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.Resolve(fs); err != nil {
+		return err
+	}
+	if err := out.Validate(); err != nil {
+		return err
+	}
+
+	sync := natsjs.Sync{Always: *syncAlways}
+	if *monitor != "" {
+		var err error
+		if sync, err = natsjs.ReadSync(ctx, *monitor); err != nil {
+			return err
+		}
+	}
+	if err := natsjs.Prepare(ctx, t); err != nil {
+		return err
+	}
+	res, err := load.Run(ctx, cfg, natsjs.NewProducer(t, cfg.Batch))
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	natsjs.Delete(dctx, t)
+	cancel()
+	if err != nil {
+		return err
+	}
+	res.System = "nats-jetstream"
+	res.FsyncBeforeAck = sync.Always
+	interval := "2m0s (default)"
+	if sync.Interval > 0 {
+		interval = sync.Interval.String()
+	}
+	res.Label = "default: sync_interval " + interval + ", acked before fsync"
+	if sync.Always {
+		interval = "always"
+		res.Label = "sync_interval: always"
+	}
+	if *label != "" {
+		res.Label = *label
+	}
+	res.Settings = map[string]string{
+		"url": t.URL, "stream": t.Stream, "storage": "file", "replicas": "1", "sync_interval": interval,
+	}
+	if sync.Version != "" {
+		res.Settings["server_version"] = sync.Version
+	}
+	return out.Write(os.Stdout, res)
+}

@@ -1,0 +1,80 @@
+// Command rabbitmq-bench runs the load of herald bench publish through a
+// RabbitMQ quorum queue with publisher confirms and prints the same result:
+// events/s, MB/s and latency percentiles from publishing a batch to its
+// confirms.
+//
+// It declares the queue afresh (x-queue-type=quorum), runs the load, then
+// deletes the queue. A batch of N is N messages published, then N confirms
+// awaited. The load flags are those of herald bench publish; run
+// "rabbitmq-bench --help" for all of them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"herald/bench/load"
+	"herald/bench/peers/rabbitmq"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "rabbitmq-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := pflag.NewFlagSet("rabbitmq-bench", pflag.ContinueOnError)
+	cfg := load.DefaultConfig()
+	cfg.AddFlags(fs)
+	var out load.Output
+	out.AddFlags(fs)
+	t := rabbitmq.Target{}
+	fs.StringVar(&t.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker")
+	fs.StringVar(&t.Queue, "queue", "herald-bench", "quorum queue to declare, load and delete")
+	label := fs.String("label", "quorum queue, publisher confirms", "label of the result")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.Resolve(fs); err != nil {
+		return err
+	}
+	if err := out.Validate(); err != nil {
+		return err
+	}
+
+	version, err := rabbitmq.Version(t.URL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", t.URL, err)
+	}
+	if err := rabbitmq.Prepare(ctx, t); err != nil {
+		return err
+	}
+	res, err := load.Run(ctx, cfg, rabbitmq.NewProducer(t))
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	rabbitmq.Delete(dctx, t)
+	cancel()
+	if err != nil {
+		return err
+	}
+	res.System = "rabbitmq"
+	res.Label = *label
+	res.FsyncBeforeAck = true
+	res.Settings = map[string]string{
+		"url": t.URL, "queue": t.Queue, "queue_type": "quorum", "confirms": "publisher confirms",
+		"server_version": version,
+	}
+	return out.Write(os.Stdout, res)
+}

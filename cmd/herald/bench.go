@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"herald/bench/load"
+	"herald/client"
+)
+
+func newBenchCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure publish throughput and latency",
+		Long: `Measure how fast herald takes events.
+
+bench publish runs a publish load against the server given by --server and
+reports events/s, MB/s and latency percentiles. bench compare starts its own
+servers and compares two settings side by side (shard counts, synchronous and
+background snapshots, persistent and non-persistent topics).
+
+Producers each wait for their batch to be acknowledged (committed: fsynced)
+before sending the next one; latency is the time from sending a batch to its
+acknowledgement. The same load generator drives the peer clients under bench/
+(NATS JetStream, RabbitMQ), so their figures compare directly.`,
+		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s
+  herald bench compare shards --rounds 3`,
+	}
+	cmd.AddCommand(newBenchPublishCommand(g), newBenchCompareCommand(g))
+	return cmd
+}
+
+type benchPublishFlags struct {
+	attrFlags
+	cfg     load.Config
+	topic   string
+	fresh   bool
+	grpc    bool
+	label   string
+	results string
+}
+
+func newBenchPublishCommand(g *globals) *cobra.Command {
+	p := benchPublishFlags{cfg: load.DefaultConfig(), topic: "bench"}
+	cmd := &cobra.Command{
+		Use:   "publish",
+		Short: "Publish a load to a topic and report throughput and latency",
+		Long: `Publish a load to a topic of the server given by --server and report what
+was acknowledged: events/s, MB/s (10^6 payload bytes per second) and batch
+latency percentiles p50, p90, p99, p99.9 and max, from sending a batch to its
+acknowledgement.
+
+--producers producers publish concurrently; each sends --batch events of
+--event-bytes random bytes in one request, each event with one of --keys
+keys picked at random, and waits for the acknowledgement before sending the
+next batch. The run lasts --duration, or --count events, after --warmup.
+
+The topic (--topic) is created if it does not exist, with --shards and the
+other attribute flags, and max_queue_bytes=0 (no limit) unless --attr sets
+it, since nothing consumes the events. --fresh deletes and recreates it
+first, which also frees the disk space of earlier runs.
+
+With --output json the result is printed as JSON; --results FILE writes the
+JSON to FILE as well, whatever --output says.`,
+		Example: `  herald bench publish --topic bench --fresh --shards 11 --producers 64 --event-bytes 1024 --duration 20s
+  herald bench publish --batch 500 --count 1000000 --results herald.json
+  herald bench publish --topic np --persistent=false --push-endpoint http://127.0.0.1:9000/`,
+		Args: nArgs(0, false),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := p.cfg.Resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			attrs, err := p.collect(cmd)
+			if err != nil {
+				return err
+			}
+			return g.benchPublish(cmd, &p, attrs)
+		},
+	}
+	p.register(cmd, true)
+	p.cfg.AddFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&p.topic, "topic", p.topic, "topic to publish to; created if missing")
+	f.BoolVar(&p.fresh, "fresh", false, "delete the topic and all its events first, then create it")
+	f.BoolVar(&p.grpc, "grpc", false, "use gRPC over HTTP/2 instead of the Connect protocol over HTTP/1.1")
+	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
+	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
+	return cmd
+}
+
+func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs map[string]string) error {
+	ctx := cmd.Context()
+	c, closeIdle := benchClient(g.server, p.cfg.Producers, p.grpc, g)
+	defer closeIdle()
+	t, err := prepareBenchTopic(ctx, c, p.topic, attrs, p.fresh)
+	if err != nil {
+		return g.explain(err)
+	}
+	res, err := runHeraldLoad(ctx, c, t, p.cfg)
+	if err != nil {
+		return g.explain(err)
+	}
+	if p.label != "" {
+		res.Label = p.label
+	}
+	res.Settings["server"] = g.server
+	if p.grpc {
+		res.Settings["protocol"] = "grpc"
+	}
+	return writeBenchResult(cmd, g, p.results, res)
+}
+
+// writeBenchResult prints v for people or as JSON, and writes its JSON to
+// the file results if that is set.
+func writeBenchResult(cmd *cobra.Command, g *globals, results string, res *load.Result) error {
+	if results != "" {
+		if err := writeJSONFile(results, res); err != nil {
+			return err
+		}
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	return load.WriteText(cmd.OutOrStdout(), res)
+}
+
+func writeJSONFile(name string, v any) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("--results: %w", err)
+	}
+	if err := writeJSON(f, v); err != nil {
+		f.Close()
+		return fmt.Errorf("--results: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--results: %w", err)
+	}
+	return nil
+}
+
+// benchClient returns a client for server whose connection pool keeps one
+// connection per producer, and a function that closes the connections.
+func benchClient(server string, producers int, grpc bool, g *globals) (*client.Client, func()) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = producers + 16
+	tr.MaxIdleConnsPerHost = producers + 16
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: tr})}
+	if grpc {
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		tr.Protocols = &protocols
+		opts = append(opts, client.WithGRPC())
+	}
+	if g != nil {
+		opts = append(opts, client.WithTimeout(g.timeout))
+	}
+	return client.New(server, opts...), tr.CloseIdleConnections
+}
+
+// prepareBenchTopic makes sure topic name exists with attrs, recreating it
+// when fresh is set, and returns it. Attributes of an existing topic are
+// left alone, except that a differing shard count is an error.
+func prepareBenchTopic(ctx context.Context, c *client.Client, name string, attrs map[string]string, fresh bool) (*client.Topic, error) {
+	attrs = maps.Clone(attrs)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	if _, ok := attrs["max_queue_bytes"]; !ok {
+		attrs["max_queue_bytes"] = "0"
+	}
+	if fresh {
+		if err := c.DeleteTopic(ctx, name); err != nil && !client.IsNotFound(err) {
+			return nil, fmt.Errorf("delete topic %s: %w", name, err)
+		}
+	} else {
+		t, err := c.GetTopic(ctx, name)
+		switch {
+		case err == nil:
+			if want, ok := attrs["shards"]; ok && want != t.Attributes["shards"] {
+				return nil, fmt.Errorf("topic %s exists with %s shards, not %s; pass --fresh to recreate it, or another --topic",
+					name, t.Attributes["shards"], want)
+			}
+			return t, nil
+		case !client.IsNotFound(err):
+			return nil, err
+		}
+	}
+	t, err := c.CreateTopic(ctx, name, attrs)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// heraldProducer publishes each batch in one request.
+type heraldProducer struct {
+	c      *client.Client
+	topic  string
+	events []client.Event
+}
+
+func (p *heraldProducer) Publish(ctx context.Context, events []load.Event) error {
+	p.events = p.events[:0]
+	for _, e := range events {
+		p.events = append(p.events, client.Event{Key: e.Key, Payload: e.Payload})
+	}
+	ids, err := p.c.Publish(ctx, p.topic, p.events...)
+	if err == nil && len(ids) != len(events) {
+		err = fmt.Errorf("published %d events, got %d ids", len(events), len(ids))
+	}
+	return err
+}
+
+// runHeraldLoad runs the load cfg against topic t through c.
+func runHeraldLoad(ctx context.Context, c *client.Client, t *client.Topic, cfg load.Config) (*load.Result, error) {
+	res, err := load.Run(ctx, cfg, func(context.Context, int) (load.Producer, error) {
+		return &heraldProducer{c: c, topic: t.Name}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := t.Attributes
+	persistent, _ := strconv.ParseBool(a["persistent"])
+	res.System = "herald"
+	res.FsyncBeforeAck = persistent
+	res.Label = a["shards"] + " shards"
+	if a["shards"] == "1" {
+		res.Label = "1 shard"
+	}
+	if !persistent {
+		res.Label += ", non-persistent"
+	}
+	res.Settings = map[string]string{"topic": t.Name, "shards": a["shards"], "persistent": a["persistent"]}
+	if a["push_endpoint"] != "" {
+		res.Settings["push_endpoint"] = a["push_endpoint"]
+	}
+	return res, nil
+}

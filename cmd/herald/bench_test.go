@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/bench/load"
+	"herald/client"
+)
+
+// startInProcessServer runs a real herald server (serve) in this process
+// and returns its URL once it answers.
+func startInProcessServer(t *testing.T) string {
+	t.Helper()
+	cfg := defaultServeConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = freeAddr(t)
+	cfg.LogLevel = "warn"
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, &logs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	})
+	url := "http://" + cfg.Listen
+	c := client.New(url)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.ListTopics(cctx)
+		ccancel()
+		if err == nil {
+			return url
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not answer: %v\n%s", err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBenchPublishAgainstServer(t *testing.T) {
+	url := startInProcessServer(t)
+	resultsFile := filepath.Join(t.TempDir(), "r.json")
+	out := cli(t, url, "", "bench", "publish", "--topic", "b", "--shards", "2", "--producers", "4",
+		"--batch", "3", "--event-bytes", "100", "--keys", "10", "--count", "60", "--results", resultsFile, "-o", "json")
+	var res load.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not a result: %v\n%s", err, out)
+	}
+	if res.System != "herald" || res.Label != "2 shards" || !res.FsyncBeforeAck {
+		t.Errorf("system %q label %q fsync %v", res.System, res.Label, res.FsyncBeforeAck)
+	}
+	if res.Events != 60 || res.Batches != 20 || res.Bytes != 6000 || res.Errors != 0 {
+		t.Errorf("events %d batches %d bytes %d errors %d, want 60 20 6000 0", res.Events, res.Batches, res.Bytes, res.Errors)
+	}
+	want := load.Config{Producers: 4, Batch: 3, EventBytes: 100, Keys: 10, Count: 60}
+	if res.Config != want {
+		t.Errorf("config %+v, want %+v", res.Config, want)
+	}
+	if res.EventsPerSecond <= 0 || res.Latency.P50 <= 0 || res.Latency.Max < res.Latency.P99 {
+		t.Errorf("figures: %+v", res)
+	}
+	data, err := os.ReadFile(resultsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromFile load.Result
+	if err := json.Unmarshal(data, &fromFile); err != nil || fromFile.Events != 60 {
+		t.Errorf("--results file: %v, %s", err, data)
+	}
+
+	// The events are really there, with the unlimited queue size.
+	c := client.New(url)
+	stats, err := c.TopicStats(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Total.Published != 60 {
+		t.Errorf("published %d, want 60", stats.Total.Published)
+	}
+	topic, err := c.GetTopic(context.Background(), "b")
+	if err != nil || topic.Attributes["max_queue_bytes"] != "0" {
+		t.Errorf("topic: %v, %v; want max_queue_bytes 0", topic, err)
+	}
+
+	// A second run adds to the topic; a different shard count needs --fresh.
+	stderr := cliFails(t, url, "", "bench", "publish", "--topic", "b", "--shards", "3", "--count", "10")
+	if !strings.Contains(stderr, "exists with 2 shards, not 3; pass --fresh") {
+		t.Errorf("stderr = %q", stderr)
+	}
+	out = cli(t, url, "", "bench", "publish", "--topic", "b", "--fresh", "--shards", "1", "--producers", "2",
+		"--count", "10", "--warmup", "50ms")
+	for _, want := range []string{"herald (1 shard): fsync before every acknowledgement",
+		"2 producers, batch 1, 1024-byte events, 1024 keys, 10 events after a 50ms warm-up",
+		"events:     10 in", "events/s", "p99.9"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	stats, err = c.TopicStats(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Shards) != 1 || stats.Total.Published < 10 {
+		t.Errorf("after --fresh: %d shards, %d published; want 1 shard, at least 10", len(stats.Shards), stats.Total.Published)
+	}
+}
+
+func TestBenchPublishDuration(t *testing.T) {
+	url := startInProcessServer(t)
+	start := time.Now()
+	out := cli(t, url, "", "bench", "publish", "--topic", "d", "--producers", "3", "--duration", "300ms", "-o", "json")
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("a 300ms run took %v", took)
+	}
+	var res load.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Events == 0 || res.Seconds < 0.3 || res.Config.Duration != 300*time.Millisecond || res.Label != "11 shards" {
+		t.Errorf("events %d seconds %v config %+v label %q", res.Events, res.Seconds, res.Config, res.Label)
+	}
+}
+
+func TestBenchPublishBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--producers", "0"}, "--producers 0: want at least 1"},
+		{[]string{"--batch", "-1"}, "--batch -1: want at least 1"},
+		{[]string{"--keys", "0"}, "--keys 0: want at least 1"},
+		{[]string{"--duration", "0s"}, "give --duration or --count"},
+		{[]string{"--attr", "nope"}, `--attr "nope": want name=value`},
+		{[]string{"extra"}, "wrong number of arguments"},
+	} {
+		// No server: the flags are checked before anything is sent.
+		stderr := cliFails(t, "http://127.0.0.1:1", "", append([]string{"bench", "publish"}, tc.args...)...)
+		if !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: stderr %q, want %q", tc.args, stderr, tc.want)
+		}
+	}
+	stderr := cliFails(t, "http://127.0.0.1:1", "", "bench", "publish", "--count", "1")
+	if !strings.Contains(stderr, "cannot reach the herald server") {
+		t.Errorf("no server: stderr %q", stderr)
+	}
+}
+
+func TestBenchCompareBadArgs(t *testing.T) {
+	stderr := cliFails(t, "", "", "bench", "compare", "nosuch")
+	if !strings.Contains(stderr, `unknown scenario "nosuch": want one of shards, snapshots, persistence, or all`) {
+		t.Errorf("stderr = %q", stderr)
+	}
+	stderr = cliFails(t, "", "", "bench", "compare", "--rounds", "0")
+	if !strings.Contains(stderr, "--rounds 0: want at least 1") {
+		t.Errorf("stderr = %q", stderr)
+	}
+}
+
+// TestBenchCompare runs every scenario briefly on servers started from the
+// real binary.
+func TestBenchCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two herald servers")
+	}
+	bin := heraldBinary(t)
+	resultsFile := filepath.Join(t.TempDir(), "compare.json")
+	r := runCLI(context.Background(), "", "bench", "compare", "--herald-binary", bin,
+		"--rounds", "2", "--duration", "200ms", "--warmup", "0s", "--producers", "2", "--keys", "8",
+		"--snapshot-entries", "50", "--results", resultsFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"shards-1KiB: 1 shard vs 11 shards, 1KiB events", "shards-4KiB", "snapshots-batch1", "snapshots-batch500",
+		"persistence: persistent (fsync) vs non-persistent", "median of 2 rounds",
+		"SETTING", "EVENTS/S", "P99.9 MS", "11 shards vs 1 shard:", "async snapshots vs sync snapshots:",
+		"non-persistent vs persistent:",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "starting herald --sync-snapshots") || !strings.Contains(r.stderr, "round 2 of 2") {
+		t.Errorf("progress:\n%s", r.stderr)
+	}
+
+	data, err := os.ReadFile(resultsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep compareReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rounds != 2 || len(rep.Scenarios) != 5 {
+		t.Fatalf("rounds %d, %d scenarios; want 2 and 5", rep.Rounds, len(rep.Scenarios))
+	}
+	for _, sc := range rep.Scenarios {
+		for _, side := range sc.Sides {
+			if len(side.Runs) != 2 || side.Median.Rounds != 2 || side.Median.Events == 0 || side.Median.Errors != 0 {
+				t.Errorf("%s, %s: %d runs, median %+v", sc.Name, side.Label, len(side.Runs), side.Median)
+			}
+		}
+	}
+	byName := map[string]compareScenario{}
+	for _, sc := range rep.Scenarios {
+		byName[sc.Name] = sc
+	}
+	if s := byName["shards-4KiB"].Sides; s[0].Median.Settings["shards"] != "1" || s[1].Median.Settings["shards"] != "11" ||
+		s[0].Median.Config.EventBytes != 4096 {
+		t.Errorf("shards-4KiB sides: %+v / %+v", s[0].Median, s[1].Median)
+	}
+	if s := byName["snapshots-batch500"].Sides; s[0].Median.Settings["sync_snapshots"] != "true" ||
+		s[1].Median.Settings["sync_snapshots"] != "false" || s[0].Median.Config.Batch != 500 {
+		t.Errorf("snapshots-batch500 sides: %+v / %+v", s[0].Median, s[1].Median)
+	}
+	if s := byName["persistence"].Sides; !s[0].Median.FsyncBeforeAck || s[1].Median.FsyncBeforeAck ||
+		!strings.HasPrefix(s[1].Median.Settings["push_endpoint"], "http://127.0.0.1:") {
+		t.Errorf("persistence sides: %+v / %+v", s[0].Median, s[1].Median)
+	}
+}

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# bench-peers.sh: the same publish load through herald, NATS JetStream and a
+# RabbitMQ quorum queue on this machine, at matched durability, in one table.
+#
+#   scripts/bench-peers.sh                      # defaults below, ~13 minutes
+#   DURATION=5s ROUNDS=1 scripts/bench-peers.sh # a quick look
+#
+# Systems, each acknowledging a publish only as said:
+#   herald        a topic of 11 shards (the default) and one of 1 shard
+#                 (HERALD_SHARDS): fsync before every ack
+#   nats-always   JetStream, file storage, R1, sync_interval: always (fsync on
+#                 every write, before the PubAck)
+#   nats-default  the same with JetStream's default sync_interval (2 minutes):
+#                 acked WITHOUT fsync, labelled so in the table
+#   rabbitmq      a quorum queue with publisher confirms (confirmed after its
+#                 Raft log write is fsynced)
+#
+# Every system gets the same load from package bench/load: PRODUCERS
+# producers, each publishing a batch of BATCH events of EVENT_BYTES random
+# bytes (keys among KEYS) and waiting for the acks before the next batch,
+# for DURATION after WARMUP, for each BATCH in BATCHES. Rounds alternate
+# the order of the systems; the table shows the median of ROUNDS runs.
+#
+# What is missing is installed: rabbitmq-server with apt-get (as root), and a
+# nats-server that knows sync_interval (Debian's 2.9 does not) with
+# "go install github.com/nats-io/nats-server/v2@latest" into a cache
+# directory (NATS_SERVER=path picks one instead). Every server listens on
+# 127.0.0.1 only, on free ports, with its data in a temporary directory; all
+# are stopped by PID when the script exits. Each run holds
+# /tmp/herald-bench.lock (flock) so that heavy runs on a shared machine do
+# not overlap.
+#
+# Output: the raw results (one JSON file per run), summary.json (medians)
+# and table.md in OUT; the table is printed too. scripts/plot-bench.py draws
+# the plots from summary.json.
+set -euo pipefail
+
+DURATION=${DURATION:-20s}
+WARMUP=${WARMUP:-2s}
+ROUNDS=${ROUNDS:-3}
+PRODUCERS=${PRODUCERS:-64}
+EVENT_BYTES=${EVENT_BYTES:-1024}
+KEYS=${KEYS:-1024}
+BATCHES=${BATCHES:-"1 100"}
+SYSTEMS=${SYSTEMS:-"herald nats-always nats-default rabbitmq"}
+HERALD_SHARDS=${HERALD_SHARDS:-"11 1"}
+LOCK=${LOCK:-/tmp/herald-bench.lock}
+CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-bench}
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+OUT=${OUT:-$repo/docs/bench/peers-results}
+
+log() { printf '%s bench-peers: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+tmp=$(mktemp -d /tmp/herald-bench-peers.XXXXXX)
+pids=()
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		# Give each up to 30 s to stop, then kill it.
+		for _ in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_port PORT NAME PID: wait up to 60 s for 127.0.0.1:PORT to accept.
+wait_port() {
+	for _ in $(seq 600); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		kill -0 "$3" 2>/dev/null || die "$2 exited at startup; its log: $(tail -n 20 "$tmp/$2.log" 2>/dev/null)"
+		sleep 0.1
+	done
+	die "$2 did not listen on 127.0.0.1:$1 within 60 s"
+}
+
+has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+
+# --- build -------------------------------------------------------------------
+log "building herald and the peer clients"
+mkdir -p "$tmp/bin"
+go build -o "$tmp/bin/herald" ./cmd/herald
+go build -o "$tmp/bin/natsjs-bench" ./bench/cmd/natsjs-bench
+go build -o "$tmp/bin/rabbitmq-bench" ./bench/cmd/rabbitmq-bench
+go build -o "$tmp/bin/bench-table" ./bench/cmd/bench-table
+herald_version="herald $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
+if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+	herald_version+=" with uncommitted changes"
+fi
+
+# --- install what is missing -------------------------------------------------
+# supports_sync BIN: does this nats-server accept sync_interval: always?
+supports_sync() {
+	printf 'listen: 127.0.0.1:1\njetstream { store_dir: "%s", sync_interval: always }\n' "$tmp/probe" > "$tmp/probe.conf"
+	"$1" -c "$tmp/probe.conf" -t > /dev/null 2>&1
+}
+if has nats-always || has nats-default; then
+	nats=${NATS_SERVER:-}
+	if [[ -z $nats ]]; then
+		for cand in "$(command -v nats-server || true)" "$CACHE/bin/nats-server"; do
+			if [[ -n $cand && -x $cand ]] && supports_sync "$cand"; then
+				nats=$cand
+				break
+			fi
+		done
+	fi
+	if [[ -z $nats ]]; then
+		log "no nats-server with sync_interval here (Debian's 2.9 lacks it): go install github.com/nats-io/nats-server/v2@latest into $CACHE/bin"
+		mkdir -p "$CACHE/bin"
+		(cd "$tmp" && GOBIN="$CACHE/bin" GOFLAGS= go install github.com/nats-io/nats-server/v2@latest)
+		nats=$CACHE/bin/nats-server
+	fi
+	supports_sync "$nats" || die "$nats does not accept jetstream { sync_interval: always }"
+	log "nats-server: $nats ($("$nats" --version))"
+fi
+
+rabbit_server=/usr/lib/rabbitmq/bin/rabbitmq-server
+if has rabbitmq; then
+	if [[ ! -x $rabbit_server ]]; then
+		[[ $(id -u) == 0 ]] || die "rabbitmq-server is not installed; run: sudo apt-get install -y rabbitmq-server"
+		log "installing rabbitmq-server with apt-get"
+		# Keep the package from starting a node of its own (on all
+		# interfaces): a temporary policy-rc.d refuses service starts.
+		policy=
+		if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+			policy=/usr/sbin/policy-rc.d
+			printf '#!/bin/sh\nexit 101\n' > "$policy"
+			chmod +x "$policy"
+		fi
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends rabbitmq-server || true
+		[[ -n $policy ]] && rm -f "$policy"
+	fi
+	[[ -x $rabbit_server ]] || die "no $rabbit_server after installing rabbitmq-server"
+	command -v epmd > /dev/null || die "epmd (Erlang) not found"
+fi
+
+# --- start the servers -------------------------------------------------------
+if has herald; then
+	herald_port=$(free_port)
+	"$tmp/bin/herald" serve --data-dir "$tmp/herald" --listen "127.0.0.1:$herald_port" \
+		--log-level warn > "$tmp/herald.log" 2>&1 &
+	pids+=($!)
+	wait_port "$herald_port" herald $!
+	log "herald serving on 127.0.0.1:$herald_port (pid ${pids[-1]})"
+fi
+
+# start_nats NAME EXTRA: a JetStream server with EXTRA in its jetstream block.
+start_nats() {
+	local name=$1 extra=$2 port mon
+	port=$(free_port)
+	mon=$(free_port)
+	mkdir -p "$tmp/$name"
+	cat > "$tmp/$name.conf" <<-EOF
+		listen: 127.0.0.1:$port
+		http: 127.0.0.1:$mon
+		jetstream {
+		  store_dir: "$tmp/$name"
+		  $extra
+		}
+	EOF
+	"$nats" -c "$tmp/$name.conf" > "$tmp/$name.log" 2>&1 &
+	pids+=($!)
+	wait_port "$port" "$name" $!
+	wait_port "$mon" "$name" $!
+	printf -v "${name//-/_}_url" 'nats://127.0.0.1:%s' "$port"
+	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "$mon"
+	log "$name serving on 127.0.0.1:$port, monitoring on 127.0.0.1:$mon (pid ${pids[-1]})"
+}
+if has nats-always; then start_nats nats-always "sync_interval: always"; fi
+if has nats-default; then start_nats nats-default ""; fi
+
+if has rabbitmq; then
+	r=$tmp/rabbitmq
+	mkdir -p "$r/home"
+	rabbit_port=$(free_port)
+	dist_port=$(free_port)
+	epmd_port=$(free_port)
+	echo '[].' > "$r/enabled_plugins"
+	: > "$r/rabbitmq-env.conf"
+	cat > "$r/rabbitmq.conf" <<-EOF
+		listeners.tcp.1 = 127.0.0.1:$rabbit_port
+		loopback_users.guest = true
+	EOF
+	# A private epmd on loopback, so that nothing listens beyond 127.0.0.1.
+	epmd -address 127.0.0.1 -port "$epmd_port" > "$tmp/epmd.log" 2>&1 &
+	pids+=($!)
+	wait_port "$epmd_port" epmd $!
+	(
+		export HOME=$r/home ERL_EPMD_PORT=$epmd_port ERL_EPMD_ADDRESS=127.0.0.1 \
+			RABBITMQ_NODENAME=herald-bench@localhost \
+			RABBITMQ_CONF_ENV_FILE=$r/rabbitmq-env.conf \
+			RABBITMQ_CONFIG_FILE=$r/rabbitmq.conf \
+			RABBITMQ_ENABLED_PLUGINS_FILE=$r/enabled_plugins \
+			RABBITMQ_MNESIA_BASE=$r/mnesia RABBITMQ_LOG_BASE=$r/log \
+			RABBITMQ_PID_FILE=$r/pid \
+			RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$rabbit_port \
+			RABBITMQ_DIST_PORT=$dist_port \
+			RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+		exec "$rabbit_server"
+	) > "$tmp/rabbitmq.log" 2>&1 &
+	rabbit_sh=$!
+	pids+=($rabbit_sh)
+	wait_port "$rabbit_port" rabbitmq $rabbit_sh
+	# The script's erl replaces neither it nor its PID; stop the VM itself too.
+	for _ in $(seq 100); do [[ -s $r/pid ]] && break; sleep 0.1; done
+	[[ -s $r/pid ]] && pids+=("$(cat "$r/pid")")
+	rabbit_url="amqp://guest:guest@127.0.0.1:$rabbit_port/"
+	log "rabbitmq node herald-bench@localhost serving on 127.0.0.1:$rabbit_port (pids ${pids[*]: -2})"
+fi
+
+# --- run ---------------------------------------------------------------------
+mkdir -p "$OUT/raw"
+rm -f "$OUT"/raw/*.json
+load_flags=(--producers "$PRODUCERS" --event-bytes "$EVENT_BYTES" --keys "$KEYS"
+	--duration "$DURATION" --warmup "$WARMUP")
+
+# run_one SYSTEM BATCH FILE
+run_one() {
+	local system=$1 batch=$2 file=$3
+	case $system in
+	herald:*)
+		flock "$LOCK" "$tmp/bin/herald" bench publish --server "http://127.0.0.1:$herald_port" \
+			--topic peers --fresh --shards "${system#herald:}" "${load_flags[@]}" --batch "$batch" \
+			--results "$file" > /dev/null
+		"$tmp/bin/herald" --server "http://127.0.0.1:$herald_port" topic delete peers > /dev/null
+		;;
+	nats-always)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_always_url" --monitor "$nats_always_mon" \
+			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	nats-default)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_default_url" --monitor "$nats_default_mon" \
+			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	rabbitmq)
+		flock "$LOCK" "$tmp/bin/rabbitmq-bench" --url "$rabbit_url" \
+			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	esac
+}
+
+read -r -a systems <<< "$SYSTEMS"
+read -r -a batches <<< "$BATCHES"
+runs=()
+for batch in "${batches[@]}"; do
+	for system in "${systems[@]}"; do
+		if [[ $system == herald ]]; then
+			for shards in $HERALD_SHARDS; do runs+=("herald:$shards $batch"); done
+		else
+			runs+=("$system $batch")
+		fi
+	done
+done
+start=$(date +%s)
+for ((round = 1; round <= ROUNDS; round++)); do
+	# Rotate the order each round, and reverse it every other round, so that
+	# no system always runs first or right after the same one.
+	n=${#runs[@]}
+	order=()
+	for ((i = 0; i < n; i++)); do
+		order+=("${runs[(i + round - 1) % n]}")
+	done
+	if ((round % 2 == 0)); then
+		rev=()
+		for ((i = n - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+		order=("${rev[@]}")
+	fi
+	for item in "${order[@]}"; do
+		read -r system batch <<< "$item"
+		file=$OUT/raw/${system/:/-}-batch$batch-round$round.json
+		log "round $round of $ROUNDS: $system, batch $batch"
+		run_one "$system" "$batch" "$file"
+		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, errors %d" % (r["events_per_second"], l["p50"], l["p99"], r["errors"]))' "$file" >&2
+	done
+done
+log "all runs took $(($(date +%s) - start)) s"
+
+# --- report ------------------------------------------------------------------
+{
+	echo "Machine: $(nproc) cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(uname -sr), data in $(df -T "$tmp" | awk 'NR == 2 {print $2}') on $(df "$tmp" | awk 'NR == 2 {print $1}')"
+	versions=$herald_version
+	if [[ -n ${nats:-} ]]; then versions+=", $("$nats" --version)"; fi
+	if has rabbitmq; then versions+=", rabbitmq-server $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?')"; fi
+	echo "Versions: $versions"
+	echo "Load: $PRODUCERS producers, $EVENT_BYTES-byte events, $KEYS keys, batches of ${BATCHES// /, }; $DURATION measured after $WARMUP warm-up; median of $ROUNDS rounds"
+	echo
+	"$tmp/bin/bench-table" --summary "$OUT/summary.json" "$OUT"/raw/*.json
+} > "$OUT/table.md"
+cat "$OUT/table.md"
+log "results in $OUT (table.md, summary.json, raw/); plots: python3 scripts/plot-bench.py $OUT/summary.json"
