@@ -175,9 +175,6 @@ func TestBenchCompareBadArgs(t *testing.T) {
 // TestBenchCompare runs every scenario briefly on servers started from the
 // real binary.
 func TestBenchCompare(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two herald servers")
-	}
 	bin := heraldBinary(t)
 	resultsFile := filepath.Join(t.TempDir(), "compare.json")
 	r := runCLI(context.Background(), "", "bench", "compare", "--herald-binary", bin,

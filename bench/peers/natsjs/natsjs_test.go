@@ -28,7 +28,7 @@ func freePort(t *testing.T) int {
 }
 
 // startNATS starts a nats-server with JetStream on loopback and returns its
-// client and monitoring URLs. It skips the test if there is no nats-server.
+// client and monitoring URLs.
 func startNATS(t *testing.T) (url, monitor string) {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
@@ -40,7 +40,7 @@ func startNATS(t *testing.T) (url, monitor string) {
 		}
 	}
 	if err != nil {
-		t.Skip("no nats-server: install it with scripts/install-test-deps.sh")
+		t.Fatal("no nats-server: install it with scripts/install-test-deps.sh (make test does)")
 	}
 	dir := t.TempDir()
 	port, mon := freePort(t), freePort(t)

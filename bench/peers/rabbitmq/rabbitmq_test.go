@@ -58,15 +58,15 @@ func startProcess(t *testing.T, cmd *exec.Cmd, logName string) <-chan struct{} {
 }
 
 // startRabbitMQ starts a private RabbitMQ node on loopback, with its own
-// epmd, and returns its AMQP URL. It skips the test without RabbitMQ.
+// epmd, and returns its AMQP URL.
 func startRabbitMQ(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(rabbitmqServer); err != nil {
-		t.Skip("no RabbitMQ: install it with scripts/install-test-deps.sh")
+		t.Fatalf("no RabbitMQ at %s: install it with scripts/install-test-deps.sh (make test does)", rabbitmqServer)
 	}
 	epmd, err := exec.LookPath("epmd")
 	if err != nil {
-		t.Skip("no epmd")
+		t.Fatalf("no epmd (it comes with RabbitMQ's Erlang): install RabbitMQ with scripts/install-test-deps.sh: %v", err)
 	}
 	dir := t.TempDir()
 	port, distPort, epmdPort := freePort(t), freePort(t), freePort(t)
@@ -126,9 +126,6 @@ func startRabbitMQ(t *testing.T) string {
 }
 
 func TestLoadThroughQuorumQueue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts RabbitMQ")
-	}
 	url := startRabbitMQ(t)
 	ctx := context.Background()
 	target := Target{URL: url, Queue: "bench-test"}
