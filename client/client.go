@@ -61,6 +61,9 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
 
+// compressMinBytes is the smallest message worth gzipping.
+const compressMinBytes = 64 << 10
+
 // New returns a Client for the herald node at baseURL, such as
 // "http://127.0.0.1:7600". An empty baseURL means DefaultAddress, and a
 // baseURL without a scheme gets "http://".
@@ -73,7 +76,10 @@ func New(baseURL string, opts ...Option) *Client {
 	if hc == nil {
 		hc = defaultHTTPClient(cfg.grpc)
 	}
-	var copts []connect.ClientOption
+	// Events are mostly small and the server is usually near: compressing
+	// every request costs more CPU than it saves (gzip state is reset per
+	// message).
+	copts := []connect.ClientOption{connect.WithCompressMinBytes(compressMinBytes)}
 	if cfg.grpc {
 		copts = append(copts, connect.WithGRPC())
 	}

@@ -14,6 +14,9 @@ import (
 	"herald/proto/herald/v1/heraldv1connect"
 )
 
+// compressMinBytes is the smallest response worth gzipping.
+const compressMinBytes = 64 << 10
+
 // MaxRequestBytes bounds a request body: a batch of events up to the
 // payload limit each.
 const MaxRequestBytes = 64 << 20
@@ -28,6 +31,9 @@ func Handler(n *node.Node) http.Handler {
 	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
 		connect.WithInterceptors(m.interceptor()),
 		connect.WithReadMaxBytes(MaxRequestBytes),
+		// Gzip only large responses (big Fetch batches): resetting a gzip
+		// writer for every small response costs more than it saves.
+		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	mux.Handle(path, retryAfterStatus(h))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
