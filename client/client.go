@@ -29,8 +29,10 @@ const DefaultAddress = "http://127.0.0.1:7600"
 
 // Client calls a herald node. It is safe for concurrent use.
 type Client struct {
-	svc     heraldv1connect.HeraldServiceClient
-	timeout time.Duration
+	svc      heraldv1connect.HeraldServiceClient
+	timeout  time.Duration
+	batchMax int // > 0: WithPublishBatching
+	batchers batchers
 }
 
 // An Option configures a Client.
@@ -40,6 +42,7 @@ type config struct {
 	httpClient *http.Client
 	grpc       bool
 	timeout    time.Duration
+	batchMax   int
 }
 
 // WithHTTPClient makes the Client send its requests with hc. With WithGRPC,
@@ -84,8 +87,9 @@ func New(baseURL string, opts ...Option) *Client {
 		copts = append(copts, connect.WithGRPC())
 	}
 	return &Client{
-		svc:     heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
-		timeout: cfg.timeout,
+		svc:      heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
+		timeout:  cfg.timeout,
+		batchMax: cfg.batchMax,
 	}
 }
 

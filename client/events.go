@@ -11,7 +11,11 @@ import (
 
 // Publish appends events to topic, each routed to its shard by key, and
 // returns their ids in order. It returns once every event is committed.
+// With WithPublishBatching, concurrent calls share requests.
 func (c *Client) Publish(ctx context.Context, topic string, events ...Event) ([]string, error) {
+	if c.batchMax > 0 && len(events) > 0 {
+		return c.publishBatched(ctx, topic, events)
+	}
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
 	req := &heraldv1.PublishRequest{Topic: topic, Events: eventsToProto(events)}
