@@ -44,6 +44,9 @@ KEYS=${KEYS:-1024}
 BATCHES=${BATCHES:-"1 100"}
 SYSTEMS=${SYSTEMS:-"herald nats-always nats-default rabbitmq"}
 HERALD_SHARDS=${HERALD_SHARDS:-"11 1"}
+# With batch 1, also run herald with the Go client's publish batching
+# (concurrent producers share requests of up to this many events); 0: off.
+HERALD_CLIENT_BATCHING=${HERALD_CLIENT_BATCHING:-500}
 LOCK=${LOCK:-/tmp/herald-bench.lock}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-bench}
 
@@ -234,10 +237,12 @@ load_flags=(--producers "$PRODUCERS" --event-bytes "$EVENT_BYTES" --keys "$KEYS"
 run_one() {
 	local system=$1 batch=$2 file=$3
 	case $system in
-	herald:*)
+	herald:* | herald-cb:*)
+		local extra=()
+		[[ $system == herald-cb:* ]] && extra=(--client-batching "$HERALD_CLIENT_BATCHING")
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "http://127.0.0.1:$herald_port" \
-			--topic peers --fresh --shards "${system#herald:}" "${load_flags[@]}" --batch "$batch" \
-			--results "$file" > /dev/null
+			--topic peers --fresh --shards "${system#*:}" "${load_flags[@]}" --batch "$batch" \
+			"${extra[@]}" --results "$file" > /dev/null
 		"$tmp/bin/herald" --server "http://127.0.0.1:$herald_port" topic delete peers > /dev/null
 		;;
 	nats-always)
@@ -261,7 +266,12 @@ runs=()
 for batch in "${batches[@]}"; do
 	for system in "${systems[@]}"; do
 		if [[ $system == herald ]]; then
-			for shards in $HERALD_SHARDS; do runs+=("herald:$shards $batch"); done
+			for shards in $HERALD_SHARDS; do
+				runs+=("herald:$shards $batch")
+				if [[ $batch == 1 && $HERALD_CLIENT_BATCHING != 0 ]]; then
+					runs+=("herald-cb:$shards $batch")
+				fi
+			done
 		else
 			runs+=("$system $batch")
 		fi

@@ -43,6 +43,7 @@ type benchPublishFlags struct {
 	fresh   bool
 	grpc    bool
 	label   string
+	batched int // > 0: client.WithPublishBatching
 	results string
 }
 
@@ -89,6 +90,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.StringVar(&p.topic, "topic", p.topic, "topic to publish to; created if missing")
 	f.BoolVar(&p.fresh, "fresh", false, "delete the topic and all its events first, then create it")
 	f.BoolVar(&p.grpc, "grpc", false, "use gRPC over HTTP/2 instead of the Connect protocol over HTTP/1.1")
+	f.IntVar(&p.batched, "client-batching", 0, "let the producers' concurrent publishes share requests of up to N events (client.WithPublishBatching); each producer still waits for its own acknowledgement (0: off)")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
 	return cmd
@@ -96,7 +98,7 @@ JSON to FILE as well, whatever --output says.`,
 
 func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs map[string]string) error {
 	ctx := cmd.Context()
-	c, closeIdle := benchClient(g.server, p.cfg.Producers, p.grpc, g)
+	c, closeIdle := benchClient(g.server, p.cfg.Producers, p.grpc, p.batched, g)
 	defer closeIdle()
 	t, err := prepareBenchTopic(ctx, c, p.topic, attrs, p.fresh)
 	if err != nil {
@@ -112,6 +114,12 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	res.Settings["server"] = g.server
 	if p.grpc {
 		res.Settings["protocol"] = "grpc"
+	}
+	if p.batched > 0 {
+		res.Settings["client_batching"] = strconv.Itoa(p.batched)
+		if p.label == "" {
+			res.Label += ", client batching"
+		}
 	}
 	return writeBenchResult(cmd, g, p.results, res)
 }
@@ -147,7 +155,7 @@ func writeJSONFile(name string, v any) error {
 
 // benchClient returns a client for server whose connection pool keeps one
 // connection per producer, and a function that closes the connections.
-func benchClient(server string, producers int, grpc bool, g *globals) (*client.Client, func()) {
+func benchClient(server string, producers int, grpc bool, batched int, g *globals) (*client.Client, func()) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = producers + 16
 	tr.MaxIdleConnsPerHost = producers + 16
@@ -160,6 +168,9 @@ func benchClient(server string, producers int, grpc bool, g *globals) (*client.C
 	}
 	if g != nil {
 		opts = append(opts, client.WithTimeout(g.timeout))
+	}
+	if batched > 0 {
+		opts = append(opts, client.WithPublishBatching(batched))
 	}
 	return client.New(server, opts...), tr.CloseIdleConnections
 }

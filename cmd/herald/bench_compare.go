@@ -319,7 +319,7 @@ func runSide(ctx context.Context, p *benchCompareFlags, sc benchScenario, i int,
 		Producers: p.producers, Batch: side.batch, EventBytes: side.eventBytes, Keys: p.keys,
 		Duration: p.duration, Warmup: p.warmup,
 	}
-	c, closeIdle := benchClient(s.url, p.producers, false, nil)
+	c, closeIdle := benchClient(s.url, p.producers, false, 0, nil)
 	defer closeIdle()
 	name := fmt.Sprintf("bench-%s-%c", sc.name, 'a'+i)
 	t, err := prepareBenchTopic(ctx, c, name, attrs, true)
