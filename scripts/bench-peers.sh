@@ -35,6 +35,14 @@
 # the plots from summary.json.
 set -euo pipefail
 
+if [[ $# -gt 0 ]]; then
+	# Everything is set through the environment (see above).
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+	[[ $1 == -h || $1 == --help ]] && exit 0
+	echo "bench-peers: takes no arguments; set the variables above in the environment" >&2
+	exit 2
+fi
+
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-2s}
 ROUNDS=${ROUNDS:-3}

@@ -13,10 +13,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -25,14 +22,7 @@ import (
 	"herald/bench/peers/natsjs"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintf(os.Stderr, "natsjs-bench: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { load.Main("natsjs-bench", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("natsjs-bench", pflag.ContinueOnError)
@@ -46,16 +36,7 @@ func run(ctx context.Context, args []string) error {
 	monitor := fs.String("monitor", "", "monitoring URL of the server (http://127.0.0.1:8222): read its sync settings from /varz")
 	syncAlways := fs.Bool("sync-always", false, "the server runs with sync_interval: always (without --monitor)")
 	label := fs.String("label", "", "label of the result (default: from the sync setting)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := cfg.Resolve(fs); err != nil {
-		return err
-	}
-	if err := out.Validate(); err != nil {
+	if err := load.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
 

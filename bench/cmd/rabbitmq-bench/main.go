@@ -13,8 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -23,14 +21,7 @@ import (
 	"herald/bench/peers/rabbitmq"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintf(os.Stderr, "rabbitmq-bench: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { load.Main("rabbitmq-bench", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("rabbitmq-bench", pflag.ContinueOnError)
@@ -42,16 +33,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&t.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker")
 	fs.StringVar(&t.Queue, "queue", "herald-bench", "quorum queue to declare, load and delete")
 	label := fs.String("label", "quorum queue, publisher confirms", "label of the result")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := cfg.Resolve(fs); err != nil {
-		return err
-	}
-	if err := out.Validate(); err != nil {
+	if err := load.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
 
