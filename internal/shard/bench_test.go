@@ -153,12 +153,42 @@ func BenchmarkEventAt(b *testing.B) {
 }
 
 func BenchmarkMarshalBinary(b *testing.B) {
-	s, index := filledState(b, 100_000)
-	offsets := make([]uint64, 0, 50_000)
-	for o := uint64(1); o < 100_000; o += 2 {
-		offsets = append(offsets, o)
+	b.Run("100k-half-acked", func(b *testing.B) {
+		s, index := filledState(b, 100_000)
+		offsets := make([]uint64, 0, 50_000)
+		for o := uint64(1); o < 100_000; o += 2 {
+			offsets = append(offsets, o)
+		}
+		s.Apply(index+1, &Command{Op: OpAck, Offsets: offsets})
+		benchMarshal(b, s)
+	})
+	for _, batch := range []int{16, 1} {
+		b.Run(fmt.Sprintf("1M-batch%d", batch), func(b *testing.B) {
+			s, _ := backlogState(b, 1_000_000, batch)
+			benchMarshal(b, s)
+		})
 	}
-	s.Apply(index+1, &Command{Op: OpAck, Offsets: offsets})
+}
+
+// BenchmarkUnmarshalBinary restores the states of BenchmarkMarshalBinary.
+func BenchmarkUnmarshalBinary(b *testing.B) {
+	for _, batch := range []int{16, 1} {
+		b.Run(fmt.Sprintf("1M-batch%d", batch), func(b *testing.B) {
+			s, _ := backlogState(b, 1_000_000, batch)
+			data, _ := s.MarshalBinary()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var r State
+				if err := r.UnmarshalBinary(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func benchMarshal(b *testing.B, s *State) {
 	data, _ := s.MarshalBinary()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
@@ -167,6 +197,61 @@ func BenchmarkMarshalBinary(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// backlogState returns a shard holding a backlog of exactly pending
+// events of 1 KiB, published batch to a log entry, as a shard whose
+// consumers have fallen far behind looks: besides the backlog, the first
+// 100,000 offsets hold 10,000 events acknowledged out of order, and near
+// the head 1,000 events have failed attempts and 1,000 more were given up
+// on as dead letters.
+func backlogState(b *testing.B, pending, batch int) (*State, uint64) {
+	b.Helper()
+	const acks, dead, tried = 10_000, 1_000, 1_000
+	s := New()
+	var index uint64
+	apply := func(c *Command) {
+		index++
+		if r := s.Apply(index, c); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	events := make([]Event, batch)
+	for i := range events {
+		events[i] = Event{Payload: make([]byte, 1024)}
+	}
+	total := pending + acks + dead
+	for s.NextOffset() < uint64(total) {
+		c := Command{Op: OpPublish, Time: 1.7e18 + int64(index)*1e6, Events: events}
+		if left := total - int(s.NextOffset()); left < batch {
+			c.Events = events[:left]
+		}
+		apply(&c)
+	}
+	ack := Command{Op: OpAck}
+	for o := uint64(5); len(ack.Offsets) < acks; o += 10 {
+		ack.Offsets = append(ack.Offsets, o)
+	}
+	apply(&ack)
+	attempt := Command{Op: OpAttempt}
+	dl := Command{Op: OpDeadLetter, Time: 1.8e18}
+	for o := uint64(1); len(dl.Dead) < dead; o++ {
+		if o%10 == 5 {
+			continue
+		}
+		if len(attempt.Offsets) < tried {
+			attempt.Offsets = append(attempt.Offsets, o)
+			continue
+		}
+		dl.Dead = append(dl.Dead, DeadInfo{Offset: o, Reason: "max_retries", LastError: "HTTP 503: Service Unavailable"})
+	}
+	apply(&attempt)
+	apply(&attempt)
+	apply(&dl)
+	if st := s.Stats(); st.Events != int64(pending) || st.DeadLetters != dead {
+		b.Fatalf("backlog of %d events and %d dead letters, want %d and %d", st.Events, st.DeadLetters, pending, dead)
+	}
+	return s, index
 }
 
 // BenchmarkApplyAckAfterAttempts acks events that each failed once, so

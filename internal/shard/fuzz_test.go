@@ -464,6 +464,16 @@ const (
 	stepAckDead     = 31 // ack a dead letter: a no-op
 )
 
+// The top three bits of a step's selector pick no step. Two of their
+// values add something to it: selCapture captures a snapshot with
+// SnapshotFunc before the step, selCheck checks the oldest one held, which
+// must encode as MarshalBinary did when it was captured.
+const (
+	selCapture = 7 << 5
+	selCheck   = 6 << 5
+	maxHeld    = 16 // captures held at once; more check the oldest
+)
+
 // fuzzProgram turns fuzz input into commands. Each step reads a selector, an
 // index byte, a clock byte and then whatever the step needs. Sizes and
 // limits are small so that queues fill up and reservations run out often.
@@ -691,12 +701,37 @@ func runStateMachine(t *testing.T, data []byte) {
 	m := newModel()
 	p := &fuzzProgram{r: fuzzReader{data}, m: m, clock: 1_000}
 	s := New()
+	// Short runs append too few events to fill a chunk of pending entries;
+	// start near the end of one, so that they cross into the next.
+	shiftPending(s, chunkLen-1-len(data)%32)
+	var held []capture
+	check := func() {
+		t.Helper()
+		if err := held[0].check(); err != nil {
+			t.Fatal(err)
+		}
+		held = held[1:]
+	}
 	for step := 0; len(p.r.b) > 0 && step < 1000; step++ {
 		sel := p.r.next()
+		switch sel &^ 31 {
+		case selCapture:
+			if len(held) == maxHeld {
+				check()
+			}
+			want := snapshot(t, s)
+			held = append(held, capture{f: s.SnapshotFunc(), want: want, index: s.Applied()})
+		case selCheck:
+			if len(held) > 0 {
+				check()
+			}
+		}
 		index := p.index()
 		c, ok := p.command(sel)
 		if !ok {
+			// Captures outlive the state they were taken of.
 			s = restore(t, s)
+			shiftPending(s, chunkLen-1-int(s.Applied()%32))
 			compare(t, s, m, true)
 			continue
 		}
@@ -715,8 +750,22 @@ func runStateMachine(t *testing.T, data []byte) {
 		}
 		compare(t, s, m, step%32 == 0)
 	}
+	for len(held) > 0 {
+		check()
+	}
 	s = restore(t, s)
 	compare(t, s, m, true)
+}
+
+// shiftPending moves the entries of s's pending list so that the first is
+// at position start of its first chunk. The shard stays the same.
+func shiftPending(s *State, start int) {
+	l := pendingList{chunks: []pendingChunk{{size: new([chunkLen]int64)}}, start: start}
+	for i := range s.pending.len() {
+		l.push(s.pending.size(i))
+	}
+	s.pending.eachAttempt(l.setAttempts)
+	s.pending = l
 }
 
 // restore passes s through a snapshot and checks nothing was lost.

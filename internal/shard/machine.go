@@ -32,6 +32,12 @@ func (m *Machine) Apply(index uint64, data []byte) any {
 // Snapshot encodes the shard's metadata.
 func (m *Machine) Snapshot() ([]byte, error) { return m.MarshalBinary() }
 
+// SnapshotFunc captures the shard's metadata as it is now, cheaply, and
+// returns a function that encodes it: the bytes Snapshot would return now.
+// The function may run later on another goroutine, concurrently with
+// further Apply and Restore calls; see State.SnapshotFunc.
+func (m *Machine) SnapshotFunc() func() ([]byte, error) { return m.State.SnapshotFunc() }
+
 // Restore replaces the state with a snapshot's; empty data is an empty shard.
 func (m *Machine) Restore(data []byte) error {
 	if len(data) == 0 {

@@ -14,9 +14,13 @@ var updateSeeds = flag.Bool("update-seeds", false, "rewrite the fuzz seed corpor
 // seedProgram builds inputs for FuzzStateMachine step by step, in the
 // layout fuzzProgram reads: selector, index byte, clock byte, arguments.
 // Every step uses the next log index and moves the clock forward by one.
-type seedProgram struct{ b []byte }
+type seedProgram struct {
+	b    []byte
+	last int // where the last step starts
+}
 
 func (p *seedProgram) step(sel byte, args ...byte) *seedProgram {
+	p.last = len(p.b)
 	p.b = append(p.b, sel, 128, 2)
 	p.b = append(p.b, args...)
 	return p
@@ -64,6 +68,12 @@ func (p *seedProgram) ack(rel ...byte) *seedProgram {
 
 func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
 func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
+
+// capture captures a snapshot with SnapshotFunc before the last step.
+func (p *seedProgram) capture() *seedProgram { p.b[p.last] |= selCapture; return p }
+
+// check checks the oldest snapshot held before the last step.
+func (p *seedProgram) check() *seedProgram { p.b[p.last] |= selCheck; return p }
 
 // attempt records failed attempts of offsets given relative to the head.
 func (p *seedProgram) attempt(rel ...byte) *seedProgram {
@@ -174,6 +184,24 @@ func stateMachineSeeds() map[string][]byte {
 		}
 	}
 	seeds["mixed-with-snapshots"] = p.b
+	// Snapshots captured with SnapshotFunc, held while every kind of
+	// command changes the shard, across a restore, and checked later.
+	p = new(seedProgram)
+	p.publish(0, 1, 2, 3).publish(0, 4, 5, 6).reserve(10, 0, 0).capture().
+		ack(1).check().attempt(0, 2).capture().dead(2).capture().
+		replay(1, 0, 4).capture().commit(0, 7).expire(0).capture().
+		purge(32).check().snap().capture().reserve(5, 0, 0).abort(0).
+		deadHead(1, 1).capture().step(stepPurgeAll).check()
+	for i := range byte(40) {
+		p.publish(0, i%5, 3).ack(1 + i%3).attempt(i % 2)
+		if i%4 == 0 {
+			p.capture()
+		}
+		if i%5 == 0 {
+			p.deadHead(1, 1).check()
+		}
+	}
+	seeds["snapshot-funcs"] = p.b
 	return seeds
 }
 

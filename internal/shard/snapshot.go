@@ -18,7 +18,7 @@ const snapshotVersion = 2
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	size := 64 + len(s.pending)*2 + len(s.runs)*8 + len(s.reservations)*12 + len(s.attempts)*4
+	size := 64 + s.pending.len()*2 + len(s.runs)*8 + len(s.reservations)*12 + s.pending.natt*4
 	for i := range s.dead {
 		size += 24 + len(s.dead[i].Reason) + len(s.dead[i].LastError)
 	}
@@ -65,29 +65,18 @@ func (s *State) MarshalBinary() ([]byte, error) {
 
 	// One entry per offset in [head, nextOffset): 0 if acknowledged, else
 	// the event's size plus one.
-	for _, size := range s.pending {
-		b = binary.AppendUvarint(b, uint64(size+1))
+	for ci := range s.pending.chunks {
+		for _, size := range s.pending.segment(ci) {
+			b = binary.AppendUvarint(b, uint64(size+1))
+		}
 	}
 
-	// Attempt counts in offset order: the first offset as the distance
-	// from the head, the others as the gap from the previous one, less one.
-	offs := make([]uint64, 0, len(s.attempts))
-	for o := range s.attempts {
-		offs = append(offs, o)
-	}
-	slices.Sort(offs)
-	b = binary.AppendUvarint(b, uint64(len(offs)))
-	prev := s.head - 1
-	for _, o := range offs {
-		b = binary.AppendUvarint(b, o-prev-1)
-		b = binary.AppendUvarint(b, uint64(s.attempts[o]))
-		prev = o
-	}
+	b = s.appendAttempts(b)
 
 	// Dead letters in offset order, offsets and indexes as gaps, times as
 	// deltas.
 	b = binary.AppendUvarint(b, uint64(len(s.dead)))
-	prev = math.MaxUint64 // so that the first gap is the offset itself
+	prev := uint64(math.MaxUint64) // so that the first gap is the offset itself
 	prevIndex, prevTime = 0, 0
 	var prevPublish int64
 	for i := range s.dead {
@@ -104,6 +93,49 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		prev, prevIndex, prevTime, prevPublish = d.Offset, d.Index, d.Time, d.PublishTime
 	}
 	return b, nil
+}
+
+// appendAttempts appends the attempt counts in offset order: the first
+// offset as the distance from the head, the others as the gap from the
+// previous one, less one. (It is a function of its own so that the closure
+// does not capture MarshalBinary's buffer, which would slow all of it.)
+func (s *State) appendAttempts(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(s.pending.natt))
+	prev := s.head - 1
+	s.pending.eachAttempt(func(i int, a uint32) {
+		o := s.head + uint64(i)
+		b = binary.AppendUvarint(b, o-prev-1)
+		b = binary.AppendUvarint(b, uint64(a))
+		prev = o
+	})
+	return b
+}
+
+// SnapshotFunc captures the state as it is now, and returns a function
+// that returns what MarshalBinary returns now: the same bytes however
+// the state changes in the meantime. The function may run later, on
+// another goroutine, concurrently with further use of s, and more than
+// once.
+//
+// This lets a host capture a snapshot exactly at an applied index, on the
+// goroutine that applies commands, without stopping to encode it: the
+// capture costs one small descriptor per 4096 pending events, and after
+// it the state copies memory it still shares with the capture (in blocks
+// of 4096 events) as it first changes it. The capture holds on to memory
+// the state has since dropped or replaced until the function is released.
+func (s *State) SnapshotFunc() func() ([]byte, error) {
+	return s.freeze().MarshalBinary
+}
+
+// freeze returns a shallow copy of s that s does not change from now on,
+// and that must not be changed itself. It shares with s everything that
+// grows with the queue: see the comments on State's fields.
+func (s *State) freeze() *State {
+	f := *s
+	f.pending = s.pending.freeze()
+	s.resShared = true
+	s.deadShared = true
+	return &f
 }
 
 // UnmarshalBinary replaces the state with the snapshot in data, which
@@ -238,29 +270,40 @@ func (t *State) decodePending(d *decoder) {
 	if n == 0 {
 		return
 	}
-	t.pending = make([]int64, n)
-	for i := range t.pending {
-		v := d.uvarint("event size")
-		if d.err != nil {
-			return
-		}
-		if v == 0 {
-			if i == 0 {
-				d.fail("event at head %d is acknowledged", t.head)
+	// Fill whole chunks, counting in locals: t.pending.push and t's
+	// counters would do, only slower.
+	l := &t.pending
+	l.chunks = make([]pendingChunk, 0, (n+chunkMask)>>chunkShift)
+	limit := math.MaxInt64 - t.reservedBytes // pending bytes may not exceed
+	var bytes, events int64
+	for i := 0; i < n; i += chunkLen {
+		sizes := new([chunkLen]int64)
+		l.chunks = append(l.chunks, pendingChunk{size: sizes})
+		for j := range sizes[:min(chunkLen, n-i)] {
+			v := d.uvarint("event size")
+			if d.err != nil {
 				return
 			}
-			t.pending[i] = acked
-			continue
+			if v == 0 {
+				if i+j == 0 {
+					d.fail("event at head %d is acknowledged", t.head)
+					return
+				}
+				sizes[j] = acked
+				continue
+			}
+			size := v - 1
+			if size > uint64(limit-bytes) {
+				d.fail("pending bytes overflow")
+				return
+			}
+			sizes[j] = int64(size)
+			bytes += int64(size)
+			events++
 		}
-		size := v - 1
-		if size > uint64(math.MaxInt64-t.pendingBytes-t.reservedBytes) {
-			d.fail("pending bytes overflow")
-			return
-		}
-		t.pending[i] = int64(size)
-		t.pendingBytes += int64(size)
-		t.pendingEvents++
 	}
+	l.n = n
+	t.pendingBytes, t.pendingEvents = bytes, events
 }
 
 func (t *State) decodeAttempts(d *decoder) {
@@ -269,7 +312,6 @@ func (t *State) decodeAttempts(d *decoder) {
 	if d.err != nil || n == 0 {
 		return
 	}
-	t.attempts = make(map[uint64]uint32, n)
 	prev := t.head - 1
 	for range n {
 		gap := d.uvarint("attempt offset")
@@ -287,7 +329,7 @@ func (t *State) decodeAttempts(d *decoder) {
 			return
 		}
 		prev += gap + 1
-		t.attempts[prev] = uint32(a)
+		t.pending.setAttempts(int(prev-t.head), uint32(a))
 	}
 }
 
@@ -339,7 +381,7 @@ func (t *State) decodeDead(d *decoder) {
 		// Where the runs still cover it, it must agree with them.
 		if len(t.runs) > 0 && o >= t.runs[0].first {
 			r := t.runOf(o)
-			if index != r.index || start != r.first || publish != r.time || (o >= t.head && t.pending[o-t.head] != acked) {
+			if index != r.index || start != r.first || publish != r.time || (o >= t.head && t.pending.size(int(o-t.head)) != acked) {
 				d.fail("dead letter %d disagrees with the pending events", o)
 				return
 			}

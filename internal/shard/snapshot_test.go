@@ -458,7 +458,8 @@ func checkInvariants(t *testing.T, s *State) {
 		reserved += r.bytes
 	}
 	var events, size int64
-	for i, p := range s.pending {
+	for i := range s.pending.len() {
+		p := s.pending.size(i)
 		if p == acked {
 			if i == 0 {
 				t.Fatal("event at the head is acked")
@@ -472,9 +473,10 @@ func checkInvariants(t *testing.T, s *State) {
 	if want := [3]int64{reserved, events, size}; got != want {
 		t.Fatalf("reserved bytes, pending events, pending bytes = %v, want %v", got, want)
 	}
-	if uint64(len(s.pending)) != s.nextOffset-s.head {
-		t.Fatalf("%d pending entries for offsets [%d, %d)", len(s.pending), s.head, s.nextOffset)
+	if uint64(s.pending.len()) != s.nextOffset-s.head {
+		t.Fatalf("%d pending entries for offsets [%d, %d)", s.pending.len(), s.head, s.nextOffset)
 	}
+	checkPendingList(t, &s.pending)
 	next := s.head
 	if len(s.runs) > 0 {
 		next = s.runs[0].first
@@ -504,7 +506,7 @@ func checkDeadInvariants(t *testing.T, s *State) {
 		if d.Index == 0 || d.Index > s.applied || uint64(d.Slot) > d.Offset || len(d.Reason) > MaxDeadLetterText || len(d.LastError) > MaxDeadLetterText {
 			t.Fatalf("dead letter %+v is malformed", d)
 		}
-		if d.Offset >= s.head && s.pending[d.Offset-s.head] != acked {
+		if d.Offset >= s.head && s.pending.size(int(d.Offset-s.head)) != acked {
 			t.Fatalf("dead letter %d is still pending", d.Offset)
 		}
 		if len(s.runs) > 0 && d.Offset >= s.runs[0].first {
@@ -520,9 +522,45 @@ func checkDeadInvariants(t *testing.T, s *State) {
 	if s.deadLettered < uint64(len(s.dead)) || s.deadLettered > s.nextOffset-uint64(s.pendingEvents) {
 		t.Fatalf("%d dead-lettered with %d held and %d done", s.deadLettered, len(s.dead), s.nextOffset-uint64(s.pendingEvents))
 	}
-	for o, a := range s.attempts {
-		if a == 0 || !s.isPending(o) {
+	s.pending.eachAttempt(func(i int, a uint32) {
+		if o := s.head + uint64(i); a == 0 || !s.isPending(o) {
 			t.Fatalf("%d attempts for offset %d, which is not pending", a, o)
 		}
+	})
+}
+
+// checkPendingList checks the bookkeeping of a pendingList's chunks.
+func checkPendingList(t *testing.T, l *pendingList) {
+	t.Helper()
+	if l.n < 0 || l.start < 0 || l.start >= chunkLen && len(l.chunks) > 0 || l.start+l.n > len(l.chunks)*chunkLen {
+		t.Fatalf("%d entries from position %d in %d chunks", l.n, l.start, len(l.chunks))
+	}
+	if n := (l.start + l.n + chunkMask) >> chunkShift; len(l.chunks) > max(n, 1) {
+		t.Fatalf("%d chunks for %d entries from position %d", len(l.chunks), l.n, l.start)
+	}
+	natt := 0
+	for ci, c := range l.chunks {
+		if c.size == nil || c.gen > l.gen {
+			t.Fatalf("chunk %d: size array %p, generation %d of %d", ci, c.size, c.gen, l.gen)
+		}
+		n := 0
+		if c.att != nil {
+			from, to := l.bounds(ci)
+			for j, a := range c.att {
+				if a != 0 {
+					if j < from || j >= to {
+						t.Fatalf("chunk %d: %d attempts at position %d, outside [%d, %d)", ci, a, j, from, to)
+					}
+					n++
+				}
+			}
+		}
+		if n != c.natt || (c.att != nil) != (n > 0) {
+			t.Fatalf("chunk %d: %d attempts counted, %d held in %p", ci, c.natt, n, c.att)
+		}
+		natt += n
+	}
+	if natt != l.natt {
+		t.Fatalf("%d attempts counted, %d held", l.natt, natt)
 	}
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -10,7 +11,13 @@ import (
 )
 
 // State is the state machine of one shard. The zero value is an empty
-// shard, as is the result of New. A State is not safe for concurrent use.
+// shard, as is the result of New. A State is not safe for concurrent use,
+// but the function SnapshotFunc returns may run concurrently with it.
+//
+// So that SnapshotFunc is cheap however long the queue, everything that
+// grows with the queue is kept in memory that a frozen copy of the state
+// (see freeze) can share: State copies such memory before it first writes
+// it after a freeze, or writes only parts no frozen copy reads.
 type State struct {
 	applied         uint64 // log index of the last applied command
 	nextOffset      uint64 // offset the next appended event gets
@@ -19,31 +26,34 @@ type State struct {
 	deadLettered    uint64 // events ever dead-lettered
 	retried         uint64 // failed delivery attempts ever recorded
 
+	// reservations is shared with a frozen copy if resShared is set, and
+	// then copied before it is changed.
 	reservations  map[uint64]reservation
+	resShared     bool
 	reservedBytes int64
 
-	// pending[i] is the Size of the event at offset head+i, or acked if
-	// that event is done: acknowledged or dead-lettered, out of order.
-	// pending[0] is never acked: the head advances past done events as
-	// soon as it can.
-	pending       []int64
+	// Entry i of pending is the event at offset head+i: its Size, or acked
+	// if it is done (acknowledged or dead-lettered, out of order), and its
+	// failed attempts, which go when it is done. Entry 0 is never acked:
+	// the head advances past done events as soon as it can.
+	pending       pendingList
 	pendingEvents int64 // entries of pending that are not acked
 	pendingBytes  int64 // sum of those entries
-	pendingDead   int   // see dropFront
 
 	// runs map offsets to the log entries holding them, one run per Commit
 	// or Publish, in offset order. They cover exactly [head, nextOffset):
-	// runs wholly below the head are dropped.
+	// runs wholly below the head are dropped. A run never changes once
+	// appended, and runs are only appended and dropped from the front, so
+	// frozen copies share the array as it is.
 	runs     []run
 	runsDead int // see dropFront
 
-	// attempts counts the failed deliveries of pending events; an event
-	// without an entry has had none. Entries go when the event is done.
-	attempts map[uint64]uint32
-
 	// dead holds the dead letters, in offset order. Their log entries are
-	// kept (see CompactIndex), so they carry their own location.
+	// kept (see CompactIndex), so they carry their own location. The
+	// array may be shared with a frozen copy if deadShared is set: then
+	// only appends write it in place.
 	dead        []deadLetter
+	deadShared  bool
 	deadBytes   int64 // sum of their sizes
 	deadDropped int   // see dropFront
 }
@@ -164,12 +174,21 @@ func (s *State) reserve(c *Command) Result {
 	}
 	s.lastReservation++
 	id := s.lastReservation
-	if s.reservations == nil {
-		s.reservations = make(map[uint64]reservation)
-	}
+	s.ownReservations()
 	s.reservations[id] = reservation{bytes: c.Bytes, count: c.Count, time: c.Time}
 	s.reservedBytes += c.Bytes
 	return Result{ReservationID: id}
+}
+
+// ownReservations makes s.reservations a map that s may change.
+func (s *State) ownReservations() {
+	switch {
+	case s.reservations == nil:
+		s.reservations = make(map[uint64]reservation)
+	case s.resShared:
+		s.reservations = maps.Clone(s.reservations)
+	}
+	s.resShared = false
 }
 
 // checkSpace reports whether n more bytes may be held under limit.
@@ -210,6 +229,7 @@ func (s *State) commit(index uint64, c *Command) Result {
 	// The reservation's bytes were already counted against the limit, so
 	// moving the events into the queue needs no further check: their size
 	// is at most what is released here.
+	s.ownReservations()
 	delete(s.reservations, c.ReservationID)
 	s.reservedBytes -= r.bytes
 	return s.appendEvents(index, c.Time, c.Events)
@@ -222,6 +242,7 @@ func (s *State) abort(c *Command) Result {
 		// expiry, must not fail.
 		return Result{}
 	}
+	s.ownReservations()
 	delete(s.reservations, c.ReservationID)
 	s.reservedBytes -= r.bytes
 	return Result{Count: 1}
@@ -246,7 +267,7 @@ func (s *State) appendEvents(index uint64, time int64, events []Event) Result {
 	first := s.nextOffset
 	for i := range events {
 		size := events[i].Size()
-		s.pending = append(s.pending, size)
+		s.pending.push(size)
 		s.pendingBytes += size
 	}
 	n := uint64(len(events))
@@ -268,16 +289,21 @@ func (s *State) ack(c *Command) Result {
 		if o < s.head {
 			continue // acknowledged long ago
 		}
-		i := o - s.head
-		size := s.pending[i]
+		i := int(o - s.head)
+		// s.pending.ack(i), by hand: this loop is hot.
+		ch, j := s.pending.locate(i)
+		size := ch.size[j]
 		if size == acked {
 			continue // a repeated ack, within this command or across them
 		}
-		s.pending[i] = acked
+		if ch.gen != s.pending.gen {
+			s.pending.own(ch)
+		}
+		ch.size[j] = acked
 		s.pendingEvents--
 		s.pendingBytes -= size
-		if len(s.attempts) != 0 {
-			delete(s.attempts, o)
+		if s.pending.natt != 0 {
+			s.pending.setAttempts(i, 0)
 		}
 		n++
 	}
@@ -288,7 +314,7 @@ func (s *State) ack(c *Command) Result {
 // isPending reports whether the event at offset is assigned and neither
 // acknowledged nor dead-lettered.
 func (s *State) isPending(offset uint64) bool {
-	return offset >= s.head && offset < s.nextOffset && s.pending[offset-s.head] != acked
+	return offset >= s.head && offset < s.nextOffset && s.pending.size(int(offset-s.head)) != acked
 }
 
 // runOf returns the run holding offset, which must be in [head, nextOffset).
@@ -303,11 +329,9 @@ func (s *State) attempt(c *Command) Result {
 		if !s.isPending(o) {
 			continue // done already, or never assigned: nothing to retry
 		}
-		if s.attempts == nil {
-			s.attempts = make(map[uint64]uint32)
-		}
-		if a := s.attempts[o]; a < math.MaxUint32 {
-			s.attempts[o] = a + 1
+		i := int(o - s.head)
+		if a := s.pending.attempts(i); a < math.MaxUint32 {
+			s.pending.setAttempts(i, a+1)
 		}
 		n++
 	}
@@ -323,16 +347,15 @@ func (s *State) deadLetter(c *Command) Result {
 			continue // done already (perhaps earlier in this command), or never assigned
 		}
 		r := s.runOf(o)
-		i := o - s.head
-		size := s.pending[i]
-		s.pending[i] = acked
+		i := int(o - s.head)
+		a := s.pending.attempts(i)
+		size := s.pending.ack(i)
+		if a != 0 {
+			s.pending.setAttempts(i, 0)
+		}
 		s.pendingEvents--
 		s.pendingBytes -= size
 		s.deadBytes += size
-		a := s.attempts[o]
-		if a != 0 {
-			delete(s.attempts, o)
-		}
 		add = append(add, deadLetter{DeadLetter: DeadLetter{
 			Offset: o, Index: r.index, Slot: int(o - r.first),
 			Reason: clipText(d.Reason), LastError: clipText(d.LastError),
@@ -395,6 +418,7 @@ func (s *State) insertDead(add []deadLetter) {
 	merged = append(merged, s.dead[i:]...)
 	s.dead = append(merged, add[j:]...)
 	s.deadDropped = 0
+	s.deadShared = false
 }
 
 // removeDead deletes the dead letters at the given positions of s.dead,
@@ -407,22 +431,34 @@ func (s *State) removeDead(pos []int) {
 		// A prefix: replaying or purging the oldest dead letters first is
 		// the usual order, and costs no copying.
 		k := len(pos)
-		clear(s.dead[:k]) // let go of the strings
+		if !s.deadShared {
+			clear(s.dead[:k]) // let go of the strings
+		}
 		s.dead = dropFront(s.dead, &s.deadDropped, k)
+		if s.deadDropped == 0 {
+			s.deadShared = false // dropFront moved them to a new array
+		}
 		return
 	}
-	w := pos[0]
+	w, dst := pos[0], s.dead
+	if s.deadShared {
+		// A frozen copy may be reading the array: compact into a new one.
+		dst = make([]deadLetter, len(s.dead)-len(pos))
+		copy(dst, s.dead[:w])
+		s.deadDropped = 0
+		s.deadShared = false
+	}
 	next := 0
 	for r := pos[0]; r < len(s.dead); r++ {
 		if next < len(pos) && pos[next] == r {
 			next++
 			continue
 		}
-		s.dead[w] = s.dead[r]
+		dst[w] = s.dead[r]
 		w++
 	}
-	clear(s.dead[w:])
-	s.dead = s.dead[:w]
+	clear(dst[w:]) // when compacting in place, let go of the strings
+	s.dead = dst[:w]
 }
 
 func (s *State) replayDead(index uint64, c *Command) Result {
@@ -460,8 +496,11 @@ func (s *State) purgeDead(c *Command) Result {
 		return Result{}
 	}
 	if len(c.Offsets) == 0 {
-		clear(s.dead)
+		if !s.deadShared {
+			clear(s.dead) // let go of the strings
+		}
 		s.dead = nil
+		s.deadShared = false
 		s.deadBytes = 0
 		s.deadDropped = 0
 		return Result{Count: n}
@@ -484,15 +523,12 @@ func (s *State) purgeDead(c *Command) Result {
 // advance moves the head past done events (acknowledged or dead-lettered)
 // at the front of the queue and drops the bookkeeping for them.
 func (s *State) advance() {
-	k := 0
-	for k < len(s.pending) && s.pending[k] == acked {
-		k++
-	}
+	k := s.pending.leadingAcked()
 	if k == 0 {
 		return
 	}
 	s.head += uint64(k)
-	s.pending = dropFront(s.pending, &s.pendingDead, k)
+	s.pending.dropFront(k)
 	j := 0
 	for j < len(s.runs) && s.runs[j].end() <= s.head {
 		j++
@@ -521,8 +557,11 @@ func dropFront[T any](x []T, dead *int, k int) []T {
 func (s *State) expire(c *Command) Result {
 	n := 0
 	// Map order does not matter: the outcome is the same set of deletions.
+	// If the map is shared, the first deletion replaces it with a copy;
+	// the loop goes on over the original, which does not change.
 	for id, r := range s.reservations {
 		if r.time < c.OlderThan {
+			s.ownReservations()
 			delete(s.reservations, id)
 			s.reservedBytes -= r.bytes
 			n++
@@ -572,7 +611,7 @@ func (s *State) IsAcked(offset uint64) bool {
 	if offset >= s.nextOffset {
 		return false
 	}
-	return s.pending[offset-s.head] == acked
+	return s.pending.size(int(offset-s.head)) == acked
 }
 
 // CompactIndex returns the lowest log index still needed to read a
@@ -594,7 +633,12 @@ func (s *State) CompactIndex() uint64 {
 
 // Attempts returns the number of failed delivery attempts recorded for
 // the pending event at offset; 0 for events not pending.
-func (s *State) Attempts(offset uint64) uint32 { return s.attempts[offset] }
+func (s *State) Attempts(offset uint64) uint32 {
+	if offset < s.head || offset >= s.nextOffset {
+		return 0
+	}
+	return s.pending.attempts(int(offset - s.head))
+}
 
 // A DeadLetter describes an event in the shard's dead-letter queue.
 type DeadLetter struct {
