@@ -35,7 +35,9 @@ type StateMachine interface {
 	// handed to its proposer. It must be deterministic.
 	Apply(index uint64, cmd []byte) any
 	// Snapshot encodes the whole state. It runs on the apply loop, so it
-	// must be cheap: state machines keep metadata, not data.
+	// must be cheap: state machines keep metadata, not data. A machine
+	// that also implements AsyncSnapshotter is encoded off the loop in the
+	// default (asynchronous) mode.
 	Snapshot() ([]byte, error)
 	// Restore replaces the state with a snapshot's; empty data means the
 	// initial state.
