@@ -299,10 +299,9 @@ func (n *Node) reconcile(ctx context.Context) error {
 	for _, s := range toRemove {
 		delete(n.shards, s.group)
 	}
+	// A shard already open keeps its runtime (wanted holds the same pointer);
+	// a new id means a new topic, whose runtime is new.
 	for id, s := range wanted {
-		if old, ok := n.shards[id]; ok && old != s {
-			s.adopt(old)
-		}
 		n.shards[id] = s
 	}
 	n.topics = newTopics

@@ -90,12 +90,6 @@ func (s *shardRuntime) dirName() string {
 	return fmt.Sprintf("%s/%d-%s", shardsDir, s.group, s.name)
 }
 
-// adopt keeps the live state of the runtime it replaces.
-func (s *shardRuntime) adopt(old *shardRuntime) {
-	s.openErr = old.openErr
-	s.leases = old.leases
-}
-
 // broadcast wakes every waiter at once: long-polling fetches wait on it.
 type broadcast struct {
 	mu sync.Mutex
