@@ -1,6 +1,8 @@
 package log
 
 import (
+	"herald/internal/vfs"
+
 	"errors"
 	"os"
 	"strconv"
@@ -24,6 +26,27 @@ func buildLog(t *testing.T, dir string, n uint64) map[uint64]recLoc {
 		}
 	}
 	mustClose(t, l)
+	return locs
+}
+
+// buildCrashedLog is buildLog for a log whose machine then lost power: it
+// is written in another boot and never closed, so recovery may take a
+// damaged final record for a torn write.
+func buildCrashedLog(t *testing.T, dir string, n uint64) map[uint64]recLoc {
+	t.Helper()
+	l := mustOpen(t, dir, Options{SegmentSize: corruptSegSize, BootID: "an earlier boot"})
+	mustAppend(t, l, mkrecs(1, n+1, 1))
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	locs := make(map[uint64]recLoc)
+	for k, s := range l.segs {
+		for i := s.base; i < s.next(); i++ {
+			locs[i] = recLoc{path: s.path, off: s.pos[i-s.base], end: s.end(i), seg: k, last: k == len(l.segs)-1}
+		}
+		s.f.Close()
+	}
+	l.dirf.Close()
 	return locs
 }
 
@@ -277,12 +300,69 @@ func TestTornLastRecord(t *testing.T) {
 	}
 }
 
-func TestTornLastRecordBadChecksumAtEOF(t *testing.T) {
+// A damaged last record that ends exactly at the end of the file may have
+// been synced and acknowledged; it is cut only after a power loss.
+func TestBadChecksumAtEOF(t *testing.T) {
+	t.Run("after a power loss", func(t *testing.T) {
+		dir := t.TempDir()
+		loc := buildCrashedLog(t, dir, 300)[300]
+		flipByte(t, loc.path, loc.end-1)
+		recoversTo(t, dir, 299)
+	})
+	t.Run("after a clean close", func(t *testing.T) {
+		dir := t.TempDir()
+		loc := buildLog(t, dir, 300)[300]
+		flipByte(t, loc.path, loc.end-1)
+		wantCorruption(t, dir, loc.path, loc.off)
+	})
+	t.Run("after a process crash", func(t *testing.T) {
+		dir := t.TempDir()
+		l := mustOpen(t, dir, Options{SegmentSize: corruptSegSize, BootID: "this boot"})
+		mustAppend(t, l, mkrecs(1, 301, 1))
+		s := l.active()
+		path, off, end := s.path, s.pos[len(s.pos)-1], s.size
+		abandon(l)
+		flipByte(t, path, end-1)
+		_, err := Open(dir, Options{SegmentSize: corruptSegSize, BootID: "this boot"})
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.File != path || ce.Offset != off || !strings.Contains(err.Error(), "has not restarted") {
+			t.Fatalf("Open after a process crash and a flipped bit: %v; want corruption of %s at %d", err, path, off)
+		}
+	})
+}
+
+// abandon drops l as a killed process would: nothing synced, nothing
+// marked clean.
+func abandon(l *Log) {
+	for _, s := range l.segs {
+		s.f.Close()
+	}
+	l.dirf.Close()
+}
+
+// A length field that points past the end of the file, in the middle of
+// the last segment, is damage: the records after it are intact.
+func TestLengthPastEOFInMiddleOfLastSegment(t *testing.T) {
 	dir := t.TempDir()
-	locs := buildLog(t, dir, 300)
-	loc := locs[300]
-	flipByte(t, loc.path, loc.end-1)
-	recoversTo(t, dir, 299)
+	locs := buildCrashedLog(t, dir, 300)
+	last := locs[300]
+	victim := uint64(300)
+	for locs[victim-1].seg == last.seg {
+		victim--
+	}
+	victim += 2
+	loc := locs[victim]
+	flipByte(t, loc.path, loc.off+1) // length += 16 KiB: past the 2 KiB segment's end
+	wantCorruption(t, dir, loc.path, loc.off)
+}
+
+// A flipped length in the last record, pointing past the end of the file,
+// is told from a torn write because the data checks out.
+func TestLastRecordLengthFlip(t *testing.T) {
+	dir := t.TempDir()
+	loc := buildCrashedLog(t, dir, 300)[300]
+	flipByte(t, loc.path, loc.off+1)
+	wantCorruption(t, dir, loc.path, loc.off)
 }
 
 func TestZeroFilledTail(t *testing.T) {
@@ -297,7 +377,7 @@ func TestZeroFilledTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			locs := buildLog(t, dir, 300)
+			locs := buildCrashedLog(t, dir, 300)
 			loc := locs[300]
 			from, to := tc.zero(loc)
 			f, err := os.OpenFile(loc.path, os.O_RDWR, 0)
@@ -356,9 +436,9 @@ func TestEntriesDetectsCorruption(t *testing.T) {
 
 // failingWriter returns a writeAt hook that, on the nth call from now,
 // writes only half of the buffer and reports ENOSPC.
-func failingWriter(n int) func(f *os.File, b []byte, off int64) (int, error) {
+func failingWriter(n int) func(f vfs.File, b []byte, off int64) (int, error) {
 	calls := 0
-	return func(f *os.File, b []byte, off int64) (int, error) {
+	return func(f vfs.File, b []byte, off int64) (int, error) {
 		calls++
 		if calls != n {
 			return f.WriteAt(b, off)
@@ -407,7 +487,7 @@ func TestDiskFull(t *testing.T) {
 			}
 
 			// Space is available again.
-			l.writeAt = (*os.File).WriteAt
+			l.writeAt = vfs.File.WriteAt
 			more := mkrecs(11, 11+tc.batch, 1)
 			mustAppend(t, l, more)
 			want = append(want, more...)
@@ -422,4 +502,20 @@ func TestDiskFull(t *testing.T) {
 
 func equalStrings(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
+}
+
+// Zeros after the last record of a cleanly closed log are damage: a clean
+// close leaves no unfinished write behind.
+func TestZerosAfterCleanClose(t *testing.T) {
+	dir := t.TempDir()
+	loc := buildLog(t, dir, 300)[300]
+	f, err := os.OpenFile(loc.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 4096), loc.end); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	wantCorruption(t, dir, loc.path, loc.end)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"herald/internal/vfs"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is 0.
@@ -34,6 +36,14 @@ type Options struct {
 	// new one started; 0 means DefaultSegmentSize. A segment may exceed it
 	// by up to one record.
 	SegmentSize int64
+
+	// FS holds the log's files; nil means vfs.OS.
+	FS vfs.FS
+
+	// BootID identifies the current boot of the machine; "" means the
+	// kernel's (vfs.BootID). Recovery compares it with the boot that last
+	// wrote the log to know whether a power loss can have torn a write.
+	BootID string
 }
 
 // Log is the record log of one shard.
@@ -43,13 +53,18 @@ type Options struct {
 // (Entries, Term, FirstIndex, LastIndex, ...) and a background goroutine may
 // call DeletePrefix.
 type Log struct {
+	fs      vfs.FS
 	dir     string
-	dirf    *os.File // the directory, for fsyncing entry changes
+	dirf    vfs.File // the directory, for fsyncing entry changes
 	segSize int64
+	bootID  string
+	state   logState // as last written to the state file; guarded by wmu
+	stateOK bool     // state was read or written
+	noTear  string   // why recovery found no write can have been torn; "" if one can
 
 	// Test hooks, set before the log is shared.
-	writeAt   func(f *os.File, b []byte, off int64) (int, error)
-	fsyncFile func(f *os.File) error
+	writeAt   func(f vfs.File, b []byte, off int64) (int, error)
+	fsyncFile func(f vfs.File) error
 
 	syncs atomic.Uint64 // fdatasync calls made
 
@@ -99,21 +114,37 @@ func Open(dir string, opts Options) (*Log, error) {
 	if segSize <= headerSize {
 		return nil, fmt.Errorf("open log %s: segment size %d is too small", dir, segSize)
 	}
-	if err := makeDir(dir); err != nil {
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	bootID := opts.BootID
+	if bootID == "" {
+		bootID = vfs.BootID()
+	}
+	if err := vfs.MkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	dirf, err := os.Open(dir)
+	dirf, err := fsys.OpenDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{
+		fs:        fsys,
 		dir:       dir,
 		dirf:      dirf,
 		segSize:   segSize,
-		writeAt:   (*os.File).WriteAt,
-		fsyncFile: fdatasync,
+		bootID:    bootID,
+		writeAt:   vfs.File.WriteAt,
+		fsyncFile: vfs.File.SyncData,
 	}
 	l.scond.L = &l.smu
+	st, ok, noTear, err := l.readState()
+	if err != nil {
+		dirf.Close()
+		return nil, err
+	}
+	l.state, l.stateOK, l.noTear = st, ok, noTear
 	if err := l.recover(); err != nil {
 		for _, s := range l.segs {
 			s.f.Close()
@@ -124,44 +155,20 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// makeDir creates dir if it is missing and makes its entry durable.
-func makeDir(dir string) error {
-	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return syncDirPath(filepath.Dir(filepath.Clean(dir)))
-}
-
-func syncDirPath(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
 // recover loads the segments in l.dir into l.segs.
 func (l *Log) recover() error {
-	ents, err := os.ReadDir(l.dir)
+	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("open log %s: %w", l.dir, err)
 	}
 	var bases []uint64
 	var resets []string
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range names {
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			// A roll that crashed before renaming its new segment into
 			// place; the segment never received a record.
-			if err := os.Remove(l.path(name)); err != nil {
+			if err := l.fs.Remove(l.path(name)); err != nil {
 				return fmt.Errorf("open log %s: remove unfinished segment: %w", l.dir, err)
 			}
 		case strings.HasSuffix(name, resetSuffix):
@@ -199,11 +206,11 @@ func (l *Log) recover() error {
 	torn := int64(-1)
 	for i, base := range bases {
 		path := l.path(segName(base, segSuffix))
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return fmt.Errorf("open segment %s: %w", path, err)
 		}
-		s, t, err := scanSegment(f, path, base, i == len(bases)-1)
+		s, t, err := scanSegment(f, path, base, i == len(bases)-1, l.noTear)
 		if err != nil {
 			f.Close()
 			return err
@@ -247,22 +254,22 @@ func (l *Log) finishReset(name string, bases []uint64) (base uint64, done bool, 
 	if !ok {
 		return 0, false, nil // not ours
 	}
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(l.fs, path)
 	if err != nil {
 		return 0, false, fmt.Errorf("open log %s: read unfinished reset: %w", l.dir, err)
 	}
 	if h, herr := decodeHeader(b); herr != nil || h.base != base || len(b) != headerSize {
-		if err := os.Remove(path); err != nil {
+		if err := l.fs.Remove(path); err != nil {
 			return 0, false, fmt.Errorf("open log %s: remove unfinished reset: %w", l.dir, err)
 		}
 		return 0, false, nil
 	}
 	for _, old := range bases {
-		if err := os.Remove(l.path(segName(old, segSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.fs.Remove(l.path(segName(old, segSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return 0, false, fmt.Errorf("open log %s: finish reset: %w", l.dir, err)
 		}
 	}
-	if err := os.Rename(path, l.path(segName(base, segSuffix))); err != nil {
+	if err := l.fs.Rename(path, l.path(segName(base, segSuffix))); err != nil {
 		return 0, false, fmt.Errorf("open log %s: finish reset: %w", l.dir, err)
 	}
 	if err := l.syncDir(); err != nil {
@@ -274,7 +281,7 @@ func (l *Log) finishReset(name string, bases []uint64) (base uint64, done bool, 
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
 
 // fsync makes f's data durable, counting the call.
-func (l *Log) fsync(f *os.File) error {
+func (l *Log) fsync(f vfs.File) error {
 	l.syncs.Add(1)
 	return l.fsyncFile(f)
 }
@@ -289,8 +296,8 @@ func (l *Log) syncDir() error {
 
 // writeSegmentFile creates path holding just a segment header and makes
 // its contents durable.
-func (l *Log) writeSegmentFile(path string, h segHeader) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (l *Log) writeSegmentFile(path string, h segHeader) (vfs.File, error) {
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", path, err)
 	}
@@ -301,7 +308,7 @@ func (l *Log) writeSegmentFile(path string, h segHeader) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(path)
+		l.fs.Remove(path)
 		return nil, err
 	}
 	return f, nil
@@ -317,16 +324,16 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := l.fs.Rename(tmp, path); err != nil {
 		f.Close()
-		os.Remove(tmp)
+		l.fs.Remove(tmp)
 		return nil, fmt.Errorf("create segment %s: %w", path, err)
 	}
 	if err := l.syncDir(); err != nil {
 		// Whether the new name is durable is unknown, so the directory
 		// can no longer be trusted to match memory.
 		f.Close()
-		os.Remove(path)
+		l.fs.Remove(path)
 		err = fmt.Errorf("create segment %s: %w", path, err)
 		l.fail(err)
 		return nil, err
@@ -420,7 +427,11 @@ func (l *Log) Append(recs []Record) error {
 		return fmt.Errorf("append at index %d: the log ends at index %d and must not have gaps", at, last)
 	case at < first:
 		return fmt.Errorf("append at index %d: the log starts at index %d: %w", at, first, ErrCompacted)
-	case at <= last:
+	}
+	if err := l.markWriting(); err != nil {
+		return fmt.Errorf("append at index %d: %w", recs[0].Index, err)
+	}
+	if at := recs[0].Index; at <= last {
 		if err := l.truncate(at); err != nil {
 			return err
 		}
@@ -529,7 +540,7 @@ func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) err
 	for _, c := range done {
 		if c.created {
 			c.seg.f.Close()
-			os.Remove(c.seg.path)
+			l.fs.Remove(c.seg.path)
 			removed = true
 		}
 	}
@@ -550,6 +561,14 @@ func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) err
 		l.fail(terr)
 		return errors.Join(err, terr)
 	}
+	// The cut must be durable: a batch that spanned segments was synced
+	// into this one before the roll, and must not come back after a crash
+	// as if the failed append had succeeded.
+	if serr := l.fsync(act.f); serr != nil {
+		serr = fmt.Errorf("roll back failed append: %w", serr)
+		l.fail(serr)
+		return errors.Join(err, serr)
+	}
 	return err
 }
 
@@ -568,6 +587,9 @@ func (l *Log) TruncateSuffix(from uint64) error {
 	}
 	if from >= l.active().next() {
 		return nil
+	}
+	if err := l.markWriting(); err != nil {
+		return fmt.Errorf("truncate suffix from index %d: %w", from, err)
 	}
 	return l.truncate(from)
 }
@@ -597,7 +619,7 @@ func (l *Log) truncate(from uint64) error {
 	// never a shortened segment followed by the stale ones.
 	var err error
 	for i := len(removed) - 1; i >= 0 && err == nil; i-- {
-		if rerr := os.Remove(removed[i].path); rerr != nil {
+		if rerr := l.fs.Remove(removed[i].path); rerr != nil {
 			err = fmt.Errorf("truncate suffix from index %d: %w", from, rerr)
 		}
 	}
@@ -623,9 +645,8 @@ func (l *Log) truncate(from uint64) error {
 // never deletes the active segment or part of a segment, so FirstIndex may
 // stay below below.
 //
-// Deletion is not synced to the directory: if a crash undoes it, the old
-// segments reappear intact and in line with the rest of the log, and every
-// operation that could make them inconsistent syncs the directory first.
+// The deletion is made durable in the directory before DeletePrefix
+// returns, so space the caller counts as freed stays freed after a crash.
 func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -649,7 +670,12 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	}
 	var errs []error
 	for _, s := range removed {
-		if err := os.Remove(s.path); err != nil {
+		if err := l.fs.Remove(s.path); err != nil {
+			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
+		}
+	}
+	if n > 0 {
+		if err := l.syncDir(); err != nil {
 			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
 		}
 	}
@@ -670,6 +696,9 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if err := l.markWriting(); err != nil {
+		return fmt.Errorf("reset to index %d: %w", next, err)
+	}
 
 	path := l.path(segName(next, segSuffix))
 	tmp := l.path(segName(next, resetSuffix))
@@ -679,7 +708,7 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	}
 	if err := l.syncDir(); err != nil {
 		f.Close()
-		os.Remove(tmp)
+		l.fs.Remove(tmp)
 		err = fmt.Errorf("reset to index %d: %w", next, err)
 		l.fail(err)
 		return err
@@ -698,12 +727,12 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	}
 	var errs []error
 	for _, o := range old {
-		if err := os.Remove(o.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.fs.Remove(o.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {
-		if err := os.Rename(tmp, path); err != nil {
+		if err := l.fs.Rename(tmp, path); err != nil {
 			errs = append(errs, err)
 		} else if err := l.syncDir(); err != nil {
 			errs = append(errs, err)
@@ -860,6 +889,8 @@ func (l *Log) Close() error {
 		errs = append(errs, fmt.Errorf("close log %s: not synced, it failed earlier: %w", l.dir, broken))
 	} else if err := l.Sync(); err != nil {
 		errs = append(errs, err)
+	} else if err := l.markClean(); err != nil {
+		errs = append(errs, fmt.Errorf("close log %s: %w", l.dir, err))
 	}
 
 	l.smu.Lock()

@@ -1,6 +1,8 @@
 package log
 
 import (
+	"herald/internal/vfs"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -104,7 +106,9 @@ func segFiles(t testing.TB, dir string) []string {
 	}
 	var names []string
 	for _, e := range ents {
-		names = append(names, e.Name())
+		if e.Name() != stateFile {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
@@ -312,10 +316,10 @@ func TestSegmentRolling(t *testing.T) {
 func TestRollSyncsFullSegment(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), Options{SegmentSize: 1024})
 	defer l.Close()
-	var synced []*os.File
-	l.fsyncFile = func(f *os.File) error {
+	var synced []vfs.File
+	l.fsyncFile = func(f vfs.File) error {
 		synced = append(synced, f)
-		return fdatasync(f)
+		return f.SyncData()
 	}
 	first := l.active()
 	mustAppend(t, l, mkrecs(1, 40, 1))
@@ -765,9 +769,9 @@ func TestGroupCommit(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{})
 	// Make each fdatasync slow enough that callers always pile up.
-	l.fsyncFile = func(f *os.File) error {
+	l.fsyncFile = func(f vfs.File) error {
 		time.Sleep(2 * time.Millisecond)
-		return fdatasync(f)
+		return f.SyncData()
 	}
 	const workers, rounds = 64, 10
 	var mu sync.Mutex // makes "next index, Append" atomic across workers
@@ -817,12 +821,12 @@ func TestSyncLeaderFollower(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var calls atomic.Int32
-	l.fsyncFile = func(f *os.File) error {
+	l.fsyncFile = func(f vfs.File) error {
 		if calls.Add(1) == 1 {
 			started <- struct{}{}
 			<-release
 		}
-		return fdatasync(f)
+		return f.SyncData()
 	}
 	base := l.SyncCount()
 	mustAppend(t, l, mkrecs(1, 2, 1))
@@ -875,12 +879,12 @@ func TestSyncFailureIsSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 	eio := errors.New("injected EIO")
-	l.fsyncFile = func(*os.File) error { return eio }
+	l.fsyncFile = func(vfs.File) error { return eio }
 	mustAppend(t, l, mkrecs(10, 12, 1))
 	if err := l.Sync(); !errors.Is(err, eio) {
 		t.Fatalf("Sync with failing fdatasync: %v", err)
 	}
-	l.fsyncFile = fdatasync
+	l.fsyncFile = vfs.File.SyncData
 	if err := l.Append(mkrecs(12, 13, 1)); !errors.Is(err, eio) || !strings.Contains(err.Error(), "reopen") {
 		t.Fatalf("Append after a failed sync: %v", err)
 	}

@@ -2,13 +2,15 @@ package log
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	"herald/internal/vfs"
 )
 
 const (
@@ -33,7 +35,7 @@ type termRun struct {
 // look past the lengths they observed under the lock.
 type segment struct {
 	path     string
-	f        *os.File
+	f        vfs.File
 	base     uint64
 	prevTerm uint64
 
@@ -122,18 +124,34 @@ func (s *segment) read(out []Record, lo, hi uint64) ([]Record, error) {
 
 // scanSegment verifies the segment file f and rebuilds its index.
 //
-// A bad record in the last segment is a torn write if nothing follows it:
-// it extends past the end of the file, or every byte after it is zero
-// (unwritten space, which includes the case of a record ending exactly at
-// EOF). Such a record was never synced, so was never acknowledged, and
-// scanSegment reports its offset as torn for the caller to cut away. Any
-// other damage is a *CorruptionError. The file is not modified.
-func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, torn int64, err error) {
-	fi, err := f.Stat()
+// Recovery never guesses: a bad record is cut as a torn write only when
+// the log cannot have acknowledged it, which scanSegment decides in this
+// order (the last segment only; elsewhere every bad record is corruption,
+// since a segment is synced before the next one is created):
+//
+//  1. If a valid record of a later index follows the bad one anywhere in
+//     the file, the bad record was written before data that survived: it
+//     is damage, not an unfinished write.
+//  2. If the bytes from the bad record's body to the end of the file form
+//     a complete record that matches its checksum, only its length field
+//     is damaged.
+//  3. A record that extends past the end of the file is the prefix of a
+//     write that never finished (a process killed inside write(2) leaves
+//     exactly that), so it is torn.
+//  4. Any other bad record (a checksum mismatch or an impossible length
+//     inside the file) can be a torn write only if the machine lost power
+//     while the write was unsynced. noTear, when not empty, says why that
+//     cannot have happened (the log was closed cleanly, or the machine
+//     has not restarted since it was last written), and the record is
+//     corruption; otherwise it is torn.
+//
+// A torn record's offset is returned for the caller to cut; damage is a
+// *CorruptionError naming the file and offset. The file is not modified.
+func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string) (s *segment, torn int64, err error) {
+	size, err := f.Size()
 	if err != nil {
 		return nil, 0, fmt.Errorf("stat segment %s: %w", path, err)
 	}
-	size := fi.Size()
 
 	hb := make([]byte, headerSize)
 	n, err := f.ReadAt(hb, 0)
@@ -155,7 +173,6 @@ func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, t
 	var body []byte
 	for off < size {
 		var reason string
-		var zerosFrom int64 // bytes from here to EOF must be zero for a torn record
 		pastEOF := false
 		if size-off < frameSize {
 			reason, pastEOF = "record frame extends past the end of the file", true
@@ -166,7 +183,7 @@ func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, t
 			end := off + frameSize + int64(fr.length)
 			switch {
 			case fr.length < bodyFixed:
-				reason, zerosFrom = fmt.Sprintf("invalid record length %d", fr.length), off+frameSize
+				reason = fmt.Sprintf("invalid record length %d", fr.length)
 			case end > size:
 				reason, pastEOF = "record extends past the end of the file", true
 			default:
@@ -179,7 +196,7 @@ func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, t
 				}
 				rec, err := decodeBody(fr, body)
 				if err != nil {
-					reason, zerosFrom = err.Error(), end
+					reason = err.Error()
 					break
 				}
 				if want := s.next(); rec.Index != want {
@@ -193,18 +210,8 @@ func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, t
 				continue
 			}
 		}
-
-		if !last {
-			return nil, 0, corruptf(path, off, "%s (not the last segment, so this is not a torn write)", reason)
-		}
-		if !pastEOF {
-			zero, err := zeroTail(f, zerosFrom, size)
-			if err != nil {
-				return nil, 0, fmt.Errorf("read segment %s: %w", path, err)
-			}
-			if !zero {
-				return nil, 0, corruptf(path, off, "%s, and data follows it", reason)
-			}
+		if err := classifyBad(f, path, off, size, s.next(), last, pastEOF, reason, noTear); err != nil {
+			return nil, 0, err
 		}
 		s.size = off
 		return s, off, nil
@@ -213,20 +220,63 @@ func scanSegment(f *os.File, path string, base uint64, last bool) (s *segment, t
 	return s, -1, nil
 }
 
-// zeroTail reports whether every byte of f in [from, size) is zero.
-func zeroTail(f *os.File, from, size int64) (bool, error) {
-	buf := make([]byte, 64<<10)
-	for from < size {
-		n := int(min(int64(len(buf)), size-from))
-		if _, err := f.ReadAt(buf[:n], from); err != nil {
-			return false, err
-		}
-		for _, c := range buf[:n] {
-			if c != 0 {
-				return false, nil
-			}
-		}
-		from += int64(n)
+// classifyBad decides whether the bad record at off, which should hold
+// index want, is a torn write (nil) or damage (a *CorruptionError); see
+// scanSegment for the rules.
+func classifyBad(f vfs.File, path string, off, size int64, want uint64, last, pastEOF bool, reason, noTear string) error {
+	if !last {
+		return corruptf(path, off, "%s (not the last segment, so this is not a torn write)", reason)
 	}
-	return true, nil
+	rest := make([]byte, size-off)
+	if _, err := f.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read segment %s at offset %d: %w", path, off, err)
+	}
+	if p, idx, ok := findValidRecord(rest, 1, want); ok {
+		return corruptf(path, off, "%s, and a valid record (index %d) follows at offset %d, so this is damage, not an unfinished write",
+			reason, idx, off+int64(p))
+	}
+	if completeWithBadLength(rest, want) {
+		return corruptf(path, off, "record length field is damaged (the record's data, up to the end of the file, matches its checksum)")
+	}
+	if pastEOF {
+		return nil
+	}
+	if noTear != "" {
+		return corruptf(path, off, "%s; %s, so no write can have been torn and the record may have been acknowledged", reason, noTear)
+	}
+	return nil
+}
+
+// findValidRecord looks in b, from offset from on, for a record that
+// decodes and checks out with an index of at least want, and returns its
+// offset and index. Candidates are filtered by a plausible index before
+// their checksum is computed, so scanning garbage stays cheap.
+func findValidRecord(b []byte, from int, want uint64) (off int, index uint64, ok bool) {
+	for p := from; p+recordOverhead <= len(b); p++ {
+		length := binary.LittleEndian.Uint32(b[p:])
+		if length < bodyFixed || uint64(len(b)-p-frameSize) < uint64(length) {
+			continue
+		}
+		idx := binary.LittleEndian.Uint64(b[p+frameSize:])
+		if idx < want || idx-want > uint64(len(b)/recordOverhead) {
+			continue
+		}
+		if r, _, err := decodeRecord(b[p:]); err == nil {
+			return p, r.Index, true
+		}
+	}
+	return 0, 0, false
+}
+
+// completeWithBadLength reports whether b, a record whose length field
+// does not check out, holds a complete record for index want ending at the
+// end of b: the signature of a flipped bit in the length of the last
+// record.
+func completeWithBadLength(b []byte, want uint64) bool {
+	if len(b) < recordOverhead {
+		return false
+	}
+	f := decodeFrame(b)
+	r, err := decodeBody(frame{length: uint32(len(b) - frameSize), crc: f.crc}, b[frameSize:])
+	return err == nil && r.Index == want
 }

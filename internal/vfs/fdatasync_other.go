@@ -1,6 +1,6 @@
 //go:build !linux
 
-package log
+package vfs
 
 import "os"
 
