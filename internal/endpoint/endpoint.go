@@ -34,6 +34,16 @@ const (
 	HeaderKey     = "X-Herald-Key"
 )
 
+// HeaderPublishTime carries the publish time, in the form of FormatTime,
+// where the protocol's own timestamp must hold something else: a Kafka
+// record's timestamp is the time it was sent (see package kafka).
+const HeaderPublishTime = "X-Herald-Publish-Time"
+
+// FormatTime formats a publish time as herald delivers it, in the envelope
+// and in headers: RFC 3339 in UTC, with as many fractional digits as
+// needed.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
 // Endpoint delivers messages to one push destination. Send must be safe
 // for concurrent use: the dispatcher sends events of different keys in
 // parallel. Send returns nil only once the destination has accepted the

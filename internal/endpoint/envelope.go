@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"time"
 )
 
 // The JSON envelope is the body herald delivers, documented in the README:
@@ -44,7 +43,7 @@ func Body(m *Message) ([]byte, error) {
 func Envelope(m *Message) ([]byte, error) {
 	e := envelope{
 		ID: m.ID, Topic: m.Topic, Shard: m.Shard, Offset: m.Offset, Key: m.Key,
-		Time: m.Time.UTC().Format(time.RFC3339Nano), Headers: m.Headers,
+		Time: FormatTime(m.Time), Headers: m.Headers,
 		OpaqueData: m.OpaqueData, Attempt: m.Attempt,
 	}
 	if len(m.Payload) > 0 && json.Valid(m.Payload) {

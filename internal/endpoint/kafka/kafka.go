@@ -6,14 +6,22 @@
 // Kafka topic named by the kafka_topic attribute, or of the one named like
 // the herald topic when that is empty. The record's value is endpoint.Body
 // and its key is the event key, so that Kafka's default partitioner puts
-// all the events of a key in one partition and keeps them in order. Its
-// timestamp is the publish time, and it carries the same headers as
-// herald's HTTP deliveries, the key verbatim:
+// all the events of a key in one partition and keeps them in order. It
+// carries the same headers as herald's HTTP deliveries, the key verbatim,
+// and the publish time:
 //
 //	X-Herald-Event-Id: orders/2/17   the event id, what receivers de-duplicate on
 //	X-Herald-Topic: orders
 //	X-Herald-Attempt: 1              in decimal, 1 for the first attempt
 //	X-Herald-Key: customer-42
+//	X-Herald-Publish-Time: 2026-11-21T10:00:00.123Z   RFC 3339, UTC
+//
+// The record's timestamp is the time of the send, not the publish time:
+// franz-go times a record out sendTimeout (its RecordDeliveryTimeout) after
+// the record's timestamp, and brokers may refuse or soon delete records
+// whose timestamp lies far in the past (message.timestamp.before.max.ms,
+// retention.ms). With the publish time there, an event older than those
+// limits, such as a backlog after an outage, could never be delivered.
 //
 // The kafka_acks attribute sets when Send returns nil: "none" once the
 // record has been written to the broker's socket, "leader" once the
@@ -176,8 +184,11 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 			{Key: endpoint.HeaderTopic, Value: []byte(m.Topic)},
 			{Key: endpoint.HeaderAttempt, Value: strconv.AppendInt(nil, int64(m.Attempt), 10)},
 			{Key: endpoint.HeaderKey, Value: []byte(m.Key)},
+			{Key: endpoint.HeaderPublishTime, Value: []byte(endpoint.FormatTime(m.Time))},
 		},
-		Timestamp: m.Time,
+		// The send time, so that timeouts run from now: see the package
+		// comment.
+		Timestamp: time.Now(),
 	}
 	if n := recordBytes(r); n > maxRecordBytes {
 		return endpoint.Permanent(fmt.Errorf("kafka endpoint %s: event %s is %d bytes as a record, more than the %d bytes Kafka accepts by default; publish smaller payloads", e.shown, m.ID, n, maxRecordBytes))

@@ -106,8 +106,10 @@ func TestSendRecord(t *testing.T) {
 		t.Run(acks, func(t *testing.T) {
 			c := newCluster(t)
 			e := newEndpoint(t, attrs(c, acks))
-			m := message("customer 42/ü\n", 7) // verbatim in the header
+			m := message("customer 42/ü\n", 7)              // verbatim in the header
+			before := time.Now().Truncate(time.Millisecond) // Kafka keeps milliseconds
 			send(t, e, m)
+			after := time.Now()
 
 			r := consume(t, c, kafkaTopic, 1)[0]
 			want, _ := endpoint.Body(m)
@@ -119,13 +121,14 @@ func TestSendRecord(t *testing.T) {
 			}
 			for name, want := range map[string]string{
 				"X-Herald-Event-Id": m.ID, "X-Herald-Topic": m.Topic, "X-Herald-Attempt": "2", "X-Herald-Key": m.Key,
+				"X-Herald-Publish-Time": "2026-11-21T10:00:00Z",
 			} {
 				if got := header(r, name); got != want {
 					t.Errorf("header %s = %q, want %q", name, got, want)
 				}
 			}
-			if !r.Timestamp.Equal(m.Time) {
-				t.Errorf("timestamp = %v, want the publish time %v", r.Timestamp, m.Time)
+			if r.Timestamp.Before(before) || r.Timestamp.After(after) {
+				t.Errorf("timestamp = %v, want the time of the send, between %v and %v", r.Timestamp, before, after)
 			}
 		})
 	}
@@ -151,14 +154,50 @@ func TestPerKeyOrder(t *testing.T) {
 	c := newCluster(t)
 	e := newEndpoint(t, attrs(c, "all"))
 	const keys, perKey = 8, 25
+	sendPerKey(t, e, keys, perKey, time.Now())
+	checkPerKeyOrder(t, consume(t, c, kafkaTopic, keys*perKey), keys)
+}
+
+// TestOldBacklogIsDelivered: events published long before they are sent,
+// as after an outage of the brokers, are delivered, in order per key. The
+// client times records out some time after their timestamp, so with the
+// publish time as the timestamp they used to time out at once, forever.
+func TestOldBacklogIsDelivered(t *testing.T) {
+	c := newCluster(t)
+	e := newEndpoint(t, attrs(c, "all"))
+	const keys, perKey = 4, 10
+	published := time.Now().Add(-time.Hour) // much older than sendTimeout, the record timeout
+	start := time.Now().Truncate(time.Millisecond)
+	sendPerKey(t, e, keys, perKey, published)
+	recs := consume(t, c, kafkaTopic, keys*perKey)
+	checkPerKeyOrder(t, recs, keys)
+	for _, r := range recs {
+		if got, want := header(r, endpoint.HeaderPublishTime), endpoint.FormatTime(published); got != want {
+			t.Fatalf("record %s: %s = %q, want the publish time %q", header(r, endpoint.HeaderEventID), endpoint.HeaderPublishTime, got, want)
+		}
+		if r.Timestamp.Before(start) {
+			t.Fatalf("record %s: timestamp %v is before the send (%v)", header(r, endpoint.HeaderEventID), r.Timestamp, start)
+		}
+	}
+}
+
+// sendPerKey sends perKey events for each of keys keys, published at
+// publishTime: keys concurrently, each key's events in sequence as the
+// dispatcher does. Each payload is its sequence number within its key.
+func sendPerKey(t *testing.T, e *Endpoint, keys, perKey int, publishTime time.Time) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, keys)
 	for k := range keys {
 		wg.Go(func() {
 			for i := range perKey {
 				m := message("key-"+strconv.Itoa(k), uint64(k*perKey+i))
+				m.Time = publishTime
 				m.Payload = []byte(strconv.Itoa(i))
-				if err := e.Send(context.Background(), m); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := e.Send(ctx, m)
+				cancel()
+				if err != nil {
 					errs <- err
 					return
 				}
@@ -170,10 +209,16 @@ func TestPerKeyOrder(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
 
+// checkPerKeyOrder checks that the records sent by sendPerKey hold keys
+// keys, each in one partition and in sequence, and that the keys are
+// spread over more than one partition.
+func checkPerKeyOrder(t *testing.T, recs []*kgo.Record, keys int) {
+	t.Helper()
 	partition := map[string]int32{}
 	next := map[string]int{}
-	for _, r := range consume(t, c, kafkaTopic, keys*perKey) {
+	for _, r := range recs {
 		key := string(r.Key)
 		if p, ok := partition[key]; ok && p != r.Partition {
 			t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
