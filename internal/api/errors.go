@@ -11,6 +11,7 @@ import (
 	"herald/internal/node"
 	"herald/internal/shard"
 	"herald/internal/topic"
+	heraldv1 "herald/proto/herald/v1"
 )
 
 // retryAfterSeconds is the advice sent with retryable overload errors.
@@ -23,6 +24,11 @@ func toConnect(err error) error {
 	if err == nil {
 		return nil
 	}
+	return connectError(err)
+}
+
+// connectError is toConnect for an error known not to be nil.
+func connectError(err error) *connect.Error {
 	ce := connect.NewError(codeOf(err), err)
 	if ce.Code() == connect.CodeResourceExhausted || ce.Code() == connect.CodeUnavailable {
 		ce.Meta().Set("Retry-After", retryAfterSeconds)
@@ -52,4 +58,21 @@ func codeOf(err error) connect.Code {
 		return connect.CodeUnavailable
 	}
 	return connect.CodeInternal
+}
+
+// fetchError is toConnect for Fetch. When no shard of the topic could be
+// read, the error carries the shards as a FetchResponse detail, so that
+// clients can list them as they do beside the events of a partial fetch.
+func fetchError(err error) error {
+	ce := connectError(err)
+	var ue *node.UnreadableError
+	if !errors.As(err, &ue) {
+		return ce
+	}
+	// Marshalling a message of ours cannot fail; were it to, the message
+	// still names every shard.
+	if detail, derr := connect.NewErrorDetail(&heraldv1.FetchResponse{UnreadableShards: unreadableProto(ue.Shards)}); derr == nil {
+		ce.AddDetail(detail)
+	}
+	return ce
 }

@@ -116,15 +116,18 @@ func (s *service) Abort(ctx context.Context, req *connect.Request[heraldv1.Abort
 
 func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
 	m := req.Msg
-	ds, err := s.node.Fetch(ctx, m.Topic, int(m.MaxEvents), durationOf(m.VisibilityTimeout), durationOf(m.Wait))
+	res, err := s.node.Fetch(ctx, m.Topic, int(m.MaxEvents), durationOf(m.VisibilityTimeout), durationOf(m.Wait))
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, fetchError(err)
 	}
-	resp := &heraldv1.FetchResponse{Events: make([]*heraldv1.Event, len(ds))}
-	for i, d := range ds {
+	resp := &heraldv1.FetchResponse{
+		Events:           make([]*heraldv1.Event, len(res.Deliveries)),
+		UnreadableShards: unreadableProto(res.Unreadable),
+	}
+	for i, d := range res.Deliveries {
 		resp.Events[i] = deliveryProto(m.Topic, d)
 	}
-	s.metrics.fetched(m.Topic, len(ds))
+	s.metrics.fetched(m.Topic, len(res.Deliveries))
 	return connect.NewResponse(resp), nil
 }
 
@@ -197,6 +200,14 @@ func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
 	}
 	e.Headers = d.Event.HeaderMap()
 	return e
+}
+
+func unreadableProto(shards []node.UnreadableShard) []*heraldv1.UnreadableShard {
+	var out []*heraldv1.UnreadableShard
+	for _, u := range shards {
+		out = append(out, &heraldv1.UnreadableShard{Shard: uint32(u.Shard), Name: u.Name, Reason: u.Err.Error()})
+	}
+	return out
 }
 
 func durationOf(d *durationpb.Duration) time.Duration {

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,17 +73,58 @@ func (t *leaseTable) release(offsets []uint64, forget bool) {
 	}
 }
 
+// UnreadableShard is a shard that Fetch could not read: whatever events it
+// holds were not looked at.
+type UnreadableShard struct {
+	Shard int    // index within the topic
+	Name  string // "<topic>" for shard 0, "<topic>.<i>" otherwise
+	Err   error  // why, and what to do; for a damaged log it names the file and offset
+}
+
+// FetchResult is what Fetch hands a pull consumer.
+type FetchResult struct {
+	Deliveries []Delivery
+	// Unreadable lists, by shard index, the shards that could not be read,
+	// so that a consumer can tell "nothing to fetch" from "could not look".
+	Unreadable []UnreadableShard
+}
+
+// UnreadableError is Fetch's error when no shard of a topic could be read.
+// It is an ErrUnavailable.
+type UnreadableError struct {
+	Topic  string
+	Shards []UnreadableShard // every shard of the topic, by index
+}
+
+func (e *UnreadableError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: none of the %d shards of topic %q could be read", ErrUnavailable, len(e.Shards), e.Topic)
+	sep := ": "
+	for _, s := range e.Shards {
+		// Each reason is an ErrUnavailable too; say so once.
+		b.WriteString(sep + strings.TrimPrefix(s.Err.Error(), ErrUnavailable.Error()+": "))
+		sep = "; "
+	}
+	return b.String()
+}
+
+func (e *UnreadableError) Unwrap() error { return ErrUnavailable }
+
 // Fetch leases up to max events of a topic for visibility. A key's next
 // event is not handed out while an earlier one is leased or unacknowledged
 // ahead of it, so each key is consumed in order. With wait > 0 and nothing
 // available, it waits up to wait for events to arrive.
-func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) ([]Delivery, error) {
+//
+// Shards that cannot be read are listed in the result, beside the events of
+// the others; when no shard can be read, Fetch returns an *UnreadableError
+// instead, so that an unreadable topic never looks empty.
+func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) (FetchResult, error) {
 	tr, err := n.lookup(topicName)
 	if err != nil {
-		return nil, err
+		return FetchResult{}, err
 	}
 	if ep := tr.info.Attributes.PushEndpoint; ep != "" {
-		return nil, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
+		return FetchResult{}, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
 			ErrPushTopic, topicName, redactURL(ep), topicName)
 	}
 	if max <= 0 {
@@ -94,9 +138,11 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 	deadline := time.Now().Add(wait)
 	for {
 		woken := tr.events.wait()
-		out, err := n.fetchOnce(ctx, tr, max, visibility)
-		if err != nil || len(out) > 0 || !time.Now().Before(deadline) {
-			return out, err
+		res, err := n.fetchOnce(ctx, tr, max, visibility)
+		// The last look decides what is reported: a wait that ends with
+		// nothing still names the shards it could not read.
+		if err != nil || len(res.Deliveries) > 0 || !time.Now().Before(deadline) {
+			return res, err
 		}
 		// Leases that expire make events available without a signal, so
 		// look again now and then even when nothing is published.
@@ -106,42 +152,57 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, ctx.Err()
+			return FetchResult{}, ctx.Err()
 		case <-n.stop:
 			timer.Stop()
-			return nil, fmt.Errorf("%w: the node is shutting down", ErrUnavailable)
+			return FetchResult{}, fmt.Errorf("%w: the node is shutting down", ErrUnavailable)
 		}
 		timer.Stop()
 	}
 }
 
 // fetchOnce visits the shards round-robin, starting one further each call
-// so no shard is starved.
-func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibility time.Duration) ([]Delivery, error) {
-	var out []Delivery
+// so no shard is starved. Every shard that could not be opened is listed as
+// unreadable, even once max events are in hand: that costs no I/O, and a
+// consumer then hears about it on every fetch.
+func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibility time.Duration) (FetchResult, error) {
+	var res FetchResult
 	start := int(tr.rr.Add(1))
-	var firstErr error
+	var ctxErr error
 	for i := range tr.shards {
 		s := tr.shards[(start+i)%len(tr.shards)]
 		if s.openErr != nil {
+			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: openFailure(s)})
 			continue
 		}
-		got, err := n.fetchShard(ctx, s, max-len(out), visibility)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
+		if len(res.Deliveries) >= max || ctxErr != nil {
 			continue
 		}
-		out = append(out, got...)
-		if len(out) >= max {
-			break
+		got, err := n.fetchShard(ctx, s, max-len(res.Deliveries), visibility)
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// The request ends: that says nothing about the shard.
+			ctxErr = err
+		case err != nil:
+			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
 		}
+		res.Deliveries = append(res.Deliveries, got...)
 	}
-	if len(out) == 0 && firstErr != nil {
-		return nil, firstErr
+	if ctxErr != nil && len(res.Deliveries) == 0 {
+		return FetchResult{}, ctxErr
 	}
-	return out, nil
+	slices.SortFunc(res.Unreadable, func(a, b UnreadableShard) int { return cmp.Compare(a.Shard, b.Shard) })
+	if len(res.Unreadable) == len(tr.shards) {
+		return FetchResult{}, &UnreadableError{Topic: tr.info.Name, Shards: res.Unreadable}
+	}
+	return res, nil
+}
+
+// openFailure says why a shard that could not be opened is unreadable, and
+// what brings it back.
+func openFailure(s *shardRuntime) error {
+	return fmt.Errorf("%w: shard %s could not be opened when the node started, and is not served until a restart finds it repaired: %v",
+		ErrUnavailable, s.name, s.openErr)
 }
 
 // readPending returns up to limit pending events of a shard — neither

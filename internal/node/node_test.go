@@ -52,11 +52,14 @@ func publish(t *testing.T, n *Node, topicName string, events ...shard.Event) []s
 
 func fetch(t *testing.T, n *Node, topicName string, max int, visibility time.Duration) []Delivery {
 	t.Helper()
-	ds, err := n.Fetch(context.Background(), topicName, max, visibility, 0)
+	res, err := n.Fetch(context.Background(), topicName, max, visibility, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ds
+	if len(res.Unreadable) > 0 {
+		t.Fatalf("fetch from %s: unreadable shards %v", topicName, res.Unreadable)
+	}
+	return res.Deliveries
 }
 
 func TestPublishFetchAckKeepsOrderPerKey(t *testing.T) {
@@ -164,8 +167,9 @@ func TestFetchWaitsForPublish(t *testing.T) {
 		publish(t, n, "t", ev("k", "late"))
 	})
 	start := time.Now()
-	ds, err := n.Fetch(context.Background(), "t", 10, time.Minute, 10*time.Second)
+	res, err := n.Fetch(context.Background(), "t", 10, time.Minute, 10*time.Second)
 	wg.Wait()
+	ds := res.Deliveries
 	if err != nil || len(ds) != 1 || string(ds[0].Event.Payload) != "late" {
 		t.Fatalf("long-poll fetch = %v, %v", payloads(ds), err)
 	}

@@ -1471,10 +1471,16 @@ func (x *FetchRequest) GetWait() *durationpb.Duration {
 }
 
 type FetchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Shards that could not be read (for example because their log is
+	// damaged): their events, if any, are not among events. Empty when every
+	// shard was read. When no shard of the topic can be read, Fetch fails
+	// with UNAVAILABLE instead, and the error carries a FetchResponse detail
+	// whose unreadable_shards lists them all.
+	UnreadableShards []*UnreadableShard `protobuf:"bytes,2,rep,name=unreadable_shards,json=unreadableShards,proto3" json:"unreadable_shards,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -1514,6 +1520,76 @@ func (x *FetchResponse) GetEvents() []*Event {
 	return nil
 }
 
+func (x *FetchResponse) GetUnreadableShards() []*UnreadableShard {
+	if x != nil {
+		return x.UnreadableShards
+	}
+	return nil
+}
+
+type UnreadableShard struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// "<topic>" for shard 0, "<topic>.<i>" otherwise.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Why the shard could not be read and what to do; for a damaged log it
+	// names the file and the byte offset.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnreadableShard) Reset() {
+	*x = UnreadableShard{}
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnreadableShard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnreadableShard) ProtoMessage() {}
+
+func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnreadableShard.ProtoReflect.Descriptor instead.
+func (*UnreadableShard) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UnreadableShard) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *UnreadableShard) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnreadableShard) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type AckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
@@ -1523,7 +1599,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1611,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1624,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AckRequest) GetIds() []string {
@@ -1568,7 +1644,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1656,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1669,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckResponse) GetAcked() uint32 {
@@ -1612,7 +1688,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1700,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1713,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NackRequest) GetIds() []string {
@@ -1655,7 +1731,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1743,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1756,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
 }
 
 type DeadLetter struct {
@@ -1697,7 +1773,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1785,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1798,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeadLetter) GetEvent() *Event {
@@ -1764,7 +1840,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1852,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1865,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDeadLettersRequest) GetTopic() string {
@@ -1815,7 +1891,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +1903,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +1916,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -1861,7 +1937,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1949,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1962,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReplayDeadLettersRequest) GetTopic() string {
@@ -1912,7 +1988,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2000,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2013,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
@@ -1958,7 +2034,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2046,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2059,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PurgeDeadLettersRequest) GetTopic() string {
@@ -2009,7 +2085,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2097,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2110,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
@@ -2166,9 +2242,14 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"max_events\x18\x02 \x01(\rR\tmaxEvents\x12H\n" +
 	"\x12visibility_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\x12-\n" +
-	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"9\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x82\x01\n" +
 	"\rFetchResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.herald.v1.EventR\x06events\"\x1e\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.herald.v1.EventR\x06events\x12G\n" +
+	"\x11unreadable_shards\x18\x02 \x03(\v2\x1a.herald.v1.UnreadableShardR\x10unreadableShards\"S\n" +
+	"\x0fUnreadableShard\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1e\n" +
 	"\n" +
 	"AckRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"#\n" +
@@ -2231,7 +2312,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                      // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
@@ -2259,87 +2340,89 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*Event)(nil),                      // 23: herald.v1.Event
 	(*FetchRequest)(nil),               // 24: herald.v1.FetchRequest
 	(*FetchResponse)(nil),              // 25: herald.v1.FetchResponse
-	(*AckRequest)(nil),                 // 26: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 27: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 28: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 29: herald.v1.NackResponse
-	(*DeadLetter)(nil),                 // 30: herald.v1.DeadLetter
-	(*ListDeadLettersRequest)(nil),     // 31: herald.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),    // 32: herald.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),   // 33: herald.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil),  // 34: herald.v1.ReplayDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),    // 35: herald.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),   // 36: herald.v1.PurgeDeadLettersResponse
-	nil,                                // 37: herald.v1.Topic.AttributesEntry
-	nil,                                // 38: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 39: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 40: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 41: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
+	(*UnreadableShard)(nil),            // 26: herald.v1.UnreadableShard
+	(*AckRequest)(nil),                 // 27: herald.v1.AckRequest
+	(*AckResponse)(nil),                // 28: herald.v1.AckResponse
+	(*NackRequest)(nil),                // 29: herald.v1.NackRequest
+	(*NackResponse)(nil),               // 30: herald.v1.NackResponse
+	(*DeadLetter)(nil),                 // 31: herald.v1.DeadLetter
+	(*ListDeadLettersRequest)(nil),     // 32: herald.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 33: herald.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),   // 34: herald.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil),  // 35: herald.v1.ReplayDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),    // 36: herald.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),   // 37: herald.v1.PurgeDeadLettersResponse
+	nil,                                // 38: herald.v1.Topic.AttributesEntry
+	nil,                                // 39: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                // 40: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                // 41: herald.v1.PublishEvent.HeadersEntry
+	nil,                                // 42: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	37, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	42, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	42, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	38, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	38, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	43, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	43, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	39, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	40, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	42, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	43, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	12, // 10: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	12, // 11: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	40, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	41, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	14, // 13: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	42, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 15: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	41, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	42, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	43, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	43, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	42, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	43, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	44, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	44, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
 	23, // 20: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	23, // 21: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	42, // 22: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	30, // 23: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	1,  // 24: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 25: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 26: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 27: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 28: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 29: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	15, // 30: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	17, // 31: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	19, // 32: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	21, // 33: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	24, // 34: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	26, // 35: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	28, // 36: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	31, // 37: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	33, // 38: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	35, // 39: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	2,  // 40: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 41: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 42: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 43: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 44: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	13, // 45: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	16, // 46: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	18, // 47: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	20, // 48: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	22, // 49: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	25, // 50: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	27, // 51: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	29, // 52: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	32, // 53: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	34, // 54: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	36, // 55: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	40, // [40:56] is the sub-list for method output_type
-	24, // [24:40] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	26, // 21: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
+	23, // 22: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	43, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	31, // 24: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	1,  // 25: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 26: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 27: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 28: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 29: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	11, // 30: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	15, // 31: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	17, // 32: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	19, // 33: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	21, // 34: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	24, // 35: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	27, // 36: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	29, // 37: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	32, // 38: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	34, // 39: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	36, // 40: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	2,  // 41: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 42: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 43: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 44: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 45: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	13, // 46: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	16, // 47: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	18, // 48: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	20, // 49: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	22, // 50: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	25, // 51: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	28, // 52: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	30, // 53: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	33, // 54: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	35, // 55: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	37, // 56: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	41, // [41:57] is the sub-list for method output_type
+	25, // [25:41] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -2353,7 +2436,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
