@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -68,6 +69,11 @@ func (c *Client) Abort(ctx context.Context, reservationID string) error {
 
 // Fetch leases events of topic. It returns no events, and no error, if none
 // was available within opts.Wait.
+//
+// When some shards of the topic could not be read, Fetch returns the events
+// of the others together with an *UnreadableError naming the unread shards:
+// handle the events, then the error. When no shard could be read, it
+// returns no events and an *UnreadableError whose All method reports true.
 func (c *Client) Fetch(ctx context.Context, topic string, opts FetchOptions) ([]Delivery, error) {
 	ctx, cancel := c.callContext(ctx, opts.Wait)
 	defer cancel()
@@ -80,13 +86,33 @@ func (c *Client) Fetch(ctx context.Context, topic string, opts FetchOptions) ([]
 	}
 	resp, err := c.svc.Fetch(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, err
+		return nil, fetchError(topic, err)
 	}
 	deliveries := make([]Delivery, 0, len(resp.Msg.GetEvents()))
 	for _, e := range resp.Msg.GetEvents() {
 		deliveries = append(deliveries, deliveryFromProto(e))
 	}
+	if u := resp.Msg.GetUnreadableShards(); len(u) > 0 {
+		return deliveries, &UnreadableError{Topic: topic, Shards: unreadableFromProto(u)}
+	}
 	return deliveries, nil
+}
+
+// fetchError returns the error of a fetch that could read no shard, whose
+// FetchResponse detail lists the shards, as an *UnreadableError; any other
+// error as it is.
+func fetchError(topic string, err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	for _, d := range ce.Details() {
+		m, derr := d.Value()
+		if r, ok := m.(*heraldv1.FetchResponse); derr == nil && ok && len(r.GetUnreadableShards()) > 0 {
+			return &UnreadableError{Topic: topic, Shards: unreadableFromProto(r.GetUnreadableShards()), server: err}
+		}
+	}
+	return err
 }
 
 // Ack marks the events ids as done; they are never handed out again. It

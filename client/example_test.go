@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -23,7 +24,13 @@ func Example() {
 	fmt.Println("published", ids)
 
 	deliveries, err := c.Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10, Wait: 5 * time.Second})
-	if err != nil {
+	var unread *client.UnreadableError
+	switch {
+	case errors.As(err, &unread) && !unread.All():
+		// Some shards could not be read (see the reasons); the events of
+		// the others are in deliveries.
+		log.Print(err)
+	case err != nil:
 		log.Fatal(err)
 	}
 	for _, d := range deliveries {

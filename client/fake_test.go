@@ -29,7 +29,9 @@ type fakeService struct {
 	ids     []string
 	reserve *heraldv1.ReserveResponse
 	events  []*heraldv1.Event
-	acked   uint32
+	// unreadable is what Fetch reports beside events.
+	unreadable []*heraldv1.UnreadableShard
+	acked      uint32
 
 	mu        sync.Mutex
 	requests  []proto.Message
@@ -108,7 +110,7 @@ func (f *fakeService) Abort(ctx context.Context, req *connect.Request[heraldv1.A
 }
 
 func (f *fakeService) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
-	return answer(ctx, f, req, &heraldv1.FetchResponse{Events: f.events})
+	return answer(ctx, f, req, &heraldv1.FetchResponse{Events: f.events, UnreadableShards: f.unreadable})
 }
 
 func (f *fakeService) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {

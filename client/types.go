@@ -81,6 +81,16 @@ type ShardStats struct {
 	Error string `json:"error,omitempty"`
 }
 
+// UnreadableShard is a shard that Fetch could not read, for example because
+// its log is damaged: whatever events it holds were not handed out.
+type UnreadableShard struct {
+	Shard int    `json:"shard"`
+	Name  string `json:"name"`
+	// Reason says why and what to do; for a damaged log it names the file
+	// and the byte offset.
+	Reason string `json:"reason"`
+}
+
 // Reservation is space held in a shard for a later Commit.
 type Reservation struct {
 	ID        string    `json:"id"`
@@ -136,6 +146,14 @@ func eventsToProto(events []Event) []*heraldv1.PublishEvent {
 	out := make([]*heraldv1.PublishEvent, len(events))
 	for i, e := range events {
 		out[i] = &heraldv1.PublishEvent{Key: e.Key, Payload: e.Payload, Headers: e.Headers}
+	}
+	return out
+}
+
+func unreadableFromProto(shards []*heraldv1.UnreadableShard) []UnreadableShard {
+	out := make([]UnreadableShard, len(shards))
+	for i, u := range shards {
+		out[i] = UnreadableShard{Shard: int(u.GetShard()), Name: u.GetName(), Reason: u.GetReason()}
 	}
 	return out
 }
