@@ -114,8 +114,16 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		done:     make(chan struct{}),
 		waiters:  make(map[uint64]waiter),
 	}
-	snap, _ := st.Snapshot()
-	hs, _, _ := st.InitialState()
+	snap, err := st.Snapshot()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	hs, _, err := st.InitialState()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("load hard state: %w", err)
+	}
 	if err := g.sm.Restore(snap.Data); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
@@ -207,8 +215,8 @@ func (g *group) run() {
 // fail stops the group after a storage failure: raft's contract cannot be
 // kept once a Ready could not be persisted.
 func (g *group) fail(err error) {
-	g.log.Error("raft group stopped on a storage failure; it is unavailable until the node restarts", "err", err)
-	g.failErr = fmt.Errorf("group %s stopped on a storage failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
+	g.log.Error("raft group stopped on a failure; it is unavailable until the node restarts", "err", err)
+	g.failErr = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
 	g.shutdown(g.failErr)
 }
 
@@ -266,13 +274,17 @@ func (g *group) handleReady() error {
 		synced = make(chan error, 1)
 		go func() { synced <- g.sync() }()
 	}
+	var applyErr error
 	if overlap {
-		g.apply(rd.CommittedEntries)
+		applyErr = g.apply(rd.CommittedEntries)
 	}
 	if synced != nil {
 		if err := <-synced; err != nil {
 			return err
 		}
+	}
+	if applyErr != nil {
+		return applyErr
 	}
 	if rd.HardState != nil {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
@@ -281,7 +293,9 @@ func (g *group) handleReady() error {
 	}
 	g.send(rd.Messages)
 	if !overlap {
-		g.apply(rd.CommittedEntries)
+		if err := g.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
 	}
 	g.rn.Advance(rd)
 	if rd.SoftState != nil {
@@ -329,9 +343,13 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	return nil
 }
 
-func (g *group) apply(ents []*pb.Entry) {
+// apply applies committed entries in order. An entry that cannot be
+// applied (a conf change that does not decode) breaks the invariant that
+// every replica applies the same log, so it stops the group with an error
+// naming the entry instead of being skipped.
+func (g *group) apply(ents []*pb.Entry) error {
 	if len(ents) == 0 {
-		return
+		return nil
 	}
 	for _, e := range ents {
 		idx := e.GetIndex()
@@ -347,14 +365,16 @@ func (g *group) apply(ents []*pb.Entry) {
 			}
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
-			if err := proto.Unmarshal(e.Data, &cc); err == nil {
-				g.confState = g.rn.ApplyConfChange(&cc)
+			if err := proto.Unmarshal(e.Data, &cc); err != nil {
+				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
+			g.confState = g.rn.ApplyConfChange(&cc)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
-			if err := proto.Unmarshal(e.Data, &cc); err == nil {
-				g.confState = g.rn.ApplyConfChange(&cc)
+			if err := proto.Unmarshal(e.Data, &cc); err != nil {
+				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
+			g.confState = g.rn.ApplyConfChange(&cc)
 		}
 		g.applied = idx
 	}
@@ -362,6 +382,7 @@ func (g *group) apply(ents []*pb.Entry) {
 	g.appliedAt.Store(g.applied)
 	g.storage.SetApplied(g.applied)
 	g.checkCaughtUp()
+	return nil
 }
 
 // maybeSnapshot takes a snapshot once enough has been applied since the

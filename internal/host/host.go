@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"herald/internal/raftstore"
+	"herald/internal/vfs"
 )
 
 // StateMachine is what a group replicates. All methods are called from the
@@ -79,6 +79,8 @@ type Config struct {
 	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
 	Transport        Transport     // nil: no other nodes
 	Logger           *slog.Logger  // slog.Default()
+	FS               vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
+	BootID           string        // the machine's: identifies this boot for log recovery
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS
 	}
 }
 
@@ -156,7 +161,7 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("host: no data directory configured")
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := vfs.MkdirDurable(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", cfg.Dir, err)
 	}
 	h := &Host{
@@ -276,7 +281,7 @@ func (h *Host) RemoveGroup(id uint64, deleteData bool) error {
 	}
 	g.stop()
 	if deleteData {
-		if err := os.RemoveAll(g.dir); err != nil {
+		if err := vfs.RemoveAllDurable(h.cfg.FS, g.dir); err != nil {
 			return fmt.Errorf("remove data of group %s: %w", g.name, err)
 		}
 	}
@@ -396,5 +401,19 @@ func (h *Host) Close() error {
 func groupDir(cfg *Config, name string) string { return filepath.Join(cfg.Dir, name) }
 
 func (h *Host) storageOptions() raftstore.Options {
-	return raftstore.Options{SegmentSize: h.cfg.SegmentSize}
+	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID}
+}
+
+// groupFailed reports whether the group stopped on a failure.
+func (h *Host) groupFailed(id uint64) bool {
+	g, err := h.group(id)
+	if err != nil {
+		return false
+	}
+	select {
+	case <-g.done:
+		return g.failErr != nil
+	default:
+		return false
+	}
 }

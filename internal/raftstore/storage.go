@@ -16,11 +16,9 @@
 package raftstore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sync"
 
@@ -29,31 +27,45 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	hlog "herald/internal/log"
+	"herald/internal/vfs"
 )
 
 const (
 	hardStateFile = "hardstate"
 	snapshotFile  = "snapshot"
 	logDir        = "log"
+	// installFile marks a snapshot install in progress: it names the
+	// snapshot that replaces the log, so that recovery may finish the
+	// log's reset. Without it, a log that lacks the snapshot's index has
+	// lost entries and is reported, not reset.
+	installFile = "installing"
+
+	fileMagic    = "HRS1"
+	installMagic = "HRSI"
 
 	// DefaultCacheBytes bounds the in-memory copy of the newest entries,
 	// which lets the apply path avoid reading back what it just wrote.
 	DefaultCacheBytes = 8 << 20
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Options configure a Storage.
 type Options struct {
-	SegmentSize int64 // log segment size; 0 means the log's default
-	CacheBytes  int   // bound of the recent-entry cache; 0 means DefaultCacheBytes
+	SegmentSize int64  // log segment size; 0 means the log's default
+	CacheBytes  int    // bound of the recent-entry cache; 0 means DefaultCacheBytes
+	FS          vfs.FS // nil means vfs.OS
+	BootID      string // passed to the log; "" means the machine's
 }
 
 // Storage is the durable state of one Raft group. It is safe for use by the
 // group's goroutine and by concurrent readers and a background snapshotter.
 type Storage struct {
+	fs  vfs.FS
 	dir string
 	log *hlog.Log
+
+	// saveMu serializes snapshot file writes, so that a background save
+	// of an older snapshot can never replace a newer one.
+	saveMu sync.Mutex
 
 	mu        sync.Mutex
 	hardState *pb.HardState // latest, possibly with a commit newer than on disk
@@ -68,16 +80,23 @@ type Storage struct {
 
 // Open opens (creating if needed) the storage in dir and recovers it.
 func Open(dir string, opts Options) (*Storage, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	if err := vfs.MkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("create raft directory %s: %w", dir, err)
 	}
-	removeTempFiles(dir, hardStateFile)
-	removeTempFiles(dir, snapshotFile)
-	l, err := hlog.Open(filepath.Join(dir, logDir), hlog.Options{SegmentSize: opts.SegmentSize})
+	for _, name := range []string{hardStateFile, snapshotFile, installFile} {
+		if err := vfs.RemoveTemp(fsys, dir, name); err != nil {
+			return nil, fmt.Errorf("open raft directory %s: %w", dir, err)
+		}
+	}
+	l, err := hlog.Open(filepath.Join(dir, logDir), hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID})
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{dir: dir, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+	s := &Storage{fs: fsys, dir: dir, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
 	if s.cacheLimit <= 0 {
 		s.cacheLimit = DefaultCacheBytes
 	}
@@ -89,44 +108,88 @@ func Open(dir string, opts Options) (*Storage, error) {
 }
 
 func (s *Storage) load() error {
-	if data, err := readFramed(filepath.Join(s.dir, snapshotFile)); err != nil {
+	if data, err := s.readFramed(snapshotFile); err != nil {
 		return err
 	} else if data != nil {
 		snap := &pb.Snapshot{}
 		if err := proto.Unmarshal(data, snap); err != nil {
-			return fmt.Errorf("decode snapshot in %s: %w", s.dir, err)
+			return s.damaged(snapshotFile, fmt.Sprintf("it does not decode: %v", err))
 		}
 		s.snap = snap
 	}
-	if data, err := readFramed(filepath.Join(s.dir, hardStateFile)); err != nil {
+	if data, err := s.readFramed(hardStateFile); err != nil {
 		return err
 	} else if data != nil {
 		hs := &pb.HardState{}
 		if err := proto.Unmarshal(data, hs); err != nil {
-			return fmt.Errorf("decode hard state in %s: %w", s.dir, err)
+			return s.damaged(hardStateFile, fmt.Sprintf("it does not decode: %v", err))
 		}
 		s.hardState = hs
 		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
 	}
-	// A snapshot received from a leader replaces the log. If the process died
-	// after saving the snapshot but before resetting the log, finish the job.
-	si, st := s.snap.GetMetadata().GetIndex(), s.snap.GetMetadata().GetTerm()
-	if si > 0 {
-		if t, err := s.log.Term(si); err != nil || t != st {
-			if err := s.log.Reset(si+1, st); err != nil {
-				return fmt.Errorf("reset log to snapshot %d: %w", si, err)
-			}
-		}
+	if err := s.checkSnapshotInLog(); err != nil {
+		return err
 	}
-	commit := s.hardState.GetCommit()
-	if commit < si {
-		commit = si
-	}
+	si := s.snap.GetMetadata().GetIndex()
+	commit := max(s.hardState.GetCommit(), si)
 	if last := s.log.LastIndex(); commit > last {
 		return fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries, restore this shard from a replica or backup", s.dir, commit, last)
 	}
 	s.hardState.Commit = new(commit)
 	return nil
+}
+
+// checkSnapshotInLog makes sure the log continues from the snapshot: it
+// holds the snapshot's index with the snapshot's term, or starts right
+// after it. Only a snapshot install interrupted by a crash, which leaves
+// its marker, may reset the log here; anything else means the log lost
+// entries that the snapshot says were committed, which is reported.
+func (s *Storage) checkSnapshotInLog() error {
+	md := s.snap.GetMetadata()
+	inst, err := s.readInstall()
+	if err != nil {
+		return err
+	}
+	if si := md.GetIndex(); si > 0 {
+		if t, terr := s.log.Term(si); terr != nil || t != md.GetTerm() {
+			if inst == nil || inst.GetIndex() != si || inst.GetTerm() != md.GetTerm() {
+				return fmt.Errorf("raft state in %s is inconsistent: the snapshot at index %d (term %d) is not continued by the log (%s; log holds %d..%d); "+
+					"the log lost committed entries; restore this shard from a replica or backup",
+					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex())
+			}
+			if err := s.log.Reset(si+1, md.GetTerm()); err != nil {
+				return fmt.Errorf("finish installing snapshot %d in %s: %w", si, s.dir, err)
+			}
+		}
+	}
+	if inst != nil {
+		return s.clearInstall()
+	}
+	return nil
+}
+
+func termProblem(t uint64, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("the log has term %d there", t)
+}
+
+// readFramed reads a checksummed file of the group, nil if it is missing.
+func (s *Storage) readFramed(name string) ([]byte, error) {
+	data, err := vfs.ReadFramed(s.fs, filepath.Join(s.dir, name), fileMagic)
+	var d *vfs.DamagedError
+	if errors.As(err, &d) {
+		return nil, s.damaged(name, fmt.Sprintf("%s at byte offset %d", d.Reason, d.Offset))
+	}
+	return data, err
+}
+
+// damaged reports a damaged file of the group, naming it and saying what
+// to do.
+func (s *Storage) damaged(name, reason string) error {
+	return fmt.Errorf("%s is damaged (%s); restore this shard from a replica or backup; herald will not serve it while it is damaged",
+		filepath.Join(s.dir, name), reason)
 }
 
 // IsEmpty reports whether the group has never been bootstrapped.
@@ -323,7 +386,7 @@ func (s *Storage) writeHardStateLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode hard state: %w", err)
 	}
-	if err := writeFileAtomic(s.dir, hardStateFile, frame(data)); err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, s.dir, hardStateFile, vfs.Frame(fileMagic, data)); err != nil {
 		return fmt.Errorf("save hard state of %s: %w", s.dir, err)
 	}
 	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
@@ -331,39 +394,107 @@ func (s *Storage) writeHardStateLocked() error {
 }
 
 // SaveSnapshot durably records snap, taken locally from the state machine,
-// as the latest snapshot. The log is left alone: Compact trims it.
+// as the latest snapshot, unless a snapshot at the same or a later index
+// is already saved (a background save can finish after a newer snapshot
+// was installed from a leader): the saved snapshot never moves backwards.
+// The log is left alone: Compact trims it.
 func (s *Storage) SaveSnapshot(snap *pb.Snapshot) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	return s.saveSnapshotLocked(snap)
+}
+
+func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	s.mu.Lock()
+	current := s.snap.GetMetadata().GetIndex()
+	s.mu.Unlock()
+	if idx <= current && current > 0 {
+		return nil
+	}
 	data, err := proto.Marshal(snap)
 	if err != nil {
 		return fmt.Errorf("encode snapshot: %w", err)
 	}
-	// Written without holding mu: this is the slow part and readers must not wait for it.
-	if err := writeFileAtomic(s.dir, snapshotFile, frame(data)); err != nil {
-		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
+	// Written holding saveMu only: this is the slow part and readers must not wait for it.
+	if err := vfs.WriteFileAtomic(s.fs, s.dir, snapshotFile, vfs.Frame(fileMagic, data)); err != nil {
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, idx, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if snap.GetMetadata().GetIndex() > s.snap.GetMetadata().GetIndex() {
-		s.snap = snap
-	}
+	s.snap = snap
+	s.mu.Unlock()
 	return nil
 }
 
 // ApplySnapshot replaces the whole log with snap, received from a leader
-// (or written by Bootstrap).
+// (or written by Bootstrap). A marker naming the snapshot is made durable
+// first, so that a crash between saving the snapshot and resetting the
+// log is finished by Open instead of being mistaken for lost entries.
 func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
-	if err := s.SaveSnapshot(snap); err != nil {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	md := snap.GetMetadata()
+	if err := s.writeInstall(md); err != nil {
+		return err
+	}
+	if err := s.saveSnapshotLocked(snap); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	md := snap.GetMetadata()
 	if err := s.log.Reset(md.GetIndex()+1, md.GetTerm()); err != nil {
 		return fmt.Errorf("reset log of %s to snapshot %d: %w", s.dir, md.GetIndex(), err)
 	}
 	s.cache, s.cacheBytes = s.cache[:0], 0
 	if s.hardState.GetCommit() < md.GetIndex() {
 		s.hardState.Commit = new(md.GetIndex())
+	}
+	return s.clearInstall()
+}
+
+// writeInstall durably marks the install of the snapshot md.
+func (s *Storage) writeInstall(md *pb.SnapshotMetadata) error {
+	mark, err := proto.Marshal(&pb.SnapshotMetadata{Index: new(md.GetIndex()), Term: new(md.GetTerm())})
+	if err != nil {
+		return fmt.Errorf("encode snapshot install marker: %w", err)
+	}
+	if err := vfs.WriteFileAtomic(s.fs, s.dir, installFile, vfs.Frame(installMagic, mark)); err != nil {
+		return fmt.Errorf("install snapshot %d in %s: %w", md.GetIndex(), s.dir, err)
+	}
+	return nil
+}
+
+// readInstall returns the metadata in the install marker, nil if there is
+// none.
+func (s *Storage) readInstall() (*pb.SnapshotMetadata, error) {
+	data, err := vfs.ReadFramed(s.fs, filepath.Join(s.dir, installFile), installMagic)
+	var d *vfs.DamagedError
+	if errors.As(err, &d) {
+		// A marker is written whole before anything it covers is touched;
+		// a damaged one covered nothing, or its reset is done.
+		return nil, s.clearInstall()
+	}
+	if err != nil || data == nil {
+		return nil, err
+	}
+	md := &pb.SnapshotMetadata{}
+	if err := proto.Unmarshal(data, md); err != nil {
+		return nil, s.damaged(installFile, fmt.Sprintf("it does not decode: %v", err))
+	}
+	return md, nil
+}
+
+// clearInstall removes the install marker durably.
+func (s *Storage) clearInstall() error {
+	err := s.fs.Remove(filepath.Join(s.dir, installFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		err = vfs.SyncDir(s.fs, s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("finish snapshot install in %s: %w", s.dir, err)
 	}
 	return nil
 }
@@ -393,33 +524,4 @@ func raftError(err error) error {
 		return raft.ErrUnavailable
 	}
 	return err
-}
-
-// frame prefixes data with a magic number and its CRC32C so a damaged
-// hardstate or snapshot file is detected instead of misread.
-func frame(data []byte) []byte {
-	out := make([]byte, 8, 8+len(data))
-	copy(out, fileMagic)
-	binary.LittleEndian.PutUint32(out[4:], crc32.Checksum(data, castagnoli))
-	return append(out, data...)
-}
-
-var fileMagic = []byte("HRS1")
-
-// readFramed returns the contents of a framed file, nil if it does not exist.
-func readFramed(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) < 8 || string(b[:4]) != string(fileMagic) {
-		return nil, fmt.Errorf("%s is damaged (bad header); restore this shard from a replica or backup", path)
-	}
-	if crc32.Checksum(b[8:], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
-		return nil, fmt.Errorf("%s is damaged (checksum mismatch); restore this shard from a replica or backup", path)
-	}
-	return b[8:], nil
 }

@@ -181,9 +181,12 @@ func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 	s.Append([]*pb.Entry{entry(2, 1, "a"), entry(3, 1, "b")})
 	s.Sync()
 	// Simulate a crash after the leader's snapshot file was saved but before
-	// the log was reset: only SaveSnapshot runs.
+	// the log was reset: the install marker and the snapshot are written.
 	snap := &pb.Snapshot{Data: []byte("leader"), Metadata: &pb.SnapshotMetadata{
 		Index: new(uint64(100)), Term: new(uint64(4)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	if err := s.writeInstall(snap.GetMetadata()); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +200,9 @@ func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 	}
 	if err := s2.Append([]*pb.Entry{entry(101, 4, "next")}); err != nil {
 		t.Fatalf("append after snapshot: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, installFile)); !os.IsNotExist(err) {
+		t.Fatalf("the install marker is still there after the install was finished: %v", err)
 	}
 }
 
@@ -221,25 +227,58 @@ func TestDamagedFilesAreReportedByName(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomicLeavesNoTemporaryFiles(t *testing.T) {
+// A log that lost the entries a snapshot covers is reported, not reset:
+// only an interrupted install, which leaves its marker, may reset it.
+func TestLostLogIsReportedNotReset(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeFileAtomic(dir, "f", []byte("one")); err != nil {
+	s := bootstrapped(t, dir, Options{})
+	for i := uint64(2); i <= 50; i++ {
+		if err := s.Append([]*pb.Entry{entry(i, 1, "e")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Sync()
+	snap := &pb.Snapshot{Data: []byte("state"), Metadata: &pb.SnapshotMetadata{
+		Index: new(uint64(40)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(dir, "f", []byte("two")); err != nil {
+	s.Close()
+	// The log loses its tail, the snapshot's index included.
+	logPath := filepath.Join(dir, logDir)
+	segs, _ := filepath.Glob(filepath.Join(logPath, "*.seg"))
+	for _, seg := range segs {
+		os.Truncate(seg, 32+200)
+	}
+	_, err := Open(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "snapshot at index 40") || !strings.Contains(err.Error(), "restore") {
+		t.Fatalf("open with a log that lost the snapshot's entries: %v, want an error saying so", err)
+	}
+	if segs2, _ := filepath.Glob(filepath.Join(logPath, "*.seg")); len(segs2) != len(segs) {
+		t.Fatalf("the failed open changed the log: %v became %v", segs, segs2)
+	}
+}
+
+// A background save of an older snapshot never replaces a newer one.
+func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
+	dir := t.TempDir()
+	s := bootstrapped(t, dir, Options{})
+	newer := &pb.Snapshot{Data: []byte("newer"), Metadata: &pb.SnapshotMetadata{
+		Index: new(uint64(100)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	if err := s.ApplySnapshot(newer); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("directory holds %d files, want only f", len(entries))
+	older := &pb.Snapshot{Data: []byte("older"), Metadata: &pb.SnapshotMetadata{
+		Index: new(uint64(60)), Term: new(uint64(2)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	if err := s.SaveSnapshot(older); err != nil {
+		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "two" {
-		t.Fatalf("f = %q", b)
+	if got, _ := s.Snapshot(); string(got.Data) != "newer" {
+		t.Fatalf("in memory the snapshot went back to %q", got.Data)
 	}
-	// A leftover from an interrupted write is removed when storage opens.
-	os.WriteFile(filepath.Join(dir, snapshotFile+".tmp-123"), []byte("partial"), 0o644)
-	removeTempFiles(dir, snapshotFile)
-	if _, err := os.Stat(filepath.Join(dir, snapshotFile+".tmp-123")); !os.IsNotExist(err) {
-		t.Fatal("temporary file left behind")
+	s.Close()
+	s2 := openTest(t, dir, Options{})
+	if got, _ := s2.Snapshot(); string(got.Data) != "newer" || got.GetMetadata().GetIndex() != 100 {
+		t.Fatalf("on disk the snapshot went back to %q at %d", got.Data, got.GetMetadata().GetIndex())
 	}
 }
