@@ -50,11 +50,29 @@
 //
 // # Recovery
 //
-// Open verifies every segment header and record checksum. A torn final
-// record in the last segment, the residue of a write that was never synced
-// and so never acknowledged, is cut away: a record that extends past the
-// end of the file, or a damaged record followed by nothing but zero bytes
-// (unwritten space; this includes a damaged record ending exactly at the
-// end of the file). Any other damage is reported as a *CorruptionError
-// naming the file and byte offset; the log never drops data silently.
+// Open verifies every segment header and record checksum, and never
+// guesses: a bad record is cut as a torn write only when the log cannot
+// have acknowledged it. A small state file beside the segments records the
+// boot of the machine that last wrote the log and whether it was closed
+// cleanly (it is written before the first change after Open and at
+// Close, not on the hot path). In the last segment, a bad record is
+//
+//   - damage if any valid record of a later index follows it, or if its
+//     data up to the end of the file checks out (a flipped length);
+//   - torn if it extends past the end of the file (the prefix of a write
+//     that never finished, as a killed process leaves);
+//   - otherwise (a checksum mismatch or an impossible length inside the
+//     file) torn only if the machine may have lost power while it was
+//     unsynced: the log was not closed cleanly and the machine has booted
+//     since it was written. After a clean close, or a process crash in
+//     the same boot, the page cache kept every write, so it is damage.
+//
+// Damage is a *CorruptionError naming the file and byte offset; a bad
+// record in any other segment is always damage. Two limits, written down
+// rather than hidden: after a power loss, a bit flipped in the newest
+// synced records with nothing written after them looks like a torn write
+// and is cut (telling them apart would cost a second fsync per commit);
+// and if the disk persisted a later part of an unsynced write but not an
+// earlier one, recovery refuses the shard rather than cut records that
+// look valid (about 1 in 1,000 simulated torn power losses).
 package log
