@@ -1,0 +1,47 @@
+package host
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"herald/internal/raftstore"
+)
+
+// A conf change that does not decode stops the group with an error naming
+// the entry; skipping it would let replicas disagree on membership.
+func TestUndecodableConfChangeStopsTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	h := newTestHost(t, dir, nil)
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	propose(t, h, 1, "a")
+	st, _ := h.GroupStatus(1)
+	h.Close()
+
+	s, err := raftstore.Open(filepath.Join(dir, "g"), raftstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := s.Term(st.LastIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &pb.Entry{Index: new(st.LastIndex + 1), Term: new(term), Type: pb.EntryConfChange.Enum(), Data: []byte{0xff, 0xff, 0xff}}
+	if err := s.Append([]*pb.Entry{bad}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	h2 := newTestHost(t, dir, nil)
+	err = h2.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}})
+	if err == nil || !strings.Contains(err.Error(), "conf change at index") {
+		t.Fatalf("AddGroup over a log with an undecodable conf change: %v, want the group stopped with the entry named", err)
+	}
+}
