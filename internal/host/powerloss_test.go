@@ -123,7 +123,14 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 		time.Sleep(time.Millisecond)
 	}
 
-	// Crash while the writers still run, then let the old host go.
+	// Crash while the writers still run, then let the old host go. What
+	// was acknowledged before the crash must survive it.
+	mu.Lock()
+	want := make([][]int, writers)
+	for w := range acked {
+		want[w] = slices.Clone(acked[w])
+	}
+	mu.Unlock()
 	var crashed *vfs.MemFS
 	boot := "boot-2"
 	switch kind {
@@ -134,12 +141,6 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 	case processCrash:
 		crashed, boot = fs.Clone(), "boot-1"
 	}
-	mu.Lock()
-	want := make([][]int, writers)
-	for w := range acked {
-		want[w] = slices.Clone(acked[w])
-	}
-	mu.Unlock()
 	stop()
 	h.Close()
 	wg.Wait()
