@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,12 +17,13 @@ import (
 const maxBackoff = 30 * time.Second
 
 type consumeFlags struct {
-	max        int
-	batch      int
-	visibility time.Duration
-	wait       time.Duration
-	follow     bool
-	noAck      bool
+	max             int
+	batch           int
+	visibility      time.Duration
+	wait            time.Duration
+	follow          bool
+	noAck           bool
+	allowUnreadable bool
 }
 
 func newConsumeCommand(g *globals) *cobra.Command {
@@ -41,10 +43,27 @@ with the payload in base64.
 Without --follow, consume stops when a fetch returns nothing (after waiting
 up to --wait) or after --max events. With --follow, it keeps fetching until
 interrupted (Ctrl-C or SIGTERM); it then acknowledges what it printed and
-exits cleanly.`,
+exits cleanly.
+
+A shard the server cannot read (for example because its log is damaged) is
+never taken for an empty one: consume prints one line on stderr naming the
+shard and the reason, once, and again only if the reason changes. With
+--output json it also prints, among the events on stdout, a line
+{"unreadable_shard":{"topic":"orders","shard":1,"name":"orders.1","reason":"..."}}.
+It still prints and acknowledges the events of the other shards, then exits
+with status 1 (with --follow, as soon as it sees the unreadable shard).
+
+With --allow-unreadable it only warns, keeps consuming the readable shards
+and exits 0; with --follow it also keeps retrying while no shard can be
+read. Without --follow, a topic none of whose shards can be read fails with
+status 1 even with --allow-unreadable.
+
+Exit status: 0 when done or interrupted; 1 on any error, including shards
+that could not be read (unless --allow-unreadable).`,
 		Example: `  herald consume orders
-  herald consume orders --follow -o json | jq -r '.payload | @base64d'
-  herald consume orders --max 10 --no-ack`,
+  herald consume orders --follow -o json | jq -r 'select(.id) | .payload | @base64d'
+  herald consume orders --max 10 --no-ack
+  herald consume orders --follow --allow-unreadable`,
 		Args: nArgs(1, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
@@ -65,6 +84,8 @@ exits cleanly.`,
 	fl.DurationVar(&f.wait, "wait", 5*time.Second, "how long each fetch waits for events when none is available (at most 60s)")
 	fl.BoolVar(&f.follow, "follow", false, "keep fetching until interrupted")
 	fl.BoolVar(&f.noAck, "no-ack", false, "do not acknowledge the events")
+	fl.BoolVar(&f.allowUnreadable, "allow-unreadable", false,
+		"only warn about shards the server cannot read, and exit 0 (default: exit 1 once the readable events are consumed)")
 	return cmd
 }
 
@@ -90,6 +111,11 @@ type consumer struct {
 	errOut io.Writer
 	json   bool
 	done   int // events printed so far
+
+	// unread holds the reason last reported for each shard that could
+	// not be read, so that each is reported once per change, not per poll.
+	unread map[int]string
+	missed bool // some shard could not be read at some point
 }
 
 // run fetches, prints and acknowledges events until it should stop. An
@@ -97,33 +123,141 @@ type consumer struct {
 func (c *consumer) run(ctx context.Context) error {
 	backoff := time.Second
 	for !c.reachedMax() && ctx.Err() == nil {
-		events, err := c.c.Fetch(ctx, c.topic, c.fetchOptions())
+		events, partial, err := c.fetch(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && c.flags.follow && client.IsRetryable(err):
-			fmt.Fprintf(c.errOut, "herald: fetch: %s; retrying in %v\n", errorMessage(err), backoff)
+			if !errors.As(err, new(*client.UnreadableError)) { // those were reported once
+				fmt.Fprintf(c.errOut, "herald: %s; retrying in %v\n", errorMessage(err), backoff)
+			}
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, maxBackoff)
 			continue
 		case err != nil:
-			return fmt.Errorf("fetch: %w", err)
+			return err
 		}
 		backoff = time.Second
+		if len(events) > 0 {
+			if err := c.handle(ctx, events); err != nil {
+				return err
+			}
+		}
+		if partial && c.flags.follow && !c.flags.allowUnreadable {
+			return c.unreadableError(false)
+		}
 		if len(events) == 0 {
 			if !c.flags.follow {
-				return nil
+				break
 			}
 			if c.flags.wait == 0 {
 				sleep(ctx, time.Second) // the server did not wait: do not spin
 			}
-			continue
 		}
-		if err := c.handle(ctx, events); err != nil {
-			return err
+	}
+	if c.missed && !c.flags.allowUnreadable && ctx.Err() == nil {
+		return c.unreadableError(false)
+	}
+	return nil
+}
+
+// fetch fetches the next batch and reports the shards that could not be
+// read. partial is true when some could not: events are the others'. When
+// none could, the error is the client's *UnreadableError if --follow and
+// --allow-unreadable say to keep trying, and the reason to stop otherwise.
+func (c *consumer) fetch(ctx context.Context) (events []client.Delivery, partial bool, err error) {
+	opts := c.fetchOptions()
+	events, err = c.c.Fetch(ctx, c.topic, opts)
+	var unread *client.UnreadableError
+	if err != nil && !errors.As(err, &unread) {
+		return nil, false, fmt.Errorf("fetch: %w", err)
+	}
+	if err := c.report(unread, len(events) < opts.MaxEvents); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case unread == nil:
+		return events, false, nil
+	case !unread.All():
+		return events, true, nil
+	case c.flags.follow && c.flags.allowUnreadable:
+		return nil, false, err
+	}
+	return nil, false, c.unreadableError(true)
+}
+
+// report prints the shards of u that were not reported yet, or whose
+// reason changed: one line each on stderr and, with --output json, one on
+// stdout. u is nil when every shard was read. A shard missing from u is
+// forgotten, to be reported again if it fails again, only when the batch
+// was not full: only then did the server look at every shard.
+func (c *consumer) report(u *client.UnreadableError, notFull bool) error {
+	if c.unread == nil {
+		c.unread = make(map[int]string)
+	}
+	listed := make(map[int]bool)
+	if u != nil {
+		c.missed = true
+		for _, s := range u.Shards {
+			listed[s.Shard] = true
+			if reason, ok := c.unread[s.Shard]; ok && reason == s.Reason {
+				continue
+			}
+			c.unread[s.Shard] = s.Reason
+			if err := c.warn(s); err != nil {
+				return err
+			}
+		}
+	}
+	if notFull {
+		for shard := range c.unread {
+			if !listed[shard] {
+				delete(c.unread, shard)
+			}
 		}
 	}
 	return nil
+}
+
+// unreadableLine is how --output json reports a shard that could not be
+// read, on a line of its own among the events.
+type unreadableLine struct {
+	Shard struct {
+		Topic string `json:"topic"`
+		client.UnreadableShard
+	} `json:"unreadable_shard"`
+}
+
+func (c *consumer) warn(s client.UnreadableShard) error {
+	fmt.Fprintf(c.errOut, "herald: shard %s (index %d) of topic %q could not be read: %s\n", s.Name, s.Shard, c.topic, s.Reason)
+	if !c.json {
+		return nil
+	}
+	var line unreadableLine
+	line.Shard.Topic = c.topic
+	line.Shard.UnreadableShard = s
+	return writeJSONLine(c.out, line)
+}
+
+// unreadableError is the error consume exits with when shards could not be
+// read (none when all is set); the shards and reasons were printed as they
+// were found.
+func (c *consumer) unreadableError(all bool) error {
+	if all {
+		return fmt.Errorf("topic %q: no shard could be read (listed above)\n"+
+			"repair or restore those shards (see the server log); with --follow --allow-unreadable, consume waits for them",
+			c.topic)
+	}
+	done := ""
+	switch {
+	case c.done > 0 && c.flags.noAck:
+		done = "; the events of the other shards were printed (not acknowledged: --no-ack)"
+	case c.done > 0:
+		done = "; the events of the other shards were printed and acknowledged"
+	}
+	return fmt.Errorf("topic %q: some shards could not be read (listed above)%s\n"+
+		"repair or restore those shards (see the server log), or pass --allow-unreadable to consume the readable shards without failing",
+		c.topic, done)
 }
 
 func (c *consumer) reachedMax() bool {

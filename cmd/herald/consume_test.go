@@ -150,3 +150,179 @@ func TestPayloadText(t *testing.T) {
 		}
 	}
 }
+
+// damagedShard is how the server reports a shard whose log is damaged.
+func damagedShard(reason string) *heraldv1.UnreadableShard {
+	return &heraldv1.UnreadableShard{Shard: 1, Name: "orders.1", Reason: reason}
+}
+
+const damagedReason = "unavailable: shard orders.1 could not be opened: log corrupted: /data/shards/3-orders.1/log/0002.seg at byte offset 1948"
+
+// warningLine is what consume prints on stderr for shard orders.1.
+func warningLine(reason string) string {
+	return `herald: shard orders.1 (index 1) of topic "orders" could not be read: ` + reason + "\n"
+}
+
+func TestConsumeUnreadableShardFailsAfterTheOthers(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0")
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 3 {
+		t.Errorf("printed %d events of the readable shard, want 3:\n%s", n, r.stdout)
+	}
+	if got := ackedIDs(f); len(got) != 3 {
+		t.Errorf("acked %q, want the 3 events printed", got)
+	}
+	lines := strings.SplitAfter(r.stderr, "\n")
+	// Two fetches saw the shard; it is reported once, then the failure.
+	if len(lines) < 2 || lines[0] != warningLine(damagedReason) || strings.Count(r.stderr, "could not be read: ") != 1 ||
+		!strings.Contains(lines[1], `herald: topic "orders": some shards could not be read`) ||
+		!strings.Contains(r.stderr, "printed and acknowledged") || !strings.Contains(r.stderr, "--allow-unreadable") {
+		t.Errorf("stderr:\n%s\nwant the shard named once with its reason, then the failure and --allow-unreadable", r.stderr)
+	}
+}
+
+func TestConsumeAllowUnreadableWarnsAndExitsZero(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0", "--allow-unreadable")
+	if r.code != 0 || r.stderr != warningLine(damagedReason) {
+		t.Errorf("exit %d, stderr %q; want 0 and the one warning %q", r.code, r.stderr, warningLine(damagedReason))
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 3 || len(ackedIDs(f)) != 3 {
+		t.Errorf("printed %d events and acked %d, want 3 and 3", n, len(ackedIDs(f)))
+	}
+}
+
+func TestConsumeJSONListsUnreadableShards(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0", "-o", "json", "--allow-unreadable")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var events, unreadable int
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var v struct {
+			ID         string                  `json:"id"`
+			Unreadable *client.UnreadableShard `json:"unreadable_shard"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		switch {
+		case v.ID != "":
+			events++
+		case v.Unreadable != nil:
+			unreadable++
+			want := client.UnreadableShard{Shard: 1, Name: "orders.1", Reason: damagedReason}
+			if *v.Unreadable != want || !strings.Contains(line, `"topic":"orders"`) {
+				t.Errorf("line %s, want %+v in topic orders", line, want)
+			}
+		}
+	}
+	if events != 3 || unreadable != 1 {
+		t.Errorf("stdout has %d events and %d unreadable shards, want 3 and 1:\n%s", events, unreadable, r.stdout)
+	}
+}
+
+func TestConsumeNoReadableShardFails(t *testing.T) {
+	// --allow-unreadable accepts a partial read, not a topic that cannot
+	// be read at all.
+	for _, flags := range [][]string{nil, {"--allow-unreadable"}} {
+		f, url := consumeFixture(t)
+		f.setUnreadable("orders", true,
+			&heraldv1.UnreadableShard{Shard: 0, Name: "orders", Reason: "r0"}, damagedShard(damagedReason))
+		args := append([]string{"--server", url, "consume", "orders", "--wait", "0"}, flags...)
+		r := runCLI(context.Background(), "", args...)
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, `shard orders (index 0) of topic "orders" could not be read: r0`) ||
+			!strings.Contains(r.stderr, warningLine(damagedReason)) || !strings.Contains(r.stderr, "no shard could be read") {
+			t.Errorf("consume %q of a topic with no readable shard: exit %d, stdout %q, stderr:\n%s", flags, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestConsumeFollowStopsAtUnreadableShard(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := runCLI(ctx, "", "--server", url, "consume", "orders", "--follow", "--wait", "20ms")
+	if ctx.Err() != nil {
+		t.Fatal("consume --follow kept going past an unreadable shard")
+	}
+	if r.code != 1 || !strings.HasPrefix(r.stderr, warningLine(damagedReason)) || strings.Count(r.stdout, "\n") != 3 || len(ackedIDs(f)) != 3 {
+		t.Errorf("exit %d, %d events printed, %d acked, stderr:\n%s\nwant 1 after printing and acking the 3 readable events",
+			r.code, strings.Count(r.stdout, "\n"), len(ackedIDs(f)), r.stderr)
+	}
+}
+
+func TestConsumeFollowAllowUnreadableWarnsOncePerChange(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms", "--allow-unreadable"},
+			strings.NewReader(""), &out, &errOut)
+	}()
+	waitLines(t, &out, 3)
+	waitFetches(t, f, 10)
+	if errOut.String() != warningLine(damagedReason) {
+		t.Errorf("after 10 polls, stderr:\n%s\nwant the one warning", errOut.String())
+	}
+	f.setUnreadable("orders", false, damagedShard("still damaged, differently"))
+	waitLines(t, &errOut, 2)
+	f.addEvents("orders", &heraldv1.PublishEvent{Key: "late", Payload: []byte("late event")})
+	waitLines(t, &out, 4)
+	cancel()
+	select {
+	case code := <-done:
+		want := warningLine(damagedReason) + warningLine("still damaged, differently")
+		if code != 0 || errOut.String() != want {
+			t.Errorf("exit %d, stderr:\n%s\nwant 0 and:\n%s", code, errOut.String(), want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("consume --follow did not stop when interrupted")
+	}
+}
+
+func TestConsumeFollowAllowUnreadableWaitsForAShard(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setUnreadable("orders", true, damagedShard(damagedReason))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms", "--allow-unreadable"},
+			strings.NewReader(""), &out, &errOut)
+	}()
+	waitFetches(t, f, 2) // the second after a pause
+	if errOut.String() != warningLine(damagedReason) || out.String() != "" {
+		t.Errorf("with no readable shard: stdout %q, stderr:\n%s\nwant only the one warning", out.String(), errOut.String())
+	}
+	f.setUnreadable("orders", false) // repaired
+	waitLines(t, &out, 3)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+}
+
+// waitFetches waits until f received n fetches.
+func waitFetches(t *testing.T, f *fakeHerald, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(received[*heraldv1.FetchRequest](f)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited for %d fetches, got %d", n, len(received[*heraldv1.FetchRequest](f)))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -33,6 +33,11 @@ type fakeHerald struct {
 	leased   map[string]bool
 	acked    map[string]bool
 	stats    *heraldv1.TopicStatsResponse
+	// unreadable holds, per topic, the shards Fetch reports it could not
+	// read; a topic in noneReadable fails every Fetch as the server does
+	// when it can read no shard.
+	unreadable   map[string][]*heraldv1.UnreadableShard
+	noneReadable map[string]bool
 }
 
 func newFakeHerald() *fakeHerald {
@@ -40,7 +45,30 @@ func newFakeHerald() *fakeHerald {
 		topics: map[string]*heraldv1.Topic{},
 		leased: map[string]bool{},
 		acked:  map[string]bool{},
+
+		unreadable:   map[string][]*heraldv1.UnreadableShard{},
+		noneReadable: map[string]bool{},
 	}
+}
+
+// setUnreadable makes Fetch of topic report shards as unreadable (none:
+// nothing to report); with none set, no shard of the topic is readable.
+func (f *fakeHerald) setUnreadable(topic string, none bool, shards ...*heraldv1.UnreadableShard) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unreadable[topic] = shards
+	f.noneReadable[topic] = none
+}
+
+// unreadableError is the server's answer to a Fetch of a topic none of
+// whose shards can be read: unavailable, with the shards in a detail.
+func unreadableError(topic string, shards []*heraldv1.UnreadableShard) error {
+	ce := connect.NewError(connect.CodeUnavailable,
+		fmt.Errorf("unavailable: none of the %d shards of topic %q could be read", len(shards), topic))
+	if d, err := connect.NewErrorDetail(&heraldv1.FetchResponse{UnreadableShards: shards}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }
 
 // start serves f and returns its base URL.
@@ -249,26 +277,30 @@ func (f *fakeHerald) Abort(_ context.Context, req *connect.Request[heraldv1.Abor
 }
 
 // Fetch leases available events; with none, it waits as asked and returns
-// nothing.
+// nothing. Either way it lists the topic's unreadable shards.
 func (f *fakeHerald) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
-	events, err := f.lease(req.Msg)
+	events, unreadable, err := f.lease(req.Msg)
 	if err != nil {
 		return nil, err
 	}
 	if len(events) > 0 {
-		return connect.NewResponse(&heraldv1.FetchResponse{Events: events}), nil
+		return connect.NewResponse(&heraldv1.FetchResponse{Events: events, UnreadableShards: unreadable}), nil
 	}
 	select {
 	case <-time.After(req.Msg.GetWait().AsDuration()):
 	case <-ctx.Done():
 	}
-	return connect.NewResponse(&heraldv1.FetchResponse{}), nil
+	return connect.NewResponse(&heraldv1.FetchResponse{UnreadableShards: unreadable}), nil
 }
 
-func (f *fakeHerald) lease(req *heraldv1.FetchRequest) ([]*heraldv1.Event, error) {
+func (f *fakeHerald) lease(req *heraldv1.FetchRequest) ([]*heraldv1.Event, []*heraldv1.UnreadableShard, error) {
 	defer f.mu.Unlock()
 	if err := f.begin(req); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	unreadable := f.unreadable[req.GetTopic()]
+	if f.noneReadable[req.GetTopic()] {
+		return nil, nil, unreadableError(req.GetTopic(), unreadable)
 	}
 	limit := int(req.GetMaxEvents())
 	if limit == 0 {
@@ -285,7 +317,7 @@ func (f *fakeHerald) lease(req *heraldv1.FetchRequest) ([]*heraldv1.Event, error
 		f.leased[e.GetId()] = true
 		out = append(out, e)
 	}
-	return out, nil
+	return out, unreadable, nil
 }
 
 func (f *fakeHerald) Ack(_ context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
