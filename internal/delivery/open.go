@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"fmt"
-	"net/url"
 
 	"herald/internal/endpoint"
 	"herald/internal/endpoint/amqp"
@@ -15,9 +14,9 @@ import (
 // OpenEndpoint returns the endpoint for a topic's push_endpoint. It does
 // not connect: endpoints connect on first use and reconnect after failures.
 func OpenEndpoint(topicName string, a topic.Attributes) (endpoint.Endpoint, error) {
-	u, err := url.Parse(a.PushEndpoint)
+	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("push endpoint of topic %q: %w", topicName, err)
+		return nil, fmt.Errorf("push endpoint %s of topic %q: %w", topic.RedactEndpoint(a.PushEndpoint), topicName, err)
 	}
 	switch u.Scheme {
 	case "http", "https":

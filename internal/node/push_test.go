@@ -113,6 +113,25 @@ func TestPushDeliversInOrderPerKey(t *testing.T) {
 	}
 }
 
+// TestPushFetchErrorHidesEndpointSecrets: the error for a pull from a push
+// topic names the endpoint without its password or query-string token.
+func TestPushFetchErrorHidesEndpointSecrets(t *testing.T) {
+	rcv := newReceiver(t)
+	n := openNode(t, testConfig(t.TempDir()))
+	ep := strings.Replace(rcv.URL, "http://", "http://hook:hunter2@", 1) + "/in?token=secret-token"
+	mustCreate(t, n, "hooks", map[string]string{"push_endpoint": ep})
+	_, err := n.Fetch(context.Background(), "hooks", 10, time.Minute, 0)
+	if !errors.Is(err, ErrPushTopic) {
+		t.Fatalf("fetch from a push topic: err = %v, want ErrPushTopic", err)
+	}
+	if strings.Contains(err.Error(), "secret-token") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %q shows the endpoint's token or password", err)
+	}
+	if !strings.Contains(err.Error(), "hook:xxxxx@") || !strings.Contains(err.Error(), "/in?token=xxxxx") {
+		t.Errorf("error %q does not name the endpoint, redacted", err)
+	}
+}
+
 func TestPushDeadLettersReplayAndPurge(t *testing.T) {
 	rcv := newReceiver(t)
 	rcv.setStatus(func(key string) int {

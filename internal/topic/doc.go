@@ -3,6 +3,11 @@
 // defaults, parsing and validation, and the naming and routing of its shards
 // and of the events and reservations inside them.
 //
+// It is also the one home of RedactEndpoint, how a push endpoint URI is
+// shown: this package imports nothing else of herald's, and every package
+// that handles push endpoints (the endpoints, delivery, node, api) already
+// imports it for the attributes.
+//
 // Everything here is pure and deterministic, because the controller's
 // replicated state machine runs the same validation on every replica and the
 // results must agree.

@@ -3,7 +3,6 @@ package topic
 import (
 	"errors"
 	"maps"
-	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -91,14 +90,9 @@ func (a *Attributes) validateEndpoint() error {
 		}
 		return errors.Join(append(errs, a.checkTLS(""))...)
 	}
-	shown := quoteShort(redactEndpoint(a.PushEndpoint))
-	u, err := url.Parse(a.PushEndpoint)
+	shown := quoteShort(RedactEndpoint(a.PushEndpoint))
+	u, err := ParseEndpoint(a.PushEndpoint)
 	if err != nil {
-		// url.Error repeats the URI, password included: report only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return invalidf("invalid push_endpoint %s: %v; use a URI such as https://host/path", shown, err)
 	}
 	if !slices.Contains(schemes, u.Scheme) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +34,7 @@ var attrs = []attr{
 	boolAttr("persistent", func(a *Attributes) *bool { return &a.Persistent }),
 	numAttr("shards", func(a *Attributes) *int { return &a.Shards }),
 	{name: "push_endpoint", form: "a URI such as https://host/path, or empty for pull-only",
-		set: setEndpoint, get: func(a *Attributes) string { return redactEndpoint(a.PushEndpoint) }},
+		set: setEndpoint, get: func(a *Attributes) string { return RedactEndpoint(a.PushEndpoint) }},
 	numAttr("time_to_live", func(a *Attributes) *int64 { return &a.TimeToLive }),
 	numAttr("max_retries", func(a *Attributes) *int { return &a.MaxRetries }),
 	numAttr("retry_sleep_duration", func(a *Attributes) *int64 { return &a.RetrySleepDuration }),
@@ -123,9 +122,9 @@ func (a Attributes) With(changes map[string]string) (Attributes, error) {
 
 // Map returns every attribute as a string, keyed by name, in the form With
 // accepts. It is meant for display: the signing secret shows as
-// RedactedSecret and a password in the push endpoint as "xxxxx". Passing
-// those placeholders back to With leaves the values unchanged, so
-// a.With(a.Map()) equals a.
+// RedactedSecret and the push endpoint as RedactEndpoint shows it, with
+// "xxxxx" for its password and query values. Passing those placeholders
+// back to With leaves the values unchanged, so a.With(a.Map()) equals a.
 func (a Attributes) Map() map[string]string {
 	m := make(map[string]string, len(attrs))
 	for _, at := range attrs {
@@ -207,50 +206,13 @@ func textAttr(name string, field func(*Attributes) *string) attr {
 }
 
 // setEndpoint sets the push endpoint, except that the redacted form Map
-// shows of the current endpoint keeps it, password included.
+// shows of the current endpoint keeps it, password and query included.
 func setEndpoint(a *Attributes, v string) error {
-	if v != a.PushEndpoint && v == redactEndpoint(a.PushEndpoint) {
+	if v != a.PushEndpoint && v == RedactEndpoint(a.PushEndpoint) {
 		return nil
 	}
 	a.PushEndpoint = v
 	return nil
-}
-
-// redactEndpoint hides the password of an endpoint URI, which would
-// otherwise be shown wherever attributes are displayed or logged.
-func redactEndpoint(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return redactUnparsed(endpoint)
-	}
-	if _, ok := u.User.Password(); !ok {
-		return endpoint
-	}
-	return u.Redacted()
-}
-
-// redactUnparsed hides the password of an endpoint that is not a valid
-// URI, such as one being rejected by Validate, which still must not leak
-// into error messages.
-func redactUnparsed(endpoint string) string {
-	_, rest, ok := strings.Cut(endpoint, "://")
-	if !ok {
-		return endpoint
-	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return endpoint
-	}
-	user, _, hasPassword := strings.Cut(authority[:at], ":")
-	if !hasPassword {
-		return endpoint
-	}
-	prefix := endpoint[:len(endpoint)-len(rest)]
-	return prefix + user + ":xxxxx" + rest[at:]
 }
 
 func setSecret(a *Attributes, v string) error {

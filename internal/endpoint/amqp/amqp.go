@@ -43,7 +43,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"time"
 
@@ -89,7 +88,11 @@ type channel struct {
 // attributes say. It checks the attributes but does not connect: the first
 // Send does.
 func New(topicName string, a topic.Attributes) (*Endpoint, error) {
-	shown := redact(a.PushEndpoint)
+	shown := topic.RedactEndpoint(a.PushEndpoint)
+	// amqp.ParseURI's errors repeat the URI: ParseEndpoint's do not.
+	if _, err := topic.ParseEndpoint(a.PushEndpoint); err != nil {
+		return nil, fmt.Errorf("amqp endpoint %s: invalid URI: %w; use amqp://user:password@host:port/vhost or amqps://..., with reserved characters in the user or password percent-encoded", shown, err)
+	}
 	uri, err := amqp.ParseURI(a.PushEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("amqp endpoint %s: %w; use amqp://user:password@host:port/vhost or amqps://...", shown, err)
@@ -142,15 +145,6 @@ func tlsConfig(host string, a topic.Attributes) (*tls.Config, error) {
 		return nil, fmt.Errorf("tls_ca_file %s holds no PEM certificate; give a file of -----BEGIN CERTIFICATE----- blocks", a.TLSCAFile)
 	}
 	return c, nil
-}
-
-// redact returns the endpoint URI without its password, for messages.
-func redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "(unparsable URI)"
-	}
-	return u.Redacted()
 }
 
 // Send publishes m and, with amqp_ack_level=broker, waits for the broker

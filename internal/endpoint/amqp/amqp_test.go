@@ -299,6 +299,9 @@ func TestNewErrors(t *testing.T) {
 		want   string
 	}{
 		{func(a *topic.Attributes) { a.PushEndpoint = "http://u:hunter2@h" }, "scheme"},
+		// amqp.ParseURI's error repeats an unparsable URI, password included.
+		{func(a *topic.Attributes) { a.PushEndpoint = "amqp://u:hunter2@h:56x2/vh" }, "amqp://u:xxxxx@h:56x2/vh: invalid URI: invalid port after host"},
+		{func(a *topic.Attributes) { a.PushEndpoint = "amqp://u:hunt/er2@h/vh" }, "percent-encoded"},
 		{func(a *topic.Attributes) { a.AMQPExchange = "" }, "set the amqp_exchange attribute"},
 		{func(a *topic.Attributes) { a.AMQPAckLevel = "all" }, "amqp_ack_level must be none or broker"},
 		{func(a *topic.Attributes) {

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,7 @@ type Endpoint struct {
 // attributes say. It checks the attributes but does not connect: the
 // client connects when the first record is produced.
 func New(topicName string, a topic.Attributes) (*Endpoint, error) {
-	e := &Endpoint{topic: a.KafkaTopic, shown: redact(a.PushEndpoint)}
+	e := &Endpoint{topic: a.KafkaTopic, shown: topic.RedactEndpoint(a.PushEndpoint)}
 	if e.topic == "" {
 		e.topic = topicName
 	}
@@ -155,17 +154,6 @@ func parseBroker(b string) (string, error) {
 		return "", fmt.Errorf("broker %q: port %q is not a number from 1 to 65535", b, port)
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// redact returns uri without a password, for messages.
-func redact(uri string) string {
-	if u, err := url.Parse(uri); err == nil {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(uri, "@"); i >= 0 {
-		return "kafka://…" + uri[i:]
-	}
-	return uri
 }
 
 // Send produces m and waits until the brokers have acknowledged it as

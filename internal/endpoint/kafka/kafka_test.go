@@ -343,6 +343,7 @@ func TestNewErrors(t *testing.T) {
 		{"kafka://", "all", "kafka://host:port"},
 		{"kafka://h:1/path", "all", "without user, path or query"},
 		{"kafka://u:hunter2@h:1", "all", "without user"},
+		{"kafka://h:1?token=hunter2", "all", "kafka://h:1?token=xxxxx: use kafka://"},
 		{"kafka://h:port", "all", `port "port" is not a number`},
 		{"kafka://h:1,:2", "all", `broker ":2" is not host[:port]`},
 		{"kafka://h:99999", "all", "1 to 65535"},

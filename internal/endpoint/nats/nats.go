@@ -79,13 +79,14 @@ type Endpoint struct {
 // attributes say. It checks the attributes but does not connect: the first
 // Send does.
 func New(topicName string, a topic.Attributes) (*Endpoint, error) {
-	u, err := url.Parse(a.PushEndpoint)
+	shown := topic.RedactEndpoint(a.PushEndpoint)
+	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
-		return nil, errors.New("nats endpoint: the push endpoint is not a URI; use nats://host:port")
+		return nil, fmt.Errorf("nats endpoint %s: the push endpoint is not a URI (%w); use nats://host:port", shown, err)
 	}
 	e := &Endpoint{
 		url:       a.PushEndpoint,
-		shown:     u.Redacted(),
+		shown:     shown,
 		name:      "herald topic " + topicName,
 		subject:   a.NATSSubject,
 		jetStream: a.NATSJetStream,

@@ -296,6 +296,8 @@ func TestNewErrors(t *testing.T) {
 		{"http://h", "use nats://"},
 		{"nats://u:hunter2@h:99999", "1 to 65535"},
 		{"nats://u:hunter2@h:x", "not a URI"},
+		{"nats://h:4222?token=hunter2", "nats://h:4222?token=xxxxx: use nats://"},
+		{"nats://hunter2@h:99999", "nats://xxxxx@h:99999"}, // a token as the user name
 	} {
 		a := topic.Defaults()
 		a.PushEndpoint = tc.endpoint

@@ -115,7 +115,7 @@ var errHTTPTimeout = errors.New("http_timeout exceeded")
 // concurrent use.
 type Endpoint struct {
 	url     string // push_endpoint, as given
-	shown   string // push_endpoint for messages: no password, query or fragment
+	shown   string // push_endpoint for messages: topic.RedactEndpoint
 	timeout time.Duration
 	header  http.Header // http_headers and defaults, copied into each request
 	host    string      // a Host in http_headers; net/http takes it from Request.Host
@@ -139,16 +139,11 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 }
 
 func newEndpoint(a topic.Attributes) (*Endpoint, error) {
-	u, err := url.Parse(a.PushEndpoint)
+	shown := topic.RedactEndpoint(a.PushEndpoint)
+	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
-		// url.Error repeats the URL, password included: keep only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("invalid push_endpoint: %w", err)
+		return nil, fmt.Errorf("invalid push_endpoint %s: %w", shown, err)
 	}
-	shown := redact(u)
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("push_endpoint %s is not an http:// or https:// URL", shown)
 	}
@@ -178,14 +173,6 @@ func newEndpoint(a topic.Attributes) (*Endpoint, error) {
 		e.secret = []byte(a.SigningSecret)
 	}
 	return e, nil
-}
-
-// redact returns u without what may be a credential (the password, and the
-// query, which often holds a token), for error messages and logs.
-func redact(u *url.URL) string {
-	r := *u
-	r.User, r.RawQuery, r.ForceQuery, r.Fragment, r.RawFragment = nil, "", false, "", ""
-	return r.String()
 }
 
 // requestHeader builds the headers every request starts with. It checks
@@ -402,7 +389,8 @@ func statusError(resp *http.Response) *StatusError {
 		StatusCode: resp.StatusCode,
 		Status:     resp.Status,
 		Body:       snippet(resp.Body),
-		Location:   oneLine(resp.Header.Get("Location")),
+		// A redirect may point at a URL with a token in its query.
+		Location: topic.RedactEndpoint(oneLine(resp.Header.Get("Location"))),
 	}
 }
 
