@@ -13,10 +13,10 @@ import (
 
 // Message is one event on its way to an endpoint.
 type Message struct {
-	ID         string // "<topic>/<shard>/<offset>": what receivers de-duplicate on
+	ID         string // topic.EventID or topic.NonPersistentEventID: what receivers de-duplicate on
 	Topic      string
 	Shard      int
-	Offset     uint64
+	Offset     uint64 // 0 for an event of a non-persistent topic, which has none
 	Key        string
 	Time       time.Time // publish time
 	Headers    map[string]string

@@ -2,8 +2,8 @@
 // group (topics and their attributes) and the shard groups of every topic,
 // and the operations the API offers on top of them — topic management,
 // two-phase publish, pull consumption and statistics. It turns API requests
-// into shard and controller commands and routes them to the right group; it
-// holds no durable state of its own.
+// into shard and controller commands and routes them to the right group; its
+// only durable state of its own is the boot epoch (see bootEpochFile).
 package node
 
 import (
@@ -93,7 +93,8 @@ type Node struct {
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
 	metrics          metricsProxy
-	nonPersistentSeq atomic.Uint64
+	bootEpoch        uint64        // see bootEpochFile
+	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -109,6 +110,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, errors.New("no data directory configured; pass --data-dir")
 	}
 	if err := checkWritable(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	epoch, err := nextBootEpoch(cfg.DataDir)
+	if err != nil {
 		return nil, err
 	}
 	h, err := host.New(host.Config{
@@ -131,6 +136,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		shards: make(map[uint64]*shardRuntime),
 		push:   make(map[string]*pushTopic),
 		stop:   make(chan struct{}),
+
+		bootEpoch: epoch,
 	}
 	if err := h.AddGroup(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, StateMachine: n.ctrl}); err != nil {
 		h.Close()

@@ -194,8 +194,7 @@ func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Eve
 	now := time.Now()
 	for i, e := range events {
 		s := tr.shardFor(e.Key)
-		seq := n.nonPersistentSeq.Add(1)
-		ids[i] = fmt.Sprintf("%s/%d/np%d", tr.info.Name, s.index, seq)
+		ids[i] = topic.NonPersistentEventID(tr.info.Name, s.index, n.bootEpoch, n.nonPersistentSeq.Add(1))
 		m := &endpoint.Message{ID: ids[i], Topic: tr.info.Name, Shard: s.index, Key: e.Key, Time: now,
 			Headers: e.HeaderMap(), Payload: e.Payload, OpaqueData: tr.info.Attributes.OpaqueData, Attempt: 1}
 		if err := p.ep.Send(ctx, m); err != nil {

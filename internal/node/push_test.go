@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"herald/internal/shard"
+	"herald/internal/topic"
 )
 
 // receiver is a webhook that records what it receives, per key, and can be
@@ -199,6 +200,41 @@ func TestPushEndpointDownThenBack(t *testing.T) {
 		if got := rcv.got(fmt.Sprint("k", k)); strings.Join(got, ",") != "0,1,2,3,4,5,6,7,8,9" {
 			t.Fatalf("key k%d received %v", k, got)
 		}
+	}
+}
+
+// TestNonPersistentIDsDoNotRepeatAcrossRestarts: receivers de-duplicate on
+// event ids, so two starts of a node on one data directory must not hand
+// out the same id to different events.
+func TestNonPersistentIDsDoNotRepeatAcrossRestarts(t *testing.T) {
+	rcv := newReceiver(t)
+	dir := t.TempDir()
+	seen := map[string]bool{}
+	shard := topic.ShardFor("k", 2)
+	for start := 1; start <= 2; start++ {
+		n := openNode(t, testConfig(dir))
+		if start == 1 {
+			mustCreate(t, n, "live", map[string]string{"shards": "2", "persistent": "false", "push_endpoint": rcv.URL})
+		}
+		ids := publish(t, n, "live", jsonEvents("k", 0, 3)...)
+		for i, id := range ids {
+			if want := topic.NonPersistentEventID("live", shard, uint64(start), uint64(i+1)); id != want {
+				t.Errorf("start %d: id %q, want %q", start, id, want)
+			}
+			if seen[id] {
+				t.Errorf("start %d: id %q was handed out before", start, id)
+			}
+			seen[id] = true
+			if _, err := n.Ack(context.Background(), []string{id}); !errors.Is(err, topic.ErrInvalid) || !strings.Contains(err.Error(), "non-persistent") {
+				t.Errorf("Ack(%s) = %v, want an error saying the event of a non-persistent topic was not stored", id, err)
+			}
+		}
+		n.Close()
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.ids) != 6 {
+		t.Errorf("the receiver got %d distinct ids, want 6: %v", len(rcv.ids), rcv.ids)
 	}
 }
 

@@ -80,12 +80,27 @@ func EventID(topic string, shard int, offset uint64) string {
 	return topic + "/" + strconv.Itoa(shard) + "/" + strconv.FormatUint(offset, 10)
 }
 
-// ParseEventID is the inverse of EventID.
+// NonPersistentEventID returns the id of an event of a non-persistent
+// topic, which is pushed and never stored, so has no offset:
+// "<topic>/<shard>/np<epoch>.<n>", for the n-th such event a node pushed
+// since it started for the epoch-th time. The epoch keeps ids unique
+// across restarts, so that receivers can de-duplicate on them, and the
+// "np" keeps them from being mistaken for the ids of stored events.
+func NonPersistentEventID(topic string, shard int, epoch, n uint64) string {
+	return topic + "/" + strconv.Itoa(shard) + "/np" + strconv.FormatUint(epoch, 10) + "." + strconv.FormatUint(n, 10)
+}
+
+// ParseEventID is the inverse of EventID. It rejects the ids of
+// NonPersistentEventID, saying why: those events were never stored, so
+// there is nothing to acknowledge or replay.
 func ParseEventID(id string) (topic string, shard int, offset uint64, err error) {
 	const form = `use TOPIC/SHARD/OFFSET as returned by publish, e.g. "orders/3/1042"`
 	topic, shard, last, err := splitID(id, "event id", form)
 	if err != nil {
 		return "", 0, 0, err
+	}
+	if strings.HasPrefix(last, "np") {
+		return "", 0, 0, invalidf("invalid event id %s: it is the id of an event of a non-persistent topic, which was pushed when published and never stored, so it cannot be acknowledged, handed back or replayed", quoteShort(id))
 	}
 	offset, ok := parseDecimal(last, ^uint64(0))
 	if !ok {

@@ -138,9 +138,29 @@ func TestParseEventIDErrors(t *testing.T) {
 		{"orders/1/+5", []string{"offset must be a decimal number"}},
 		{"orders/1/18446744073709551616", []string{"offset must be a decimal number"}},
 		{"orders/1/r5", []string{"offset must be a decimal number"}},
+		{NonPersistentEventID("orders", 1, 3, 7), []string{`"orders/1/np3.7"`, "non-persistent topic", "never stored"}},
 	} {
 		_, _, _, err := ParseEventID(tc.in)
 		wantInvalid(t, err, tc.want...)
+	}
+}
+
+func TestNonPersistentEventID(t *testing.T) {
+	for _, tc := range []struct {
+		epoch, n uint64
+		want     string
+	}{
+		{1, 1, "live/2/np1.1"},
+		{12, 345, "live/2/np12.345"},
+		{^uint64(0), ^uint64(0), "live/2/np18446744073709551615.18446744073709551615"},
+	} {
+		if got := NonPersistentEventID("live", 2, tc.epoch, tc.n); got != tc.want {
+			t.Errorf("NonPersistentEventID(live, 2, %d, %d) = %q, want %q", tc.epoch, tc.n, got, tc.want)
+		}
+	}
+	// Epoch and counter are separated, so that no two pairs give one id.
+	if NonPersistentEventID("t", 0, 1, 12) == NonPersistentEventID("t", 0, 11, 2) {
+		t.Error("epochs 1 and 11 give the same ids")
 	}
 }
 
