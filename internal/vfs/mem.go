@@ -103,32 +103,52 @@ func (m *MemFS) check(kind OpKind, path string) error {
 // current bytes (zeros where neither had any): the torn writes a real
 // disk can leave. Directory entries are those last synced.
 func (m *MemFS) CrashClone(tear *rand.Rand) *MemFS {
+	return m.clone(func(n *memNode) []byte {
+		if tear != nil && !slices.Equal(n.data, n.synced) {
+			return tearFile(n.synced, n.data, tear)
+		}
+		return slices.Clone(n.synced)
+	}, true)
+}
+
+// Clone returns a copy of the file system as it is now, synced or not: the
+// state a process crash leaves, since the kernel keeps what was written.
+// The copy's durable state starts as its current one.
+func (m *MemFS) Clone() *MemFS {
+	return m.clone(func(n *memNode) []byte { return slices.Clone(n.data) }, false)
+}
+
+// clone copies the tree, giving each file the contents data picks, as
+// both its current and its durable bytes. With synced, only directory
+// entries that were synced are copied.
+func (m *MemFS) clone(data func(*memNode) []byte, synced bool) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := map[*memNode]*memNode{}
-	var clone func(n *memNode) *memNode
-	clone = func(n *memNode) *memNode {
+	var walk func(n *memNode) *memNode
+	walk = func(n *memNode) *memNode {
 		if c, ok := seen[n]; ok {
 			return c
 		}
-		if n.dir {
-			c := newDir()
+		if !n.dir {
+			b := data(n)
+			c := &memNode{data: b, synced: slices.Clone(b)}
 			seen[n] = c
-			for name, child := range n.syncedChildren {
-				c.children[name] = clone(child)
-				c.syncedChildren[name] = c.children[name]
-			}
 			return c
 		}
-		data := slices.Clone(n.synced)
-		if tear != nil && !slices.Equal(n.data, n.synced) {
-			data = tearFile(n.synced, n.data, tear)
-		}
-		c := &memNode{data: data, synced: slices.Clone(data)}
+		c := newDir()
 		seen[n] = c
+		entries := n.children
+		if synced {
+			entries = n.syncedChildren
+		}
+		for name, child := range entries {
+			c.children[name] = walk(child)
+			c.syncedChildren[name] = c.children[name]
+		}
 		return c
 	}
-	return &MemFS{root: clone(m.root)}
+	return &MemFS{root: walk(m.root)}
 }
 
 // tearFile mixes the synced and current contents of a file sector by
@@ -150,35 +170,6 @@ func tearFile(synced, current []byte, rng *rand.Rand) []byte {
 		}
 	}
 	return out
-}
-
-// Clone returns a copy of the file system as it is now, synced or not: the
-// state a process crash leaves, since the kernel keeps what was written.
-func (m *MemFS) Clone() *MemFS {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	seen := map[*memNode]*memNode{}
-	var clone func(n *memNode) *memNode
-	clone = func(n *memNode) *memNode {
-		if c, ok := seen[n]; ok {
-			return c
-		}
-		if n.dir {
-			c := newDir()
-			seen[n] = c
-			for name, child := range n.children {
-				c.children[name] = clone(child)
-			}
-			for name, child := range n.syncedChildren {
-				c.syncedChildren[name] = clone(child)
-			}
-			return c
-		}
-		c := &memNode{data: slices.Clone(n.data), synced: slices.Clone(n.synced)}
-		seen[n] = c
-		return c
-	}
-	return &MemFS{root: clone(m.root)}
 }
 
 // FlipBit inverts bit (counted from the start of the file) of name, in its
