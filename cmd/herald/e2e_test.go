@@ -67,6 +67,18 @@ type server struct {
 
 func startServer(t *testing.T, dataDir, addr string, extra ...string) *server {
 	t.Helper()
+	s, err := tryStartServer(t, dataDir, addr, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryStartServer starts herald serve and waits until it answers. If it
+// exits first, or does not come up within a minute, the error holds its
+// output.
+func tryStartServer(t *testing.T, dataDir, addr string, extra ...string) (*server, error) {
+	t.Helper()
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, extra...)
 	cmd := exec.Command(heraldBinary(t), args...)
 	var out bytes.Buffer
@@ -84,15 +96,15 @@ func startServer(t *testing.T, dataDir, addr string, extra ...string) *server {
 		_, err := c.ListTopics(ctx)
 		cancel()
 		if err == nil {
-			return s
+			return s, nil
 		}
 		select {
 		case err := <-s.done:
-			t.Fatalf("herald serve exited early: %v\n%s", err, out.String())
+			return nil, fmt.Errorf("herald serve exited early: %v\n%s", err, out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("herald serve did not come up: %v\n%s", err, out.String())
+			return nil, fmt.Errorf("herald serve did not come up: %v\n%s", err, out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,11 +1,21 @@
 package node
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"herald/internal/vfs"
 )
+
+func writeEpochFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestBootEpochRisesAtEveryStart(t *testing.T) {
 	dir := t.TempDir()
@@ -16,8 +26,8 @@ func TestBootEpochRisesAtEveryStart(t *testing.T) {
 		}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, bootEpochFile))
-	if err != nil || string(data) != "3" {
-		t.Errorf("%s holds %q, %v; want 3", bootEpochFile, data, err)
+	if want := vfs.Frame(bootEpochMagic, []byte("3")); err != nil || !bytes.Equal(data, want) {
+		t.Errorf("%s holds %q, %v; want %q", bootEpochFile, data, err, want)
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
@@ -31,12 +41,8 @@ func TestBootEpochRisesAtEveryStart(t *testing.T) {
 func TestBootEpochAfterInterruptedWrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, bootEpochFile)
-	if err := os.WriteFile(path, []byte("7"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path+".tmp", []byte("12"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeEpochFile(t, path, vfs.Frame(bootEpochMagic, []byte("7")))
+	writeEpochFile(t, path+".tmp", vfs.Frame(bootEpochMagic, []byte("12"))[:9])
 	if got, err := nextBootEpoch(dir); err != nil || got != 8 {
 		t.Fatalf("nextBootEpoch = %d, %v; want 8", got, err)
 	}
@@ -45,27 +51,37 @@ func TestBootEpochAfterInterruptedWrite(t *testing.T) {
 	}
 }
 
-// TestBootEpochDamaged: a file that does not hold an epoch stops the node
-// rather than starting the epochs again from 1, which would repeat ids.
+// TestBootEpochDamaged: a file that does not hold an epoch, or whose bits
+// rotted, stops the node rather than starting the epochs again from 1 or
+// from a rotted value, either of which could repeat ids.
 func TestBootEpochDamaged(t *testing.T) {
-	for _, content := range []string{"", "x1", "0", "-3", "18446744073709551616"} {
+	good := vfs.Frame(bootEpochMagic, []byte("3"))
+	contents := [][]byte{
+		{}, []byte("3"), good[:len(good)-1],
+		vfs.Frame(bootEpochMagic, []byte("x1")),
+		vfs.Frame(bootEpochMagic, []byte("0")),
+		vfs.Frame(bootEpochMagic, []byte("-3")),
+		vfs.Frame(bootEpochMagic, []byte("18446744073709551616")),
+	}
+	for i := range len(good) * 8 {
+		flipped := bytes.Clone(good)
+		flipped[i/8] ^= 1 << (i % 8)
+		contents = append(contents, flipped)
+	}
+	for _, content := range contents {
 		dir := t.TempDir()
 		path := filepath.Join(dir, bootEpochFile)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeEpochFile(t, path, content)
 		_, err := nextBootEpoch(dir)
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "damaged") {
 			t.Errorf("epoch file holding %q: err = %v, want one naming the damaged file", content, err)
 		}
-		if data, _ := os.ReadFile(path); string(data) != content {
+		if data, _ := os.ReadFile(path); !bytes.Equal(data, content) {
 			t.Errorf("the damaged file was overwritten with %q", data)
 		}
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, bootEpochFile), []byte("18446744073709551615"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeEpochFile(t, filepath.Join(dir, bootEpochFile), vfs.Frame(bootEpochMagic, []byte("18446744073709551615")))
 	if _, err := nextBootEpoch(dir); err == nil || !strings.Contains(err.Error(), "new data directory") {
 		t.Errorf("at the largest epoch: err = %v, want one saying to use a new data directory", err)
 	}
