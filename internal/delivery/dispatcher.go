@@ -12,9 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
+	"herald/internal/backoff"
 	"herald/internal/endpoint"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -62,6 +64,12 @@ type Config struct {
 	}
 	now func() time.Time // for tests
 }
+
+// unavailablePause is how long the dispatcher pauses, after a failure to
+// read or record events, before it tries its shard again; the jitter keeps
+// the dispatchers of many shards that lost their leader together from
+// coming back all at once.
+var unavailablePause = backoff.Policy{Initial: 50 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
 
 // Dead-letter reasons.
 const (
@@ -159,7 +167,7 @@ func newRun(d *Dispatcher) *run {
 
 func (r *run) loop(ctx context.Context) {
 	defer r.sends.Wait()
-	backoff := time.Duration(0)
+	unavailable := backoff.New(unavailablePause)
 	for ctx.Err() == nil {
 		r.collect()
 		err := r.flush(ctx)
@@ -172,12 +180,12 @@ func (r *run) loop(ctx context.Context) {
 			}
 			// The shard is unavailable (for example it lost its leader): wait
 			// and start over from what the log says.
-			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-			r.warn("delivery paused", err, backoff)
-			r.sleep(ctx, backoff)
+			pause := unavailable.Next()
+			r.warn("delivery paused", err, pause)
+			backoff.Sleep(ctx, pause)
 			continue
 		}
-		backoff = 0
+		unavailable.Reset()
 		next := r.dispatch(ctx)
 		if len(r.dead) == 0 { // dead letters just queued unblock their keys: go round at once
 			r.wait(ctx, next)
@@ -188,15 +196,6 @@ func (r *run) loop(ctx context.Context) {
 func (r *run) warn(msg string, err error, wait time.Duration) {
 	if r.d.cfg.Logger != nil {
 		r.d.cfg.Logger.Warn(msg, "topic", r.d.cfg.Topic, "shard", r.d.cfg.Shard, "err", err, "retry_in", wait)
-	}
-}
-
-func (r *run) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 
@@ -338,14 +337,18 @@ func (r *run) handle(o outcome) {
 // retryDelay doubles the topic's retry_sleep_duration with every failed
 // attempt, up to 60 times it (a minute for the default of one second). A
 // retry_sleep_duration of 0 starts at 10ms, so a dead endpoint is not
-// hammered in a tight loop.
+// hammered in a tight loop. There is no jitter: the pauses are the ones
+// the topic's attributes promise.
 func retryDelay(sleepSeconds int64, attempts uint32) time.Duration {
 	base := time.Duration(sleepSeconds) * time.Second
 	if base <= 0 {
 		base = 10 * time.Millisecond
 	}
-	d := base << min(max(attempts, 1)-1, 6)
-	return min(d, 60*base)
+	longest := time.Duration(math.MaxInt64)
+	if base <= longest/60 { // else 60 times it, years, would overflow
+		longest = 60 * base
+	}
+	return backoff.Policy{Initial: base, Max: longest}.Delay(int(min(attempts, 64)))
 }
 
 func (r *run) deadLetter(it *item, reason string) {

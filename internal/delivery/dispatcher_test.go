@@ -336,3 +336,16 @@ func TestRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryDelayOfYears: 60 times the largest retry_sleep_duration does
+// not fit a Duration; the delay must stay positive rather than wrap around
+// into retrying at once.
+func TestRetryDelayOfYears(t *testing.T) {
+	first := time.Duration(topic.MaxSeconds) * time.Second
+	if got := retryDelay(topic.MaxSeconds, 1); got != first {
+		t.Errorf("retryDelay(MaxSeconds, 1) = %v, want %v", got, first)
+	}
+	if got := retryDelay(topic.MaxSeconds, 10); got < first {
+		t.Errorf("retryDelay(MaxSeconds, 10) = %v, want at least %v", got, first)
+	}
+}
