@@ -29,3 +29,22 @@ func TestOpenEndpointErrorsHideSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenEndpointOpensEveryScheme: every scheme topic validation accepts
+// has an endpoint behind it.
+func TestOpenEndpointOpensEveryScheme(t *testing.T) {
+	for _, s := range topic.Schemes() {
+		a := topic.Defaults()
+		a.PushEndpoint = s.Name + "://127.0.0.1:1"
+		a.AMQPExchange = "x"
+		if err := a.Validate(); err != nil {
+			t.Fatalf("%s: %v", a.PushEndpoint, err)
+		}
+		ep, err := OpenEndpoint("t", a)
+		if err != nil {
+			t.Errorf("OpenEndpoint(%s): %v", a.PushEndpoint, err)
+			continue
+		}
+		ep.Close()
+	}
+}

@@ -9,12 +9,6 @@ import (
 	"unicode/utf8"
 )
 
-// schemes are the push endpoint URI schemes herald can deliver to.
-var schemes = []string{"http", "https", "amqp", "amqps", "kafka", "nats"}
-
-// tlsSchemes are the schemes whose connections the TLS attributes apply to.
-var tlsSchemes = []string{"https", "amqps"}
-
 // Validate checks the attributes as a whole: every value in range, and
 // the values consistent with each other and with the push endpoint. It
 // reports every problem it finds, not just the first, and does not modify
@@ -88,34 +82,36 @@ func (a *Attributes) validateEndpoint() error {
 		if !a.Persistent {
 			errs = append(errs, invalidf("a non-persistent topic needs a push_endpoint: it stores nothing, so its events would go nowhere; set push_endpoint, or persistent=true for a pull topic"))
 		}
-		return errors.Join(append(errs, a.checkTLS(""))...)
+		return errors.Join(append(errs, a.checkTLS(Scheme{}))...)
 	}
 	shown := quoteShort(RedactEndpoint(a.PushEndpoint))
 	u, err := ParseEndpoint(a.PushEndpoint)
 	if err != nil {
 		return invalidf("invalid push_endpoint %s: %v; use a URI such as https://host/path", shown, err)
 	}
-	if !slices.Contains(schemes, u.Scheme) {
-		return invalidf("invalid push_endpoint %s: unsupported scheme %q; use one of %s", shown, u.Scheme, strings.Join(schemes, ", "))
+	scheme, ok := LookupScheme(u.Scheme)
+	if !ok {
+		return invalidf("invalid push_endpoint %s: unsupported scheme %q; use one of %s", shown, u.Scheme, strings.Join(SchemeNames(false), ", "))
 	}
 	if u.Hostname() == "" {
 		return invalidf("invalid push_endpoint %s: it has no host; use %s://host[:port]/...", shown, u.Scheme)
 	}
 	var errs []error
-	if (u.Scheme == "amqp" || u.Scheme == "amqps") && a.AMQPExchange == "" {
+	if scheme.Protocol == ProtocolAMQP && a.AMQPExchange == "" {
 		errs = append(errs, invalidf("push_endpoint %s is AMQP, which needs an exchange: set the amqp_exchange attribute", shown))
 	}
-	return errors.Join(append(errs, a.checkTLS(u.Scheme))...)
+	return errors.Join(append(errs, a.checkTLS(scheme))...)
 }
 
-// checkTLS rejects TLS options with an endpoint that does not use TLS:
-// they would be silently ignored, and whoever set them expects an effect.
-func (a *Attributes) checkTLS(scheme string) error {
+// checkTLS rejects TLS options with an endpoint that does not use TLS
+// (scheme is the zero Scheme without an endpoint): they would be silently
+// ignored, and whoever set them expects an effect.
+func (a *Attributes) checkTLS(scheme Scheme) error {
 	var errs []error
 	if a.TLSCAFile != "" && !path.IsAbs(a.TLSCAFile) {
 		errs = append(errs, invalidf("tls_ca_file %s is not an absolute path; give the full path of the PEM file, present on every herald node", quoteShort(a.TLSCAFile)))
 	}
-	if slices.Contains(tlsSchemes, scheme) {
+	if scheme.TLS {
 		return errors.Join(errs...)
 	}
 	for _, opt := range []struct {
@@ -123,7 +119,7 @@ func (a *Attributes) checkTLS(scheme string) error {
 		set  bool
 	}{{"tls_ca_file", a.TLSCAFile != ""}, {"tls_insecure_skip_verify", a.TLSInsecureSkipVerify}} {
 		if opt.set {
-			errs = append(errs, invalidf("%s applies only to %s push endpoints; use one of those schemes or unset %s", opt.name, strings.Join(tlsSchemes, " and "), opt.name))
+			errs = append(errs, invalidf("%s applies only to %s push endpoints; use one of those schemes or unset %s", opt.name, strings.Join(SchemeNames(true), " and "), opt.name))
 		}
 	}
 	return errors.Join(errs...)

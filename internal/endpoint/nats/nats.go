@@ -95,7 +95,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 	if e.subject == "" {
 		e.subject = topicName
 	}
-	if u.Scheme != "nats" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+	if s, _ := topic.LookupScheme(u.Scheme); s.Protocol != topic.ProtocolNATS || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 		return nil, fmt.Errorf("nats endpoint %s: use nats://[user:password@]host:port, without path or query", e.shown)
 	}
 	if p := u.Port(); p != "" {
