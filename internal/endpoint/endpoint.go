@@ -1,8 +1,8 @@
 // Package endpoint defines what herald pushes events to: the Endpoint
-// interface, the message it sends, herald's JSON envelope, and how a
-// failure is classified (retry later, or give up and dead-letter). The
-// protocols live in the subpackages webhook (HTTP and HTTPS), amqp, kafka
-// and nats.
+// interface, the message it sends, herald's JSON envelope, how a failure
+// is classified (retry later, or give up and dead-letter), and the TLS
+// settings every endpoint over TLS uses. The protocols live in the
+// subpackages webhook (HTTP and HTTPS), amqp, kafka and nats.
 package endpoint
 
 import (

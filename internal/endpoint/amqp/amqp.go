@@ -39,11 +39,9 @@ package amqp
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -118,33 +116,13 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 	default:
 		return nil, fmt.Errorf("amqp endpoint %s: amqp_ack_level must be none or broker, got %q", shown, a.AMQPAckLevel)
 	}
-	if uri.Scheme == "amqps" {
-		if e.tls, err = tlsConfig(uri.Host, a); err != nil {
+	if s, _ := topic.LookupScheme(uri.Scheme); s.TLS {
+		if e.tls, err = endpoint.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify); err != nil {
 			return nil, fmt.Errorf("amqp endpoint %s: %w", shown, err)
 		}
+		e.tls.ServerName = uri.Host
 	}
 	return e, nil
-}
-
-// tlsConfig returns the TLS settings of an amqps endpoint on host.
-func tlsConfig(host string, a topic.Attributes) (*tls.Config, error) {
-	c := &tls.Config{
-		ServerName:         host,
-		InsecureSkipVerify: a.TLSInsecureSkipVerify, // the attribute's documented purpose
-		MinVersion:         tls.VersionTLS12,
-	}
-	if a.TLSCAFile == "" {
-		return c, nil
-	}
-	pem, err := os.ReadFile(a.TLSCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("read tls_ca_file: %w; install the CA file at that path on every herald node", err)
-	}
-	c.RootCAs = x509.NewCertPool()
-	if !c.RootCAs.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tls_ca_file %s holds no PEM certificate; give a file of -----BEGIN CERTIFICATE----- blocks", a.TLSCAFile)
-	}
-	return c, nil
 }
 
 // Send publishes m and, with amqp_ack_level=broker, waits for the broker

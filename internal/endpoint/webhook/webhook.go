@@ -62,7 +62,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +69,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,7 +142,7 @@ func newEndpoint(a topic.Attributes) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid push_endpoint %s: %w", shown, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
+	if s, _ := topic.LookupScheme(u.Scheme); s.Protocol != topic.ProtocolWebhook {
 		return nil, fmt.Errorf("push_endpoint %s is not an http:// or https:// URL", shown)
 	}
 	if u.Host == "" {
@@ -157,7 +155,7 @@ func newEndpoint(a topic.Attributes) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := tlsConfig(a)
+	tc, err := endpoint.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify)
 	if err != nil {
 		return nil, err
 	}
@@ -215,47 +213,6 @@ func isToken(s string) bool {
 
 // isCtl reports the control characters a header value must not contain.
 func isCtl(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }
-
-// tlsConfig returns the TLS settings of https endpoints.
-func tlsConfig(a topic.Attributes) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.TLSInsecureSkipVerify}
-	if a.TLSCAFile != "" {
-		pool, err := loadCAs(a.TLSCAFile)
-		if err != nil {
-			return nil, err
-		}
-		c.RootCAs = pool
-	}
-	return c, nil
-}
-
-// loadCAs reads a PEM file of CA certificates. Unlike
-// x509.CertPool.AppendCertsFromPEM, which says only whether it found any,
-// it says what is wrong, so a wrong file (a key, a DER file, a truncated
-// copy) is quick to spot.
-func loadCAs(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tls_ca_file: %w", err) // names the file
-	}
-	pool := x509.NewCertPool()
-	n := 0
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		n++
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("tls_ca_file %s: certificate %d: %w", path, n, err)
-		}
-		pool.AddCert(cert)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("tls_ca_file %s holds no PEM certificate (no -----BEGIN CERTIFICATE----- block); give a PEM file of the CA certificates that sign the endpoint's certificate", path)
-	}
-	return pool, nil
-}
 
 // newClient returns a client with its own connection pool, so that one
 // endpoint's connections and TLS settings are not shared with another's.

@@ -1,0 +1,67 @@
+package endpoint
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// TLSConfig returns the TLS settings of a push endpoint whose scheme uses
+// TLS, from its tls_ca_file and tls_insecure_skip_verify attributes: TLS
+// 1.2 or later, with the server's certificate verified against the CA
+// certificates in caFile, or the system's roots when caFile is empty, or
+// not at all when insecureSkipVerify is set.
+//
+// It reads caFile now, so that a missing or wrong file is reported when the
+// endpoint is made rather than by every delivery.
+func TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, error) {
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: insecureSkipVerify, // the attribute's documented purpose
+	}
+	if caFile == "" {
+		return c, nil
+	}
+	pool, err := loadCAs(caFile)
+	if err != nil {
+		return nil, err
+	}
+	c.RootCAs = pool
+	return c, nil
+}
+
+// loadCAs reads a PEM file of CA certificates. Unlike
+// x509.CertPool.AppendCertsFromPEM, which says only whether it found any
+// and skips certificates it cannot parse, it says what is wrong, so a wrong
+// file (a key, a DER file, a truncated copy) is quick to spot.
+func loadCAs(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // it would name the file a second time
+		}
+		return nil, fmt.Errorf("tls_ca_file %s cannot be read: %w; install the CA file at that path on every herald node", path, err)
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		n++
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca_file %s: certificate %d: %w; replace the file with an intact copy", path, n, err)
+		}
+		pool.AddCert(cert)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("tls_ca_file %s holds no PEM certificate (no -----BEGIN CERTIFICATE----- block); give a PEM file of the CA certificates that sign the endpoint's certificate", path)
+	}
+	return pool, nil
+}
