@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"herald/internal/backoff"
 	"herald/internal/endpoint"
 	"herald/internal/topic"
 )
@@ -56,6 +57,11 @@ const (
 	// that does not answer must not hold an event forever.
 	sendTimeout = 30 * time.Second
 )
+
+// reconnectPause is how long the client pauses after failing to reconnect
+// before it tries again: a second, less some jitter so that the
+// connections of many topics do not all come back at the same instant.
+var reconnectPause = backoff.Policy{Initial: time.Second, Max: time.Second, Jitter: 0.1}
 
 // Endpoint publishes to one subject of one NATS server. It is safe for
 // concurrent use: all Sends share one connection.
@@ -180,7 +186,7 @@ func (e *Endpoint) connection(ctx context.Context) (*nats.Conn, jetstream.JetStr
 		// and then delivered anyway.
 		nats.ReconnectBufSize(-1),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
+		nats.CustomReconnectDelay(reconnectPause.Delay),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats endpoint %s: connect: %w; check that the server is up and reachable and the credentials are right; herald retries", e.shown, err)
