@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
@@ -196,6 +197,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	defer ln.Close()
 
 	start := time.Now()
+	reg := prometheus.NewRegistry()
 	n, err := node.Open(ctx, node.Config{
 		DataDir:             cfg.DataDir,
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
@@ -204,6 +206,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		SyncSnapshots:       cfg.SyncSnapshots,
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		Logger:              logger,
+		Registerer:          reg,
 	})
 	if err != nil {
 		return err
@@ -217,7 +220,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
 	srv := &http.Server{
-		Handler:           api.Handler(n),
+		Handler:           api.Handler(n, reg),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
 	heraldv1 "herald/proto/herald/v1"
@@ -19,11 +20,12 @@ import (
 
 func startServer(t *testing.T) (*httptest.Server, heraldv1connect.HeraldServiceClient) {
 	t.Helper()
-	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg := prometheus.NewRegistry()
+	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(Handler(n))
+	srv := httptest.NewUnstartedServer(Handler(n, reg))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(func() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
 	heraldv1 "herald/proto/herald/v1"
@@ -27,7 +28,7 @@ func BenchmarkPublishOverHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Close()
-	srv := httptest.NewServer(Handler(n))
+	srv := httptest.NewServer(Handler(n, prometheus.NewRegistry()))
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
 	c := heraldv1connect.NewHeraldServiceClient(&http.Client{Transport: tr}, srv.URL, connect.WithCompressMinBytes(compressMinBytes))

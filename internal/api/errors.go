@@ -6,11 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"herald/internal/controller"
-	"herald/internal/host"
 	"herald/internal/node"
-	"herald/internal/shard"
-	"herald/internal/topic"
 	heraldv1 "herald/proto/herald/v1"
 )
 
@@ -42,19 +38,17 @@ func codeOf(err error) connect.Code {
 		return connect.CodeCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded
-	case errors.Is(err, topic.ErrInvalid), errors.Is(err, node.ErrPayloadTooLarge),
-		errors.Is(err, shard.ErrReservationTooSmall), errors.Is(err, shard.ErrInvalidCommand):
+	case errors.Is(err, node.ErrInvalid):
 		return connect.CodeInvalidArgument
-	case errors.Is(err, controller.ErrTopicNotFound), errors.Is(err, node.ErrNotFound),
-		errors.Is(err, shard.ErrUnknownOffset), errors.Is(err, shard.ErrUnknownReservation):
+	case errors.Is(err, node.ErrNotFound):
 		return connect.CodeNotFound
-	case errors.Is(err, controller.ErrTopicExists):
+	case errors.Is(err, node.ErrExists):
 		return connect.CodeAlreadyExists
-	case errors.Is(err, controller.ErrShardsFixed), errors.Is(err, node.ErrPushTopic), errors.Is(err, node.ErrEndpointRejected):
+	case errors.Is(err, node.ErrFailedPrecondition):
 		return connect.CodeFailedPrecondition
-	case errors.Is(err, shard.ErrQueueFull), errors.Is(err, host.ErrOverloaded):
+	case errors.Is(err, node.ErrOverloaded):
 		return connect.CodeResourceExhausted
-	case errors.Is(err, node.ErrUnavailable), errors.Is(err, host.ErrNoLeader), errors.Is(err, host.ErrClosed):
+	case errors.Is(err, node.ErrUnavailable):
 		return connect.CodeUnavailable
 	}
 	return connect.CodeInternal

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
-	"herald/internal/shard"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -39,7 +39,7 @@ func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 			t.Fatal(err)
 		}
 		for i := range 200 {
-			ev := []shard.Event{{Key: fmt.Sprint("k", i), Payload: []byte(strings.Repeat("x", 100))}}
+			ev := []node.Event{{Key: fmt.Sprint("k", i), Payload: []byte(strings.Repeat("x", 100))}}
 			if _, err := n.Publish(ctx, name, ev); err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(Handler(n))
+	srv := httptest.NewUnstartedServer(Handler(n, prometheus.NewRegistry()))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(func() {

@@ -22,11 +22,13 @@ const compressMinBytes = 64 << 10
 const MaxRequestBytes = 64 << 20
 
 // Handler returns the HTTP handler of a node: the API at
-// /herald.v1.HeraldService/, /metrics, /healthz and /readyz.
-func Handler(n *node.Node) http.Handler {
-	reg := prometheus.NewRegistry()
+// /herald.v1.HeraldService/, /metrics, /healthz and /readyz. The API's
+// metrics are registered with reg, and /metrics serves everything reg
+// holds: the node's (node.Config.Registerer), the API's, and the Go
+// runtime's and the process's, which Handler adds.
+func Handler(n *node.Node, reg *prometheus.Registry) http.Handler {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := NewMetrics(reg, n)
+	m := NewMetrics(reg)
 	mux := http.NewServeMux()
 	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
 		connect.WithInterceptors(m.interceptor()),

@@ -7,8 +7,6 @@ package api
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,9 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"herald/internal/controller"
 	"herald/internal/node"
-	"herald/internal/shard"
 	heraldv1 "herald/proto/herald/v1"
 )
 
@@ -149,12 +145,12 @@ func (s *service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRe
 	return connect.NewResponse(&heraldv1.NackResponse{}), nil
 }
 
-func topicProto(t controller.Topic) *heraldv1.Topic {
+func topicProto(t node.Topic) *heraldv1.Topic {
 	return &heraldv1.Topic{
 		Name:       t.Name,
-		Attributes: t.Attributes.Map(),
-		CreatedAt:  timestamppb.New(time.Unix(0, t.CreatedAt)),
-		UpdatedAt:  timestamppb.New(time.Unix(0, t.UpdatedAt)),
+		Attributes: t.Attributes,
+		CreatedAt:  timestamppb.New(t.CreatedAt),
+		UpdatedAt:  timestamppb.New(t.UpdatedAt),
 	}
 }
 
@@ -180,14 +176,10 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 	return p
 }
 
-func eventsFromProto(in []*heraldv1.PublishEvent) []shard.Event {
-	out := make([]shard.Event, len(in))
+func eventsFromProto(in []*heraldv1.PublishEvent) []node.Event {
+	out := make([]node.Event, len(in))
 	for i, e := range in {
-		out[i] = shard.Event{Key: e.Key, Payload: e.Payload}
-		// Sorted so the stored order does not depend on map iteration.
-		for _, name := range slices.Sorted(maps.Keys(e.Headers)) {
-			out[i].Headers = append(out[i].Headers, shard.Header{Name: name, Value: e.Headers[name]})
-		}
+		out[i] = node.Event{Key: e.Key, Payload: e.Payload, Headers: e.Headers}
 	}
 	return out
 }
@@ -196,9 +188,8 @@ func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
 	e := &heraldv1.Event{
 		Id: d.ID, Topic: topicName, Shard: uint32(d.Shard), Offset: d.Offset,
 		Key: d.Event.Key, Payload: d.Event.Payload, Time: timestamppb.New(d.Time),
-		DeliveryAttempt: d.Attempt,
+		DeliveryAttempt: d.Attempt, Headers: d.Event.Headers,
 	}
-	e.Headers = d.Event.HeaderMap()
 	return e
 }
 

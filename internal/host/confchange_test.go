@@ -22,7 +22,7 @@ func TestUndecodableConfChangeStopsTheGroup(t *testing.T) {
 	st, _ := h.GroupStatus(1)
 	h.Close()
 
-	s, err := raftstore.Open(filepath.Join(dir, "g"), raftstore.Options{})
+	s, err := raftstore.Open(filepath.Join(dir, "shards", "1-g"), raftstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

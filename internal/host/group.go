@@ -85,7 +85,7 @@ type snapResult struct {
 }
 
 func openGroup(h *Host, gc GroupConfig) (*group, error) {
-	dir := groupDir(&h.cfg, gc.Name)
+	dir := groupDir(&h.cfg, gc)
 	st, err := raftstore.Open(dir, h.storageOptions())
 	if err != nil {
 		return nil, err
@@ -181,7 +181,10 @@ var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); ret
 // still takes them, so a busy group keeps ticking and learns that its
 // snapshots finished.
 func (g *group) run() {
-	defer close(g.done)
+	defer func() {
+		close(g.done)
+		g.h.leaders.notify(g.id) // a stopped group leads nothing
+	}()
 	for {
 		var busy <-chan struct{}
 		if g.rn.HasReady() || len(g.propc) > 0 {
@@ -299,9 +302,15 @@ func (g *group) handleReady() error {
 	}
 	g.rn.Advance(rd)
 	if rd.SoftState != nil {
-		g.leader.Store(rd.SoftState.Lead)
-		g.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
+		lead, leads := rd.SoftState.Lead, rd.SoftState.RaftState == raft.StateLeader
+		changed := g.leader.Swap(lead) != lead
+		if g.isLeader.Swap(leads) != leads {
+			changed = true
+		}
 		g.checkCaughtUp()
+		if changed {
+			g.h.leaders.notify(g.id)
+		}
 	}
 	g.maybeSnapshot()
 	return nil
@@ -312,7 +321,7 @@ func (g *group) sync() error {
 	defer func() { <-g.h.fsync }()
 	start := time.Now()
 	err := g.storage.Sync()
-	g.h.stats.observeFsync(time.Since(start))
+	g.h.observeFsync(time.Since(start))
 	return err
 }
 
@@ -450,7 +459,7 @@ func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 	if _, err := g.storage.Compact(compactBelow); err != nil {
 		return snapResult{index: idx, err: err}
 	}
-	g.h.stats.observeSnapshot(time.Since(start))
+	g.h.observeSnapshot(time.Since(start))
 	return snapResult{index: idx}
 }
 
@@ -589,6 +598,7 @@ func (g *group) status() Status {
 	select {
 	case <-g.done:
 		st.Err = g.failErr
+		st.Leader, st.IsLeader = 0, false
 	default:
 	}
 	return st

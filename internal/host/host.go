@@ -14,13 +14,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/sync/errgroup"
 
@@ -66,7 +70,7 @@ type Transport interface {
 // Config configures a Host. Zero values take the defaults shown.
 type Config struct {
 	NodeID           uint64        // 1
-	Dir              string        // required: groups live in Dir/<group name>
+	Dir              string        // required: see GroupConfig.Dir for the layout
 	TickInterval     time.Duration // 100ms
 	ElectionTicks    int           // 10
 	HeartbeatTicks   int           // 1
@@ -81,6 +85,9 @@ type Config struct {
 	Logger           *slog.Logger  // slog.Default()
 	FS               vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
 	BootID           string        // the machine's: identifies this boot for log recovery
+	// Registerer receives the host's metrics (fsync and snapshot
+	// durations); nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -121,8 +128,13 @@ func (c *Config) setDefaults() {
 
 // GroupConfig describes one Raft group.
 type GroupConfig struct {
-	ID    uint64   // unique on the host, never 0
-	Name  string   // directory name under Config.Dir
+	ID   uint64 // unique on the host, never 0
+	Name string // for logs and errors, and part of the default directory
+	// Dir is the group's directory, relative to Config.Dir. Empty puts
+	// the group beside the others, in groupsDir/<ID>-<Name>, where
+	// SweepGroupDirs can tell by the id whether it still belongs to a
+	// group.
+	Dir   string
 	Peers []uint64 // voters, used when the group is created for the first time
 	// StateMachine is the group's state machine, in its initial state.
 	StateMachine StateMachine
@@ -142,10 +154,12 @@ var (
 
 // Host runs Raft groups.
 type Host struct {
-	cfg    Config
-	fsync  chan struct{} // semaphore bounding concurrent fdatasyncs
-	nextID atomic.Uint64 // proposal ids; random start so ids from before a restart never match
-	stats  Stats
+	cfg     Config
+	fsync   chan struct{} // semaphore bounding concurrent fdatasyncs
+	nextID  atomic.Uint64 // proposal ids; random start so ids from before a restart never match
+	stats   Stats
+	metrics *metrics
+	leaders leadershipWatchers
 
 	mu     sync.RWMutex
 	groups map[uint64]*group
@@ -164,8 +178,13 @@ func New(cfg Config) (*Host, error) {
 	if err := vfs.MkdirDurable(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", cfg.Dir, err)
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	h := &Host{
 		cfg:        cfg,
+		metrics:    m,
 		fsync:      make(chan struct{}, cfg.FsyncParallelism),
 		groups:     make(map[uint64]*group),
 		stopTicker: make(chan struct{}),
@@ -205,6 +224,9 @@ func (h *Host) tick() {
 func (h *Host) AddGroup(gc GroupConfig) error {
 	if gc.ID == 0 || gc.Name == "" || gc.StateMachine == nil {
 		return fmt.Errorf("add group: id, name and state machine are required")
+	}
+	if gc.Dir == "" && strings.ContainsRune(gc.Name, filepath.Separator) {
+		return fmt.Errorf("add group %s: a name with a path separator needs a Dir of its own", gc.Name)
 	}
 	h.mu.RLock()
 	_, exists := h.groups[gc.ID]
@@ -398,7 +420,51 @@ func (h *Host) Close() error {
 	return nil
 }
 
-func groupDir(cfg *Config, name string) string { return filepath.Join(cfg.Dir, name) }
+// groupsDir, under Config.Dir, holds the directories of the groups that
+// have no Dir of their own, each named <id>-<name>. (The name is that of
+// the directory herald's shards have always lived in.)
+const groupsDir = "shards"
+
+// groupDir returns the directory of a group.
+func groupDir(cfg *Config, gc GroupConfig) string {
+	if gc.Dir != "" {
+		return filepath.Join(cfg.Dir, gc.Dir)
+	}
+	return filepath.Join(cfg.Dir, groupsDir, fmt.Sprintf("%d-%s", gc.ID, gc.Name))
+}
+
+// SweepGroupDirs removes, with their data, the group directories in
+// groupsDir whose group is neither hosted nor wanted by keep: what a crash
+// left behind between deleting a group and its data, or the data of a
+// group that could not be opened and is no longer wanted. Entries whose
+// name does not start with a group id are left alone.
+func (h *Host) SweepGroupDirs(keep func(id uint64) bool) error {
+	dir := filepath.Join(h.cfg.Dir, groupsDir)
+	names, err := h.cfg.FS.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list group directories: %w", err)
+	}
+	for _, name := range names {
+		idStr, _, ok := strings.Cut(name, "-")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil || keep(id) {
+			continue
+		}
+		h.mu.RLock()
+		_, hosted := h.groups[id]
+		h.mu.RUnlock()
+		if hosted {
+			continue
+		}
+		if err := vfs.RemoveAllDurable(h.cfg.FS, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("remove the directory of group %d: %w", id, err)
+		}
+	}
+	return nil
+}
 
 func (h *Host) storageOptions() raftstore.Options {
 	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID}

@@ -250,7 +250,7 @@ func TestErrors(t *testing.T) {
 	if err := h.RemoveGroup(1, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(h.cfg.Dir, "g")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(h.cfg.Dir, "shards", "1-g")); !os.IsNotExist(err) {
 		t.Fatalf("group directory still exists after RemoveGroup with deleteData: %v", err)
 	}
 	if _, err := h.Propose(context.Background(), 1, []byte("x")); !errors.Is(err, ErrUnknownGroup) {
@@ -305,7 +305,7 @@ func TestCorruptedGroupFailsToOpenWithFileAndOffsetOthersRun(t *testing.T) {
 	}
 	h.Close()
 	// Flip a byte in the middle of the first segment of the bad group.
-	segs, _ := filepath.Glob(filepath.Join(dir, "bad", "log", "*"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "shards", "2-bad", "log", "*"))
 	if len(segs) < 2 {
 		t.Fatalf("expected several segments, got %v", segs)
 	}

@@ -31,7 +31,7 @@ type Delivery struct {
 	ID      string
 	Shard   int
 	Offset  uint64
-	Event   shard.Event
+	Event   Event
 	Time    time.Time // publish time
 	Attempt uint32
 }
@@ -118,7 +118,9 @@ func (e *UnreadableError) Unwrap() error { return ErrUnavailable }
 // Shards that cannot be read are listed in the result, beside the events of
 // the others; when no shard can be read, Fetch returns an *UnreadableError
 // instead, so that an unreadable topic never looks empty.
-func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) (FetchResult, error) {
+func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) (_ FetchResult, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return FetchResult{}, err
@@ -283,7 +285,7 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 		t.attempts[p.Offset]++
 		out = append(out, Delivery{
 			ID: topic.EventID(s.topic, s.index, p.Offset), Shard: s.index, Offset: p.Offset,
-			Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset],
+			Event: eventOf(p.Event), Time: p.Time, Attempt: t.attempts[p.Offset],
 		})
 	}
 	return out, nil
@@ -293,7 +295,9 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 // and not counted; an id that names no event (unknown topic, shard or an
 // offset never assigned) fails the whole call, and nothing is acknowledged
 // in that id's shard.
-func (n *Node) Ack(ctx context.Context, ids []string) (int, error) {
+func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
+	defer classify(&err)
+
 	groups, err := n.groupIDs(ids)
 	if err != nil {
 		return 0, err
@@ -315,7 +319,9 @@ func (n *Node) Ack(ctx context.Context, ids []string) (int, error) {
 }
 
 // Nack ends leases early so the events can be fetched again at once.
-func (n *Node) Nack(ctx context.Context, ids []string) error {
+func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
+	defer classify(&err)
+
 	groups, err := n.groupIDs(ids)
 	if err != nil {
 		return err
@@ -329,7 +335,7 @@ func (n *Node) Nack(ctx context.Context, ids []string) error {
 
 func (n *Node) groupIDs(ids []string) (map[resolvedShard][]uint64, error) {
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("%w: no event ids given", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
 	groups := make(map[resolvedShard][]uint64)
 	for _, id := range ids {

@@ -35,7 +35,7 @@ func brokenTopic(t *testing.T, broken ...string) (*Node, int, map[string]string)
 	n.Close()
 	files := make(map[string]string)
 	for _, name := range broken {
-		segs, _ := filepath.Glob(filepath.Join(dir, shardsDir, "*-"+name, "log", "*"))
+		segs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-"+name, "log", "*"))
 		if len(segs) < 2 {
 			t.Fatalf("shard %s: want several segments, got %v", name, segs)
 		}

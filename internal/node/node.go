@@ -13,11 +13,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/controller"
 	"herald/internal/host"
@@ -38,6 +38,9 @@ type Config struct {
 	// of one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
 	Logger              *slog.Logger
+	// Registerer receives the node's metrics (delivery outcomes, queue
+	// depths) and its host's; nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -61,20 +64,6 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Errors the API maps to status codes. Errors from the topic, controller
-// and shard packages pass through wrapped; these cover the rest.
-var (
-	// ErrUnavailable: the shard or controller cannot serve right now.
-	ErrUnavailable = errors.New("unavailable")
-	// ErrPayloadTooLarge: an event's payload is over the limit.
-	ErrPayloadTooLarge = errors.New("payload too large")
-	// ErrInvalidRequest: a request that is malformed in a way the topic
-	// package does not cover (empty batch, bad id, wrong shard for a key).
-	ErrInvalidRequest = topic.ErrInvalid
-	// ErrNotFound: an event id or reservation that does not exist.
-	ErrNotFound = errors.New("not found")
-)
-
 const controllerName = "controller"
 
 // Node is a running herald node.
@@ -92,12 +81,14 @@ type Node struct {
 
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
-	metrics          metricsProxy
+	delivery         *deliveryMetrics
 	bootEpoch        uint64        // see bootEpochFile
 	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open starts a node on its data directory: it opens the controller group,
@@ -123,23 +114,32 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		SyncSnapshots:   cfg.SyncSnapshots,
 		SegmentSize:     cfg.SegmentSize,
 		Logger:          cfg.Logger,
+		Registerer:      cfg.Registerer,
 	})
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		host:   h,
-		ctrl:   newControllerMachine(),
-		topics: make(map[string]*topicRuntime),
-		shards: make(map[uint64]*shardRuntime),
-		push:   make(map[string]*pushTopic),
-		stop:   make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		host:     h,
+		ctrl:     newControllerMachine(),
+		topics:   make(map[string]*topicRuntime),
+		shards:   make(map[uint64]*shardRuntime),
+		push:     make(map[string]*pushTopic),
+		delivery: newDeliveryMetrics(),
+		stop:     make(chan struct{}),
 
 		bootEpoch: epoch,
 	}
-	if err := h.AddGroup(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, StateMachine: n.ctrl}); err != nil {
+	if cfg.Registerer != nil {
+		if err := n.registerMetrics(cfg.Registerer); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	ctrl := host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName, StateMachine: n.ctrl}
+	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
 	}
@@ -151,10 +151,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, err
 	}
+	leadership := h.WatchLeadership()
 	n.syncDispatchers()
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
-	n.wg.Go(n.superviseDispatchers)
+	n.wg.Go(func() { n.superviseDispatchers(leadership) })
 	return n, nil
 }
 
@@ -197,20 +198,17 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 	}
 }
 
-// Close stops the node. Requests in flight get ErrUnavailable.
+// Close stops the node. Requests in flight get ErrUnavailable. Calling it
+// again, even concurrently, waits for the first call and returns its
+// result.
 func (n *Node) Close() error {
-	select {
-	case <-n.stop:
-		return nil
-	default:
-	}
-	close(n.stop)
-	n.wg.Wait()
-	return n.host.Close()
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.wg.Wait()
+		n.closeErr = n.host.Close()
+	})
+	return n.closeErr
 }
-
-// Host exposes the Raft host for metrics.
-func (n *Node) Host() *host.Host { return n.host }
 
 // BrokenShards lists shards that could not be opened, by name.
 func (n *Node) BrokenShards() map[string]error {
@@ -275,7 +273,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 	var toOpen []host.GroupConfig
 	for id, s := range wanted {
 		if _, ok := n.shards[id]; !ok {
-			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.dirName(), StateMachine: shard.NewMachine()})
+			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.name, StateMachine: shard.NewMachine()})
 		}
 	}
 	var toRemove []*shardRuntime
@@ -293,12 +291,12 @@ func (n *Node) reconcile(ctx context.Context) error {
 		n.log.Error("shard cannot be opened; it stays unavailable while the rest of the node serves", "shard", s.name, "err", err)
 	}
 	for _, s := range toRemove {
+		// A shard that could not be opened is not hosted; the sweep below
+		// removes its data.
 		if s.openErr == nil {
 			if err := n.host.RemoveGroup(s.group, true); err != nil && !errors.Is(err, host.ErrUnknownGroup) {
 				n.log.Error("remove shard of deleted topic", "shard", s.name, "err", err)
 			}
-		} else {
-			os.RemoveAll(filepath.Join(n.cfg.DataDir, s.dirName()))
 		}
 	}
 
@@ -313,7 +311,9 @@ func (n *Node) reconcile(ctx context.Context) error {
 	}
 	n.topics = newTopics
 	n.mu.Unlock()
-	n.removeOrphanDirs()
+	if err := n.host.SweepGroupDirs(n.hasShard); err != nil {
+		n.log.Error("remove the data of deleted shards", "err", err)
+	}
 	select {
 	case <-n.stop:
 	default:
@@ -322,25 +322,13 @@ func (n *Node) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// removeOrphanDirs deletes shard directories that belong to no topic: left
-// behind when the node stopped between deleting a topic and its data.
-func (n *Node) removeOrphanDirs() {
-	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, shardsDir))
-	if err != nil {
-		return
-	}
+// hasShard reports whether the group is one of this node's shards,
+// whether it serves or could not be opened.
+func (n *Node) hasShard(group uint64) bool {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	for _, e := range entries {
-		idStr, _, ok := strings.Cut(e.Name(), "-")
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if !ok || err != nil {
-			continue
-		}
-		if _, ok := n.shards[id]; !ok {
-			os.RemoveAll(filepath.Join(n.cfg.DataDir, shardsDir, e.Name()))
-		}
-	}
+	_, ok := n.shards[group]
+	return ok
 }
 
 // lookup returns the runtime of a topic.
@@ -377,6 +365,6 @@ func (n *Node) hostError(group string, err error) error {
 	case errors.Is(err, host.ErrOverloaded):
 		return fmt.Errorf("%s: %w", group, err)
 	default:
-		return fmt.Errorf("%w: %s: %v", ErrUnavailable, group, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, group, err)
 	}
 }

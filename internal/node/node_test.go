@@ -39,9 +39,9 @@ func mustCreate(t *testing.T, n *Node, name string, attrs map[string]string) {
 	}
 }
 
-func ev(key, payload string) shard.Event { return shard.Event{Key: key, Payload: []byte(payload)} }
+func ev(key, payload string) Event { return Event{Key: key, Payload: []byte(payload)} }
 
-func publish(t *testing.T, n *Node, topicName string, events ...shard.Event) []string {
+func publish(t *testing.T, n *Node, topicName string, events ...Event) []string {
 	t.Helper()
 	ids, err := n.Publish(context.Background(), topicName, events)
 	if err != nil {
@@ -65,7 +65,7 @@ func fetch(t *testing.T, n *Node, topicName string, max int, visibility time.Dur
 func TestPublishFetchAckKeepsOrderPerKey(t *testing.T) {
 	n := openNode(t, testConfig(t.TempDir()))
 	mustCreate(t, n, "orders", map[string]string{"shards": "3"})
-	var events []shard.Event
+	var events []Event
 	for i := range 30 {
 		events = append(events, ev(fmt.Sprint("k", i%5), fmt.Sprint(i)))
 	}
@@ -196,14 +196,14 @@ func TestReserveCommitAbortAndExpiry(t *testing.T) {
 			break
 		}
 	}
-	if _, err := n.Commit(ctx, r.ID, []shard.Event{ev(other, "x")}); !errors.Is(err, topic.ErrInvalid) || !strings.Contains(err.Error(), "routes to shard") {
+	if _, err := n.Commit(ctx, r.ID, []Event{ev(other, "x")}); !errors.Is(err, topic.ErrInvalid) || !strings.Contains(err.Error(), "routes to shard") {
 		t.Fatalf("commit with a key of another shard: err = %v", err)
 	}
-	ids, err := n.Commit(ctx, r.ID, []shard.Event{ev("user-1", "created")})
+	ids, err := n.Commit(ctx, r.ID, []Event{ev("user-1", "created")})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("commit = %v, %v", ids, err)
 	}
-	if _, err := n.Commit(ctx, r.ID, []shard.Event{ev("user-1", "again")}); !errors.Is(err, shard.ErrUnknownReservation) {
+	if _, err := n.Commit(ctx, r.ID, []Event{ev("user-1", "again")}); !errors.Is(err, shard.ErrUnknownReservation) {
 		t.Fatalf("second commit of a reservation: err = %v, want ErrUnknownReservation", err)
 	}
 	r2, _ := n.Reserve(ctx, "outbox", "user-2", 100, 0)
@@ -225,7 +225,7 @@ func TestReserveCommitAbortAndExpiry(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_, err = n.Commit(ctx, r3.ID, []shard.Event{ev("user-3", "late")})
+	_, err = n.Commit(ctx, r3.ID, []Event{ev("user-3", "late")})
 	if !errors.Is(err, shard.ErrUnknownReservation) || !strings.Contains(err.Error(), "reserve again") {
 		t.Fatalf("commit of an expired reservation: err = %v", err)
 	}
@@ -235,7 +235,7 @@ func TestQueueFullRejectsAndKeepsQueuedEvents(t *testing.T) {
 	n := openNode(t, testConfig(t.TempDir()))
 	mustCreate(t, n, "small", map[string]string{"shards": "1", "max_queue_bytes": "1000"})
 	publish(t, n, "small", ev("k", strings.Repeat("a", 600)))
-	_, err := n.Publish(context.Background(), "small", []shard.Event{ev("k", strings.Repeat("b", 600))})
+	_, err := n.Publish(context.Background(), "small", []Event{ev("k", strings.Repeat("b", 600))})
 	if !errors.Is(err, shard.ErrQueueFull) || !strings.Contains(err.Error(), "retry") {
 		t.Fatalf("publish into a full queue: err = %v, want ErrQueueFull with retry advice", err)
 	}
@@ -263,8 +263,8 @@ func TestBadInputErrors(t *testing.T) {
 		{"unknown scheme", errOf(n.CreateTopic(ctx, "x", map[string]string{"push_endpoint": "ftp://h/x"})), topic.ErrInvalid, "http"},
 		{"no host", errOf(n.CreateTopic(ctx, "x", map[string]string{"push_endpoint": "http:///path"})), topic.ErrInvalid, "host"},
 		{"amqp without exchange", errOf(n.CreateTopic(ctx, "x", map[string]string{"push_endpoint": "amqp://localhost"})), topic.ErrInvalid, "amqp_exchange"},
-		{"unknown topic", errOf(n.Publish(ctx, "nope", []shard.Event{ev("k", "v")})), controller.ErrTopicNotFound, "create it"},
-		{"payload too large", errOf(n.Publish(ctx, "t", []shard.Event{ev("k", strings.Repeat("x", DefaultMaxPayloadBytes+1))})), ErrPayloadTooLarge, "limit"},
+		{"unknown topic", errOf(n.Publish(ctx, "nope", []Event{ev("k", "v")})), controller.ErrTopicNotFound, "create it"},
+		{"payload too large", errOf(n.Publish(ctx, "t", []Event{ev("k", strings.Repeat("x", DefaultMaxPayloadBytes+1))})), ErrPayloadTooLarge, "limit"},
 		{"ack unknown offset", errOf(n.Ack(ctx, []string{"t/0/999"})), shard.ErrUnknownOffset, "999"},
 		{"ack bad id", errOf(n.Ack(ctx, []string{"garbage"})), topic.ErrInvalid, ""},
 		{"shards fixed", errOf(n.SetTopicAttributes(ctx, "t", map[string]string{"shards": "5"})), controller.ErrShardsFixed, "recreate"},
@@ -291,7 +291,7 @@ func TestTopicsAndEventsSurviveRestartAndDeleteRemovesData(t *testing.T) {
 	if err := n.DeleteTopic(context.Background(), "drop"); err != nil {
 		t.Fatal(err)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(dir, shardsDir, "*-drop*"))
+	dirs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-drop*"))
 	if len(dirs) != 0 {
 		t.Fatalf("shard directories of the deleted topic remain: %v", dirs)
 	}
@@ -299,7 +299,7 @@ func TestTopicsAndEventsSurviveRestartAndDeleteRemovesData(t *testing.T) {
 
 	n2 := openNode(t, testConfig(dir))
 	tp, err := n2.GetTopic("keep")
-	if err != nil || tp.Attributes.OpaqueData != "hello" || tp.Attributes.Shards != 2 {
+	if err != nil || tp.Attributes["opaque_data"] != "hello" || tp.Attributes["shards"] != "2" {
 		t.Fatalf("topic after restart = %+v, %v", tp, err)
 	}
 	if _, err := n2.GetTopic("drop"); !errors.Is(err, controller.ErrTopicNotFound) {
@@ -325,7 +325,7 @@ func TestCorruptedShardIsReportedOthersServe(t *testing.T) {
 		publish(t, n, "t", ev(fmt.Sprint("k", i), strings.Repeat("x", 100)))
 	}
 	n.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, shardsDir, "*-t.1", "log", "*"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-t.1", "log", "*"))
 	if len(segs) < 2 {
 		t.Fatalf("want several segments, got %v", segs)
 	}
@@ -347,10 +347,10 @@ func TestCorruptedShardIsReportedOthersServe(t *testing.T) {
 			k1 = k
 		}
 	}
-	if _, err := n2.Publish(context.Background(), "t", []shard.Event{ev(k0, "fine")}); err != nil {
+	if _, err := n2.Publish(context.Background(), "t", []Event{ev(k0, "fine")}); err != nil {
 		t.Fatalf("publish to the healthy shard: %v", err)
 	}
-	_, err := n2.Publish(context.Background(), "t", []shard.Event{ev(k1, "x")})
+	_, err := n2.Publish(context.Background(), "t", []Event{ev(k1, "x")})
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "t.1") {
 		t.Fatalf("publish to the broken shard: err = %v", err)
 	}

@@ -21,7 +21,10 @@ import (
 // to the others may already be committed, and a retry of the whole batch
 // delivers them twice (herald is at-least-once; consumers de-duplicate on
 // the event id).
-func (n *Node) Publish(ctx context.Context, topicName string, events []shard.Event) ([]string, error) {
+func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []string, err error) {
+	defer classify(&err)
+	events := shardEvents(in)
+
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return nil, err
@@ -70,7 +73,7 @@ func (n *Node) Publish(ctx context.Context, topicName string, events []shard.Eve
 
 func (n *Node) checkEvents(events []shard.Event) error {
 	if len(events) == 0 {
-		return fmt.Errorf("%w: no events given; pass at least one", ErrInvalidRequest)
+		return fmt.Errorf("%w: no events given; pass at least one", errInvalidRequest)
 	}
 	for i := range events {
 		if len(events[i].Payload) > n.cfg.MaxPayloadBytes {
@@ -90,13 +93,15 @@ type Reservation struct {
 // Reserve holds bytes in the shard that key routes to, for a later Commit
 // (the transactional-outbox pattern). The reservation expires after the
 // node's reservation timeout unless committed or aborted.
-func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, count int) (Reservation, error) {
+func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, count int) (_ Reservation, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return Reservation{}, err
 	}
 	if bytes <= 0 {
-		return Reservation{}, fmt.Errorf("%w: reserve at least one byte: the size of the events you will commit (key, payload, header names and values)", ErrInvalidRequest)
+		return Reservation{}, fmt.Errorf("%w: reserve at least one byte: the size of the events you will commit (key, payload, header names and values)", errInvalidRequest)
 	}
 	s := tr.shardFor(key)
 	now := time.Now()
@@ -110,7 +115,10 @@ func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, 
 
 // Commit appends events into a reservation. Every event's key must route
 // to the reservation's shard.
-func (n *Node) Commit(ctx context.Context, reservationID string, events []shard.Event) ([]string, error) {
+func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ []string, err error) {
+	defer classify(&err)
+	events := shardEvents(in)
+
 	s, rid, err := n.reservationShard(reservationID)
 	if err != nil {
 		return nil, err
@@ -121,7 +129,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, events []shard.
 	for i := range events {
 		if got := topic.ShardFor(events[i].Key, s.shardCount); got != s.rt.index {
 			return nil, fmt.Errorf("%w: event %d's key %q routes to shard %d, but reservation %s is in shard %d; commit events whose key routes to the reserved shard (for example the key given to Reserve)",
-				ErrInvalidRequest, i, events[i].Key, got, reservationID, s.rt.index)
+				errInvalidRequest, i, events[i].Key, got, reservationID, s.rt.index)
 		}
 	}
 	cmd := shard.Command{Op: shard.OpCommit, Time: time.Now().UnixNano(), ReservationID: rid, Events: events}
@@ -144,7 +152,9 @@ func (n *Node) Commit(ctx context.Context, reservationID string, events []shard.
 
 // Abort releases a reservation. Aborting an unknown or already released
 // reservation succeeds: the outcome the caller wants already holds.
-func (n *Node) Abort(ctx context.Context, reservationID string) error {
+func (n *Node) Abort(ctx context.Context, reservationID string) (err error) {
+	defer classify(&err)
+
 	s, rid, err := n.reservationShard(reservationID)
 	if err != nil {
 		return err

@@ -2,14 +2,12 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"herald/internal/delivery"
@@ -17,14 +15,6 @@ import (
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
-)
-
-var (
-	// ErrPushTopic: pull consumption of a topic that pushes.
-	ErrPushTopic = errors.New("topic pushes to an endpoint")
-	// ErrEndpointRejected: a non-persistent topic's endpoint refused an
-	// event for good (for example HTTP 400).
-	ErrEndpointRejected = errors.New("endpoint rejected the event")
 )
 
 // pushTopic is the push side of a topic on this node: its endpoint and the
@@ -46,33 +36,6 @@ func (p *pushTopic) close() {
 	p.ep.Close()
 }
 
-// metricsProxy lets dispatchers started before the API registered its
-// metrics report to them once it has.
-type metricsProxy struct {
-	m atomic.Pointer[delivery.Metrics]
-}
-
-func (p *metricsProxy) Delivered(topic, scheme string, d time.Duration) {
-	if m := p.m.Load(); m != nil {
-		(*m).Delivered(topic, scheme, d)
-	}
-}
-
-func (p *metricsProxy) Retried(topic, scheme string) {
-	if m := p.m.Load(); m != nil {
-		(*m).Retried(topic, scheme)
-	}
-}
-
-func (p *metricsProxy) DeadLettered(topic, scheme, reason string) {
-	if m := p.m.Load(); m != nil {
-		(*m).DeadLettered(topic, scheme, reason)
-	}
-}
-
-// SetDeliveryMetrics routes delivery outcomes to m.
-func (n *Node) SetDeliveryMetrics(m delivery.Metrics) { n.metrics.m.Store(&m) }
-
 // shardLog is a shard as its dispatcher sees it.
 type shardLog struct {
 	n *Node
@@ -88,10 +51,11 @@ func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result
 }
 
 // superviseDispatchers keeps a dispatcher running for every shard of a
-// push topic that this node leads, and none elsewhere.
-func (n *Node) superviseDispatchers() {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
+// push topic that this node leads, and none elsewhere: it syncs them when
+// the host reports a change of leadership (reconcile syncs them when
+// topics change).
+func (n *Node) superviseDispatchers(leadership *host.LeadershipWatch) {
+	defer leadership.Stop()
 	for {
 		select {
 		case <-n.stop:
@@ -102,7 +66,8 @@ func (n *Node) superviseDispatchers() {
 			}
 			n.pushMu.Unlock()
 			return
-		case <-t.C:
+		case <-leadership.C():
+			leadership.Changed()
 			n.syncDispatchers()
 		}
 	}
@@ -157,7 +122,7 @@ func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
 	case leads && d == nil:
 		p.dispatchers[s.index] = delivery.Start(context.Background(), shardLog{n, s}, delivery.Config{
 			Topic: topicName, Shard: s.index, Attributes: p.attrs, Endpoint: p.ep,
-			Scheme: p.scheme, Metrics: &n.metrics, Logger: n.log, MaxInFlight: n.cfg.DeliveryConcurrency,
+			Scheme: p.scheme, Metrics: n.delivery, Logger: n.log, MaxInFlight: n.cfg.DeliveryConcurrency,
 		})
 	case !leads && d != nil:
 		d.Stop()
@@ -219,7 +184,9 @@ type DeadLetter struct {
 
 // ListDeadLetters returns up to max dead letters of a topic, shard by
 // shard in offset order.
-func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) ([]DeadLetter, error) {
+func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (_ []DeadLetter, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return nil, err
@@ -239,7 +206,7 @@ func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (
 		for i, dl := range dls {
 			out = append(out, DeadLetter{
 				Delivery: Delivery{ID: topic.EventID(topicName, s.index, dl.Offset), Shard: s.index, Offset: dl.Offset,
-					Event: events[i], Time: time.Unix(0, dl.PublishTime), Attempt: dl.Attempts},
+					Event: eventOf(events[i]), Time: time.Unix(0, dl.PublishTime), Attempt: dl.Attempts},
 				Reason: dl.Reason, LastError: dl.LastError, DeadAt: time.Unix(0, dl.Time),
 			})
 		}
@@ -289,7 +256,9 @@ const maxReplayBatch = 500
 // ReplayDeadLetters puts dead letters back into their shards' queues, in
 // their original order, as new events (new offsets). With no ids, every
 // dead letter of the topic is replayed.
-func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []string) (int, error) {
+func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
+	defer classify(&err)
+
 	tr, want, err := n.deadLetterTargets(topicName, ids)
 	if err != nil {
 		return 0, err
@@ -327,7 +296,9 @@ func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []st
 
 // PurgeDeadLetters deletes dead letters for good; with no ids, all of the
 // topic's.
-func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []string) (int, error) {
+func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
+	defer classify(&err)
+
 	tr, want, err := n.deadLetterTargets(topicName, ids)
 	if err != nil {
 		return 0, err

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"herald/internal/shard"
 )
 
 // BenchmarkPushWebhook measures publish → webhook acknowledgement: b.N
@@ -69,14 +68,14 @@ func benchPush(b *testing.B, shards int, failing bool, concurrency int) {
 	}
 	payload := []byte(`{"order":12345,"status":"paid","note":"` + string(make([]byte, 0)) + `"}`)
 	want := int64(0)
-	var batch []shard.Event
-	var batches [][]shard.Event
+	var batch []Event
+	var batches [][]Event
 	for i := range b.N {
 		k := i % keys
 		if !(failing && k == 0) {
 			want++
 		}
-		batch = append(batch, shard.Event{Key: fmt.Sprint("k", k), Payload: payload})
+		batch = append(batch, Event{Key: fmt.Sprint("k", k), Payload: payload})
 		if len(batch) == 500 || i == b.N-1 {
 			batches = append(batches, batch)
 			batch = nil
@@ -127,7 +126,7 @@ func BenchmarkPushLatency(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		t0 := time.Now()
-		if _, err := n.Publish(context.Background(), "lat", []shard.Event{{Key: fmt.Sprint("k", i%100), Payload: []byte(`{}`)}}); err != nil {
+		if _, err := n.Publish(context.Background(), "lat", []Event{{Key: fmt.Sprint("k", i%100), Payload: []byte(`{}`)}}); err != nil {
 			b.Fatal(err)
 		}
 		<-got

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
@@ -67,8 +66,8 @@ func (r *receiver) setStatus(f func(key string) int) {
 	r.mu.Unlock()
 }
 
-func jsonEvents(key string, from, n int) []shard.Event {
-	var out []shard.Event
+func jsonEvents(key string, from, n int) []Event {
+	var out []Event
 	for i := from; i < from+n; i++ {
 		out = append(out, ev(key, fmt.Sprintf("%q", fmt.Sprint(i))))
 	}

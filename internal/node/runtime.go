@@ -1,17 +1,12 @@
 package node
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"herald/internal/controller"
 	"herald/internal/topic"
 )
-
-// shardsDir holds one directory per shard group, named "<group id>-<shard
-// name>": the id keeps a recreated topic's shards apart from the old ones.
-const shardsDir = "shards"
 
 // controllerMachine is the controller state machine plus a signal that it
 // changed, which the node's watcher turns into a reconcile.
@@ -84,10 +79,6 @@ type shardRuntime struct {
 	group   uint64
 	openErr error // set when the shard's group could not be opened
 	leases  *leaseTable
-}
-
-func (s *shardRuntime) dirName() string {
-	return fmt.Sprintf("%s/%d-%s", shardsDir, s.group, s.name)
 }
 
 // broadcast wakes every waiter at once: long-polling fetches wait on it.

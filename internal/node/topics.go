@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"herald/internal/controller"
@@ -14,75 +15,77 @@ import (
 
 // CreateTopic creates a topic with attrs applied over the defaults, and
 // opens all its shards before returning.
-func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]string) (controller.Topic, error) {
+func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]string) (_ Topic, err error) {
+	defer classify(&err)
+
 	if err := topic.ValidateName(name); err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
 	a, err := topic.Defaults().With(attrs)
 	if err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
 	if err := a.Validate(); err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
-	return n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a, Time: time.Now().UnixNano()})
+	t, err := n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a, Time: time.Now().UnixNano()})
+	return topicOf(t), err
 }
 
 // SetTopicAttributes changes attributes of a topic. Queued events are kept
 // whatever changes: switching a topic to non-persistent only changes how
 // new events are published; the shards keep what they hold until it is
 // consumed.
-func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[string]string) (controller.Topic, error) {
+func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[string]string) (_ Topic, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(name)
 	if err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
 	// Validate here for a prompt error; the controller validates again.
 	a, err := tr.info.Attributes.With(attrs)
 	if err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
 	if err := a.Validate(); err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
-	return n.proposeController(ctx, controller.Command{Op: "set", Name: name, Changes: attrs, Time: time.Now().UnixNano()})
+	t, err := n.proposeController(ctx, controller.Command{Op: "set", Name: name, Changes: attrs, Time: time.Now().UnixNano()})
+	return topicOf(t), err
 }
 
 // DeleteTopic deletes a topic with all its shards and their events.
-func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+func (n *Node) DeleteTopic(ctx context.Context, name string) (err error) {
+	defer classify(&err)
+
 	if _, err := n.lookup(name); err != nil {
 		return err
 	}
-	_, err := n.proposeController(ctx, controller.Command{Op: "delete", Name: name, Time: time.Now().UnixNano()})
+	_, err = n.proposeController(ctx, controller.Command{Op: "delete", Name: name, Time: time.Now().UnixNano()})
 	return err
 }
 
 // GetTopic returns a topic.
-func (n *Node) GetTopic(name string) (controller.Topic, error) {
+func (n *Node) GetTopic(name string) (_ Topic, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(name)
 	if err != nil {
-		return controller.Topic{}, err
+		return Topic{}, err
 	}
-	return tr.info, nil
+	return topicOf(tr.info), nil
 }
 
 // ListTopics returns every topic, sorted by name.
-func (n *Node) ListTopics() []controller.Topic {
+func (n *Node) ListTopics() []Topic {
 	n.mu.RLock()
-	out := make([]controller.Topic, 0, len(n.topics))
+	out := make([]Topic, 0, len(n.topics))
 	for _, tr := range n.topics {
-		out = append(out, tr.info)
+		out = append(out, topicOf(tr.info))
 	}
 	n.mu.RUnlock()
-	slices.SortFunc(out, func(a, b controller.Topic) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -107,7 +110,7 @@ func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (c
 type ShardStats struct {
 	Shard  int
 	Name   string
-	Stats  shard.Stats
+	Stats  QueueStats
 	Leased int
 	Err    error // the shard cannot serve
 }
@@ -120,7 +123,9 @@ type TopicStats struct {
 }
 
 // TopicStats gathers the counters of every shard of a topic.
-func (n *Node) TopicStats(ctx context.Context, name string) (TopicStats, error) {
+func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err error) {
+	defer classify(&err)
+
 	tr, err := n.lookup(name)
 	if err != nil {
 		return TopicStats{}, err
@@ -141,7 +146,7 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 		return ss
 	}
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		ss.Stats = sm.(*shard.Machine).Stats()
+		ss.Stats = QueueStats(sm.(*shard.Machine).Stats())
 	})
 	if err != nil {
 		ss.Err = err

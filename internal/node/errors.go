@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"herald/internal/controller"
+	"herald/internal/host"
+	"herald/internal/shard"
+	"herald/internal/topic"
+)
+
+// The kinds of error a Node returns. Every error from a Node method either
+// matches one of them with errors.Is, or is a context error, or is an
+// internal failure; its message says what was wrong and what to do. The
+// errors of the packages below the node stay in the chain, for callers
+// that need the detail.
+var (
+	// ErrInvalid: the request is malformed (a bad name, attribute, id or
+	// size); retrying it unchanged fails again.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound: the topic, event or reservation does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: the topic already exists.
+	ErrExists = errors.New("already exists")
+	// ErrFailedPrecondition: the request is valid but the topic is not in
+	// a state that allows it (its shard count is fixed, it pushes, its
+	// endpoint refused the event).
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrOverloaded: a queue is full or a shard has too much in flight;
+	// retry later.
+	ErrOverloaded = errors.New("overloaded")
+	// ErrUnavailable: the shard or controller cannot serve right now.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Errors that name a cause within a kind.
+var (
+	// ErrPayloadTooLarge (ErrInvalid): an event's payload is over the
+	// limit.
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrPushTopic (ErrFailedPrecondition): pull consumption of a topic
+	// that pushes.
+	ErrPushTopic = errors.New("topic pushes to an endpoint")
+	// ErrEndpointRejected (ErrFailedPrecondition): a non-persistent
+	// topic's endpoint refused an event for good (for example HTTP 400).
+	ErrEndpointRejected = errors.New("endpoint rejected the event")
+)
+
+// errInvalidRequest marks requests malformed in a way the topic package
+// does not cover (empty batch, bad id, wrong shard for a key).
+var errInvalidRequest = topic.ErrInvalid
+
+// kinds maps the errors of the packages below to the node's kinds; the
+// first match wins.
+var kinds = []struct {
+	kind  error
+	cause []error
+}{
+	{ErrInvalid, []error{topic.ErrInvalid, ErrPayloadTooLarge, shard.ErrReservationTooSmall, shard.ErrInvalidCommand}},
+	{ErrNotFound, []error{controller.ErrTopicNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
+	{ErrExists, []error{controller.ErrTopicExists}},
+	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, ErrPushTopic, ErrEndpointRejected}},
+	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
+	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed}},
+}
+
+// kindError gives an error its kind without changing its message.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// classify gives *err the node's kind of error it is, once, at the
+// boundary: exported methods defer it.
+func classify(err *error) {
+	if *err == nil || errors.Is(*err, context.Canceled) || errors.Is(*err, context.DeadlineExceeded) {
+		return
+	}
+	for _, k := range kinds {
+		if errors.Is(*err, k.kind) {
+			return // already of a kind
+		}
+	}
+	for _, k := range kinds {
+		for _, cause := range k.cause {
+			if errors.Is(*err, cause) {
+				*err = &kindError{kind: k.kind, err: *err}
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LatencyBuckets are the buckets of herald's latency histograms: 50µs to
+// about 1.6s.
+var LatencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
+
+// deliveryMetrics receive push delivery outcomes (delivery.Metrics).
+type deliveryMetrics struct {
+	delivered    *prometheus.CounterVec
+	retried      *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+}
+
+func newDeliveryMetrics() *deliveryMetrics {
+	return &deliveryMetrics{
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_delivered_events_total", Help: "Events pushed to their endpoint and acknowledged by it.",
+		}, []string{"topic", "endpoint"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_delivery_retries_total", Help: "Failed push attempts that will be retried.",
+		}, []string{"topic", "endpoint"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_dead_lettered_events_total", Help: "Events moved to the dead-letter queue, by reason.",
+		}, []string{"topic", "endpoint", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "herald_delivery_latency_seconds", Help: "Time from publish to the endpoint acknowledging the event.",
+			Buckets: LatencyBuckets,
+		}, []string{"topic", "endpoint"}),
+	}
+}
+
+func (m *deliveryMetrics) Delivered(topic, scheme string, latency time.Duration) {
+	m.delivered.WithLabelValues(topic, scheme).Inc()
+	m.latency.WithLabelValues(topic, scheme).Observe(latency.Seconds())
+}
+
+func (m *deliveryMetrics) Retried(topic, scheme string) {
+	m.retried.WithLabelValues(topic, scheme).Inc()
+}
+
+func (m *deliveryMetrics) DeadLettered(topic, scheme, reason string) {
+	m.deadLettered.WithLabelValues(topic, scheme, reason).Inc()
+}
+
+// registerMetrics registers the node's series with reg: delivery outcomes
+// and the shards' queue depths.
+func (n *Node) registerMetrics(reg prometheus.Registerer) error {
+	m := n.delivery
+	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, &depthCollector{node: n}} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register node metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+var (
+	depthEventsDesc = prometheus.NewDesc("herald_shard_pending_events", "Committed events not yet acknowledged, per shard.", []string{"topic", "shard"}, nil)
+	depthBytesDesc  = prometheus.NewDesc("herald_shard_pending_bytes", "Bytes of committed events not yet acknowledged, per shard.", []string{"topic", "shard"}, nil)
+	oldestDesc      = prometheus.NewDesc("herald_shard_oldest_event_age_seconds", "Age of the oldest unacknowledged event, per shard.", []string{"topic", "shard"}, nil)
+	brokenDesc      = prometheus.NewDesc("herald_shard_unavailable", "1 for a shard that cannot serve (for example a damaged log).", []string{"topic", "shard"}, nil)
+)
+
+// depthCollector reads queue depths when Prometheus scrapes, so the
+// request paths pay nothing for them.
+type depthCollector struct{ node *Node }
+
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthEventsDesc
+	ch <- depthBytesDesc
+	ch <- oldestDesc
+	ch <- brokenDesc
+}
+
+func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	for _, t := range c.node.ListTopics() {
+		st, err := c.node.TopicStats(ctx, t.Name)
+		if err != nil {
+			continue
+		}
+		for _, s := range st.Shards {
+			broken := 0.0
+			if s.Err != nil {
+				broken = 1
+			}
+			ch <- prometheus.MustNewConstMetric(brokenDesc, prometheus.GaugeValue, broken, t.Name, s.Name)
+			ch <- prometheus.MustNewConstMetric(depthEventsDesc, prometheus.GaugeValue, float64(s.Stats.Events), t.Name, s.Name)
+			ch <- prometheus.MustNewConstMetric(depthBytesDesc, prometheus.GaugeValue, float64(s.Stats.Bytes), t.Name, s.Name)
+			age := 0.0
+			if s.Stats.OldestEventTime != 0 {
+				age = now.Sub(time.Unix(0, s.Stats.OldestEventTime)).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, t.Name, s.Name)
+		}
+	}
+}
