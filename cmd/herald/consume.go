@@ -10,11 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"herald/client"
+	"herald/internal/backoff"
 )
 
-// maxBackoff bounds the pause between retries of a failing fetch in
-// --follow mode.
-const maxBackoff = 30 * time.Second
+// fetchRetryPause is how long consume --follow pauses before it retries
+// a fetch that failed while the server was unavailable. The jitter keeps
+// many consumers from returning to a recovering server all at once.
+var fetchRetryPause = backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Jitter: 0.2}
 
 type consumeFlags struct {
 	max             int
@@ -121,23 +123,23 @@ type consumer struct {
 // run fetches, prints and acknowledges events until it should stop. An
 // interruption (ctx done) is a clean stop, not an error.
 func (c *consumer) run(ctx context.Context) error {
-	backoff := time.Second
+	retry := backoff.New(fetchRetryPause)
 	for !c.reachedMax() && ctx.Err() == nil {
 		events, partial, err := c.fetch(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && c.flags.follow && client.IsRetryable(err):
+			pause := retry.Next()
 			if !errors.As(err, new(*client.UnreadableError)) { // those were reported once
-				fmt.Fprintf(c.errOut, "herald: %s; retrying in %v\n", errorMessage(err), backoff)
+				fmt.Fprintf(c.errOut, "herald: %s; retrying in %v\n", errorMessage(err), pause.Round(time.Millisecond))
 			}
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, maxBackoff)
+			backoff.Sleep(ctx, pause)
 			continue
 		case err != nil:
 			return err
 		}
-		backoff = time.Second
+		retry.Reset()
 		if len(events) > 0 {
 			if err := c.handle(ctx, events); err != nil {
 				return err
@@ -151,7 +153,7 @@ func (c *consumer) run(ctx context.Context) error {
 				break
 			}
 			if c.flags.wait == 0 {
-				sleep(ctx, time.Second) // the server did not wait: do not spin
+				backoff.Sleep(ctx, time.Second) // the server did not wait: do not spin
 			}
 		}
 	}
@@ -298,14 +300,4 @@ func (c *consumer) print(d client.Delivery) error {
 	}
 	_, err := fmt.Fprintf(c.out, "%s %s %s\n", d.ID, orDash(d.Key), payloadText(d.Payload))
 	return err
-}
-
-// sleep pauses for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
