@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"herald/client"
 	heraldv1 "herald/proto/herald/v1"
@@ -324,5 +327,35 @@ func waitFetches(t *testing.T, f *fakeHerald, n int) {
 			t.Fatalf("waited for %d fetches, got %d", n, len(received[*heraldv1.FetchRequest](f)))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestConsumeFollowRetriesWhileUnavailable: a fetch failing because the
+// server is unavailable is retried after a pause of a second at most (less
+// the jitter), said on stderr, until the server answers again.
+func TestConsumeFollowRetriesWhileUnavailable(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.setFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader")))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms"},
+			strings.NewReader(""), &out, &errOut)
+	}()
+	waitLines(t, &errOut, 1)
+	line := errOut.String()
+	_, after, ok := strings.Cut(line, "; retrying in ")
+	pause, err := time.ParseDuration(strings.TrimSpace(after))
+	if !ok || err != nil || !strings.Contains(line, "no leader") ||
+		pause < time.Duration((1-fetchRetryPause.Jitter)*float64(time.Second)) || pause > time.Second {
+		t.Errorf("stderr %q, want the error and a first pause of at most 1s, less at most the jitter", line)
+	}
+	f.setFail(nil)
+	waitLines(t, &out, 3)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d, want 0", code)
 	}
 }
