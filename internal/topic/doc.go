@@ -6,7 +6,9 @@
 // It is also the one home of RedactEndpoint, how a push endpoint URI is
 // shown: this package imports nothing else of herald's, and every package
 // that handles push endpoints (the endpoints, delivery, node, api) already
-// imports it for the attributes.
+// imports it for the attributes. For the same reason it holds the one
+// table of push endpoint schemes (Schemes): validation here needs it, and
+// package delivery opens an endpoint by it.
 //
 // Everything here is pure and deterministic, because the controller's
 // replicated state machine runs the same validation on every replica and the
