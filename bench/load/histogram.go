@@ -2,77 +2,50 @@ package load
 
 import (
 	"math"
-	"math/bits"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Histogram counts durations in log-linear buckets, in the manner of an HDR
-// histogram: durations below 1024 ns are counted exactly, and each larger
-// power-of-two range is split into 512 equal buckets, so a percentile is
-// off by at most 0.2% of its value. Durations from 2^40 ns (about 18
-// minutes) up share the last bucket. Min, max and the mean are exact.
+// The HDR histogram behind a Histogram counts from 1 ns to maxTracked with
+// three significant digits: durations below 2048 ns are counted exactly,
+// and a percentile is off by at most 0.1% of its value. Longer durations
+// are counted as maxTracked (about 18 minutes).
+const (
+	maxTracked  = int64(1) << 40
+	significant = 3
+)
+
+// Histogram records durations for percentiles, keeping min, max and the
+// mean exact beside an HDR histogram (hdrhistogram-go), whose own min and
+// max are rounded to their buckets.
 //
 // The zero Histogram is empty and ready to use. A Histogram is not safe for
 // concurrent use: give each goroutine its own and Merge them.
 type Histogram struct {
-	counts []uint64 // allocated on first Record
-	n      uint64
-	sum    float64 // nanoseconds
-	min    int64
-	max    int64
+	hdr *hdrhistogram.Histogram // made on first Record or Merge
+	n   uint64
+	sum float64 // nanoseconds
+	min int64
+	max int64
 }
 
-const (
-	subBits     = 10
-	subCount    = 1 << subBits // exact values below this
-	halfCount   = subCount / 2 // buckets per power of two above it
-	maxBits     = 40           // values from 1<<maxBits share the last bucket
-	bucketCount = subCount + (maxBits-subBits)*halfCount
-)
-
-// bucketOf returns the bucket that counts v nanoseconds.
-func bucketOf(v int64) int {
-	if v < 0 {
-		v = 0
+func (h *Histogram) init() {
+	if h.hdr == nil {
+		h.hdr = hdrhistogram.New(1, maxTracked, significant)
 	}
-	if v >= 1<<maxBits {
-		return bucketCount - 1
-	}
-	u := uint64(v)
-	if u < subCount {
-		return int(u)
-	}
-	shift := bits.Len64(u) - subBits // ≥ 1
-	m := u >> shift                  // in [halfCount, subCount)
-	return subCount + (shift-1)*halfCount + int(m-halfCount)
-}
-
-// bucketHigh returns the largest value that bucket i counts.
-func bucketHigh(i int) int64 {
-	if i < subCount {
-		return int64(i)
-	}
-	shift := (i-subCount)/halfCount + 1
-	m := uint64((i-subCount)%halfCount + halfCount)
-	return int64((m+1)<<shift - 1)
 }
 
 // Record counts one duration. Negative durations count as zero.
 func (h *Histogram) Record(d time.Duration) {
-	v := int64(d)
-	if v < 0 {
-		v = 0
-	}
-	if h.counts == nil {
-		h.counts = make([]uint64, bucketCount)
-	}
-	h.counts[bucketOf(v)]++
+	v := max(int64(d), 0)
+	h.init()
+	// In range by construction, so RecordValue cannot fail.
+	h.hdr.RecordValue(min(v, maxTracked))
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
-	if v > h.max {
-		h.max = v
-	}
+	h.max = max(h.max, v)
 	h.n++
 	h.sum += float64(v)
 }
@@ -82,18 +55,12 @@ func (h *Histogram) Merge(o *Histogram) {
 	if o.n == 0 {
 		return
 	}
-	if h.counts == nil {
-		h.counts = make([]uint64, bucketCount)
-	}
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
+	h.init()
+	h.hdr.Merge(o.hdr) // same range on both sides: nothing is dropped
 	if h.n == 0 || o.min < h.min {
 		h.min = o.min
 	}
-	if o.max > h.max {
-		h.max = o.max
-	}
+	h.max = max(h.max, o.max)
 	h.n += o.n
 	h.sum += o.sum
 }
@@ -124,20 +91,12 @@ func (h *Histogram) Percentile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
-	rank := uint64(math.Ceil(q * float64(h.n)))
-	if rank < 1 {
-		rank = 1
-	}
+	rank := max(uint64(math.Ceil(q*float64(h.n))), 1)
 	if rank >= h.n {
 		return time.Duration(h.max)
 	}
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			v := min(max(bucketHigh(i), h.min), h.max)
-			return time.Duration(v)
-		}
-	}
-	return time.Duration(h.max)
+	// The HDR histogram rounds its rank to the nearest whole count; asking
+	// for exactly rank/count makes that rank the nearest one.
+	v := h.hdr.ValueAtPercentile(100 * float64(rank) / float64(h.n))
+	return time.Duration(min(max(v, h.min), h.max))
 }
