@@ -4,28 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
+	"github.com/spf13/pflag"
 
 	"herald/internal/api"
 	"herald/internal/node"
 )
 
-// serveConfig is every setting of `herald serve`. Each can come from a flag,
-// an environment variable (HERALD_ + the upper-cased yaml name) or the
-// config file, in that order of precedence, over the defaults below.
+// serveConfig is every setting of `herald serve`. Each can come from a flag
+// (--data-dir), an environment variable (HERALD_DATA_DIR) or the config file
+// (data_dir), in that order of precedence, over defaultServeConfig(); the
+// yaml name of a field gives the other two. loadServeConfig reads them all
+// for a field of any type, which TestServeConfigEveryFieldFromEverySource
+// checks.
 type serveConfig struct {
 	DataDir             string        `yaml:"data_dir"`
 	Listen              string        `yaml:"listen"`
@@ -38,6 +48,8 @@ type serveConfig struct {
 	LogLevel            string        `yaml:"log_level"`
 }
 
+// defaultServeConfig is the one place serve's defaults come from: the flags'
+// defaults in --help and the bottom layer of loadServeConfig.
 func defaultServeConfig() serveConfig {
 	return serveConfig{
 		DataDir:             "herald-data",
@@ -52,8 +64,6 @@ func defaultServeConfig() serveConfig {
 }
 
 func newServeCommand() *cobra.Command {
-	cfg := defaultServeConfig()
-	var configFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a herald node",
@@ -75,7 +85,8 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
   HERALD_LISTEN=127.0.0.1:8600 herald serve --config herald.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := resolveServeConfig(cmd, &cfg, configFile); err != nil {
+			cfg, err := loadServeConfig(cmd.Flags())
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -83,100 +94,226 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
 			return serve(ctx, cfg, cmd.ErrOrStderr())
 		},
 	}
+	// The flags only declare; loadServeConfig reads those the user set.
+	d := defaultServeConfig()
 	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "YAML config file")
-	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all of the node's data")
-	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address for the API, metrics and health checks")
-	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", cfg.MaxPayloadBytes, "largest event payload accepted")
-	f.DurationVar(&cfg.ReservationTimeout, "reservation-timeout", cfg.ReservationTimeout, "reservations not committed within this time expire")
-	f.Uint64Var(&cfg.SnapshotEntries, "snapshot-entries", cfg.SnapshotEntries, "snapshot a shard after this many log entries")
-	f.BoolVar(&cfg.SyncSnapshots, "sync-snapshots", cfg.SyncSnapshots, "write snapshots on the apply loop (slower; for comparison)")
-	f.IntVar(&cfg.DeliveryConcurrency, "delivery-concurrency", cfg.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
-	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take on shutdown")
-	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.String("config", "", "YAML config file")
+	f.String("data-dir", d.DataDir, "directory for all of the node's data")
+	f.String("listen", d.Listen, "address for the API, metrics and health checks")
+	f.Int("max-payload-bytes", d.MaxPayloadBytes, "largest event payload accepted")
+	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
+	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
+	f.Bool("sync-snapshots", d.SyncSnapshots, "write snapshots on the apply loop (slower; for comparison)")
+	f.Int("delivery-concurrency", d.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
+	f.Duration("shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may take on shutdown")
+	f.String("log-level", d.LogLevel, "debug, info, warn or error")
 	return cmd
 }
 
-// resolveServeConfig layers the config file and the environment under the
-// flags the user set.
-func resolveServeConfig(cmd *cobra.Command, cfg *serveConfig, configFile string) error {
-	merged := defaultServeConfig()
-	if configFile != "" {
-		data, err := os.ReadFile(configFile)
+// Settings are read with koanf rather than ff: ff parses the command line
+// itself, into its own flag set, and names config-file keys after the
+// flags (data-dir), whereas cobra parses serve's pflag flags and the YAML
+// names are snake_case (data_dir). koanf reads a parsed pflag set (posflag),
+// the environment and a YAML file into one key space, the yaml names, and
+// decodes the result into a struct whatever its field types.
+
+// envPrefix starts the environment variable of every serve setting.
+const envPrefix = "HERALD_"
+
+// envName returns the environment variable of the setting key (a yaml name).
+func envName(key string) string { return envPrefix + strings.ToUpper(key) }
+
+// flagName returns the flag of the setting key.
+func flagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
+
+// loadServeConfig layers the settings, lowest first: the defaults, the
+// config file named by --config, the environment, and the flags set in set.
+// A setting the config file does not know, or a value that does not fit its
+// setting, is an error naming both.
+func loadServeConfig(set *pflag.FlagSet) (serveConfig, error) {
+	// The defaults are the bottom layer, and name every setting there is.
+	k := koanf.New(".")
+	if err := k.Load(structs.Provider(defaultServeConfig(), "yaml"), nil); err != nil {
+		return serveConfig{}, fmt.Errorf("serve defaults: %w", err)
+	}
+	var layers []*koanf.Koanf
+	if configFile, _ := set.GetString("config"); configFile != "" {
+		l, err := configFileLayer(k, configFile)
 		if err != nil {
-			return fmt.Errorf("read config file: %w", err)
+			return serveConfig{}, err
 		}
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&merged); err != nil {
-			return fmt.Errorf("config file %s: %w (settings are snake_case, e.g. data_dir: /var/lib/herald)", configFile, err)
-		}
+		layers = append(layers, l)
 	}
-	if err := applyEnv(&merged); err != nil {
-		return err
+	env, err := envLayer(k)
+	if err != nil {
+		return serveConfig{}, err
 	}
-	// Flags the user set win; copy them over what the file and env gave.
-	flagged := *cfg
-	v, fv := reflect.ValueOf(&merged).Elem(), reflect.ValueOf(flagged)
-	for i := range v.NumField() {
-		if cmd.Flags().Changed(flagName(v.Type().Field(i))) {
-			v.Field(i).Set(fv.Field(i))
+	flags, err := flagLayer(k, set)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	for _, l := range append(layers, env, flags) {
+		if err := k.Merge(l); err != nil {
+			return serveConfig{}, err
 		}
 	}
-	*cfg = merged
+	var cfg serveConfig
+	if err := decodeSettings(k, &cfg, true); err != nil {
+		return serveConfig{}, fmt.Errorf("serve settings: %w", err)
+	}
+	return cfg, nil
+}
+
+// configFileLayer reads the YAML file name, checking each setting against
+// the defaults in known.
+func configFileLayer(known *koanf.Koanf, name string) (*koanf.Koanf, error) {
+	l := koanf.New(".")
+	if err := l.Load(file.Provider(name), yaml.Parser()); err != nil {
+		if _, ok := errors.AsType[*fs.PathError](err); ok {
+			return nil, fmt.Errorf("read config file: %w", err)
+		}
+		return nil, fmt.Errorf("config file %s: %w (settings are snake_case, e.g. data_dir: /var/lib/herald)", name, err)
+	}
+	for _, key := range l.Keys() {
+		if !known.Exists(key) {
+			return nil, fmt.Errorf("config file %s: unknown setting %q (settings are snake_case, e.g. data_dir: /var/lib/herald)", name, key)
+		}
+	}
+	// YAML values are typed: a number is no duration, a word no number.
+	err := checkSettings(known, l, false, func(key string) string {
+		return fmt.Sprintf("config file %s: %s: %q", name, key, fmt.Sprint(l.Get(key)))
+	})
+	return l, err
+}
+
+// envLayer reads the HERALD_ variables of the settings in known; others,
+// such as HERALD_SERVER, belong to other commands and are left alone.
+func envLayer(known *koanf.Koanf) (*koanf.Koanf, error) {
+	l := koanf.New(".")
+	err := l.Load(env.Provider(".", env.Opt{
+		Prefix: envPrefix,
+		TransformFunc: func(name, value string) (string, any) {
+			key := strings.ToLower(strings.TrimPrefix(name, envPrefix))
+			if envName(key) != name || !known.Exists(key) {
+				return "", nil
+			}
+			return key, value
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	err = checkSettings(known, l, true, func(key string) string {
+		return fmt.Sprintf("environment variable %s=%q", envName(key), l.String(key))
+	})
+	return l, err
+}
+
+// flagLayer reads the flags of set that were set and name a setting in
+// known; pflag has already checked their values.
+func flagLayer(known *koanf.Koanf, set *pflag.FlagSet) (*koanf.Koanf, error) {
+	l := koanf.New(".")
+	// With no koanf to consult (nil), posflag takes only the flags set.
+	err := l.Load(posflag.ProviderWithFlag(set, ".", nil, func(f *pflag.Flag) (string, any) {
+		key := strings.ReplaceAll(f.Name, "-", "_")
+		if flagName(key) != f.Name || !known.Exists(key) {
+			return "", nil
+		}
+		return key, posflag.FlagVal(set, f)
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("flags: %w", err)
+	}
+	return l, nil
+}
+
+// checkSettings decodes each setting of layer on its own, so that a bad
+// value is reported as source(key) said it, with what its setting wants
+// (known holds a value of the setting's type). weak accepts text for
+// numbers and booleans, as environment variables are.
+func checkSettings(known, layer *koanf.Koanf, weak bool, source func(key string) string) error {
+	for _, key := range layer.Keys() {
+		one := koanf.New(".")
+		one.Set(key, layer.Get(key))
+		var scratch serveConfig
+		if err := decodeSettings(one, &scratch, weak); err != nil {
+			return fmt.Errorf("%s: %s", source(key), want(reflect.TypeOf(known.Get(key))))
+		}
+	}
 	return nil
 }
 
-func flagName(f reflect.StructField) string {
-	return strings.ReplaceAll(f.Tag.Get("yaml"), "_", "-")
+// decodeSettings decodes the settings of k into cfg; with weak, text also
+// fills numbers and booleans.
+func decodeSettings(k *koanf.Koanf, cfg *serveConfig, weak bool) error {
+	return k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{
+		Tag: "yaml",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, wholeNumberHook, scalarTextHook),
+			WeaklyTypedInput: weak,
+			ErrorUnused:      true,
+			Result:           cfg,
+		},
+	})
 }
 
-// applyEnv sets fields from HERALD_<NAME> variables.
-func applyEnv(cfg *serveConfig) error {
-	v := reflect.ValueOf(cfg).Elem()
-	for i := range v.NumField() {
-		name := "HERALD_" + strings.ToUpper(v.Type().Field(i).Tag.Get("yaml"))
-		s, ok := os.LookupEnv(name)
-		if !ok {
-			continue
-		}
-		if err := setField(v.Field(i), s); err != nil {
-			return fmt.Errorf("environment variable %s=%q: %w", name, s, err)
-		}
+var durationType = reflect.TypeFor[time.Duration]()
+
+// durationHook reads durations from text such as "30s" only: a bare number
+// would silently be nanoseconds.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
 	}
-	return nil
+	s, ok := data.(string)
+	if !ok {
+		return nil, errors.New("not a duration")
+	}
+	return time.ParseDuration(s)
 }
 
-func setField(f reflect.Value, s string) error {
-	switch f.Interface().(type) {
-	case string:
-		f.SetString(s)
-	case bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return errors.New("want true or false")
-		}
-		f.SetBool(b)
-	case time.Duration:
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("want a duration such as 30s")
-		}
-		f.SetInt(int64(d))
-	case int:
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return errors.New("want a whole number")
-		}
-		f.SetInt(int64(n))
-	case uint64:
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return errors.New("want a whole number")
-		}
-		f.SetUint(n)
+// wholeNumberHook refuses to cut a fraction off a number for an integer
+// setting.
+func wholeNumberHook(from, to reflect.Type, data any) (any, error) {
+	f, ok := data.(float64)
+	if ok && to != durationType && isInteger(to.Kind()) && f != math.Trunc(f) {
+		return nil, errors.New("not a whole number")
 	}
-	return nil
+	return data, nil
+}
+
+// scalarTextHook lets a YAML number or boolean fill a text setting, as in
+// data_dir: 2024.
+func scalarTextHook(from, to reflect.Type, data any) (any, error) {
+	if to.Kind() != reflect.String {
+		return data, nil
+	}
+	switch k := from.Kind(); {
+	case k == reflect.Bool, isInteger(k), k == reflect.Float32, k == reflect.Float64:
+		return fmt.Sprint(data), nil
+	}
+	return data, nil
+}
+
+func isInteger(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Uint64
+}
+
+// want says what a value of a setting of type t must look like.
+func want(t reflect.Type) string {
+	switch k := t.Kind(); {
+	case t == durationType:
+		return "want a duration such as 30s"
+	case k == reflect.Bool:
+		return "want true or false"
+	case isInteger(k):
+		return "want a whole number"
+	case k == reflect.Float32 || k == reflect.Float64:
+		return "want a number"
+	case k == reflect.String:
+		return "want text"
+	}
+	return "want a " + t.String()
 }
 
 func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte) (int, error) }) error {
