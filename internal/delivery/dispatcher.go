@@ -48,6 +48,10 @@ type Metrics interface {
 	DeadLettered(topic, scheme, reason string)
 }
 
+// DefaultMaxInFlight bounds a dispatcher's concurrent sends unless its
+// Config says otherwise (herald serve's --delivery-concurrency).
+const DefaultMaxInFlight = 16
+
 // Config configures a Dispatcher.
 type Config struct {
 	Topic       string
@@ -56,7 +60,7 @@ type Config struct {
 	Endpoint    endpoint.Endpoint
 	Scheme      string  // endpoint scheme, for metrics
 	Metrics     Metrics // optional
-	MaxInFlight int     // 64 concurrent sends
+	MaxInFlight int     // DefaultMaxInFlight concurrent sends
 	Window      int     // 10,000 events read ahead of the head
 	WindowBytes int     // 16 MiB of payload read ahead
 	Logger      interface {
@@ -91,7 +95,7 @@ type Dispatcher struct {
 // Start runs a dispatcher until Stop or ctx ends.
 func Start(ctx context.Context, log Log, cfg Config) *Dispatcher {
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 64
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 10000

@@ -74,7 +74,7 @@ type Config struct {
 	TickInterval     time.Duration // 100ms
 	ElectionTicks    int           // 10
 	HeartbeatTicks   int           // 1
-	SnapshotEntries  uint64        // 10,000 applied entries since the last snapshot
+	SnapshotEntries  uint64        // DefaultSnapshotEntries applied entries since the last snapshot
 	SnapshotBytes    int64         // 64 MiB of entries since the last snapshot
 	SyncSnapshots    bool          // write snapshots on the apply loop (for comparison benchmarks)
 	SegmentSize      int64         // log segment size; 0 is the log's default
@@ -104,7 +104,7 @@ func (c *Config) setDefaults() {
 		c.HeartbeatTicks = 1
 	}
 	if c.SnapshotEntries == 0 {
-		c.SnapshotEntries = 10000
+		c.SnapshotEntries = DefaultSnapshotEntries
 	}
 	if c.SnapshotBytes <= 0 {
 		c.SnapshotBytes = 64 << 20
@@ -125,6 +125,10 @@ func (c *Config) setDefaults() {
 		c.FS = vfs.OS
 	}
 }
+
+// DefaultSnapshotEntries is how many applied entries trigger a snapshot
+// unless Config.SnapshotEntries says otherwise.
+const DefaultSnapshotEntries = 10000
 
 // GroupConfig describes one Raft group.
 type GroupConfig struct {

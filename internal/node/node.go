@@ -20,24 +20,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/controller"
+	"herald/internal/delivery"
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
-// Config configures a node. Zero values take the defaults shown.
+// Config configures a node. Zero values take DefaultConfig's.
 type Config struct {
-	DataDir            string        // required
-	NodeID             uint64        // 1
-	MaxPayloadBytes    int           // 1 MiB per event payload
-	ReservationTimeout time.Duration // 30s: uncommitted reservations expire after this
+	DataDir            string // required
+	NodeID             uint64
+	MaxPayloadBytes    int           // per event payload
+	ReservationTimeout time.Duration // uncommitted reservations expire after this
 	SnapshotEntries    uint64        // see host.Config
 	SyncSnapshots      bool          // see host.Config
 	SegmentSize        int64         // see host.Config
-	// DeliveryConcurrency bounds a shard's concurrent pushes (16); events
-	// of one key are never pushed concurrently whatever the bound.
+	// DeliveryConcurrency bounds a shard's concurrent pushes; events of
+	// one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
-	Logger              *slog.Logger
+	Logger              *slog.Logger // slog.Default()
 	// Registerer receives the node's metrics (delivery outcomes, queue
 	// depths) and its host's; nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -46,18 +47,34 @@ type Config struct {
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
 const DefaultMaxPayloadBytes = 1 << 20
 
+// DefaultConfig returns the defaults of every setting that has one: the
+// one place herald's defaults are declared (herald serve starts from it).
+func DefaultConfig() Config {
+	return Config{
+		NodeID:              1,
+		MaxPayloadBytes:     DefaultMaxPayloadBytes,
+		ReservationTimeout:  30 * time.Second,
+		SnapshotEntries:     host.DefaultSnapshotEntries,
+		DeliveryConcurrency: delivery.DefaultMaxInFlight,
+	}
+}
+
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.NodeID == 0 {
-		c.NodeID = 1
+		c.NodeID = d.NodeID
 	}
 	if c.MaxPayloadBytes <= 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+		c.MaxPayloadBytes = d.MaxPayloadBytes
 	}
 	if c.ReservationTimeout <= 0 {
-		c.ReservationTimeout = 30 * time.Second
+		c.ReservationTimeout = d.ReservationTimeout
+	}
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = d.SnapshotEntries
 	}
 	if c.DeliveryConcurrency <= 0 {
-		c.DeliveryConcurrency = 16
+		c.DeliveryConcurrency = d.DeliveryConcurrency
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
