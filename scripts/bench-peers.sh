@@ -33,6 +33,9 @@
 # Output: the raw results (one JSON file per run), summary.json (medians)
 # and table.md in OUT; the table is printed too. scripts/plot-bench.py draws
 # the plots from summary.json.
+#
+# To compare settings of herald itself (shard counts, snapshots,
+# persistence) on servers of its own, run "go run ./bench/cmd/herald-compare".
 set -euo pipefail
 
 if [[ $# -gt 0 ]]; then

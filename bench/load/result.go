@@ -1,15 +1,11 @@
 package load
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // Result is what one run measured. Its JSON form is what herald bench
@@ -186,45 +182,4 @@ func FormatMS(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return fmt.Sprintf("%.3f", v)
-}
-
-// Output is the output flags of the peer clients, which print like herald
-// bench publish: --output human or json, and --results FILE.
-type Output struct {
-	Format  string
-	Results string
-}
-
-// AddFlags defines --output (-o) and --results on fs.
-func (o *Output) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.Format, "output", "o", "human", `output format: "human" or "json"`)
-	fs.StringVar(&o.Results, "results", "", "also write the result as JSON to this file")
-}
-
-// Validate checks --output.
-func (o *Output) Validate() error {
-	if o.Format != "human" && o.Format != "json" {
-		return fmt.Errorf("--output %q: want human or json", o.Format)
-	}
-	return nil
-}
-
-// Write writes r to w in the chosen format, and its JSON to the results
-// file if one was given.
-func (o *Output) Write(w io.Writer, r *Result) error {
-	if o.Results != "" {
-		data, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.Results, append(data, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--results: %w", err)
-		}
-	}
-	if o.Format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	return WriteText(w, r)
 }

@@ -5,6 +5,11 @@
 //
 // herald bench publish and the peer clients under bench/cmd share it, so
 // every system sees the same load and reports the same Result.
+//
+// It is the one package under bench/ that the herald binary imports (for
+// herald bench publish), so it holds only the load, its results and herald's
+// producer (RunHerald); what runs servers, peers and comparisons lives in
+// the other packages under bench/.
 package load
 
 import (

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"maps"
-	"net/http"
 	"os"
 	"strconv"
 
@@ -21,18 +18,18 @@ func newBenchCommand(g *globals) *cobra.Command {
 		Long: `Measure how fast herald takes events.
 
 bench publish runs a publish load against the server given by --server and
-reports events/s, MB/s and latency percentiles. bench compare starts its own
-servers and compares two settings side by side (shard counts, synchronous and
-background snapshots, persistent and non-persistent topics).
+reports events/s, MB/s and latency percentiles. To compare two settings side
+by side on servers of its own (shard counts, synchronous and background
+snapshots, persistent and non-persistent topics), run
+"go run ./bench/cmd/herald-compare" in the herald repository.
 
 Producers each wait for their batch to be acknowledged (committed: fsynced)
 before sending the next one; latency is the time from sending a batch to its
 acknowledgement. The same load generator drives the peer clients under bench/
 (NATS JetStream, RabbitMQ), so their figures compare directly.`,
-		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s
-  herald bench compare shards --rounds 3`,
+		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s`,
 	}
-	cmd.AddCommand(newBenchPublishCommand(g), newBenchCompareCommand(g))
+	cmd.AddCommand(newBenchPublishCommand(g))
 	return cmd
 }
 
@@ -98,13 +95,17 @@ JSON to FILE as well, whatever --output says.`,
 
 func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs map[string]string) error {
 	ctx := cmd.Context()
-	c, closeIdle := benchClient(g.server, p.cfg.Producers, p.grpc, p.batched, g)
+	opts := []client.Option{client.WithTimeout(g.timeout)}
+	if p.batched > 0 {
+		opts = append(opts, client.WithPublishBatching(p.batched))
+	}
+	c, closeIdle := load.HeraldClient(g.server, p.cfg.Producers, p.grpc, opts...)
 	defer closeIdle()
-	t, err := prepareBenchTopic(ctx, c, p.topic, attrs, p.fresh)
+	t, err := load.PrepareHeraldTopic(ctx, c, p.topic, attrs, p.fresh)
 	if err != nil {
 		return g.explain(err)
 	}
-	res, err := runHeraldLoad(ctx, c, t, p.cfg)
+	res, err := load.RunHerald(ctx, c, t, p.cfg)
 	if err != nil {
 		return g.explain(err)
 	}
@@ -151,106 +152,4 @@ func writeJSONFile(name string, v any) error {
 		return fmt.Errorf("--results: %w", err)
 	}
 	return nil
-}
-
-// benchClient returns a client for server whose connection pool keeps one
-// connection per producer, and a function that closes the connections.
-func benchClient(server string, producers int, grpc bool, batched int, g *globals) (*client.Client, func()) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = producers + 16
-	tr.MaxIdleConnsPerHost = producers + 16
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: tr})}
-	if grpc {
-		var protocols http.Protocols
-		protocols.SetUnencryptedHTTP2(true)
-		tr.Protocols = &protocols
-		opts = append(opts, client.WithGRPC())
-	}
-	if g != nil {
-		opts = append(opts, client.WithTimeout(g.timeout))
-	}
-	if batched > 0 {
-		opts = append(opts, client.WithPublishBatching(batched))
-	}
-	return client.New(server, opts...), tr.CloseIdleConnections
-}
-
-// prepareBenchTopic makes sure topic name exists with attrs, recreating it
-// when fresh is set, and returns it. Attributes of an existing topic are
-// left alone, except that a differing shard count is an error.
-func prepareBenchTopic(ctx context.Context, c *client.Client, name string, attrs map[string]string, fresh bool) (*client.Topic, error) {
-	attrs = maps.Clone(attrs)
-	if attrs == nil {
-		attrs = map[string]string{}
-	}
-	if _, ok := attrs["max_queue_bytes"]; !ok {
-		attrs["max_queue_bytes"] = "0"
-	}
-	if fresh {
-		if err := c.DeleteTopic(ctx, name); err != nil && !client.IsNotFound(err) {
-			return nil, fmt.Errorf("delete topic %s: %w", name, err)
-		}
-	} else {
-		t, err := c.GetTopic(ctx, name)
-		switch {
-		case err == nil:
-			if want, ok := attrs["shards"]; ok && want != t.Attributes["shards"] {
-				return nil, fmt.Errorf("topic %s exists with %s shards, not %s; pass --fresh to recreate it, or another --topic",
-					name, t.Attributes["shards"], want)
-			}
-			return t, nil
-		case !client.IsNotFound(err):
-			return nil, err
-		}
-	}
-	t, err := c.CreateTopic(ctx, name, attrs)
-	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
-	}
-	return t, nil
-}
-
-// heraldProducer publishes each batch in one request.
-type heraldProducer struct {
-	c      *client.Client
-	topic  string
-	events []client.Event
-}
-
-func (p *heraldProducer) Publish(ctx context.Context, events []load.Event) error {
-	p.events = p.events[:0]
-	for _, e := range events {
-		p.events = append(p.events, client.Event{Key: e.Key, Payload: e.Payload})
-	}
-	ids, err := p.c.Publish(ctx, p.topic, p.events...)
-	if err == nil && len(ids) != len(events) {
-		err = fmt.Errorf("published %d events, got %d ids", len(events), len(ids))
-	}
-	return err
-}
-
-// runHeraldLoad runs the load cfg against topic t through c.
-func runHeraldLoad(ctx context.Context, c *client.Client, t *client.Topic, cfg load.Config) (*load.Result, error) {
-	res, err := load.Run(ctx, cfg, func(context.Context, int) (load.Producer, error) {
-		return &heraldProducer{c: c, topic: t.Name}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	a := t.Attributes
-	persistent, _ := strconv.ParseBool(a["persistent"])
-	res.System = "herald"
-	res.FsyncBeforeAck = persistent
-	res.Label = a["shards"] + " shards"
-	if a["shards"] == "1" {
-		res.Label = "1 shard"
-	}
-	if !persistent {
-		res.Label += ", non-persistent"
-	}
-	res.Settings = map[string]string{"topic": t.Name, "shards": a["shards"], "persistent": a["persistent"]}
-	if a["push_endpoint"] != "" {
-		res.Settings["push_endpoint"] = a["push_endpoint"]
-	}
-	return res, nil
 }

@@ -18,17 +18,18 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"herald/bench/cmd/internal/benchcmd"
 	"herald/bench/load"
 	"herald/bench/peers/natsjs"
 )
 
-func main() { load.Main("natsjs-bench", run) }
+func main() { benchcmd.Main("natsjs-bench", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("natsjs-bench", pflag.ContinueOnError)
 	cfg := load.DefaultConfig()
 	cfg.AddFlags(fs)
-	var out load.Output
+	var out benchcmd.Output
 	out.AddFlags(fs)
 	t := natsjs.Target{}
 	fs.StringVar(&t.URL, "url", "nats://127.0.0.1:4222", "NATS server URL")
@@ -36,7 +37,7 @@ func run(ctx context.Context, args []string) error {
 	monitor := fs.String("monitor", "", "monitoring URL of the server (http://127.0.0.1:8222): read its sync settings from /varz")
 	syncAlways := fs.Bool("sync-always", false, "the server runs with sync_interval: always (without --monitor)")
 	label := fs.String("label", "", "label of the result (default: from the sync setting)")
-	if err := load.ParseFlags(fs, args, &cfg, &out); err != nil {
+	if err := benchcmd.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
 

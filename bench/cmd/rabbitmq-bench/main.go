@@ -17,23 +17,24 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"herald/bench/cmd/internal/benchcmd"
 	"herald/bench/load"
 	"herald/bench/peers/rabbitmq"
 )
 
-func main() { load.Main("rabbitmq-bench", run) }
+func main() { benchcmd.Main("rabbitmq-bench", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("rabbitmq-bench", pflag.ContinueOnError)
 	cfg := load.DefaultConfig()
 	cfg.AddFlags(fs)
-	var out load.Output
+	var out benchcmd.Output
 	out.AddFlags(fs)
 	t := rabbitmq.Target{}
 	fs.StringVar(&t.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker")
 	fs.StringVar(&t.Queue, "queue", "herald-bench", "quorum queue to declare, load and delete")
 	label := fs.String("label", "quorum queue, publisher confirms", "label of the result")
-	if err := load.ParseFlags(fs, args, &cfg, &out); err != nil {
+	if err := benchcmd.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
 

@@ -1,0 +1,112 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"strconv"
+
+	"herald/client"
+)
+
+// HeraldClient returns a client for the herald server at server whose
+// connection pool keeps a connection per producer, and a function that
+// closes the idle connections. With grpc, it speaks gRPC over unencrypted
+// HTTP/2 instead of the Connect protocol over HTTP/1.1.
+func HeraldClient(server string, producers int, grpc bool, opts ...client.Option) (*client.Client, func()) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = producers + 16
+	tr.MaxIdleConnsPerHost = producers + 16
+	opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: tr})}, opts...)
+	if grpc {
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		tr.Protocols = &protocols
+		opts = append(opts, client.WithGRPC())
+	}
+	return client.New(server, opts...), tr.CloseIdleConnections
+}
+
+// PrepareHeraldTopic makes sure the topic name exists with attrs,
+// recreating it when fresh is set, and returns it. Attributes of an
+// existing topic are left alone, except that a differing shard count is an
+// error. Unless attrs says otherwise, the topic has no size limit
+// (max_queue_bytes=0), since nothing consumes a load's events.
+func PrepareHeraldTopic(ctx context.Context, c *client.Client, name string, attrs map[string]string, fresh bool) (*client.Topic, error) {
+	attrs = maps.Clone(attrs)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	if _, ok := attrs["max_queue_bytes"]; !ok {
+		attrs["max_queue_bytes"] = "0"
+	}
+	if fresh {
+		if err := c.DeleteTopic(ctx, name); err != nil && !client.IsNotFound(err) {
+			return nil, fmt.Errorf("delete topic %s: %w", name, err)
+		}
+	} else {
+		t, err := c.GetTopic(ctx, name)
+		switch {
+		case err == nil:
+			if want, ok := attrs["shards"]; ok && want != t.Attributes["shards"] {
+				return nil, fmt.Errorf("topic %s exists with %s shards, not %s; pass --fresh to recreate it, or another --topic",
+					name, t.Attributes["shards"], want)
+			}
+			return t, nil
+		case !client.IsNotFound(err):
+			return nil, err
+		}
+	}
+	t, err := c.CreateTopic(ctx, name, attrs)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// RunHerald runs the load cfg against topic t through c, and labels the
+// result with the topic's shard count and persistence.
+func RunHerald(ctx context.Context, c *client.Client, t *client.Topic, cfg Config) (*Result, error) {
+	res, err := Run(ctx, cfg, func(context.Context, int) (Producer, error) {
+		return &heraldProducer{c: c, topic: t.Name}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := t.Attributes
+	persistent, _ := strconv.ParseBool(a["persistent"])
+	res.System = "herald"
+	res.FsyncBeforeAck = persistent
+	res.Label = a["shards"] + " shards"
+	if a["shards"] == "1" {
+		res.Label = "1 shard"
+	}
+	if !persistent {
+		res.Label += ", non-persistent"
+	}
+	res.Settings = map[string]string{"topic": t.Name, "shards": a["shards"], "persistent": a["persistent"]}
+	if a["push_endpoint"] != "" {
+		res.Settings["push_endpoint"] = a["push_endpoint"]
+	}
+	return res, nil
+}
+
+// heraldProducer publishes each batch in one request.
+type heraldProducer struct {
+	c      *client.Client
+	topic  string
+	events []client.Event
+}
+
+func (p *heraldProducer) Publish(ctx context.Context, events []Event) error {
+	p.events = p.events[:0]
+	for _, e := range events {
+		p.events = append(p.events, client.Event{Key: e.Key, Payload: e.Payload})
+	}
+	ids, err := p.c.Publish(ctx, p.topic, p.events...)
+	if err == nil && len(ids) != len(events) {
+		err = fmt.Errorf("published %d events, got %d ids", len(events), len(ids))
+	}
+	return err
+}
