@@ -121,16 +121,14 @@ func publishLines(cmd *cobra.Command, b *batcher, mk eventMaker, file string) er
 	}
 	defer closeFn()
 	ctx := cmd.Context()
-	readCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	items := make(chan lineItem)
-	go readLines(readCtx, r, items)
+	lines := startLineReader(ctx, r)
+	defer lines.stop()
 	for {
 		var it lineItem
 		select {
 		case <-ctx.Done():
 			return nil // interrupted: what was read is published by the caller
-		case it = <-items:
+		case it = <-lines.items:
 		}
 		switch {
 		case it.err != nil:
@@ -159,8 +157,16 @@ func openInput(cmd *cobra.Command, file string) (io.Reader, string, func(), erro
 		return f, file, func() { f.Close() }, nil
 	}
 	in := cmd.InOrStdin()
-	if f, ok := in.(*os.File); ok && isTerminal(f) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return in, "standard input", func() {}, nil
+	}
+	if isTerminal(f) {
 		fmt.Fprintln(cmd.ErrOrStderr(), "reading events from standard input, one per line; end with Ctrl-D")
+	}
+	// So that an interruption can stop the reading goroutine (lineReader).
+	if polled, ok := reopenForPolling(f); ok {
+		return polled, "standard input", func() { polled.Close() }, nil
 	}
 	return in, "standard input", func() {}, nil
 }

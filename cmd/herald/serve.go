@@ -375,8 +375,10 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
 		logger.Warn("requests still running at the shutdown timeout were cut off", "err", err)
 	}
+	<-errc // Serve has returned ErrServerClosed: its goroutine is done
 	if err := n.Close(); err != nil {
 		return err
 	}
