@@ -51,13 +51,15 @@ type serveConfig struct {
 // defaultServeConfig is the one place serve's defaults come from: the flags'
 // defaults in --help and the bottom layer of loadServeConfig.
 func defaultServeConfig() serveConfig {
+	n := node.DefaultConfig()
 	return serveConfig{
 		DataDir:             "herald-data",
 		Listen:              "127.0.0.1:7600",
-		MaxPayloadBytes:     node.DefaultMaxPayloadBytes,
-		ReservationTimeout:  30 * time.Second,
-		SnapshotEntries:     10000,
-		DeliveryConcurrency: 16,
+		MaxPayloadBytes:     n.MaxPayloadBytes,
+		ReservationTimeout:  n.ReservationTimeout,
+		SnapshotEntries:     n.SnapshotEntries,
+		SyncSnapshots:       n.SyncSnapshots,
+		DeliveryConcurrency: n.DeliveryConcurrency,
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
 	}
