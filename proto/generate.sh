@@ -37,9 +37,10 @@ if ! command -v protoc >/dev/null || [ ! -e /usr/include/google/protobuf/duratio
 		die "protoc is missing; run as root (or with password-less sudo), or: apt-get install protobuf-compiler libprotobuf-dev"
 	fi
 	echo "generate.sh: installing protobuf-compiler libprotobuf-dev" >&2
-	$as_root apt-get update -qq >&2
+	$as_root apt-get update -qq >&2 || die "apt-get update failed; check the network and APT sources"
 	$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		protobuf-compiler libprotobuf-dev >&2
+		protobuf-compiler libprotobuf-dev >&2 || die "apt-get install protobuf-compiler libprotobuf-dev failed"
+	command -v protoc >/dev/null || die "protoc is still missing after installing protobuf-compiler"
 fi
 have=$(protoc --version)
 [ "$have" = "libprotoc $protoc_version" ] ||
