@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // BenchmarkPushWebhook measures publish → webhook acknowledgement: b.N

@@ -93,7 +93,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 	}
 	uri, err := amqp.ParseURI(a.PushEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("amqp endpoint %s: %w; use amqp://user:password@host:port/vhost or amqps://...", shown, err)
+		return nil, fmt.Errorf("amqp endpoint %s: %w; use amqp://user:password@host:port/vhost (amqps:// for TLS)", shown, err)
 	}
 	e := &Endpoint{
 		uri:        a.PushEndpoint,
