@@ -99,6 +99,7 @@ type Node struct {
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
 	delivery         *deliveryMetrics
+	endpointFailed   chan struct{} // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64        // see bootEpochFile
 	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
 
@@ -137,15 +138,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		host:     h,
-		ctrl:     newControllerMachine(),
-		topics:   make(map[string]*topicRuntime),
-		shards:   make(map[uint64]*shardRuntime),
-		push:     make(map[string]*pushTopic),
-		delivery: newDeliveryMetrics(),
-		stop:     make(chan struct{}),
+		cfg:            cfg,
+		log:            cfg.Logger,
+		host:           h,
+		ctrl:           newControllerMachine(),
+		topics:         make(map[string]*topicRuntime),
+		shards:         make(map[uint64]*shardRuntime),
+		push:           make(map[string]*pushTopic),
+		delivery:       newDeliveryMetrics(),
+		endpointFailed: make(chan struct{}, 1),
+		stop:           make(chan struct{}),
 
 		bootEpoch: epoch,
 	}

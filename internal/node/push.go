@@ -53,9 +53,11 @@ func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result
 // superviseDispatchers keeps a dispatcher running for every shard of a
 // push topic that this node leads, and none elsewhere: it syncs them when
 // the host reports a change of leadership (reconcile syncs them when
-// topics change).
+// topics change), and a second after an endpoint failed to open (say, a
+// CA file not yet installed), until it opens.
 func (n *Node) superviseDispatchers(leadership *host.LeadershipWatch) {
 	defer leadership.Stop()
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-n.stop:
@@ -69,9 +71,20 @@ func (n *Node) superviseDispatchers(leadership *host.LeadershipWatch) {
 		case <-leadership.C():
 			leadership.Changed()
 			n.syncDispatchers()
+		case <-n.endpointFailed:
+			if retry == nil {
+				retry = time.After(endpointRetryPause)
+			}
+		case <-retry:
+			retry = nil
+			n.syncDispatchers()
 		}
 	}
 }
+
+// endpointRetryPause is how long the node waits before it tries again to
+// open a push endpoint that failed to open.
+const endpointRetryPause = time.Second
 
 func (n *Node) syncDispatchers() {
 	n.mu.RLock()
@@ -98,6 +111,10 @@ func (n *Node) syncDispatchers() {
 			ep, err := delivery.OpenEndpoint(name, tr.info.Attributes)
 			if err != nil {
 				n.log.Error("cannot open the push endpoint; events stay queued until it is fixed", "topic", name, "err", err)
+				select {
+				case n.endpointFailed <- struct{}{}:
+				default: // a retry is already due
+				}
 				continue
 			}
 			u, _ := url.Parse(tr.info.Attributes.PushEndpoint)

@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +260,23 @@ func TestNonPersistentPushesSynchronouslyAndStoresNothing(t *testing.T) {
 	if _, err := n.Publish(context.Background(), "live", jsonEvents("k", 3, 1)); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "nothing was stored") {
 		t.Fatalf("publish while the endpoint fails: err = %v", err)
 	}
+}
+
+// TestPushEndpointThatFailsToOpenIsRetried: a push endpoint that cannot be
+// opened (its CA file is not installed yet) is tried again until it opens,
+// without a restart or a change of leadership, and the queued events are
+// then delivered.
+func TestPushEndpointThatFailsToOpenIsRetried(t *testing.T) {
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer rcv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "hooks", map[string]string{"push_endpoint": rcv.URL, "tls_ca_file": caFile})
+	publish(t, n, "hooks", jsonEvents("k", 0, 5)...)
+
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, n, "hooks", func(s ShardStats) bool { return s.Stats.Delivered == 5 })
 }
