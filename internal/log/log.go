@@ -422,16 +422,17 @@ func (l *Log) Append(recs []Record) error {
 		}
 	}
 	first, last := l.segs[0].base, l.active().next()-1
-	switch at := recs[0].Index; {
+	at := recs[0].Index
+	switch {
 	case at > last+1:
 		return fmt.Errorf("append at index %d: the log ends at index %d and must not have gaps", at, last)
 	case at < first:
 		return fmt.Errorf("append at index %d: the log starts at index %d: %w", at, first, ErrCompacted)
 	}
 	if err := l.markWriting(); err != nil {
-		return fmt.Errorf("append at index %d: %w", recs[0].Index, err)
+		return fmt.Errorf("append at index %d: %w", at, err)
 	}
-	if at := recs[0].Index; at <= last {
+	if at <= last {
 		if err := l.truncate(at); err != nil {
 			return err
 		}

@@ -72,26 +72,31 @@ func noTearReason(st logState, bootID string) string {
 // it was opened, that this boot is writing it and it is not clean. The
 // caller holds wmu.
 func (l *Log) markWriting() error {
-	want := logState{bootID: l.bootID}
-	if l.stateOK && l.state == want {
-		return nil
-	}
-	if err := vfs.WriteFileAtomic(l.fs, l.dir, stateFile, want.encode()); err != nil {
+	if err := l.setState(logState{bootID: l.bootID}); err != nil {
 		return fmt.Errorf("record the log's state: %w", err)
 	}
-	l.state, l.stateOK = want, true
 	return nil
 }
 
 // markClean records that everything is synced and the log is closed. The
 // caller holds wmu.
 func (l *Log) markClean() error {
-	want := logState{bootID: l.bootID, clean: true}
 	if l.stateOK && l.state.clean {
+		return nil // never written since it was opened: nothing to record, whichever boot closed it
+	}
+	if err := l.setState(logState{bootID: l.bootID, clean: true}); err != nil {
+		return fmt.Errorf("record that the log closed cleanly: %w", err)
+	}
+	return nil
+}
+
+// setState replaces the state file with want unless it already holds it.
+func (l *Log) setState(want logState) error {
+	if l.stateOK && l.state == want {
 		return nil
 	}
 	if err := vfs.WriteFileAtomic(l.fs, l.dir, stateFile, want.encode()); err != nil {
-		return fmt.Errorf("record that the log closed cleanly: %w", err)
+		return err
 	}
 	l.state, l.stateOK = want, true
 	return nil
