@@ -26,9 +26,6 @@ const bootEpochMagic = "HBEP"
 // new epoch once it is durable: no crash can bring back an epoch that ids
 // may have been made with.
 func nextBootEpoch(dir string) (uint64, error) {
-	if err := vfs.RemoveTemp(vfs.OS, dir, bootEpochFile); err != nil {
-		return 0, fmt.Errorf("remove the leftover of an interrupted boot epoch write: %w", err)
-	}
 	path := filepath.Join(dir, bootEpochFile)
 	prev, err := readBootEpoch(path)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,7 @@ type Node struct {
 	ctrl *controllerMachine
 
 	reconcileMu sync.Mutex // one reconcile at a time
+	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
 
 	mu     sync.RWMutex
 	topics map[string]*topicRuntime
@@ -330,8 +332,16 @@ func (n *Node) reconcile(ctx context.Context) error {
 	}
 	n.topics = newTopics
 	n.mu.Unlock()
-	if err := n.host.SweepGroupDirs(n.hasShard); err != nil {
-		n.log.Error("remove the data of deleted shards", "err", err)
+	// Deleted shards that were open lost their data with RemoveGroup; the
+	// sweep (a directory listing) is for those that could not be opened,
+	// and once per start for what a crash left between deleting a topic
+	// and its data.
+	if !n.swept || slices.ContainsFunc(toRemove, func(s *shardRuntime) bool { return s.openErr != nil }) {
+		if err := n.host.SweepGroupDirs(n.hasShard); err != nil {
+			n.log.Error("remove the data of deleted shards", "err", err)
+		} else {
+			n.swept = true
+		}
 	}
 	select {
 	case <-n.stop:

@@ -316,27 +316,10 @@ func TestTopicsAndEventsSurviveRestartAndDeleteRemovesData(t *testing.T) {
 }
 
 func TestCorruptedShardIsReportedOthersServe(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.SegmentSize = 4096
-	n := openNode(t, cfg)
-	mustCreate(t, n, "t", map[string]string{"shards": "2"})
-	for i := range 200 {
-		publish(t, n, "t", ev(fmt.Sprint("k", i), strings.Repeat("x", 100)))
-	}
-	n.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-t.1", "log", "*"))
-	if len(segs) < 2 {
-		t.Fatalf("want several segments, got %v", segs)
-	}
-	b, _ := os.ReadFile(segs[0])
-	b[len(b)/2] ^= 0xff
-	os.WriteFile(segs[0], b, 0o644)
-
-	n2 := openNode(t, cfg)
+	n2, _, files := brokenTopic(t, "t.1")
 	broken := n2.BrokenShards()
-	if len(broken) != 1 || broken["t.1"] == nil || !strings.Contains(broken["t.1"].Error(), segs[0]) {
-		t.Fatalf("broken shards = %v, want t.1 naming %s", broken, segs[0])
+	if len(broken) != 1 || broken["t.1"] == nil || !strings.Contains(broken["t.1"].Error(), files["t.1"]) {
+		t.Fatalf("broken shards = %v, want t.1 naming %s", broken, files["t.1"])
 	}
 	var k0, k1 string
 	for i := 0; k0 == "" || k1 == ""; i++ {

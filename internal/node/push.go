@@ -69,8 +69,7 @@ func (n *Node) superviseDispatchers(leadership *host.LeadershipWatch) {
 			n.pushMu.Unlock()
 			return
 		case <-leadership.C():
-			leadership.Changed()
-			n.syncDispatchers()
+			n.syncLeadership(leadership.Changed())
 		case <-n.endpointFailed:
 			if retry == nil {
 				retry = time.After(endpointRetryPause)
@@ -124,6 +123,28 @@ func (n *Node) syncDispatchers() {
 		}
 		for _, s := range tr.shards {
 			n.syncDispatcher(p, name, s)
+		}
+	}
+}
+
+// syncLeadership starts or stops the dispatchers of the given shard
+// groups, whose leadership changed. Topics and their endpoints are
+// syncDispatchers' business; a group of a topic with no open endpoint, or
+// of another incarnation of it, is left to that.
+func (n *Node) syncLeadership(groups []uint64) {
+	n.mu.RLock()
+	shards := make([]*shardRuntime, 0, len(groups))
+	for _, id := range groups {
+		if s := n.shards[id]; s != nil {
+			shards = append(shards, s)
+		}
+	}
+	n.mu.RUnlock()
+	n.pushMu.Lock()
+	defer n.pushMu.Unlock()
+	for _, s := range shards {
+		if p := n.push[s.topic]; p != nil && p.firstGroup+uint64(s.index) == s.group {
+			n.syncDispatcher(p, s.topic, s)
 		}
 	}
 }
