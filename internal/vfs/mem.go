@@ -246,14 +246,24 @@ func (m *MemFS) parent(name string) (*memNode, string, error) {
 	if len(parts) == 0 {
 		return nil, "", &os.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	dir, err := m.lookup(strings.Join(parts[:len(parts)-1], "/"))
+	dir, err := m.lookupDir(strings.Join(parts[:len(parts)-1], "/"), "open")
 	if err != nil {
 		return nil, "", err
 	}
-	if !dir.dir {
-		return nil, "", &os.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
-	}
 	return dir, parts[len(parts)-1], nil
+}
+
+// lookupDir finds the directory name, failing op with ENOTDIR if name is
+// a file; the caller holds mu.
+func (m *MemFS) lookupDir(name, op string) (*memNode, error) {
+	n, err := m.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if !n.dir {
+		return nil, &os.PathError{Op: op, Path: name, Err: syscall.ENOTDIR}
+	}
+	return n, nil
 }
 
 func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -290,12 +300,9 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 func (m *MemFS) OpenDir(name string) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, err := m.lookup(name)
+	n, err := m.lookupDir(name, "open")
 	if err != nil {
 		return nil, err
-	}
-	if !n.dir {
-		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
 	}
 	return &memFile{fs: m, n: n, name: name}, nil
 }
@@ -388,12 +395,9 @@ func (m *MemFS) MkdirAll(name string, perm os.FileMode) error {
 func (m *MemFS) ReadDir(name string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, err := m.lookup(name)
+	n, err := m.lookupDir(name, "readdir")
 	if err != nil {
 		return nil, err
-	}
-	if !n.dir {
-		return nil, &os.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
 	}
 	names := make([]string, 0, len(n.children))
 	for name := range n.children {
