@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
 
@@ -38,13 +40,13 @@ var protocols = []struct {
 }
 
 // eachProtocol runs test once per protocol with a fresh fake server.
-func eachProtocol(t *testing.T, test func(t *testing.T, f *fakeService, c *Client)) {
+func eachProtocol(t *testing.T, test func(t *testing.T, f *fakeherald.Server, c *Client)) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
-			f := &fakeService{}
-			c := New(startServer(t, f), p.opts(t)...)
+			f := fakeherald.New(created)
+			c := New(f.Start(t), p.opts(t)...)
 			test(t, f, c)
-			if _, wire := f.last(t); wire != p.wire {
+			if wire := f.Last(t).Protocol; wire != p.wire {
 				t.Errorf("server saw protocol %q, want %q", wire, p.wire)
 			}
 		})
@@ -52,9 +54,9 @@ func eachProtocol(t *testing.T, test func(t *testing.T, f *fakeService, c *Clien
 }
 
 // wantRequest fails t unless the last request the server received is want.
-func wantRequest(t *testing.T, f *fakeService, want proto.Message) {
+func wantRequest(t *testing.T, f *fakeherald.Server, want proto.Message) {
 	t.Helper()
-	got, _ := f.last(t)
+	got := f.Last(t).Msg
 	if !proto.Equal(got, want) {
 		t.Errorf("server received %v, want %v", got, want)
 	}
@@ -79,23 +81,24 @@ func wantTopic() *Topic {
 }
 
 func TestCreateTopic(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.topic = protoTopic()
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 		attrs := map[string]string{"shards": "4"}
 		got, err := c.CreateTopic(context.Background(), "orders", attrs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantRequest(t, f, &heraldv1.CreateTopicRequest{Name: "orders", Attributes: attrs})
-		if !reflect.DeepEqual(got, wantTopic()) {
-			t.Errorf("CreateTopic = %+v, want %+v", got, wantTopic())
+		want := wantTopic()
+		want.UpdatedAt = created // a new topic was last updated when it was created
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("CreateTopic = %+v, want %+v", got, want)
 		}
 	})
 }
 
 func TestGetTopic(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.topic = protoTopic()
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.PutTopic(protoTopic())
 		got, err := c.GetTopic(context.Background(), "orders")
 		if err != nil {
 			t.Fatal(err)
@@ -108,14 +111,15 @@ func TestGetTopic(t *testing.T) {
 }
 
 func TestListTopics(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.topics = []*heraldv1.Topic{protoTopic(), {Name: "bare"}}
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.PutTopic(protoTopic())
+		f.PutTopic(&heraldv1.Topic{Name: "bare"})
 		got, err := c.ListTopics(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantRequest(t, f, &heraldv1.ListTopicsRequest{})
-		want := []*Topic{wantTopic(), {Name: "bare", Attributes: map[string]string{}}}
+		want := []*Topic{{Name: "bare", Attributes: map[string]string{}}, wantTopic()}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("ListTopics = %+v, want %+v", got, want)
 		}
@@ -123,22 +127,25 @@ func TestListTopics(t *testing.T) {
 }
 
 func TestSetTopicAttributes(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.topic = protoTopic()
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.PutTopic(protoTopic())
 		attrs := map[string]string{"push_endpoint": "http://example.com/hook"}
 		got, err := c.SetTopicAttributes(context.Background(), "orders", attrs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantRequest(t, f, &heraldv1.SetTopicAttributesRequest{Name: "orders", Attributes: attrs})
-		if !reflect.DeepEqual(got, wantTopic()) {
-			t.Errorf("SetTopicAttributes = %+v, want %+v", got, wantTopic())
+		want := wantTopic()
+		want.Attributes["push_endpoint"] = "http://example.com/hook"
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("SetTopicAttributes = %+v, want %+v", got, want)
 		}
 	})
 }
 
 func TestDeleteTopic(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.AddTopic("orders", nil)
 		if err := c.DeleteTopic(context.Background(), "orders"); err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +154,8 @@ func TestDeleteTopic(t *testing.T) {
 }
 
 func TestTopicStats(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.stats = &heraldv1.TopicStatsResponse{
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.SetStats(&heraldv1.TopicStatsResponse{
 			Name: "orders",
 			Total: &heraldv1.ShardStats{
 				Name: "orders", Events: 3, Bytes: 30, ReservedBytes: 7, Reservations: 1,
@@ -159,7 +166,7 @@ func TestTopicStats(t *testing.T) {
 				{Shard: 0, Name: "orders", Events: 3, Bytes: 30, OldestEventTime: timestamppb.New(created)},
 				{Shard: 1, Name: "orders.1", Error: "log damaged"},
 			},
-		}
+		})
 		got, err := c.TopicStats(context.Background(), "orders")
 		if err != nil {
 			t.Fatal(err)
@@ -187,8 +194,9 @@ func TestTopicStats(t *testing.T) {
 }
 
 func TestPublish(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.ids = []string{"orders/1/7", "orders/0/3"}
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.AddTopic("orders", nil)
+		f.AddEvents("orders", &heraldv1.PublishEvent{Key: "earlier"})
 		got, err := c.Publish(context.Background(), "orders",
 			Event{Key: "a", Payload: []byte("one"), Headers: map[string]string{"Type": "created"}},
 			Event{Key: "b", Payload: []byte{0xff, 0x00}},
@@ -200,51 +208,50 @@ func TestPublish(t *testing.T) {
 			{Key: "a", Payload: []byte("one"), Headers: map[string]string{"Type": "created"}},
 			{Key: "b", Payload: []byte{0xff, 0x00}},
 		}})
-		if !reflect.DeepEqual(got, f.ids) {
-			t.Errorf("Publish = %q, want %q", got, f.ids)
+		if want := []string{"orders/0/1", "orders/0/2"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Publish = %q, want %q", got, want)
 		}
 	})
 }
 
 func TestReserveCommitAbort(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 		ctx := context.Background()
-		f.reserve = &heraldv1.ReserveResponse{ReservationId: "r-1", ExpiresAt: timestamppb.New(updated)}
 		r, err := c.Reserve(ctx, "orders", "k", 1024, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantRequest(t, f, &heraldv1.ReserveRequest{Topic: "orders", Key: "k", Bytes: 1024, Count: 2})
-		if want := (&Reservation{ID: "r-1", ExpiresAt: updated}); !reflect.DeepEqual(r, want) {
+		// The fake grants a minute.
+		if want := (&Reservation{ID: "orders/0/r1", ExpiresAt: created.Add(time.Minute)}); !reflect.DeepEqual(r, want) {
 			t.Errorf("Reserve = %+v, want %+v", r, want)
 		}
 
-		f.ids = []string{"orders/2/9"}
-		ids, err := c.Commit(ctx, "r-1", Event{Key: "k", Payload: []byte("x")})
+		ids, err := c.Commit(ctx, r.ID, Event{Key: "k", Payload: []byte("x")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantRequest(t, f, &heraldv1.CommitRequest{ReservationId: "r-1", Events: []*heraldv1.PublishEvent{
+		wantRequest(t, f, &heraldv1.CommitRequest{ReservationId: "orders/0/r1", Events: []*heraldv1.PublishEvent{
 			{Key: "k", Payload: []byte("x")},
 		}})
-		if !reflect.DeepEqual(ids, f.ids) {
-			t.Errorf("Commit = %q, want %q", ids, f.ids)
+		if want := []string{"orders/0/0"}; !reflect.DeepEqual(ids, want) {
+			t.Errorf("Commit = %q, want %q", ids, want)
 		}
 
-		if err := c.Abort(ctx, "r-1"); err != nil {
+		if err := c.Abort(ctx, "orders/0/r2"); err != nil {
 			t.Fatal(err)
 		}
-		wantRequest(t, f, &heraldv1.AbortRequest{ReservationId: "r-1"})
+		wantRequest(t, f, &heraldv1.AbortRequest{ReservationId: "orders/0/r2"})
 	})
 }
 
 func TestFetch(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.events = []*heraldv1.Event{{
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.AddDeliveries(&heraldv1.Event{
 			Id: "orders/1/4", Topic: "orders", Shard: 1, Offset: 4, Key: "k",
 			Payload: []byte("p"), Headers: map[string]string{"h": "v"},
 			Time: timestamppb.New(created), DeliveryAttempt: 2,
-		}}
+		})
 		opts := FetchOptions{MaxEvents: 10, VisibilityTimeout: 45 * time.Second, Wait: 10 * time.Millisecond}
 		got, err := c.Fetch(context.Background(), "orders", opts)
 		if err != nil {
@@ -273,8 +280,9 @@ func TestFetch(t *testing.T) {
 }
 
 func TestAckNack(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.acked = 1
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.AddEvents("orders", &heraldv1.PublishEvent{Key: "a"}, &heraldv1.PublishEvent{Key: "b"})
+		// orders/0/2 does not exist: the server counts only what it acked.
 		n, err := c.Ack(context.Background(), "orders/0/1", "orders/0/2")
 		if err != nil {
 			t.Fatal(err)
@@ -304,9 +312,9 @@ func TestServerErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.code.String(), func(t *testing.T) {
-			eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
+			eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 				msg := "topic \"orders\": something is wrong; do something"
-				f.err = connect.NewError(tt.code, errors.New(msg))
+				f.SetFail(connect.NewError(tt.code, errors.New(msg)))
 				_, err := c.GetTopic(context.Background(), "orders")
 				if connect.CodeOf(err) != tt.code {
 					t.Fatalf("GetTopic error = %v, want code %v", err, tt.code)
@@ -349,8 +357,10 @@ func TestUnreachableServerIsRetryable(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	f := &fakeService{delay: 300 * time.Millisecond}
-	c := New(startServer(t, f), WithTimeout(50*time.Millisecond))
+	f := fakeherald.New(created)
+	f.SetDelay(300 * time.Millisecond)
+	f.AddEvents("orders", &heraldv1.PublishEvent{Key: "k"}) // so that Fetch answers after the delay
+	c := New(f.Start(t), WithTimeout(50*time.Millisecond))
 	_, err := c.ListTopics(context.Background())
 	if connect.CodeOf(err) != connect.CodeDeadlineExceeded {
 		t.Errorf("slow ListTopics: %v, want code %v", err, connect.CodeDeadlineExceeded)
@@ -373,4 +383,13 @@ func TestNormalizeURL(t *testing.T) {
 			t.Errorf("normalizeURL(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// h2cClient returns an HTTP client that speaks unencrypted HTTP/2 only.
+func h2cClient(t *testing.T) *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }

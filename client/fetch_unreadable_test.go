@@ -9,15 +9,16 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
 
 const damaged = "unavailable: shard orders.1 could not be opened: log corrupted: /data/shards/3-orders.1/log/0000000000000002.seg at byte offset 1948"
 
 func TestFetchReturnsEventsAndUnreadableShards(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.events = []*heraldv1.Event{{Id: "orders/0/4", Topic: "orders", Offset: 4, Key: "k"}}
-		f.unreadable = []*heraldv1.UnreadableShard{{Shard: 1, Name: "orders.1", Reason: damaged}}
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.AddDeliveries(&heraldv1.Event{Id: "orders/0/4", Topic: "orders", Offset: 4, Key: "k"})
+		f.SetUnreadable("orders", false, &heraldv1.UnreadableShard{Shard: 1, Name: "orders.1", Reason: damaged})
 		got, err := c.Fetch(context.Background(), "orders", FetchOptions{})
 		if len(got) != 1 || got[0].ID != "orders/0/4" {
 			t.Errorf("Fetch returned %+v, want the event of the readable shard", got)
@@ -41,7 +42,7 @@ func TestFetchReturnsEventsAndUnreadableShards(t *testing.T) {
 }
 
 func TestFetchWithNoReadableShard(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 		msg := "unavailable: none of the 2 shards of topic \"orders\" could be read: ..."
 		ce := connect.NewError(connect.CodeUnavailable, errors.New(msg))
 		detail, err := connect.NewErrorDetail(&heraldv1.FetchResponse{UnreadableShards: []*heraldv1.UnreadableShard{
@@ -51,7 +52,7 @@ func TestFetchWithNoReadableShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		ce.AddDetail(detail)
-		f.err = ce
+		f.SetFail(ce)
 		got, err := c.Fetch(context.Background(), "orders", FetchOptions{})
 		var ue *UnreadableError
 		if len(got) != 0 || !errors.As(err, &ue) || !ue.All() || len(ue.Shards) != 2 || ue.Shards[1].Reason != damaged {
@@ -64,8 +65,8 @@ func TestFetchWithNoReadableShard(t *testing.T) {
 }
 
 func TestFetchUnavailableWithoutDetailIsNotUnreadable(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, f *fakeService, c *Client) {
-		f.err = connect.NewError(connect.CodeUnavailable, errors.New("no leader yet"))
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		f.SetFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader yet")))
 		_, err := c.Fetch(context.Background(), "orders", FetchOptions{})
 		var ue *UnreadableError
 		if errors.As(err, &ue) || connect.CodeOf(err) != connect.CodeUnavailable {

@@ -13,16 +13,17 @@ import (
 	"connectrpc.com/connect"
 
 	"herald/client"
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
 
 // consumeFixture starts a fake with topic orders holding three events, one
 // of them binary.
-func consumeFixture(t *testing.T) (*fakeHerald, string) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
-	f.addEvents("orders",
+func consumeFixture(t *testing.T) (*fakeherald.Server, string) {
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
+	f.AddEvents("orders",
 		&heraldv1.PublishEvent{Key: "a", Payload: []byte("hello world")},
 		&heraldv1.PublishEvent{Key: "b", Payload: []byte{0xff, 0x00, 0x01}},
 		&heraldv1.PublishEvent{Payload: []byte("two\nlines")},
@@ -30,9 +31,9 @@ func consumeFixture(t *testing.T) (*fakeHerald, string) {
 	return f, url
 }
 
-func ackedIDs(f *fakeHerald) []string {
+func ackedIDs(f *fakeherald.Server) []string {
 	var ids []string
-	for _, req := range received[*heraldv1.AckRequest](f) {
+	for _, req := range fakeherald.Received[*heraldv1.AckRequest](f) {
 		ids = append(ids, req.GetIds()...)
 	}
 	return ids
@@ -50,7 +51,7 @@ func TestConsumeAcks(t *testing.T) {
 	if got, want := ackedIDs(f), []string{"orders/0/0", "orders/0/1", "orders/0/2"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("acked %q, want %q", got, want)
 	}
-	fetches := received[*heraldv1.FetchRequest](f)
+	fetches := fakeherald.Received[*heraldv1.FetchRequest](f)
 	if len(fetches) != 2 {
 		t.Errorf("%d fetches, want 2 (the second one empty)", len(fetches))
 	}
@@ -69,7 +70,7 @@ func TestConsumeMaxNoAck(t *testing.T) {
 	if n := strings.Count(out, "\n"); n != 2 {
 		t.Errorf("consume --max 2 printed %d events:\n%s", n, out)
 	}
-	fetches := received[*heraldv1.FetchRequest](f)
+	fetches := fakeherald.Received[*heraldv1.FetchRequest](f)
 	if len(fetches) != 1 || fetches[0].GetMaxEvents() != 2 {
 		t.Errorf("fetches %v, want one for 2 events", fetches)
 	}
@@ -107,7 +108,7 @@ func TestConsumeFollowStopsOnInterrupt(t *testing.T) {
 			strings.NewReader(""), &out, &errOut)
 	}()
 	waitLines(t, &out, 3)
-	f.addEvents("orders", &heraldv1.PublishEvent{Key: "late", Payload: []byte("late event")})
+	f.AddEvents("orders", &heraldv1.PublishEvent{Key: "late", Payload: []byte("late event")})
 	waitLines(t, &out, 4)
 	cancel()
 	select {
@@ -168,7 +169,7 @@ func warningLine(reason string) string {
 
 func TestConsumeUnreadableShardFailsAfterTheOthers(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0")
 	if r.code != 1 {
 		t.Errorf("exit %d, want 1", r.code)
@@ -190,7 +191,7 @@ func TestConsumeUnreadableShardFailsAfterTheOthers(t *testing.T) {
 
 func TestConsumeAllowUnreadableWarnsAndExitsZero(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0", "--allow-unreadable")
 	if r.code != 0 || r.stderr != warningLine(damagedReason) {
 		t.Errorf("exit %d, stderr %q; want 0 and the one warning %q", r.code, r.stderr, warningLine(damagedReason))
@@ -202,7 +203,7 @@ func TestConsumeAllowUnreadableWarnsAndExitsZero(t *testing.T) {
 
 func TestConsumeJSONListsUnreadableShards(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0", "-o", "json", "--allow-unreadable")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
@@ -237,7 +238,7 @@ func TestConsumeNoReadableShardFails(t *testing.T) {
 	// be read at all.
 	for _, flags := range [][]string{nil, {"--allow-unreadable"}} {
 		f, url := consumeFixture(t)
-		f.setUnreadable("orders", true,
+		f.SetUnreadable("orders", true,
 			&heraldv1.UnreadableShard{Shard: 0, Name: "orders", Reason: "r0"}, damagedShard(damagedReason))
 		args := append([]string{"--server", url, "consume", "orders", "--wait", "0"}, flags...)
 		r := runCLI(context.Background(), "", args...)
@@ -250,7 +251,7 @@ func TestConsumeNoReadableShardFails(t *testing.T) {
 
 func TestConsumeFollowStopsAtUnreadableShard(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := runCLI(ctx, "", "--server", url, "consume", "orders", "--follow", "--wait", "20ms")
@@ -265,7 +266,7 @@ func TestConsumeFollowStopsAtUnreadableShard(t *testing.T) {
 
 func TestConsumeFollowAllowUnreadableWarnsOncePerChange(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", false, damagedShard(damagedReason))
+	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer
@@ -279,9 +280,9 @@ func TestConsumeFollowAllowUnreadableWarnsOncePerChange(t *testing.T) {
 	if errOut.String() != warningLine(damagedReason) {
 		t.Errorf("after 10 polls, stderr:\n%s\nwant the one warning", errOut.String())
 	}
-	f.setUnreadable("orders", false, damagedShard("still damaged, differently"))
+	f.SetUnreadable("orders", false, damagedShard("still damaged, differently"))
 	waitLines(t, &errOut, 2)
-	f.addEvents("orders", &heraldv1.PublishEvent{Key: "late", Payload: []byte("late event")})
+	f.AddEvents("orders", &heraldv1.PublishEvent{Key: "late", Payload: []byte("late event")})
 	waitLines(t, &out, 4)
 	cancel()
 	select {
@@ -297,7 +298,7 @@ func TestConsumeFollowAllowUnreadableWarnsOncePerChange(t *testing.T) {
 
 func TestConsumeFollowAllowUnreadableWaitsForAShard(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setUnreadable("orders", true, damagedShard(damagedReason))
+	f.SetUnreadable("orders", true, damagedShard(damagedReason))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer
@@ -310,7 +311,7 @@ func TestConsumeFollowAllowUnreadableWaitsForAShard(t *testing.T) {
 	if errOut.String() != warningLine(damagedReason) || out.String() != "" {
 		t.Errorf("with no readable shard: stdout %q, stderr:\n%s\nwant only the one warning", out.String(), errOut.String())
 	}
-	f.setUnreadable("orders", false) // repaired
+	f.SetUnreadable("orders", false) // repaired
 	waitLines(t, &out, 3)
 	cancel()
 	if code := <-done; code != 0 {
@@ -319,12 +320,12 @@ func TestConsumeFollowAllowUnreadableWaitsForAShard(t *testing.T) {
 }
 
 // waitFetches waits until f received n fetches.
-func waitFetches(t *testing.T, f *fakeHerald, n int) {
+func waitFetches(t *testing.T, f *fakeherald.Server, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(received[*heraldv1.FetchRequest](f)) < n {
+	for len(fakeherald.Received[*heraldv1.FetchRequest](f)) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited for %d fetches, got %d", n, len(received[*heraldv1.FetchRequest](f)))
+			t.Fatalf("waited for %d fetches, got %d", n, len(fakeherald.Received[*heraldv1.FetchRequest](f)))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -335,7 +336,7 @@ func waitFetches(t *testing.T, f *fakeHerald, n int) {
 // the jitter), said on stderr, until the server answers again.
 func TestConsumeFollowRetriesWhileUnavailable(t *testing.T) {
 	f, url := consumeFixture(t)
-	f.setFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader")))
+	f.SetFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader")))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer
@@ -352,7 +353,7 @@ func TestConsumeFollowRetriesWhileUnavailable(t *testing.T) {
 		pause < time.Duration((1-fetchRetryPause.Jitter)*float64(time.Second)) || pause > time.Second {
 		t.Errorf("stderr %q, want the error and a first pause of at most 1s, less at most the jitter", line)
 	}
-	f.setFail(nil)
+	f.SetFail(nil)
 	waitLines(t, &out, 3)
 	cancel()
 	if code := <-done; code != 0 {

@@ -8,12 +8,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
+
+// eventTime is the fake server's clock, stamped on the topics and events
+// it makes. Only printed, never compared with the wall clock.
+var eventTime = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes to it.
 type syncBuffer struct {
@@ -72,15 +78,15 @@ func cliFails(t *testing.T, url, stdin string, args ...string) string {
 }
 
 func TestServerErrorIsPrinted(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
 	stderr := cliFails(t, url, "", "topic", "get", "nope")
 	want := "herald: topic \"nope\" does not exist; create it with \"herald topic create nope\"\n"
 	if stderr != want {
 		t.Errorf("stderr = %q, want %q", stderr, want)
 	}
 
-	f.setFail(connect.NewError(connect.CodeResourceExhausted,
+	f.SetFail(connect.NewError(connect.CodeResourceExhausted,
 		errors.New("shard orders.3 is full; retry later or raise max_queue_bytes")))
 	stderr = cliFails(t, url, "", "publish", "orders", "x")
 	if want := "herald: shard orders.3 is full; retry later or raise max_queue_bytes\n"; stderr != want {
@@ -101,9 +107,9 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestServerFromEnvironment(t *testing.T) {
-	f := newFakeHerald()
-	f.addTopic("orders", nil)
-	t.Setenv(serverEnv, f.start(t))
+	f := fakeherald.New(eventTime)
+	f.AddTopic("orders", nil)
+	t.Setenv(serverEnv, f.Start(t))
 	r := runCLI(context.Background(), "", "topic", "list")
 	if r.code != 0 || !strings.Contains(r.stdout, "orders") {
 		t.Errorf("topic list with $%s: exit %d, stdout %q, stderr %q", serverEnv, r.code, r.stdout, r.stderr)
@@ -111,8 +117,8 @@ func TestServerFromEnvironment(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
 	tests := []struct {
 		args []string
 		want string
@@ -135,7 +141,7 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("herald %s: stderr %q does not mention %q", strings.Join(tt.args, " "), stderr, tt.want)
 		}
 	}
-	if n := len(received[*heraldv1.CreateTopicRequest](f)); n != 0 {
+	if n := len(fakeherald.Received[*heraldv1.CreateTopicRequest](f)); n != 0 {
 		t.Errorf("bad command lines sent %d requests", n)
 	}
 }

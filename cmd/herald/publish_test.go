@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
 
 // publishedBatches returns the events of each Publish request, as
 // "key:payload" strings.
-func publishedBatches(f *fakeHerald) [][]string {
+func publishedBatches(f *fakeherald.Server) [][]string {
 	var batches [][]string
-	for _, req := range received[*heraldv1.PublishRequest](f) {
+	for _, req := range fakeherald.Received[*heraldv1.PublishRequest](f) {
 		var batch []string
 		for _, e := range req.GetEvents() {
 			batch = append(batch, e.GetKey()+":"+string(e.GetPayload()))
@@ -30,9 +31,9 @@ func publishedBatches(f *fakeHerald) [][]string {
 }
 
 func TestPublishArgsInBatches(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
 	out := cli(t, url, "", "publish", "orders", "--key", "k", "--header", "Type=created",
 		"--header", "Trace=a=b", "--batch", "2", "one", "two", "three")
 	want := [][]string{{"k:one", "k:two"}, {"k:three"}}
@@ -40,7 +41,7 @@ func TestPublishArgsInBatches(t *testing.T) {
 		t.Errorf("batches %q, want %q", got, want)
 	}
 	wantHeaders := map[string]string{"Type": "created", "Trace": "a=b"}
-	for _, req := range received[*heraldv1.PublishRequest](f) {
+	for _, req := range fakeherald.Received[*heraldv1.PublishRequest](f) {
 		for _, e := range req.GetEvents() {
 			if !reflect.DeepEqual(e.GetHeaders(), wantHeaders) {
 				t.Errorf("event headers %v, want %v", e.GetHeaders(), wantHeaders)
@@ -56,9 +57,9 @@ func TestPublishArgsInBatches(t *testing.T) {
 }
 
 func TestPublishStdin(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
 	// Empty lines are skipped, CRLF endings removed, a last line without
 	// a newline kept.
 	out := cli(t, url, "a\n\nb\r\nc", "publish", "orders")
@@ -71,9 +72,9 @@ func TestPublishStdin(t *testing.T) {
 }
 
 func TestPublishFileKeyed(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
 	path := filepath.Join(t.TempDir(), "events")
 	if err := os.WriteFile(path, []byte("k1\tp1\nk2\tp\t2\nk3\tp3\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -92,9 +93,9 @@ func TestPublishFileKeyed(t *testing.T) {
 }
 
 func TestPublishKeyedLineWithoutTab(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
 	stderr := cliFails(t, url, "a\tone\nno tab here\n", "publish", "orders", "--keyed", "--batch", "1")
 	for _, want := range []string{"standard input line 2", "KEY<TAB>PAYLOAD", "1 events were published"} {
 		if !strings.Contains(stderr, want) {
@@ -104,9 +105,9 @@ func TestPublishKeyedLineWithoutTab(t *testing.T) {
 }
 
 func TestPublishJSON(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
 	out := cli(t, url, "", "publish", "orders", "-o", "json", "--key", "k", "x", "y")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 {
@@ -125,21 +126,21 @@ func TestPublishJSON(t *testing.T) {
 }
 
 func TestReserveCommitAbort(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
 	if out := cli(t, url, "", "reserve", "orders", "--key", "k", "--bytes", "100", "--count", "2"); out != "orders/0/r1\n" {
 		t.Errorf("reserve printed %q", out)
 	}
 	want := &heraldv1.ReserveRequest{Topic: "orders", Key: "k", Bytes: 100, Count: 2}
-	if got := received[*heraldv1.ReserveRequest](f); len(got) != 1 || got[0].String() != want.String() {
+	if got := fakeherald.Received[*heraldv1.ReserveRequest](f); len(got) != 1 || got[0].String() != want.String() {
 		t.Errorf("server received %v, want %v", got, want)
 	}
 
 	out := cli(t, url, "", "commit", "orders/0/r1", "--key", "k", "--header", "H=v", "a", "b")
-	if out != "reserved/0/0\nreserved/0/1\n" {
+	if out != "orders/0/0\norders/0/1\n" {
 		t.Errorf("commit printed %q", out)
 	}
-	commits := received[*heraldv1.CommitRequest](f)
+	commits := fakeherald.Received[*heraldv1.CommitRequest](f)
 	if len(commits) != 1 || commits[0].GetReservationId() != "orders/0/r1" || len(commits[0].GetEvents()) != 2 ||
 		commits[0].GetEvents()[1].GetKey() != "k" || string(commits[0].GetEvents()[1].GetPayload()) != "b" ||
 		commits[0].GetEvents()[0].GetHeaders()["H"] != "v" {
@@ -149,7 +150,7 @@ func TestReserveCommitAbort(t *testing.T) {
 	if out := cli(t, url, "", "abort", "orders/0/r1"); out != "aborted orders/0/r1\n" {
 		t.Errorf("abort printed %q", out)
 	}
-	if got := received[*heraldv1.AbortRequest](f); len(got) != 1 || got[0].GetReservationId() != "orders/0/r1" {
+	if got := fakeherald.Received[*heraldv1.AbortRequest](f); len(got) != 1 || got[0].GetReservationId() != "orders/0/r1" {
 		t.Errorf("server received %v", got)
 	}
 }
@@ -158,9 +159,9 @@ func TestReserveCommitAbort(t *testing.T) {
 // "tail -f", are published as they come, not held until a batch is full,
 // and that an interruption stops reading at once.
 func TestPublishStreamsSlowInput(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("logs", nil)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("logs", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdin, input := io.Pipe()

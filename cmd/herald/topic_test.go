@@ -10,15 +10,16 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"herald/client"
+	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
 
 func TestTopicCreate(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
 	out := cli(t, url, "", "topic", "create", "orders", "--shards", "4", "--persistent=false",
 		"--push-endpoint", "http://example.com/hook", "--attr", "max_retries=5", "--attr", "opaque_data=a=b,c")
-	reqs := received[*heraldv1.CreateTopicRequest](f)
+	reqs := fakeherald.Received[*heraldv1.CreateTopicRequest](f)
 	if len(reqs) != 1 {
 		t.Fatalf("server received %d CreateTopic requests, want 1", len(reqs))
 	}
@@ -37,7 +38,7 @@ func TestTopicCreate(t *testing.T) {
 
 	// Without flags, no attribute is sent: the server's defaults apply.
 	cli(t, url, "", "topic", "create", "plain")
-	if got := received[*heraldv1.CreateTopicRequest](f)[1].GetAttributes(); len(got) != 0 {
+	if got := fakeherald.Received[*heraldv1.CreateTopicRequest](f)[1].GetAttributes(); len(got) != 0 {
 		t.Errorf("topic create without flags sent attributes %v", got)
 	}
 
@@ -48,9 +49,9 @@ func TestTopicCreate(t *testing.T) {
 }
 
 func TestTopicGetListSetDelete(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.addTopic("orders", map[string]string{"shards": "4", "persistent": "true"})
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", map[string]string{"shards": "4", "persistent": "true"})
 
 	var topic client.Topic
 	if err := json.Unmarshal([]byte(cli(t, url, "", "topic", "get", "orders", "-o", "json")), &topic); err != nil {
@@ -70,7 +71,7 @@ func TestTopicGetListSetDelete(t *testing.T) {
 	}
 
 	cli(t, url, "", "topic", "set", "orders", "--attr", "max_retries=3", "--push-endpoint", "nats://h/subj")
-	set := received[*heraldv1.SetTopicAttributesRequest](f)
+	set := fakeherald.Received[*heraldv1.SetTopicAttributesRequest](f)
 	wantAttrs := map[string]string{"max_retries": "3", "push_endpoint": "nats://h/subj"}
 	if len(set) != 1 || set[0].GetName() != "orders" || !reflect.DeepEqual(set[0].GetAttributes(), wantAttrs) {
 		t.Errorf("topic set sent %v, want orders %v", set, wantAttrs)
@@ -85,9 +86,9 @@ func TestTopicGetListSetDelete(t *testing.T) {
 }
 
 func TestTopicStats(t *testing.T) {
-	f := newFakeHerald()
-	url := f.start(t)
-	f.stats = &heraldv1.TopicStatsResponse{
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.SetStats(&heraldv1.TopicStatsResponse{
 		Name:  "orders",
 		Total: &heraldv1.ShardStats{Events: 5, Bytes: 50, Published: 9, Acked: 4, NextOffset: 9, Head: 4},
 		Shards: []*heraldv1.ShardStats{
@@ -95,7 +96,7 @@ func TestTopicStats(t *testing.T) {
 				OldestEventTime: timestamppb.New(time.Now().Add(-time.Hour))},
 			{Shard: 1, Name: "orders.1", Error: "log damaged"},
 		},
-	}
+	})
 	out := cli(t, url, "", "topic", "stats", "orders")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 {
@@ -109,7 +110,7 @@ func TestTopicStats(t *testing.T) {
 	if !strings.Contains(lines[2], "log damaged") {
 		t.Errorf("the shard error is not shown: %q", lines[2])
 	}
-	if reqs := received[*heraldv1.TopicStatsRequest](f); len(reqs) != 1 || reqs[0].GetName() != "orders" {
+	if reqs := fakeherald.Received[*heraldv1.TopicStatsRequest](f); len(reqs) != 1 || reqs[0].GetName() != "orders" {
 		t.Errorf("server received %v, want one TopicStats for orders", reqs)
 	}
 }
