@@ -3,7 +3,7 @@ package compare
 import (
 	"context"
 	"fmt"
-	"net"
+
 	"os"
 	"os/exec"
 	"slices"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/internal/testkit"
 )
 
 // server is a "herald serve" subprocess. Its stop ends it and joins the
@@ -29,7 +30,7 @@ type server struct {
 // startServer starts "bin serve" on a free loopback port with a data
 // directory under dir, and waits until it answers.
 func startServer(ctx context.Context, bin, dir string, extra ...string) (*server, error) {
-	addr, err := freeLoopbackAddr()
+	addr, err := testkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +108,6 @@ func (s *server) logTail() string {
 		return ""
 	}
 	return "\nserver log:\n" + t
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // tailWriter keeps about the last max bytes written to it.

@@ -11,6 +11,7 @@ import (
 
 	"herald/bench/load"
 	"herald/client"
+	"herald/internal/testkit"
 )
 
 // startInProcessServer runs a real herald server (serve) in this process
@@ -19,7 +20,7 @@ func startInProcessServer(t *testing.T) string {
 	t.Helper()
 	cfg := defaultServeConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.Listen = freeAddr(t)
+	cfg.Listen = testkit.FreeAddr(t)
 	cfg.LogLevel = "warn"
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/internal/testkit"
 )
 
 // TestE2EBitFlipsAreNeverSilent is the acceptance test of recovery against
@@ -85,7 +86,7 @@ type flipFixture struct {
 // both.
 func prepareFlipFixture(t *testing.T, kill bool) *flipFixture {
 	fx := &flipFixture{dir: t.TempDir(), stop: "clean stop", pending: map[int][]published{}, acked: map[string]bool{}}
-	srv := startServer(t, fx.dir, freeAddr(t), "--snapshot-entries", "16")
+	srv := startServer(t, fx.dir, testkit.FreeAddr(t), "--snapshot-entries", "16")
 	c := client.New("http://"+srv.addr, client.WithTimeout(10*time.Second))
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "flip", map[string]string{"shards": "2"}); err != nil {
@@ -168,7 +169,7 @@ func runFlipTrial(t *testing.T, fx *flipFixture, file string, bit int64) string 
 	}
 	flipBit(t, filepath.Join(dir, file), bit)
 
-	srv, err := tryStartServer(t, dir, freeAddr(t))
+	srv, err := tryStartServer(t, dir, testkit.FreeAddr(t))
 	if err != nil {
 		if !strings.Contains(err.Error(), file) {
 			t.Errorf("herald refused to start without naming %s: %v", file, err)

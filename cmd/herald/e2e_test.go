@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/internal/testkit"
 )
 
 // These tests run the real herald binary, built once for the package.
@@ -46,16 +47,6 @@ func heraldBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 type server struct {
@@ -129,7 +120,7 @@ type published struct {
 // events come in order, and nothing whose ack was confirmed comes back.
 func TestE2EKillMidLoad(t *testing.T) {
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	srv := startServer(t, dataDir, addr)
 	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
 	ctx := context.Background()
@@ -298,7 +289,7 @@ func checkOrder(t *testing.T, mu *sync.Mutex, last map[string]int, d client.Deli
 
 func TestE2EStartupErrors(t *testing.T) {
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	startServer(t, dataDir, addr)
 
 	// A second server on the same port fails with advice.
@@ -310,7 +301,7 @@ func TestE2EStartupErrors(t *testing.T) {
 	// A data directory that cannot be created.
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
-	out, err = exec.Command(heraldBinary(t), "serve", "--data-dir", filepath.Join(file, "d"), "--listen", freeAddr(t)).CombinedOutput()
+	out, err = exec.Command(heraldBinary(t), "serve", "--data-dir", filepath.Join(file, "d"), "--listen", testkit.FreeAddr(t)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--data-dir") {
 		t.Fatalf("unusable data dir: err %v, output:\n%s", err, out)
 	}
@@ -318,7 +309,7 @@ func TestE2EStartupErrors(t *testing.T) {
 
 func TestE2EGracefulShutdownOnSIGTERM(t *testing.T) {
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	srv := startServer(t, dataDir, addr)
 	c := client.New("http://" + addr)
 	ctx := context.Background()
@@ -388,7 +379,7 @@ func TestE2EPushSurvivesKillMidDelivery(t *testing.T) {
 	}
 
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	srv := startServer(t, dataDir, addr)
 	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
 	ctx := context.Background()
@@ -469,7 +460,7 @@ func TestE2EDeadLettersThroughTheCLI(t *testing.T) {
 		got = append(got, env.Key+"="+env.Payload)
 	}))
 	defer hook.Close()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	startServer(t, t.TempDir(), addr)
 	cli := func(args ...string) string {
 		t.Helper()

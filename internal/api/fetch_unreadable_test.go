@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
+	"herald/internal/testkit"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -48,7 +47,7 @@ func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 	n.Close()
 	files := make(map[string]string)
 	for _, shard := range []string{"part.1", "all", "all.1"} {
-		files[shard] = damageFirstSegment(t, dir, shard)
+		files[shard] = testkit.DamageFirstSegment(t, dir, shard)
 	}
 	n, err = node.Open(ctx, cfg)
 	if err != nil {
@@ -66,23 +65,6 @@ func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 
 // damageFirstSegment flips a byte in the middle of the first log segment
 // of a shard, which the node then refuses to open.
-func damageFirstSegment(t *testing.T, dir, shard string) string {
-	t.Helper()
-	segs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-"+shard, "log", "*"))
-	if len(segs) < 2 {
-		t.Fatalf("shard %s: want several log segments, got %v", shard, segs)
-	}
-	b, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return segs[0]
-}
-
 func TestFetchListsUnreadableShards(t *testing.T) {
 	srv, files := startDamagedServer(t)
 	clients := map[string]heraldv1connect.HeraldServiceClient{

@@ -1,45 +1,17 @@
 package endpoint
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"io/fs"
-	"math/big"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// selfSigned returns a CA certificate in PEM.
-func selfSigned(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "herald test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
+	"herald/internal/testkit"
+)
 
 func TestTLSConfig(t *testing.T) {
 	c, err := TLSConfig("", false)
@@ -53,16 +25,16 @@ func TestTLSConfig(t *testing.T) {
 		t.Errorf("TLSConfig with tls_insecure_skip_verify = %+v, %v; want verification off", c, err)
 	}
 
-	ca := selfSigned(t)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	caFile := testkit.TestCertificates(t).CAFile
 	c, err = TLSConfig(caFile, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trusts := func(certPEM []byte) bool {
+	trusts := func(caFile string) bool {
+		certPEM, err := os.ReadFile(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
 		block, _ := pem.Decode(certPEM)
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
@@ -71,31 +43,24 @@ func TestTLSConfig(t *testing.T) {
 		_, err = cert.Verify(x509.VerifyOptions{Roots: c.RootCAs})
 		return err == nil
 	}
-	if !trusts(ca) || trusts(selfSigned(t)) {
+	if !trusts(caFile) || trusts(testkit.TestCertificates(t).CAFile) {
 		t.Errorf("TLSConfig(%s) does not trust exactly the file's CA", caFile)
 	}
 }
 
 func TestTLSConfigRefusesBadCAFiles(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	bad := testkit.WriteBadCAFiles(t)
 	for _, tc := range []struct {
 		name string
 		file string
 		want []string
 	}{
-		{"missing", filepath.Join(dir, "missing.pem"), []string{"cannot be read", "no such file", "install the CA file"}},
-		{"directory", dir, []string{"cannot be read", "is a directory", "install the CA file"}},
-		{"empty", write("empty.pem", ""), []string{"holds no PEM certificate", "give a PEM file"}},
-		{"garbage", write("garbage.pem", "not a certificate\n"), []string{"holds no PEM certificate"}},
-		{"key only", write("key.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), []string{"holds no PEM certificate"}},
-		{"corrupt", write("corrupt.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), []string{"certificate 1", "intact copy"}},
+		{"missing", bad.Missing, []string{"cannot be read", "no such file", "install the CA file"}},
+		{"directory", bad.Dir, []string{"cannot be read", "is a directory", "install the CA file"}},
+		{"empty", bad.Empty, []string{"holds no PEM certificate", "give a PEM file"}},
+		{"garbage", bad.Garbage, []string{"holds no PEM certificate"}},
+		{"key only", bad.KeyOnly, []string{"holds no PEM certificate"}},
+		{"corrupt", bad.Corrupt, []string{"certificate 1", "intact copy"}},
 	} {
 		_, err := TLSConfig(tc.file, false)
 		if err == nil {
@@ -112,7 +77,7 @@ func TestTLSConfigRefusesBadCAFiles(t *testing.T) {
 			}
 		}
 	}
-	if _, err := TLSConfig(filepath.Join(dir, "missing.pem"), false); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := TLSConfig(bad.Missing, false); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("error for a missing file %v is not fs.ErrNotExist", err)
 	}
 }

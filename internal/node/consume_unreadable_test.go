@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"herald/internal/testkit"
 	"herald/internal/topic"
 )
 
@@ -35,19 +34,7 @@ func brokenTopic(t *testing.T, broken ...string) (*Node, int, map[string]string)
 	n.Close()
 	files := make(map[string]string)
 	for _, name := range broken {
-		segs, _ := filepath.Glob(filepath.Join(dir, "shards", "*-"+name, "log", "*"))
-		if len(segs) < 2 {
-			t.Fatalf("shard %s: want several segments, got %v", name, segs)
-		}
-		b, err := os.ReadFile(segs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0xff
-		if err := os.WriteFile(segs[0], b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files[name] = segs[0]
+		files[name] = testkit.DamageFirstSegment(t, dir, name)
 	}
 	return openNode(t, cfg), inShard0, files
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,36 +12,36 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"herald/internal/endpoint"
+	"herald/internal/testkit"
 	"herald/internal/topic"
 )
 
-// The tests share one private RabbitMQ broker (see broker_test.go).
-var testBroker *broker
+// The tests share one private RabbitMQ node (testkit.RabbitMQ).
+var testBroker *testkit.RabbitMQ
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
 func runTests(m *testing.M) int {
-	b, err := newBroker()
+	b, err := testkit.NewRabbitMQ()
 	if err == nil {
-		defer os.RemoveAll(b.dir)
+		defer b.Close()
 		start := time.Now()
-		err = b.start()
-		fmt.Fprintf(os.Stderr, "RabbitMQ node %s on port %d started in %v\n", b.node, b.port, time.Since(start).Round(time.Millisecond))
+		err = b.Start()
+		fmt.Fprintf(os.Stderr, "RabbitMQ at %s started in %v\n", b.URL(), time.Since(start).Round(time.Millisecond))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "amqp tests need a RabbitMQ broker:", err)
 		return 1
 	}
-	defer b.stop()
 	testBroker = b
 	return m.Run()
 }
 
 func attrs(exchange, ackLevel string) topic.Attributes {
 	a := topic.Defaults()
-	a.PushEndpoint = testBroker.url()
+	a.PushEndpoint = testBroker.URL()
 	a.AMQPExchange = exchange
 	a.AMQPAckLevel = ackLevel
 	return a
@@ -78,7 +77,7 @@ func send(t *testing.T, e *Endpoint, m *endpoint.Message) {
 // testChannel opens a channel of the test's own on the broker.
 func testChannel(t *testing.T) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(testBroker.url())
+	conn, err := amqp.Dial(testBroker.URL())
 	if err != nil {
 		t.Fatalf("connect to the test broker: %v", err)
 	}
@@ -249,7 +248,7 @@ func TestTLS(t *testing.T) {
 	ch := testChannel(t)
 	q := queue(t, ch, "herald-tls", "orders", nil)
 	a := attrs("herald-tls", "broker")
-	a.PushEndpoint = testBroker.tlsURL()
+	a.PushEndpoint = testBroker.TLSURL()
 
 	untrusted := newEndpoint(t, a)
 	err := untrusted.Send(context.Background(), message("k", 1))
@@ -258,7 +257,7 @@ func TestTLS(t *testing.T) {
 	}
 	t.Logf("unknown CA: %v", err)
 
-	a.TLSCAFile = testBroker.caFile()
+	a.TLSCAFile = testBroker.CAFile()
 	m := message("k", 2)
 	send(t, newEndpoint(t, a), m)
 	checkDelivery(t, get(t, ch, q), m)
@@ -272,14 +271,10 @@ func TestTLS(t *testing.T) {
 // TestNewDoesNotConnect: New succeeds with no broker listening; Send then
 // fails with a retryable error that does not show the password.
 func TestNewDoesNotConnect(t *testing.T) {
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := attrs("x", "broker")
-	a.PushEndpoint = fmt.Sprintf("amqp://user:hunter2@127.0.0.1:%d/vh", port)
+	a.PushEndpoint = fmt.Sprintf("amqp://user:hunter2@%s/vh", testkit.FreeAddr(t))
 	e := newEndpoint(t, a)
-	err = e.Send(context.Background(), message("k", 1))
+	err := e.Send(context.Background(), message("k", 1))
 	if err == nil || endpoint.IsPermanent(err) || !strings.Contains(err.Error(), "connect") {
 		t.Fatalf("Send with no broker = %v, want a retryable connect error", err)
 	}
@@ -289,11 +284,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	dir := t.TempDir()
-	notPEM := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := testkit.WriteBadCAFiles(t)
 	for _, tc := range []struct {
 		change func(*topic.Attributes)
 		want   string
@@ -305,9 +296,9 @@ func TestNewErrors(t *testing.T) {
 		{func(a *topic.Attributes) { a.AMQPExchange = "" }, "set the amqp_exchange attribute"},
 		{func(a *topic.Attributes) { a.AMQPAckLevel = "all" }, "amqp_ack_level must be none or broker"},
 		{func(a *topic.Attributes) {
-			a.PushEndpoint, a.TLSCAFile = "amqps://u:hunter2@h", filepath.Join(dir, "missing.pem")
+			a.PushEndpoint, a.TLSCAFile = "amqps://u:hunter2@h", bad.Missing
 		}, "install the CA file"},
-		{func(a *topic.Attributes) { a.PushEndpoint, a.TLSCAFile = "amqps://h", notPEM }, "holds no PEM certificate"},
+		{func(a *topic.Attributes) { a.PushEndpoint, a.TLSCAFile = "amqps://h", bad.Garbage }, "holds no PEM certificate"},
 	} {
 		a := attrs("x", "broker")
 		tc.change(&a)
@@ -330,7 +321,7 @@ func TestBrokerDownAndBack(t *testing.T) {
 	e := newEndpoint(t, attrs("herald-restart", "broker"))
 	send(t, e, message("k", 1))
 
-	testBroker.stop()
+	testBroker.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err := e.Send(ctx, message("k", 2))
 	cancel()
@@ -340,7 +331,7 @@ func TestBrokerDownAndBack(t *testing.T) {
 	t.Logf("broker down: %v", err)
 
 	start := time.Now()
-	if err := testBroker.start(); err != nil {
+	if err := testBroker.Start(); err != nil {
 		t.Fatalf("restart the broker: %v", err)
 	}
 	t.Logf("broker restarted in %v", time.Since(start).Round(time.Millisecond))

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"herald/internal/endpoint"
+	"herald/internal/testkit"
 	"herald/internal/topic"
 )
 
@@ -320,12 +321,7 @@ func TestClusterDownAndBack(t *testing.T) {
 // TestNewDoesNotConnect: New succeeds with no broker listening; Send then
 // fails with a retryable error.
 func TestNewDoesNotConnect(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t) // nothing listens there
 	a := topic.Defaults()
 	a.PushEndpoint = "kafka://" + addr
 	e := newEndpoint(t, a)

@@ -13,14 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"herald/internal/endpoint"
+	"herald/internal/testkit"
 	"herald/internal/topic"
 )
 
-// The tests run against real nats-server processes (see server_test.go).
+// The tests run against real nats-server processes (testkit.StartNATS).
 
-func attrs(s *server, subject string, jetStream bool) topic.Attributes {
+func attrs(s *testkit.NATS, subject string, jetStream bool) topic.Attributes {
 	a := topic.Defaults()
-	a.PushEndpoint = s.url()
+	a.PushEndpoint = s.URL()
 	a.NATSSubject = subject
 	a.NATSJetStream = jetStream
 	return a
@@ -53,9 +54,9 @@ func send(t *testing.T, e *Endpoint, m *endpoint.Message) {
 	}
 }
 
-func connect(t *testing.T, s *server) *nats.Conn {
+func connect(t *testing.T, s *testkit.NATS) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.url())
+	nc, err := nats.Connect(s.URL())
 	if err != nil {
 		t.Fatalf("connect to the test server: %v", err)
 	}
@@ -102,7 +103,7 @@ func checkMsg(t *testing.T, msg *nats.Msg, m *endpoint.Message) {
 }
 
 func TestCorePublish(t *testing.T) {
-	s := startServer(t, false)
+	s := testkit.StartNATS(t)
 	sub := subscribe(t, connect(t, s), "orders") // the topic name: nats_subject is empty
 	e := newEndpoint(t, attrs(s, "", false))
 	m := message("customer 42/ü\n", 7) // percent-encoded in the header
@@ -111,7 +112,7 @@ func TestCorePublish(t *testing.T) {
 }
 
 func TestSubjectAttribute(t *testing.T) {
-	s := startServer(t, false)
+	s := testkit.StartNATS(t)
 	sub := subscribe(t, connect(t, s), "herald.orders")
 	e := newEndpoint(t, attrs(s, "herald.orders", false))
 	m := message("k", 1)
@@ -124,7 +125,7 @@ func TestSubjectAttribute(t *testing.T) {
 // TestConcurrentSends sends from many goroutines at once, each key's
 // events in sequence, and checks that all arrive, each key's in order.
 func TestConcurrentSends(t *testing.T) {
-	s := startServer(t, false)
+	s := testkit.StartNATS(t)
 	sub := subscribe(t, connect(t, s), "orders")
 	e := newEndpoint(t, attrs(s, "", false))
 	const keys, perKey = 8, 20
@@ -155,7 +156,7 @@ func TestConcurrentSends(t *testing.T) {
 	}
 }
 
-func createStream(t *testing.T, s *server, subject string) jetstream.Stream {
+func createStream(t *testing.T, s *testkit.NATS, subject string) jetstream.Stream {
 	t.Helper()
 	js, err := jetstream.New(connect(t, s))
 	if err != nil {
@@ -180,7 +181,7 @@ func streamMsgs(t *testing.T, st jetstream.Stream) uint64 {
 }
 
 func TestJetStreamPublish(t *testing.T) {
-	s := startServer(t, true)
+	s := testkit.StartNATS(t)
 	st := createStream(t, s, "herald.orders")
 	e := newEndpoint(t, attrs(s, "herald.orders", true))
 	m := message("customer-42", 7)
@@ -205,7 +206,7 @@ func TestJetStreamPublish(t *testing.T) {
 }
 
 func TestJetStreamWithoutStreamIsPermanent(t *testing.T) {
-	s := startServer(t, true)
+	s := testkit.StartNATS(t)
 	e := newEndpoint(t, attrs(s, "herald.nostream", true))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -221,7 +222,7 @@ func TestJetStreamWithoutStreamIsPermanent(t *testing.T) {
 }
 
 func TestTooLargeIsPermanent(t *testing.T) {
-	s := startServer(t, false)
+	s := testkit.StartNATS(t)
 	e := newEndpoint(t, attrs(s, "", false))
 	m := message("k", 1)
 	m.Payload = make([]byte, 1<<20) // not JSON: base64, over the default 1 MiB max_payload
@@ -236,14 +237,14 @@ func TestTooLargeIsPermanent(t *testing.T) {
 // through core NATS and through JetStream (whose stream the server keeps
 // on disk).
 func TestServerDownAndBack(t *testing.T) {
-	s := startServer(t, true)
+	s := testkit.StartNATS(t)
 	createStream(t, s, "herald.js")
 	core := newEndpoint(t, attrs(s, "herald.core", false))
 	js := newEndpoint(t, attrs(s, "herald.js", true))
 	send(t, core, message("k", 1))
 	send(t, js, message("k", 1))
 
-	s.stop()
+	s.Stop()
 	for _, e := range []*Endpoint{core, js} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := e.Send(ctx, message("k", 2))
@@ -254,7 +255,7 @@ func TestServerDownAndBack(t *testing.T) {
 		t.Logf("server down: %v", err)
 	}
 
-	s.start()
+	s.Start()
 	sub := subscribe(t, connect(t, s), "herald.core")
 	for _, e := range []*Endpoint{core, js} {
 		m := message("k", 3)
@@ -278,7 +279,7 @@ func TestServerDownAndBack(t *testing.T) {
 // TestNewDoesNotConnect: New succeeds with no server; Send then fails
 // with a retryable error, and works once a server is up.
 func TestNewDoesNotConnect(t *testing.T) {
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	a := topic.Defaults()
 	a.PushEndpoint = fmt.Sprintf("nats://127.0.0.1:%d", port)
 	e := newEndpoint(t, a)
@@ -312,7 +313,7 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestSendAfterClose(t *testing.T) {
-	s := startServer(t, false)
+	s := testkit.StartNATS(t)
 	e := newEndpoint(t, attrs(s, "", false))
 	send(t, e, message("k", 1))
 	e.Close()

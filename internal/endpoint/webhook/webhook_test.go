@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"herald/internal/endpoint"
+	"herald/internal/testkit"
 	"herald/internal/topic"
 )
 
@@ -331,15 +332,10 @@ func TestSendCanceled(t *testing.T) {
 }
 
 func TestSendConnectionRefused(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testkit.FreeAddr(t) // nothing listens there
 	e := startEndpoint(t, attributes("http://"+addr+"/hooks?token=secret-token"))
 
-	err = e.Send(context.Background(), message(1))
+	err := e.Send(context.Background(), message(1))
 	if err == nil || endpoint.IsPermanent(err) {
 		t.Fatalf("Send to a closed port = %v, want a retryable error", err)
 	}
@@ -389,18 +385,7 @@ func TestSendTLS(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	garbage := write("garbage.pem", "this is not a certificate\n")
-	keyOnly := write("key.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
-	corrupt := write("corrupt.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
-	missing := filepath.Join(dir, "missing.pem")
+	bad := testkit.WriteBadCAFiles(t)
 
 	for _, tc := range []struct {
 		name   string
@@ -414,10 +399,10 @@ func TestNewErrors(t *testing.T) {
 		{"query shown", func(a *topic.Attributes) { a.PushEndpoint = "ftp://host/x?token=hunter2" }, []string{"ftp://host/x?token=xxxxx"}},
 		{"unparsable, query", func(a *topic.Attributes) { a.PushEndpoint = "http://bad host/x?token=hunter2" }, []string{"http://bad host/x?token=xxxxx", "invalid character in host name"}},
 		{"timeout", func(a *topic.Attributes) { a.HTTPTimeout = 0 }, []string{"http_timeout", "got 0"}},
-		{"missing CA", func(a *topic.Attributes) { a.TLSCAFile = missing }, []string{missing, "no such file"}},
-		{"garbage CA", func(a *topic.Attributes) { a.TLSCAFile = garbage }, []string{garbage, "no PEM certificate"}},
-		{"key, not CA", func(a *topic.Attributes) { a.TLSCAFile = keyOnly }, []string{keyOnly, "no PEM certificate"}},
-		{"corrupt CA", func(a *topic.Attributes) { a.TLSCAFile = corrupt }, []string{corrupt, "certificate 1"}},
+		{"missing CA", func(a *topic.Attributes) { a.TLSCAFile = bad.Missing }, []string{bad.Missing, "no such file"}},
+		{"garbage CA", func(a *topic.Attributes) { a.TLSCAFile = bad.Garbage }, []string{bad.Garbage, "no PEM certificate"}},
+		{"key, not CA", func(a *topic.Attributes) { a.TLSCAFile = bad.KeyOnly }, []string{bad.KeyOnly, "no PEM certificate"}},
+		{"corrupt CA", func(a *topic.Attributes) { a.TLSCAFile = bad.Corrupt }, []string{bad.Corrupt, "certificate 1"}},
 		{"header name", func(a *topic.Attributes) { a.HTTPHeaders = map[string]string{"X Bad": "v"} }, []string{`"X Bad"`}},
 		{"header value", func(a *topic.Attributes) { a.HTTPHeaders = map[string]string{"X-Ok": "a\r\nX-Evil: 1"} }, []string{"X-Ok", "control character"}},
 	} {
