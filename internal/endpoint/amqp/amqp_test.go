@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/testkit"
 	"herald/internal/topic"
 )
@@ -47,32 +48,11 @@ func attrs(exchange, ackLevel string) topic.Attributes {
 	return a
 }
 
-func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint {
-	t.Helper()
-	e, err := New("orders", a)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
+func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint { return endpointtest.Open(t, New, a) }
 
-func message(key string, offset uint64) *endpoint.Message {
-	return &endpoint.Message{
-		ID: fmt.Sprintf("orders/2/%d", offset), Topic: "orders", Shard: 2, Offset: offset, Key: key,
-		Time:    time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
-		Payload: fmt.Appendf(nil, `{"n": %d}`, offset), Attempt: 4,
-	}
-}
+var message = endpointtest.Message
 
-func send(t *testing.T, e *Endpoint, m *endpoint.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Send(ctx, m); err != nil {
-		t.Fatalf("Send %s: %v", m.ID, err)
-	}
-}
+func send(t *testing.T, e *Endpoint, m *endpoint.Message) { endpointtest.Send(t, e, m) }
 
 // testChannel opens a channel of the test's own on the broker.
 func testChannel(t *testing.T) *amqp.Channel {

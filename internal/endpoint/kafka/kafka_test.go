@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/testkit"
 	"herald/internal/topic"
 )
@@ -43,32 +44,11 @@ func attrs(c *kfake.Cluster, acks string) topic.Attributes {
 	return a
 }
 
-func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint {
-	t.Helper()
-	e, err := New("orders", a)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
+func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint { return endpointtest.Open(t, New, a) }
 
-func message(key string, offset uint64) *endpoint.Message {
-	return &endpoint.Message{
-		ID: fmt.Sprintf("orders/0/%d", offset), Topic: "orders", Offset: offset, Key: key,
-		Time:    time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
-		Payload: fmt.Appendf(nil, `{"n": %d}`, offset), Attempt: 2,
-	}
-}
+var message = endpointtest.Message
 
-func send(t *testing.T, e *Endpoint, m *endpoint.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Send(ctx, m); err != nil {
-		t.Fatalf("Send %s: %v", m.ID, err)
-	}
-}
+func send(t *testing.T, e *Endpoint, m *endpoint.Message) { endpointtest.Send(t, e, m) }
 
 // consume reads n records of topic t from the start.
 func consume(t *testing.T, c *kfake.Cluster, topicName string, n int) []*kgo.Record {
@@ -121,7 +101,7 @@ func TestSendRecord(t *testing.T) {
 				t.Errorf("key = %q, want %q", r.Key, m.Key)
 			}
 			for name, want := range map[string]string{
-				"X-Herald-Event-Id": m.ID, "X-Herald-Topic": m.Topic, "X-Herald-Attempt": "2", "X-Herald-Key": m.Key,
+				"X-Herald-Event-Id": m.ID, "X-Herald-Topic": m.Topic, "X-Herald-Attempt": fmt.Sprint(m.Attempt), "X-Herald-Key": m.Key,
 				"X-Herald-Publish-Time": "2026-11-21T10:00:00Z",
 			} {
 				if got := header(r, name); got != want {
@@ -143,7 +123,7 @@ func TestTopicDefaultsToHeraldTopic(t *testing.T) {
 	a.KafkaTopic = ""
 	e := newEndpoint(t, a)
 	send(t, e, message("k", 1))
-	if r := consume(t, c, "orders", 1)[0]; header(r, endpoint.HeaderEventID) != "orders/0/1" {
+	if r := consume(t, c, "orders", 1)[0]; header(r, endpoint.HeaderEventID) != "orders/2/1" {
 		t.Errorf("got record %s", header(r, endpoint.HeaderEventID))
 	}
 }
@@ -308,13 +288,13 @@ func TestClusterDownAndBack(t *testing.T) {
 		}
 		t.Logf("cluster back, retrying: %v", err)
 	}
-	// The abandoned orders/0/2 may have reached the new cluster first.
+	// The abandoned orders/2/2 may have reached the new cluster first.
 	recs := consume(t, c2, kafkaTopic, 1)
-	if header(recs[0], endpoint.HeaderEventID) != "orders/0/3" {
+	if header(recs[0], endpoint.HeaderEventID) != "orders/2/3" {
 		recs = consume(t, c2, kafkaTopic, 2)
 	}
-	if got := header(recs[len(recs)-1], endpoint.HeaderEventID); got != "orders/0/3" {
-		t.Errorf("new cluster holds %s, want orders/0/3", got)
+	if got := header(recs[len(recs)-1], endpoint.HeaderEventID); got != "orders/2/3" {
+		t.Errorf("new cluster holds %s, want orders/2/3", got)
 	}
 }
 

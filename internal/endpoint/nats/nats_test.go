@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/testkit"
 	"herald/internal/topic"
 )
@@ -27,32 +28,11 @@ func attrs(s *testkit.NATS, subject string, jetStream bool) topic.Attributes {
 	return a
 }
 
-func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint {
-	t.Helper()
-	e, err := New("orders", a)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
+func newEndpoint(t *testing.T, a topic.Attributes) *Endpoint { return endpointtest.Open(t, New, a) }
 
-func message(key string, offset uint64) *endpoint.Message {
-	return &endpoint.Message{
-		ID: fmt.Sprintf("orders/1/%d", offset), Topic: "orders", Shard: 1, Offset: offset, Key: key,
-		Time:    time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
-		Payload: fmt.Appendf(nil, `{"n": %d}`, offset), Attempt: 3,
-	}
-}
+var message = endpointtest.Message
 
-func send(t *testing.T, e *Endpoint, m *endpoint.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := e.Send(ctx, m); err != nil {
-		t.Fatalf("Send %s: %v", m.ID, err)
-	}
-}
+func send(t *testing.T, e *Endpoint, m *endpoint.Message) { endpointtest.Send(t, e, m) }
 
 func connect(t *testing.T, s *testkit.NATS) *nats.Conn {
 	t.Helper()
@@ -149,7 +129,7 @@ func TestConcurrentSends(t *testing.T) {
 			t.Fatalf("after %d messages: %v", len(next), err)
 		}
 		key := msg.Header.Get(endpoint.HeaderKey)
-		if want := fmt.Sprintf("orders/1/%d", next[key]); msg.Header.Get(endpoint.HeaderEventID) != want {
+		if want := fmt.Sprintf("orders/2/%d", next[key]); msg.Header.Get(endpoint.HeaderEventID) != want {
 			t.Errorf("key %s: got %s, want %s", key, msg.Header.Get(endpoint.HeaderEventID), want)
 		}
 		next[key]++
