@@ -207,6 +207,21 @@ func begin[T any](ctx context.Context, s *Server, req *connect.Request[T]) error
 	return fail
 }
 
+// answer records req and answers it with what do returns, which runs
+// holding s.mu, unless the call is to fail.
+func answer[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], do func(*Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	if err := begin(ctx, s, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp, err := do(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
 func (s *Server) newTopic(name string, attrs map[string]string) *heraldv1.Topic {
 	all := maps.Clone(defaultAttributes)
 	maps.Copy(all, attrs)
@@ -253,145 +268,115 @@ func (s *Server) topic(name string) (*heraldv1.Topic, error) {
 }
 
 func (s *Server) CreateTopic(ctx context.Context, req *connect.Request[heraldv1.CreateTopicRequest]) (*connect.Response[heraldv1.CreateTopicResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	name := req.Msg.GetName()
-	if _, ok := s.topics[name]; ok {
-		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", name))
-	}
-	t := s.newTopic(name, req.Msg.GetAttributes())
-	s.topics[name] = t
-	return connect.NewResponse(&heraldv1.CreateTopicResponse{Topic: t}), nil
+	return answer(ctx, s, req, func(r *heraldv1.CreateTopicRequest) (*heraldv1.CreateTopicResponse, error) {
+		name := r.GetName()
+		if _, ok := s.topics[name]; ok {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", name))
+		}
+		t := s.newTopic(name, r.GetAttributes())
+		s.topics[name] = t
+		return &heraldv1.CreateTopicResponse{Topic: t}, nil
+	})
 }
 
 func (s *Server) GetTopic(ctx context.Context, req *connect.Request[heraldv1.GetTopicRequest]) (*connect.Response[heraldv1.GetTopicResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.topic(req.Msg.GetName())
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&heraldv1.GetTopicResponse{Topic: t}), nil
+	return answer(ctx, s, req, func(r *heraldv1.GetTopicRequest) (*heraldv1.GetTopicResponse, error) {
+		t, err := s.topic(r.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return &heraldv1.GetTopicResponse{Topic: t}, nil
+	})
 }
 
 // ListTopics lists the topics sorted by name, as the server does.
 func (s *Server) ListTopics(ctx context.Context, req *connect.Request[heraldv1.ListTopicsRequest]) (*connect.Response[heraldv1.ListTopicsResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	resp := &heraldv1.ListTopicsResponse{}
-	for _, t := range s.topics {
-		resp.Topics = append(resp.Topics, t)
-	}
-	sort.Slice(resp.Topics, func(i, j int) bool { return resp.Topics[i].GetName() < resp.Topics[j].GetName() })
-	return connect.NewResponse(resp), nil
+	return answer(ctx, s, req, func(r *heraldv1.ListTopicsRequest) (*heraldv1.ListTopicsResponse, error) {
+		resp := &heraldv1.ListTopicsResponse{}
+		for _, t := range s.topics {
+			resp.Topics = append(resp.Topics, t)
+		}
+		sort.Slice(resp.Topics, func(i, j int) bool { return resp.Topics[i].GetName() < resp.Topics[j].GetName() })
+		return resp, nil
+	})
 }
 
 func (s *Server) SetTopicAttributes(ctx context.Context, req *connect.Request[heraldv1.SetTopicAttributesRequest]) (*connect.Response[heraldv1.SetTopicAttributesResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.topic(req.Msg.GetName())
-	if err != nil {
-		return nil, err
-	}
-	if t.Attributes == nil {
-		t.Attributes = map[string]string{}
-	}
-	maps.Copy(t.Attributes, req.Msg.GetAttributes())
-	return connect.NewResponse(&heraldv1.SetTopicAttributesResponse{Topic: t}), nil
+	return answer(ctx, s, req, func(r *heraldv1.SetTopicAttributesRequest) (*heraldv1.SetTopicAttributesResponse, error) {
+		t, err := s.topic(r.GetName())
+		if err != nil {
+			return nil, err
+		}
+		if t.Attributes == nil {
+			t.Attributes = map[string]string{}
+		}
+		maps.Copy(t.Attributes, r.GetAttributes())
+		return &heraldv1.SetTopicAttributesResponse{Topic: t}, nil
+	})
 }
 
 func (s *Server) DeleteTopic(ctx context.Context, req *connect.Request[heraldv1.DeleteTopicRequest]) (*connect.Response[heraldv1.DeleteTopicResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.topic(req.Msg.GetName()); err != nil {
-		return nil, err
-	}
-	delete(s.topics, req.Msg.GetName())
-	return connect.NewResponse(&heraldv1.DeleteTopicResponse{}), nil
+	return answer(ctx, s, req, func(r *heraldv1.DeleteTopicRequest) (*heraldv1.DeleteTopicResponse, error) {
+		if _, err := s.topic(r.GetName()); err != nil {
+			return nil, err
+		}
+		delete(s.topics, r.GetName())
+		return &heraldv1.DeleteTopicResponse{}, nil
+	})
 }
 
 func (s *Server) TopicStats(ctx context.Context, req *connect.Request[heraldv1.TopicStatsRequest]) (*connect.Response[heraldv1.TopicStatsResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stats == nil {
-		return nil, notFound(req.Msg.GetName())
-	}
-	return connect.NewResponse(s.stats), nil
+	return answer(ctx, s, req, func(r *heraldv1.TopicStatsRequest) (*heraldv1.TopicStatsResponse, error) {
+		if s.stats == nil {
+			return nil, notFound(r.GetName())
+		}
+		return s.stats, nil
+	})
 }
 
 func (s *Server) Publish(ctx context.Context, req *connect.Request[heraldv1.PublishRequest]) (*connect.Response[heraldv1.PublishResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.topic(req.Msg.GetTopic()); err != nil {
-		return nil, err
-	}
-	ids := s.append(req.Msg.GetTopic(), req.Msg.GetEvents()...)
-	return connect.NewResponse(&heraldv1.PublishResponse{Ids: ids}), nil
+	return answer(ctx, s, req, func(r *heraldv1.PublishRequest) (*heraldv1.PublishResponse, error) {
+		if _, err := s.topic(r.GetTopic()); err != nil {
+			return nil, err
+		}
+		ids := s.append(r.GetTopic(), r.GetEvents()...)
+		return &heraldv1.PublishResponse{Ids: ids}, nil
+	})
 }
 
 // Reserve grants a reservation on the topic's only shard, named
 // <topic>/0/r<n>, lasting a minute.
 func (s *Server) Reserve(ctx context.Context, req *connect.Request[heraldv1.ReserveRequest]) (*connect.Response[heraldv1.ReserveResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := fmt.Sprintf("%s/0/r%d", req.Msg.GetTopic(), len(s.reservations)+1)
-	s.reservations[id] = req.Msg.GetTopic()
-	return connect.NewResponse(&heraldv1.ReserveResponse{
-		ReservationId: id,
-		ExpiresAt:     timestamppb.New(s.now.Add(reservationLease)),
-	}), nil
+	return answer(ctx, s, req, func(r *heraldv1.ReserveRequest) (*heraldv1.ReserveResponse, error) {
+		id := fmt.Sprintf("%s/0/r%d", r.GetTopic(), len(s.reservations)+1)
+		s.reservations[id] = r.GetTopic()
+		return &heraldv1.ReserveResponse{
+			ReservationId: id,
+			ExpiresAt:     timestamppb.New(s.now.Add(reservationLease)),
+		}, nil
+	})
 }
 
 func (s *Server) Commit(ctx context.Context, req *connect.Request[heraldv1.CommitRequest]) (*connect.Response[heraldv1.CommitResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	topic, ok := s.reservations[req.Msg.GetReservationId()]
-	if !ok {
-		return nil, connect.NewError(connect.CodeNotFound,
-			fmt.Errorf("reservation %q does not exist (expired, committed or aborted); reserve again", req.Msg.GetReservationId()))
-	}
-	delete(s.reservations, req.Msg.GetReservationId())
-	ids := s.append(topic, req.Msg.GetEvents()...)
-	return connect.NewResponse(&heraldv1.CommitResponse{Ids: ids}), nil
+	return answer(ctx, s, req, func(r *heraldv1.CommitRequest) (*heraldv1.CommitResponse, error) {
+		topic, ok := s.reservations[r.GetReservationId()]
+		if !ok {
+			return nil, connect.NewError(connect.CodeNotFound,
+				fmt.Errorf("reservation %q does not exist (expired, committed or aborted); reserve again", r.GetReservationId()))
+		}
+		delete(s.reservations, r.GetReservationId())
+		ids := s.append(topic, r.GetEvents()...)
+		return &heraldv1.CommitResponse{Ids: ids}, nil
+	})
 }
 
 // Abort forgets a reservation; aborting an unknown one succeeds, as it
 // does on the server (an abort may be retried).
 func (s *Server) Abort(ctx context.Context, req *connect.Request[heraldv1.AbortRequest]) (*connect.Response[heraldv1.AbortResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.reservations, req.Msg.GetReservationId())
-	return connect.NewResponse(&heraldv1.AbortResponse{}), nil
+	return answer(ctx, s, req, func(r *heraldv1.AbortRequest) (*heraldv1.AbortResponse, error) {
+		delete(s.reservations, r.GetReservationId())
+		return &heraldv1.AbortResponse{}, nil
+	})
 }
 
 // Fetch leases available events; with none, it waits as asked and returns
@@ -452,19 +437,16 @@ func unreadableError(topic string, shards []*heraldv1.UnreadableShard) error {
 // Ack acknowledges leased or available events and counts those not
 // acknowledged before.
 func (s *Server) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n uint32
-	for _, id := range req.Msg.GetIds() {
-		if s.known(id) && !s.acked[id] {
-			s.acked[id] = true
-			n++
+	return answer(ctx, s, req, func(r *heraldv1.AckRequest) (*heraldv1.AckResponse, error) {
+		var n uint32
+		for _, id := range r.GetIds() {
+			if s.known(id) && !s.acked[id] {
+				s.acked[id] = true
+				n++
+			}
 		}
-	}
-	return connect.NewResponse(&heraldv1.AckResponse{Acked: n}), nil
+		return &heraldv1.AckResponse{Acked: n}, nil
+	})
 }
 
 // known reports whether an event with the id exists. The caller holds
@@ -480,13 +462,10 @@ func (s *Server) known(id string) bool {
 
 // Nack returns leased events to the queue at once.
 func (s *Server) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
-	if err := begin(ctx, s, req); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range req.Msg.GetIds() {
-		delete(s.leased, id)
-	}
-	return connect.NewResponse(&heraldv1.NackResponse{}), nil
+	return answer(ctx, s, req, func(r *heraldv1.NackRequest) (*heraldv1.NackResponse, error) {
+		for _, id := range r.GetIds() {
+			delete(s.leased, id)
+		}
+		return &heraldv1.NackResponse{}, nil
+	})
 }
