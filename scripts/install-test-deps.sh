@@ -1,8 +1,9 @@
 #!/bin/sh
 # install-test-deps.sh installs the servers that herald's endpoint tests run
 # against: nats-server (internal/endpoint/nats) and RabbitMQ
-# (internal/endpoint/amqp), from the Debian packages. Kafka needs nothing:
-# its tests use franz-go's in-process cluster.
+# (internal/endpoint/amqp), and the Chromium browser that the dashboard's
+# test drives headless (internal/dashboard), from the Debian packages. Kafka
+# needs nothing: its tests use franz-go's in-process cluster.
 #
 # It installs only what is missing, so running it again does nothing, and
 # it needs root (or password-less sudo) only when it installs something.
@@ -25,6 +26,9 @@ have_nats() {
 have_rabbitmq() {
 	[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]
 }
+have_chromium() {
+	command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]
+}
 
 missing=""
 if have_nats; then
@@ -36,6 +40,11 @@ if have_rabbitmq; then
 	echo "install-test-deps: rabbitmq-server is installed"
 else
 	missing="$missing rabbitmq-server"
+fi
+if have_chromium; then
+	echo "install-test-deps: chromium is installed"
+else
+	missing="$missing chromium"
 fi
 if [ -z "$missing" ]; then
 	echo "install-test-deps: nothing to do"
@@ -71,4 +80,5 @@ $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-reco
 
 have_nats || die "nats-server is still missing after installing it"
 have_rabbitmq || die "rabbitmq-server is installed but /usr/lib/rabbitmq/bin/rabbitmq-server, which the tests run, is missing"
+have_chromium || die "chromium is still missing after installing it"
 echo "install-test-deps: installed$missing"
