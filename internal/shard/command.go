@@ -87,6 +87,17 @@ type Command struct {
 	// OlderThan is the cutoff of an Expire: reservations whose Time is
 	// before it are dropped.
 	OlderThan int64
+
+	// DedupIDs are the client-chosen de-duplication ids of a Publish's
+	// events, in the order of Events; an empty id leaves its event
+	// without one. See State.Duplicate for what they do.
+	DedupIDs []string
+
+	// DedupWindow is how long, in nanoseconds before Time, a Publish's
+	// dedup ids match earlier ones; 0 turns de-duplication off for the
+	// command. Like MaxQueueBytes it travels in the command, so that
+	// every replica applies the same window.
+	DedupWindow int64
 }
 
 // A DeadInfo names an event a DeadLetter command gives up on.
@@ -120,6 +131,8 @@ const (
 	fieldEvents
 	fieldOlderThan
 	fieldDead
+	fieldDedupWindow
+	fieldDedupIDs
 
 	fieldAll fieldMask = 1<<iota - 1
 )
@@ -140,7 +153,20 @@ func (c *Command) mask() fieldMask {
 	set(fieldOffsets, len(c.Offsets) != 0)
 	set(fieldDead, len(c.Dead) != 0)
 	set(fieldEvents, len(c.Events) != 0)
+	set(fieldDedupWindow, c.DedupWindow != 0)
+	set(fieldDedupIDs, hasDedupID(c.DedupIDs))
 	return m
+}
+
+// hasDedupID reports whether any of ids is set: a list of empty ids is
+// not encoded, so that it has one encoding, none.
+func hasDedupID(ids []string) bool {
+	for _, id := range ids {
+		if id != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendBinary appends the encoding of c to b and returns the extended
@@ -150,7 +176,8 @@ func (c *Command) mask() fieldMask {
 // non-zero fields, then those fields in a fixed order: integers as varints
 // (signed ones zig-zag encoded), Offsets as a count and zig-zag deltas
 // from the previous offset, Dead as a count and, for each, the zig-zag
-// offset delta and the length-prefixed reason and last error, and Events
+// offset delta and the length-prefixed reason and last error, DedupIDs as
+// a count and length-prefixed strings, and Events
 // last as a count followed by each event's length-prefixed body (key,
 // payload, header count, header names and values, each string
 // length-prefixed). Encoding is deterministic: equal commands, treating
@@ -198,6 +225,15 @@ func (c *Command) AppendBinary(b []byte) []byte {
 			prev = d.Offset
 		}
 	}
+	if m&fieldDedupWindow != 0 {
+		b = binary.AppendVarint(b, c.DedupWindow)
+	}
+	if m&fieldDedupIDs != 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.DedupIDs)))
+		for _, id := range c.DedupIDs {
+			b = appendString(b, id)
+		}
+	}
 	if m&fieldEvents != 0 {
 		b = binary.AppendUvarint(b, uint64(len(c.Events)))
 		for i := range c.Events {
@@ -243,6 +279,15 @@ func (c *Command) encodedLen(m fieldMask) int {
 		for _, d := range c.Dead {
 			n += varintLen(int64(d.Offset-prev)) + stringLen(len(d.Reason)) + stringLen(len(d.LastError))
 			prev = d.Offset
+		}
+	}
+	if m&fieldDedupWindow != 0 {
+		n += varintLen(c.DedupWindow)
+	}
+	if m&fieldDedupIDs != 0 {
+		n += uvarintLen(uint64(len(c.DedupIDs)))
+		for _, id := range c.DedupIDs {
+			n += stringLen(len(id))
 		}
 	}
 	if m&fieldEvents != 0 {
@@ -424,6 +469,26 @@ func decodeHead(d *decoder, c *Command, keep bool) fieldMask {
 				c.Dead[i] = DeadInfo{Offset: prev, Reason: string(reason), LastError: string(lastErr)}
 			}
 		}
+	}
+	if m&fieldDedupWindow != 0 {
+		c.DedupWindow = d.varint("dedup window")
+		nonZero("dedup window", c.DedupWindow == 0)
+	}
+	if m&fieldDedupIDs != 0 {
+		// An id takes at least its length byte.
+		n := d.count("dedup id count", 1)
+		if keep && d.err == nil {
+			c.DedupIDs = make([]string, n)
+		}
+		set := false
+		for i := 0; i < n && d.err == nil; i++ {
+			id := d.bytes("dedup id")
+			set = set || len(id) > 0
+			if keep {
+				c.DedupIDs[i] = string(id)
+			}
+		}
+		nonZero("dedup id list", d.err == nil && !set)
 	}
 	if d.err != nil {
 		return 0

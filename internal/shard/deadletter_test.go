@@ -393,7 +393,7 @@ func TestReplayDeadRejects(t *testing.T) {
 		rejected, noop := clone(t, h.s), clone(t, h.s)
 		tt.cmd.Op = OpReplayDead
 		r := rejected.Apply(100, &tt.cmd)
-		if !errors.Is(r.Err, tt.want) || r != (Result{Err: r.Err}) {
+		if !errors.Is(r.Err, tt.want) || !reflect.DeepEqual(r, Result{Err: r.Err}) {
 			t.Errorf("%s: got %+v, want error %v", tt.name, r, tt.want)
 			continue
 		}
@@ -408,7 +408,7 @@ func TestReplayDeadRejects(t *testing.T) {
 		t.Errorf("error %q does not name the offset", r.Err)
 	}
 	// An empty replay does nothing.
-	if r := h.ok(Command{Op: OpReplayDead}); r != (Result{}) {
+	if r := h.ok(Command{Op: OpReplayDead}); !reflect.DeepEqual(r, Result{}) {
 		t.Errorf("empty replay: %+v", r)
 	}
 	// The dead letters are all still there, and replay fine.

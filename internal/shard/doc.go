@@ -17,6 +17,14 @@
 // is replayed (OpReplayDead: appended again as a new event, with a new
 // offset) or purged (OpPurgeDead).
 //
+// A Publish may give its events client-chosen dedup ids (idempotent
+// publish). The shard remembers the ids it appended, with their offsets,
+// for the command's DedupWindow before its Time, at most MaxDedupEntries of
+// them; a Publish whose every event repeats a remembered id appends
+// nothing and returns the earlier offsets (Result.Duplicates), so a
+// client's retry of a publish that was committed does not append it again.
+// The table is in the snapshot, so restarts and new leaders remember it.
+//
 // The shard's Raft log is the queue. Events live only in the log entries
 // that carry Commit, Publish and ReplayDead commands; State keeps just the
 // metadata needed to find them again (which log entry holds which offsets),

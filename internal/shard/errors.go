@@ -36,6 +36,13 @@ var (
 	// does not decode.
 	ErrInvalidCommand = errors.New("shard: invalid command")
 
+	// ErrPartialDuplicate rejects a Publish some but not all of whose
+	// events repeat dedup ids published within the window. The Result's
+	// Duplicates name them; the proposer publishes the others again on
+	// their own. (A Publish all of whose events are duplicates succeeds,
+	// appending nothing.)
+	ErrPartialDuplicate = errors.New("shard: some events of the publish are duplicates")
+
 	// ErrInvalidSnapshot is returned by UnmarshalBinary for data that is not
 	// a snapshot written by MarshalBinary.
 	ErrInvalidSnapshot = errors.New("shard: invalid snapshot")

@@ -745,7 +745,7 @@ func runStateMachine(t *testing.T, data []byte) {
 			t.Fatalf("step %d: %+v at index %d: error %v, model %v", step, c, index, got.Err, want.Err)
 		}
 		got.Err, want.Err = nil, nil
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: %+v at index %d: %+v, model %+v", step, c, index, got, want)
 		}
 		compare(t, s, m, step%32 == 0)

@@ -210,6 +210,8 @@ func unmarshalCommandSeeds() map[string][]byte {
 	for i, c := range sampleCommands() {
 		seeds[fmt.Sprintf("%02d-%v", i, c.Op)] = c.AppendBinary(nil)
 	}
+	dedup := Command{Op: OpPublish, Time: 5, DedupWindow: 120e9, DedupIDs: []string{"a", "", "c"}, Events: events(1, 2, 3)}
+	seeds["dedup-publish"] = dedup.AppendBinary(nil)
 	seeds["bad-trailing-byte"] = []byte{1, 3, 0, 0}
 	seeds["bad-non-minimal"] = []byte{1, 3, byte(fieldReservationID), 0x81, 0x00}
 	return seeds
@@ -231,6 +233,10 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 		}
 	}
 	seeds["busy"] = snapshot(t, h.s)
+	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
+	// The same history as written before the dedup table: version 2.
+	old := snapshot(t, history(t).s)
+	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
 	return seeds
 }
 

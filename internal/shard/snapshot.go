@@ -6,8 +6,13 @@ import (
 	"slices"
 )
 
-// snapshotVersion is the first byte of every snapshot.
-const snapshotVersion = 2
+// snapshotVersion is the first byte of every snapshot MarshalBinary
+// writes. Version 3 added the de-duplication table at the end; snapshots
+// of version 2, written before, are read as having an empty one.
+const (
+	snapshotVersion   = 3
+	snapshotVersionV2 = 2
+)
 
 // MarshalBinary returns a snapshot of the state. Equal states produce
 // equal bytes, so replicas can compare snapshots to detect divergence.
@@ -92,7 +97,23 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(d.size))
 		prev, prevIndex, prevTime, prevPublish = d.Offset, d.Index, d.Time, d.PublishTime
 	}
-	return b, nil
+	return s.appendDedup(b), nil
+}
+
+// appendDedup appends the de-duplication table in the order it was
+// recorded, which is offset order: each id, its offset as the gap from the
+// previous one less one, and its time as a delta.
+func (s *State) appendDedup(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s.dedup)))
+	prev := uint64(math.MaxUint64)
+	var prevTime int64
+	for _, e := range s.dedup {
+		b = appendString(b, e.id)
+		b = binary.AppendUvarint(b, e.offset-prev-1)
+		b = binary.AppendVarint(b, int64(uint64(e.time)-uint64(prevTime)))
+		prev, prevTime = e.offset, e.time
+	}
+	return b
 }
 
 // appendAttempts appends the attempt counts in offset order: the first
@@ -133,6 +154,7 @@ func (s *State) SnapshotFunc() func() ([]byte, error) {
 func (s *State) freeze() *State {
 	f := *s
 	f.pending = s.pending.freeze()
+	f.dedupIndex = nil // MarshalBinary reads only the table
 	s.resShared = true
 	s.deadShared = true
 	return &f
@@ -145,7 +167,8 @@ func (s *State) freeze() *State {
 func (s *State) UnmarshalBinary(data []byte) error {
 	var t State
 	d := decoder{buf: data, kind: ErrInvalidSnapshot}
-	if v := d.u8("version"); d.err == nil && v != snapshotVersion {
+	v := d.u8("version")
+	if d.err == nil && v != snapshotVersion && v != snapshotVersionV2 {
 		d.fail("unsupported version %d", v)
 	}
 	t.applied = d.uvarint("applied index")
@@ -162,6 +185,9 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	t.decodePending(&d)
 	t.decodeAttempts(&d)
 	t.decodeDead(&d)
+	if v == snapshotVersion {
+		t.decodeDedup(&d)
+	}
 	// Every event is pending, acknowledged or dead-lettered, and each dead
 	// letter held was dead-lettered once.
 	if d.err == nil && (t.deadLettered < uint64(len(t.dead)) || t.deadLettered > t.nextOffset-uint64(t.pendingEvents)) {
@@ -409,4 +435,39 @@ func (t *State) decodeDead(d *decoder) {
 		t.deadBytes += int64(size)
 		prev, prevIndex, prevStart, prevTime, prevPublish = o, index, start, time, publish
 	}
+}
+
+func (t *State) decodeDedup(d *decoder) {
+	// An entry takes at least four bytes: id length, id, offset, time.
+	n := d.count("dedup entry count", 4)
+	if d.err != nil || n == 0 {
+		return
+	}
+	if n > MaxDedupEntries {
+		d.fail("%d dedup entries, over the limit of %d", n, MaxDedupEntries)
+		return
+	}
+	t.dedup = make([]dedupEntry, n)
+	prev := uint64(math.MaxUint64) // wraps to 0 for the first gap
+	var prevTime int64
+	for i := range t.dedup {
+		id := d.bytes("dedup id")
+		gap := d.uvarint("dedup offset")
+		time := prevTime + d.varint("dedup time") // wraps, like the encoder's subtraction
+		if d.err != nil {
+			return
+		}
+		if len(id) == 0 || len(id) > MaxDedupIDBytes {
+			d.fail("dedup entry %d: id of %d bytes", i, len(id))
+			return
+		}
+		if gap >= t.nextOffset-prev-1 {
+			d.fail("dedup offsets out of order or beyond next offset %d", t.nextOffset)
+			return
+		}
+		prev += gap + 1
+		t.dedup[i] = dedupEntry{id: string(id), offset: prev, time: time}
+		prevTime = time
+	}
+	t.rebuildDedupIndex()
 }

@@ -171,7 +171,7 @@ func TestUnmarshalBinaryRejects(t *testing.T) {
 		check("truncated", good[:n])
 	}
 	check("trailing byte", append(good[:len(good):len(good)], 0))
-	check("old version", append([]byte{snapshotVersion - 1}, good[1:]...))
+	check("old version", append([]byte{snapshotVersionV2 - 1}, good[1:]...))
 	check("new version", append([]byte{snapshotVersion + 1}, good[1:]...))
 
 	// Hand-built snapshots, each wrong in one way.
@@ -361,7 +361,9 @@ func (r rawSnapshot) clone() rawSnapshot {
 }
 
 func (r *rawSnapshot) encode() []byte {
-	b := []byte{snapshotVersion}
+	// Hand-built snapshots are of version 2, which has no dedup table:
+	// they check that snapshots written before it are still read.
+	b := []byte{snapshotVersionV2}
 	for _, x := range []uint64{r.applied, r.next, r.head, r.lastRes} {
 		b = appendUvarint(b, x)
 	}
@@ -441,8 +443,13 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			}
 			return
 		}
-		if got := snapshot(t, &s); !bytes.Equal(got, data) {
-			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", data, got)
+		want := data
+		if data[0] == snapshotVersionV2 {
+			// Read as version 3 with an empty dedup table.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
+		}
+		if got := snapshot(t, &s); !bytes.Equal(got, want) {
+			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
 		}
 		checkInvariants(t, &s)
 	})

@@ -56,6 +56,17 @@ type State struct {
 	deadShared  bool
 	deadBytes   int64 // sum of their sizes
 	deadDropped int   // see dropFront
+
+	// dedup is the de-duplication table: the dedup ids of recent
+	// publishes, in the order they were recorded (see dedup.go). Like
+	// runs it is only appended to and dropped from the front, so frozen
+	// copies share the array as it is. dedupIndex maps an id to the
+	// sequence number of its latest entry, dedupFirst being that of
+	// dedup[0]; frozen copies do not need it.
+	dedup        []dedupEntry
+	dedupFirst   uint64
+	dedupIndex   map[string]uint64
+	dedupDropped int // see dropFront
 }
 
 // acked marks a done entry of State.pending: acknowledged, or moved to the
@@ -106,6 +117,12 @@ type Result struct {
 	// of events moved to the dead-letter queue; for PurgeDead, the number
 	// of dead letters deleted.
 	Count int
+
+	// Duplicates are, for a Publish with dedup ids, the events whose ids
+	// repeat ones published within the window, with the offsets those
+	// got. If every event is a duplicate the Publish succeeds with Count
+	// 0; if only some are, it is rejected with ErrPartialDuplicate.
+	Duplicates []Duplicate
 
 	// Err is non-nil if the command was rejected. The state is then
 	// unchanged, except that Applied has advanced to the command's index.
@@ -255,10 +272,24 @@ func (s *State) publish(index uint64, c *Command) Result {
 	if c.MaxQueueBytes < 0 {
 		return reject(fmt.Errorf("%w: negative max queue bytes %d", ErrInvalidCommand, c.MaxQueueBytes))
 	}
+	dups, err := s.checkDedup(c)
+	switch {
+	case err != nil:
+		return reject(err)
+	case len(dups) == len(c.Events):
+		// A retry of a publish that was committed: nothing to append.
+		s.pruneDedup(c.Time - c.DedupWindow)
+		return Result{Duplicates: dups}
+	case len(dups) > 0:
+		return Result{Duplicates: dups, Err: fmt.Errorf("%w: %d of %d events repeat dedup ids; publish the others without them",
+			ErrPartialDuplicate, len(dups), len(c.Events))}
+	}
 	if err := s.checkSpace(eventsSize(c.Events), c.MaxQueueBytes); err != nil {
 		return reject(err)
 	}
-	return s.appendEvents(index, c.Time, c.Events)
+	r := s.appendEvents(index, c.Time, c.Events)
+	s.recordDedup(c, r.FirstOffset)
+	return r
 }
 
 // appendEvents assigns the next offsets to events, carried by the log

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -42,7 +43,7 @@ func (h *harness) fails(c Command, want error) {
 	if !errors.Is(r.Err, want) {
 		h.t.Fatalf("apply %v at index %d: got error %v, want %v", c.Op, h.index, r.Err, want)
 	}
-	if r != (Result{Err: r.Err}) {
+	if !reflect.DeepEqual(r, Result{Err: r.Err}) {
 		h.t.Fatalf("rejected %v returned %+v, want only Err", c.Op, r)
 	}
 }
@@ -375,7 +376,7 @@ func TestApplyIndex(t *testing.T) {
 		t.Errorf("op 200: got %v, applied %d; want ErrInvalidCommand, applied 11", r.Err, s.Applied())
 	}
 	// A nil command is a no-op.
-	if r := s.Apply(12, nil); r != (Result{}) || s.Applied() != 12 || s.NextOffset() != 2 {
+	if r := s.Apply(12, nil); !reflect.DeepEqual(r, Result{}) || s.Applied() != 12 || s.NextOffset() != 2 {
 		t.Errorf("nil command: got %+v, applied %d, next offset %d", r, s.Applied(), s.NextOffset())
 	}
 }
