@@ -39,7 +39,10 @@ type Config struct {
 	// DeliveryConcurrency bounds a shard's concurrent pushes; events of
 	// one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
-	Logger              *slog.Logger // slog.Default()
+	// DedupWindow is how long a published event's dedup id is
+	// remembered (see Event.DedupID).
+	DedupWindow time.Duration
+	Logger      *slog.Logger // slog.Default()
 	// Registerer receives the node's metrics (delivery outcomes, queue
 	// depths) and its host's; nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -47,6 +50,10 @@ type Config struct {
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
 const DefaultMaxPayloadBytes = 1 << 20
+
+// DefaultDedupWindow is how long dedup ids are remembered by default: long
+// enough for a client to retry across a restart or a change of leader.
+const DefaultDedupWindow = 2 * time.Minute
 
 // DefaultConfig returns the defaults of every setting that has one: the
 // one place herald's defaults are declared (herald serve starts from it).
@@ -57,6 +64,7 @@ func DefaultConfig() Config {
 		ReservationTimeout:  30 * time.Second,
 		SnapshotEntries:     host.DefaultSnapshotEntries,
 		DeliveryConcurrency: delivery.DefaultMaxInFlight,
+		DedupWindow:         DefaultDedupWindow,
 	}
 }
 
@@ -76,6 +84,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DeliveryConcurrency <= 0 {
 		c.DeliveryConcurrency = d.DeliveryConcurrency
+	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = d.DedupWindow
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -20,16 +20,22 @@ import (
 // its part. The shards commit independently: if one fails, events routed
 // to the others may already be committed, and a retry of the whole batch
 // delivers them twice (herald is at-least-once; consumers de-duplicate on
-// the event id).
+// the event id) — unless the events carry dedup ids: then a retry within
+// the dedup window returns the ids of the events already committed and
+// appends only the others.
 func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []string, err error) {
 	defer classify(&err)
 	events := shardEvents(in)
+	dedup := dedupIDs(in)
 
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return nil, err
 	}
 	if err := n.checkEvents(events); err != nil {
+		return nil, err
+	}
+	if err := checkDedupIDs(dedup); err != nil {
 		return nil, err
 	}
 	if !tr.info.Attributes.Persistent {
@@ -45,21 +51,8 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	now := time.Now().UnixNano()
 	eg, ctx := errgroup.WithContext(ctx)
 	for idx, positions := range byShard {
-		s := tr.shards[idx]
-		eg.Go(func() error {
-			cmd := shard.Command{Op: shard.OpPublish, Time: now, MaxQueueBytes: tr.info.Attributes.MaxQueueBytes}
-			for _, p := range positions {
-				cmd.Events = append(cmd.Events, events[p])
-			}
-			res, err := n.proposeShard(ctx, s, &cmd)
-			if err != nil {
-				return fmt.Errorf("publish to shard %s: %w", s.name, err)
-			}
-			for j, p := range positions {
-				ids[p] = topic.EventID(topicName, s.index, res.FirstOffset+uint64(j))
-			}
-			return nil
-		})
+		p := shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
+		eg.Go(func() error { return n.publishShard(ctx, &p, positions) })
 	}
 	err = eg.Wait()
 	touched := slices.Collect(maps.Keys(byShard))
@@ -71,6 +64,57 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	return ids, nil
 }
 
+// A shardPublish is the part of a Publish that goes to one shard.
+type shardPublish struct {
+	tr     *topicRuntime
+	s      *shardRuntime
+	time   int64
+	events []shard.Event
+	dedup  []string // nil if no event has a dedup id
+	ids    []string // written at the positions of this shard's events
+}
+
+// publishShard proposes the events at positions to the shard and writes
+// their ids. Events whose dedup ids repeat ones committed within the
+// window get the earlier ids; when only some of them do, the shard refuses
+// the command and the others are proposed again on their own.
+func (n *Node) publishShard(ctx context.Context, p *shardPublish, positions []int) error {
+	for len(positions) > 0 {
+		cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes}
+		for _, i := range positions {
+			cmd.Events = append(cmd.Events, p.events[i])
+			if p.dedup != nil {
+				cmd.DedupIDs = append(cmd.DedupIDs, p.dedup[i])
+			}
+		}
+		if cmd.DedupIDs != nil {
+			cmd.DedupWindow = n.cfg.DedupWindow.Nanoseconds()
+		}
+		res, err := n.proposeShard(ctx, p.s, &cmd)
+		if err != nil && !errors.Is(err, shard.ErrPartialDuplicate) {
+			return fmt.Errorf("publish to shard %s: %w", p.s.name, err)
+		}
+		for _, d := range res.Duplicates {
+			p.ids[positions[d.Slot]] = topic.EventID(p.tr.info.Name, p.s.index, d.Offset)
+		}
+		rest := positions[:0:0]
+		for _, i := range positions {
+			if p.ids[i] == "" {
+				rest = append(rest, i)
+			}
+		}
+		if err == nil {
+			for j, i := range rest {
+				p.ids[i] = topic.EventID(p.tr.info.Name, p.s.index, res.FirstOffset+uint64(j))
+			}
+			return nil
+		}
+		// Fewer events each time round: the loop ends.
+		positions = rest
+	}
+	return nil
+}
+
 func (n *Node) checkEvents(events []shard.Event) error {
 	if len(events) == 0 {
 		return fmt.Errorf("%w: no events given; pass at least one", errInvalidRequest)
@@ -80,6 +124,26 @@ func (n *Node) checkEvents(events []shard.Event) error {
 			return fmt.Errorf("%w: event %d has a %d-byte payload, over the limit of %d bytes; split it, or store it elsewhere and publish a reference (the server's --max-payload-bytes sets the limit)",
 				ErrPayloadTooLarge, i, len(events[i].Payload), n.cfg.MaxPayloadBytes)
 		}
+	}
+	return nil
+}
+
+// checkDedupIDs rejects dedup ids the shards would: too long, or given to
+// two events of one request.
+func checkDedupIDs(ids []string) error {
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		if len(id) > shard.MaxDedupIDBytes {
+			return fmt.Errorf("%w: event %d's dedup_id has %d bytes, over the limit of %d; use a shorter id, such as a UUID",
+				errInvalidRequest, i, len(id), shard.MaxDedupIDBytes)
+		}
+		if j, ok := seen[id]; ok {
+			return fmt.Errorf("%w: events %d and %d have the same dedup_id %q; give each event its own", errInvalidRequest, j, i, id)
+		}
+		seen[id] = i
 	}
 	return nil
 }
@@ -125,6 +189,9 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 	}
 	if err := n.checkEvents(events); err != nil {
 		return nil, err
+	}
+	if dedupIDs(in) != nil {
+		return nil, fmt.Errorf("%w: dedup_id is for Publish only; a commit is made once by reservation id, so it needs none", errInvalidRequest)
 	}
 	for i := range events {
 		if got := topic.ShardFor(events[i].Key, s.shardCount); got != s.rt.index {

@@ -32,6 +32,25 @@ type Event struct {
 	Key     string
 	Payload []byte
 	Headers map[string]string
+	// DedupID, when set on a published event, makes the publish
+	// idempotent: publishing an event with the same DedupID and key to the
+	// same topic again within the node's dedup window returns the first
+	// event's id instead of appending it again. Publish only.
+	DedupID string
+}
+
+// dedupIDs returns the events' dedup ids, or nil if none has one.
+func dedupIDs(in []Event) []string {
+	var ids []string
+	for i, e := range in {
+		if e.DedupID != "" && ids == nil {
+			ids = make([]string, len(in))
+		}
+		if ids != nil {
+			ids[i] = e.DedupID
+		}
+	}
+	return ids
 }
 
 // shardEvents converts events to the shard's form. Headers are sorted by
