@@ -55,4 +55,4 @@ go build -o "$bin/" google.golang.org/protobuf/cmd/protoc-gen-go \
 PATH="$bin:$PATH" protoc -I . -I /usr/include \
 	--go_out="$out" --go_opt=module=herald/proto \
 	--connect-go_out="$out" --connect-go_opt=module=herald/proto \
-	herald/v1/herald.proto
+	$(find herald -name '*.proto' | LC_ALL=C sort)

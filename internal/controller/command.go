@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"herald/internal/topic"
 )
@@ -26,6 +27,10 @@ type Command struct {
 	// Changes are attribute changes in the string form of
 	// topic.Attributes.With. Only for OpSet.
 	Changes map[string]string `json:"changes,omitempty"`
+	// Members are the ids of the cluster's nodes, over which a created
+	// topic's shards are placed (see Place). Only for OpCreate; none
+	// places the shards on node 1, as before herald had clusters.
+	Members []uint64 `json:"members,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -74,6 +79,12 @@ func (c *Command) checkFields() error {
 	}
 	if c.Op != OpCreate && c.Attributes != nil {
 		return invalidf("invalid controller command: %s of topic %q has attributes, which only create takes; use changes", c.Op, c.Name)
+	}
+	if c.Op != OpCreate && c.Members != nil {
+		return invalidf("invalid controller command: %s of topic %q has members, which only create takes", c.Op, c.Name)
+	}
+	if slices.Contains(c.Members, 0) {
+		return invalidf("invalid controller command: create of topic %q names node 0 among its members; node ids start at 1", c.Name)
 	}
 	if c.Op != OpSet && c.Changes != nil {
 		return invalidf("invalid controller command: %s of topic %q has changes, which only set takes", c.Op, c.Name)

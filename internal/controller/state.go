@@ -23,16 +23,62 @@ type Topic struct {
 	// is deleted, so that a stale replica of a deleted shard can never be
 	// mistaken for a shard of a newer topic.
 	FirstGroup uint64 `json:"first_group"`
-	CreatedAt  int64  `json:"created_at"` // Unix nanoseconds, from the command
-	UpdatedAt  int64  `json:"updated_at"` // Unix nanoseconds, from the command
+	// Placement lists, per shard, the nodes that hold a replica of it;
+	// the first is the shard's preferred leader. Topics created before
+	// herald had clusters have none: their shards live on node 1.
+	Placement [][]uint64 `json:"placement,omitempty"`
+	CreatedAt int64      `json:"created_at"` // Unix nanoseconds, from the command
+	UpdatedAt int64      `json:"updated_at"` // Unix nanoseconds, from the command
 }
 
 // Group returns the Raft group id of shard i of t.
 func (t *Topic) Group(i int) uint64 { return t.FirstGroup + uint64(i) }
 
+// Replicas returns the nodes that hold shard i of t, the preferred leader
+// first.
+func (t *Topic) Replicas(i int) []uint64 {
+	if i < len(t.Placement) {
+		return t.Placement[i]
+	}
+	return []uint64{legacyNode}
+}
+
+// legacyNode is the node that holds the shards of topics created before
+// herald had clusters: a lone node's id has always been 1.
+const legacyNode = 1
+
+// ReplicationFactor is how many nodes hold each shard, when the cluster
+// has that many.
+const ReplicationFactor = 3
+
+// Place spreads the shards of a topic whose shard 0 is group firstGroup
+// over members: each shard on ReplicationFactor of them (all, when there
+// are fewer), consecutive in members' order from a starting node that
+// moves one further with each group, so replicas and preferred leaders
+// are spread evenly.
+func Place(members []uint64, firstGroup uint64, shards int) [][]uint64 {
+	members = slices.Sorted(slices.Values(members))
+	k := min(ReplicationFactor, len(members))
+	out := make([][]uint64, shards)
+	for i := range shards {
+		start := int((firstGroup + uint64(i)) % uint64(len(members)))
+		for j := range k {
+			out[i] = append(out[i], members[(start+j)%len(members)])
+		}
+	}
+	return out
+}
+
 func (t *Topic) clone() Topic {
 	c := *t
 	c.Attributes = t.Attributes.Clone()
+	c.Placement = make([][]uint64, len(t.Placement))
+	for i, r := range t.Placement {
+		c.Placement[i] = slices.Clone(r)
+	}
+	if t.Placement == nil {
+		c.Placement = nil
+	}
 	return c
 }
 
@@ -99,6 +145,9 @@ func (s *State) create(c *Command) Result {
 		FirstGroup: s.nextGroup,
 		CreatedAt:  c.Time,
 		UpdatedAt:  c.Time,
+	}
+	if len(c.Members) > 0 {
+		t.Placement = Place(c.Members, t.FirstGroup, attrs.Shards)
 	}
 	s.nextGroup += uint64(attrs.Shards)
 	s.topics[t.Name] = t
@@ -227,6 +276,14 @@ func (snap *snapshot) check() error {
 		}
 		if n := t.Attributes.Shards; n < 1 || n > topic.MaxShards {
 			return fmt.Errorf("topic %q has %d shards", t.Name, n)
+		}
+		if t.Placement != nil && len(t.Placement) != t.Attributes.Shards {
+			return fmt.Errorf("topic %q places %d shards, but has %d", t.Name, len(t.Placement), t.Attributes.Shards)
+		}
+		for i, r := range t.Placement {
+			if len(r) == 0 || slices.Contains(r, 0) {
+				return fmt.Errorf("topic %q places shard %d on nodes %v", t.Name, i, r)
+			}
 		}
 	}
 	// Each topic's groups lie in [ControllerGroup+1, NextGroup), and no two

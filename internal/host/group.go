@@ -29,6 +29,15 @@ type proposal struct {
 
 type waiter struct {
 	result chan any
+	since  time.Time // when the proposal was made
+}
+
+// report is what the transport says of messages a group sent.
+type report struct {
+	to          uint64
+	unreachable bool // a message to the node was lost
+	snapshot    bool // a snapshot to the node went out, or failed
+	failed      bool
 }
 
 // group is one Raft group and the goroutine that owns its RawNode and
@@ -47,6 +56,7 @@ type group struct {
 	propc    chan proposal
 	tickc    chan struct{}
 	recvc    chan *pb.Message
+	reportc  chan report
 	viewc    chan func()
 	snapDone chan snapResult
 	stopc    chan struct{}
@@ -90,7 +100,8 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.IsEmpty() {
+	created := st.IsEmpty()
+	if created {
 		peers := gc.Peers
 		if len(peers) == 0 {
 			peers = []uint64{h.cfg.NodeID}
@@ -108,6 +119,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		propc:    make(chan proposal, maxProposalBatch),
 		tickc:    make(chan struct{}, 1),
 		recvc:    make(chan *pb.Message, 256),
+		reportc:  make(chan report, 64),
 		viewc:    make(chan func()),
 		snapDone: make(chan snapResult, 1),
 		stopc:    make(chan struct{}),
@@ -152,7 +164,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	g.rn = rn
 	// A group whose only voter is this node need not wait an election
 	// timeout after a restart.
-	if vs := g.confState.GetVoters(); len(vs) == 1 && vs[0] == h.cfg.NodeID {
+	if vs := g.confState.GetVoters(); (len(vs) == 1 && vs[0] == h.cfg.NodeID) || (created && gc.Campaign) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
@@ -199,10 +211,13 @@ func (g *group) run() {
 			g.proposeOne(p)
 		case <-g.tickc:
 			g.rn.Tick()
+			g.expireForwarded()
 		case m := <-g.recvc:
 			if err := g.rn.Step(m); err != nil {
 				g.log.Debug("step message", "err", err)
 			}
+		case r := <-g.reportc:
+			g.applyReport(r)
 		case fn := <-g.viewc:
 			fn()
 		case r := <-g.snapDone:
@@ -212,6 +227,19 @@ func (g *group) run() {
 			g.fail(err)
 			return
 		}
+	}
+}
+
+func (g *group) applyReport(r report) {
+	if r.snapshot {
+		status := raft.SnapshotFinish
+		if r.failed {
+			status = raft.SnapshotFailure
+		}
+		g.rn.ReportSnapshot(r.to, status)
+	}
+	if r.unreachable {
+		g.rn.ReportUnreachable(r.to)
 	}
 }
 
@@ -309,6 +337,9 @@ func (g *group) handleReady() error {
 		}
 		g.checkCaughtUp()
 		if changed {
+			// What was proposed under the old leader may be lost or may
+			// yet commit: its proposers must not wait to find out.
+			g.failWaiters(func(waiter) bool { return true })
 			g.h.leaders.notify(g.id)
 		}
 	}
@@ -497,7 +528,7 @@ func (g *group) propose(ctx context.Context, cmd []byte) (any, error) {
 
 func (g *group) proposeOnce(ctx context.Context, cmd []byte) (any, error) {
 	id := g.h.nextID.Add(1)
-	w := waiter{result: make(chan any, 1)}
+	w := waiter{result: make(chan any, 1), since: time.Now()}
 	g.waitMu.Lock()
 	if g.waiters == nil {
 		g.waitMu.Unlock()
@@ -553,6 +584,32 @@ func (g *group) deliver(id uint64, result any) {
 	if ok {
 		w.result <- result
 	}
+}
+
+// failWaiters answers the waiting proposers that match with
+// ErrOutcomeUnknown.
+func (g *group) failWaiters(match func(waiter) bool) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	for id, w := range g.waiters {
+		if match(w) {
+			delete(g.waiters, id)
+			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
+		}
+	}
+}
+
+// expireForwarded answers, with ErrOutcomeUnknown, the proposals a
+// follower forwarded to its leader that have waited two election
+// timeouts: the forward may have been lost on the way, and raft never
+// says so.
+func (g *group) expireForwarded() {
+	if g.isLeader.Load() {
+		return
+	}
+	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
+	now := time.Now()
+	g.failWaiters(func(w waiter) bool { return now.Sub(w.since) > limit })
 }
 
 // shutdown fails every waiting proposer with err.

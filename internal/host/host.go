@@ -140,6 +140,10 @@ type GroupConfig struct {
 	// group.
 	Dir   string
 	Peers []uint64 // voters, used when the group is created for the first time
+	// Campaign makes this node stand for election as soon as the group is
+	// created (not when it is reopened): how the preferred leader of a new
+	// shard takes the lead without waiting an election timeout.
+	Campaign bool
 	// StateMachine is the group's state machine, in its initial state.
 	StateMachine StateMachine
 }
@@ -154,6 +158,11 @@ var (
 	ErrClosed = errors.New("raft group is shut down")
 	// ErrOverloaded means too many proposals are waiting to be committed.
 	ErrOverloaded = errors.New("raft group has too many uncommitted proposals; retry later")
+	// ErrOutcomeUnknown means the group's leader changed, or could not be
+	// reached, while a proposal was in flight: it may or may not be
+	// applied. Retrying may apply it twice unless the command is
+	// idempotent.
+	ErrOutcomeUnknown = errors.New("the raft leader changed while the request was in flight, so it may or may not have been applied")
 )
 
 // Host runs Raft groups.
@@ -374,6 +383,45 @@ func (h *Host) Step(ctx context.Context, id uint64, m *pb.Message) error {
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Receive delivers a message from another node to a group without
+// waiting: a group whose inbox is full drops it (raft resends what
+// matters), as does a node that does not run the group (yet).
+func (h *Host) Receive(id uint64, m *pb.Message) error {
+	g, err := h.group(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case g.recvc <- m:
+		return nil
+	default:
+		return fmt.Errorf("group %s: %w", g.name, ErrOverloaded)
+	}
+}
+
+// ReportUnreachable tells a group that a message it sent to node to was
+// lost, so that raft probes the node instead of streaming to it.
+func (h *Host) ReportUnreachable(id, to uint64) {
+	h.report(id, report{to: to, unreachable: true})
+}
+
+// ReportSnapshot tells a group whether the snapshot it sent to node to
+// went out, so that raft resumes replicating to the node, or retries.
+func (h *Host) ReportSnapshot(id, to uint64, failed bool) {
+	h.report(id, report{to: to, snapshot: true, failed: failed})
+}
+
+func (h *Host) report(id uint64, r report) {
+	g, err := h.group(id)
+	if err != nil {
+		return
+	}
+	select {
+	case g.reportc <- r:
+	case <-g.done:
 	}
 }
 

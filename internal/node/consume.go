@@ -62,6 +62,18 @@ func (t *leaseTable) count(now time.Time) int {
 	return n
 }
 
+// forgetBelow drops the leases of events before the first pending one:
+// they were acknowledged, perhaps through another node, whose ack did not
+// pass by this table. The caller holds t.mu.
+func (t *leaseTable) forgetBelow(pending []delivery.Event) {
+	for o := range t.until {
+		if len(pending) == 0 || o < pending[0].Offset {
+			delete(t.until, o)
+			delete(t.attempts, o)
+		}
+	}
+}
+
 func (t *leaseTable) release(offsets []uint64, forget bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -180,7 +192,7 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibil
 		if len(res.Deliveries) >= max || ctxErr != nil {
 			continue
 		}
-		got, err := n.fetchShard(ctx, s, max-len(res.Deliveries), visibility)
+		got, err := n.fetchFromLeader(ctx, s, max-len(res.Deliveries), visibility)
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The request ends: that says nothing about the shard.
@@ -261,12 +273,16 @@ func (n *Node) readPending(ctx context.Context, s *shardRuntime, from uint64, li
 // from the delivery head in offset order.
 func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
 	pending, _, err := n.readPending(ctx, s, 0, maxScanPerShard)
-	if err != nil || len(pending) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	t := s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.forgetBelow(pending)
+	if len(pending) == 0 {
+		return nil, nil
+	}
 	now := time.Now()
 	blocked := make(map[string]bool) // keys with an earlier event still out
 	var out []Delivery
@@ -327,7 +343,9 @@ func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 		return err
 	}
 	for s, offsets := range groups {
-		s.rt.leases.release(offsets, false)
+		if err := n.nackOnLeader(ctx, s.rt, offsets); err != nil {
+			return fmt.Errorf("nack in shard %s: %w", s.rt.name, err)
+		}
 		s.topic.events.signal()
 	}
 	return nil

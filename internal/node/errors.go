@@ -62,7 +62,7 @@ var kinds = []struct {
 	{ErrExists, []error{controller.ErrTopicExists}},
 	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, ErrPushTopic, ErrEndpointRejected}},
 	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
-	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed}},
+	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown}},
 }
 
 // kindError gives an error its kind without changing its message.

@@ -25,12 +25,20 @@ import (
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
+	"herald/internal/transport"
 )
 
 // Config configures a node. Zero values take DefaultConfig's.
 type Config struct {
-	DataDir            string // required
-	NodeID             uint64
+	DataDir string // required
+	NodeID  uint64
+	// Members are the ids of every node of the cluster, this one
+	// included. None means a cluster of this node alone.
+	Members []uint64
+	// Transport connects the node to the other members; required when
+	// there are any. The node starts it; its creator closes it after the
+	// node.
+	Transport          *transport.Transport
 	MaxPayloadBytes    int           // per event payload
 	ReservationTimeout time.Duration // uncommitted reservations expire after this
 	SnapshotEntries    uint64        // see host.Config
@@ -91,6 +99,10 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if len(c.Members) == 0 {
+		c.Members = []uint64{c.NodeID}
+	}
+	c.Members = slices.Sorted(slices.Values(c.Members))
 }
 
 const controllerName = "controller"
@@ -134,11 +146,17 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := checkWritable(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if !slices.Contains(cfg.Members, cfg.NodeID) {
+		return nil, fmt.Errorf("node %d is not among the cluster's members %v; list every node, this one included, in --peers", cfg.NodeID, cfg.Members)
+	}
+	if len(cfg.Members) > 1 && cfg.Transport == nil {
+		return nil, fmt.Errorf("node %d has peers %v but no transport to reach them", cfg.NodeID, cfg.Members)
+	}
 	epoch, err := nextBootEpoch(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	h, err := host.New(host.Config{
+	hc := host.Config{
 		NodeID:          cfg.NodeID,
 		Dir:             cfg.DataDir,
 		SnapshotEntries: cfg.SnapshotEntries,
@@ -146,7 +164,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		SegmentSize:     cfg.SegmentSize,
 		Logger:          cfg.Logger,
 		Registerer:      cfg.Registerer,
-	})
+	}
+	if cfg.Transport != nil {
+		hc.Transport = cfg.Transport
+	}
+	h, err := host.New(hc)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +192,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	ctrl := host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName, StateMachine: n.ctrl}
+	if cfg.Transport != nil {
+		n.handleCalls(cfg.Transport)
+		cfg.Transport.Start(h)
+	}
+	ctrl := host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
+		Peers: cfg.Members, StateMachine: n.ctrl}
 	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
@@ -206,10 +233,14 @@ func checkWritable(dir string) error {
 	return os.Remove(probe)
 }
 
+// controllerWait bounds the wait for the controller at the start: in a
+// cluster, for a quorum of its nodes to be up.
+const controllerWait = 2 * time.Minute
+
 // waitControllerCaughtUp waits until the controller has a leader and has
 // applied its whole log, so the topic list is complete before shards open.
 func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, controllerWait)
 	defer cancel()
 	for {
 		st, err := n.host.GroupStatus(controller.ControllerGroup)
@@ -224,7 +255,7 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the controller did not elect a leader and catch up: %w", ctx.Err())
+			return fmt.Errorf("the controller did not elect a leader and catch up (in a cluster, start a majority of the nodes in --peers): %w", ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -293,19 +324,22 @@ func (n *Node) reconcile(ctx context.Context) error {
 	for _, t := range topics {
 		tr := n.topics[t.Name]
 		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
-			tr = newTopicRuntime(t)
+			tr = newTopicRuntime(t, n.cfg.NodeID)
 		} else {
 			tr = tr.withInfo(t)
 		}
 		newTopics[t.Name] = tr
 		for _, s := range tr.shards {
-			wanted[s.group] = s
+			if s.local {
+				wanted[s.group] = s
+			}
 		}
 	}
 	var toOpen []host.GroupConfig
 	for id, s := range wanted {
 		if _, ok := n.shards[id]; !ok {
-			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.name, StateMachine: shard.NewMachine()})
+			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.name, Peers: s.replicas,
+				Campaign: s.replicas[0] == n.cfg.NodeID, StateMachine: shard.NewMachine()})
 		}
 	}
 	var toRemove []*shardRuntime
@@ -387,6 +421,9 @@ func (n *Node) lookup(name string) (*topicRuntime, error) {
 
 // propose sends a shard command to its group and unwraps the result.
 func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
+	if !s.local {
+		return shard.Result{}, notHostedError(s)
+	}
 	if s.openErr != nil {
 		return shard.Result{}, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
 	}

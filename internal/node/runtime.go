@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,12 +50,14 @@ type topicRuntime struct {
 	rr     *atomic.Uint32
 }
 
-func newTopicRuntime(t controller.Topic) *topicRuntime {
+func newTopicRuntime(t controller.Topic, self uint64) *topicRuntime {
 	tr := &topicRuntime{info: t, events: newBroadcast(), rr: new(atomic.Uint32)}
 	for i := range t.Attributes.Shards {
+		replicas := t.Replicas(i)
 		tr.shards = append(tr.shards, &shardRuntime{
 			topic: t.Name, index: i, name: topic.ShardName(t.Name, i),
-			group: t.FirstGroup + uint64(i), leases: newLeaseTable(),
+			group: t.Group(i), replicas: replicas, local: slices.Contains(replicas, self),
+			leases: newLeaseTable(),
 		})
 	}
 	return tr
@@ -73,12 +76,14 @@ func (tr *topicRuntime) shardFor(key string) *shardRuntime {
 
 // shardRuntime is one shard as this node serves it.
 type shardRuntime struct {
-	topic   string
-	index   int
-	name    string
-	group   uint64
-	openErr error // set when the shard's group could not be opened
-	leases  *leaseTable
+	topic    string
+	index    int
+	name     string
+	group    uint64
+	replicas []uint64 // the nodes that hold the shard, the preferred leader first
+	local    bool     // this node holds a replica
+	openErr  error    // set when the shard's group could not be opened
+	leases   *leaseTable
 }
 
 // broadcast wakes every waiter at once: long-polling fetches wait on it.

@@ -28,7 +28,8 @@ func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]st
 	if err := a.Validate(); err != nil {
 		return Topic{}, err
 	}
-	t, err := n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a, Time: time.Now().UnixNano()})
+	t, err := n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a,
+		Members: n.cfg.Members, Time: time.Now().UnixNano()})
 	return topicOf(t), err
 }
 

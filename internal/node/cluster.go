@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"herald/internal/transport"
+)
+
+// What a node asks of the leader of a shard it does not lead. Writes need
+// no such call: every replica proposes, and raft forwards proposals to the
+// leader. Pull leases, though, live in the leader's memory, so fetching
+// and nacking go to the leader.
+const (
+	opFetch = "fetch"
+	opNack  = "nack"
+)
+
+// shardCall is the payload of a call about one shard.
+type shardCall struct {
+	Topic      string        `json:"topic"`
+	Shard      int           `json:"shard"`
+	Max        int           `json:"max,omitempty"`
+	Visibility time.Duration `json:"visibility,omitempty"`
+	Offsets    []uint64      `json:"offsets,omitempty"`
+}
+
+// handleCalls registers what peers may call on this node.
+func (n *Node) handleCalls(t *transport.Transport) {
+	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
+		var c shardCall
+		s, err := n.calledShard(payload, &c)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := n.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(ds)
+	})
+	t.HandleCall(opNack, func(ctx context.Context, payload []byte) ([]byte, error) {
+		var c shardCall
+		s, err := n.calledShard(payload, &c)
+		if err != nil {
+			return nil, err
+		}
+		s.leases.release(c.Offsets, false)
+		return nil, nil
+	})
+}
+
+// calledShard decodes a shard call and returns the shard, which this node
+// must lead.
+func (n *Node) calledShard(payload []byte, c *shardCall) (*shardRuntime, error) {
+	if err := json.Unmarshal(payload, c); err != nil {
+		return nil, fmt.Errorf("shard call does not decode: %w", err)
+	}
+	rs, err := n.shardOf(c.Topic, c.Shard)
+	if err != nil {
+		return nil, err
+	}
+	s := rs.rt
+	if !n.leads(s) {
+		return nil, fmt.Errorf("%w: node %d no longer leads shard %s; retry", ErrUnavailable, n.cfg.NodeID, s.name)
+	}
+	return s, nil
+}
+
+// leads reports whether this node leads the shard.
+func (n *Node) leads(s *shardRuntime) bool {
+	if !s.local || s.openErr != nil {
+		return false
+	}
+	st, err := n.host.GroupStatus(s.group)
+	return err == nil && st.IsLeader && st.Err == nil
+}
+
+// shardLeader returns the node that leads the shard, as this node knows
+// it, or an ErrUnavailable error saying why there is none.
+func (n *Node) shardLeader(s *shardRuntime) (uint64, error) {
+	if !s.local {
+		return 0, notHostedError(s)
+	}
+	if s.openErr != nil {
+		return 0, openFailure(s)
+	}
+	st, err := n.host.GroupStatus(s.group)
+	if err != nil {
+		return 0, n.hostError(s.name, err)
+	}
+	if st.Err != nil {
+		return 0, n.hostError(s.name, st.Err)
+	}
+	if st.Leader == 0 {
+		return 0, fmt.Errorf("%w: shard %s has no leader yet (an election is running); retry shortly", ErrUnavailable, s.name)
+	}
+	return st.Leader, nil
+}
+
+// callLeader runs op about shard s on the node that leads it.
+func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, op string, c shardCall) ([]byte, error) {
+	if n.cfg.Transport == nil {
+		return nil, fmt.Errorf("%w: shard %s is led by node %d, which this node cannot reach", ErrUnavailable, s.name, leader)
+	}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	out, err := n.cfg.Transport.Call(ctx, leader, op, payload)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: shard %s: %v", ErrUnavailable, s.name, err)
+	}
+	return out, nil
+}
+
+// fetchFromLeader leases events of a shard on whichever node leads it.
+func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
+	leader, err := n.shardLeader(s)
+	if err != nil {
+		return nil, err
+	}
+	if leader == n.cfg.NodeID {
+		return n.fetchShard(ctx, s, max, visibility)
+	}
+	out, err := n.callLeader(ctx, s, leader, opFetch, shardCall{Topic: s.topic, Shard: s.index, Max: max, Visibility: visibility})
+	if err != nil {
+		return nil, err
+	}
+	var ds []Delivery
+	if err := json.Unmarshal(out, &ds); err != nil {
+		return nil, fmt.Errorf("%w: shard %s: the answer of node %d does not decode: %v", ErrUnavailable, s.name, leader, err)
+	}
+	return ds, nil
+}
+
+// nackOnLeader ends leases of a shard on whichever node leads it.
+func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, offsets []uint64) error {
+	leader, err := n.shardLeader(s)
+	if err != nil {
+		return err
+	}
+	if leader == n.cfg.NodeID {
+		s.leases.release(offsets, false)
+		return nil
+	}
+	_, err = n.callLeader(ctx, s, leader, opNack, shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets})
+	return err
+}
+
+// notHostedError says that this node holds no replica of the shard.
+func notHostedError(s *shardRuntime) error {
+	return fmt.Errorf("%w: shard %s is held by nodes %v, not by this one; send the request to one of them", ErrUnavailable, s.name, s.replicas)
+}

@@ -1,0 +1,171 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"herald/internal/backoff"
+	clusterv1 "herald/proto/herald/cluster/v1"
+	"herald/proto/herald/cluster/v1/clusterv1connect"
+)
+
+// peer sends the messages queued for one node over one stream at a time.
+type peer struct {
+	t      *Transport
+	id     uint64
+	url    string
+	queue  chan outgoing
+	client clusterv1connect.ClusterServiceClient
+}
+
+// run opens a stream, sends batches on it until it breaks, and opens the
+// next after a pause, until the transport stops.
+func (p *peer) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-p.t.stop
+		cancel()
+	}()
+	retry := backoff.New(p.t.cfg.Retry)
+	for ctx.Err() == nil {
+		sent, err := p.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if sent {
+			retry.Reset()
+		}
+		p.t.log.Debug("raft stream to peer broke; reopening", "peer", p.id, "url", p.url, "err", err)
+		if backoff.Sleep(ctx, retry.Next()) != nil {
+			return
+		}
+	}
+}
+
+// stream sends batches on one stream until sending fails. It reports
+// whether any batch went out. The messages of the batch that failed are
+// reported lost.
+func (p *peer) stream(ctx context.Context) (sent bool, err error) {
+	var first outgoing
+	select {
+	case first = <-p.queue:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	s := p.client.Raft(ctx)
+	defer func() {
+		if _, cerr := s.CloseAndReceive(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	batch := []outgoing{first}
+	for {
+		batch = p.fill(batch)
+		if err := s.Send(p.encode(batch)); err != nil {
+			p.lost(batch)
+			return sent, fmt.Errorf("send to node %d: %w", p.id, err)
+		}
+		sent = true
+		p.delivered(batch)
+		batch = batch[:0]
+		select {
+		case o := <-p.queue:
+			batch = append(batch, o)
+		case <-ctx.Done():
+			return sent, ctx.Err()
+		}
+	}
+}
+
+// fill adds to batch what else is queued, up to MaxBatch messages.
+func (p *peer) fill(batch []outgoing) []outgoing {
+	for len(batch) < p.t.cfg.MaxBatch {
+		select {
+		case o := <-p.queue:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (p *peer) encode(batch []outgoing) *clusterv1.RaftBatch {
+	b := &clusterv1.RaftBatch{From: p.t.cfg.NodeID, Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
+	for _, o := range batch {
+		data, err := proto.Marshal(o.msg)
+		if err != nil {
+			// A raftpb.Message built by raft always encodes.
+			panic(fmt.Sprintf("transport: encoding a raft message: %v", err))
+		}
+		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: data})
+	}
+	return b
+}
+
+func (p *peer) lost(batch []outgoing) {
+	for _, o := range batch {
+		p.t.report(o.group, o.msg, true)
+	}
+}
+
+// delivered reports the snapshots of a batch that went out.
+func (p *peer) delivered(batch []outgoing) {
+	for _, o := range batch {
+		if o.msg.GetType() == pb.MessageType_MsgSnap {
+			p.t.report(o.group, o.msg, false)
+		}
+	}
+}
+
+// service is the receiving side of the node-to-node API.
+type service struct {
+	clusterv1connect.UnimplementedClusterServiceHandler
+	t *Transport
+}
+
+// Raft hands every message of every batch of a peer's stream to the
+// receiver, until the peer closes the stream.
+func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[clusterv1.RaftBatch]) (*connect.Response[clusterv1.RaftAck], error) {
+	s.t.mu.RLock()
+	r := s.t.receiver
+	s.t.mu.RUnlock()
+	if r == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is starting; its raft groups are not open yet", s.t.cfg.NodeID))
+	}
+	for stream.Receive() {
+		for _, rm := range stream.Msg().GetMessages() {
+			m := new(pb.Message)
+			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("raft message of group %d from node %d does not decode: %w", rm.GetGroup(), stream.Msg().GetFrom(), err))
+			}
+			// A message for a group this node does not run yet (its
+			// topic is not applied here yet) is dropped: raft resends.
+			_ = r.Receive(rm.GetGroup(), m)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&clusterv1.RaftAck{}), nil
+}
+
+// Call runs a registered operation.
+func (s *service) Call(ctx context.Context, req *connect.Request[clusterv1.CallRequest]) (*connect.Response[clusterv1.CallResponse], error) {
+	s.t.mu.RLock()
+	h := s.t.calls[req.Msg.GetOp()]
+	s.t.mu.RUnlock()
+	if h == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("node %d has no operation %q; are all nodes the same version?", s.t.cfg.NodeID, req.Msg.GetOp()))
+	}
+	out, err := h(ctx, req.Msg.GetPayload())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&clusterv1.CallResponse{Payload: out}), nil
+}

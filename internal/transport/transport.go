@@ -1,0 +1,238 @@
+// Package transport connects the nodes of a herald cluster. Each node
+// opens one long-lived stream to each peer (gRPC over HTTP/2, on the
+// peers' API port) and sends on it, in batches, the Raft messages of all
+// its groups addressed to that peer; it receives the peers' streams and
+// hands their messages to its host. Besides the streams, a node can Call
+// an operation on a peer (the leader of a shard it does not lead).
+//
+// Raft tolerates lost messages, so the transport never blocks raft: a
+// peer's queue is bounded, and what does not fit is dropped and reported
+// unreachable, as is what was in flight when a stream broke. A broken
+// stream is reopened after a pause that grows while the peer stays
+// unreachable. A dead connection (a peer that stopped answering without
+// closing it, behind a partition) is found by HTTP/2 pings.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"herald/internal/backoff"
+	clusterv1 "herald/proto/herald/cluster/v1"
+	"herald/proto/herald/cluster/v1/clusterv1connect"
+)
+
+// Receiver is what the transport hands incoming messages and send
+// outcomes to: the host of the node's Raft groups.
+type Receiver interface {
+	// Receive takes a message for a group without blocking; it may drop
+	// the message (a busy or unknown group).
+	Receive(group uint64, m *pb.Message) error
+	// ReportUnreachable tells group that a message to node to was lost.
+	ReportUnreachable(group, to uint64)
+	// ReportSnapshot tells group whether the snapshot it sent to node to
+	// went out (failed false) or was lost (failed true).
+	ReportSnapshot(group, to uint64, failed bool)
+}
+
+// CallHandler runs an operation a peer called.
+type CallHandler func(ctx context.Context, payload []byte) ([]byte, error)
+
+// Config configures a Transport.
+type Config struct {
+	NodeID uint64
+	// Peers maps every other node's id to the base URL of its API port
+	// (http://127.0.0.1:7602). The node's own id may be present; it is
+	// ignored.
+	Peers map[uint64]string
+	// QueueSize bounds the messages waiting for one peer (default 4096).
+	QueueSize int
+	// MaxBatch bounds the messages sent to a peer in one batch (default 512).
+	MaxBatch int
+	// Retry paces reconnection to an unreachable peer (default 50ms
+	// doubling to 2s, with jitter).
+	Retry backoff.Policy
+	// HTTPClient is used for both streams and calls; nil means
+	// unencrypted HTTP/2 with pings that find a dead connection within
+	// about four seconds.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.QueueSize <= 0 {
+		c.QueueSize = 4096
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 512
+	}
+	if c.Retry.Initial <= 0 {
+		c.Retry = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5}
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = h2cClient()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// h2cClient speaks unencrypted HTTP/2, pinging a connection that has been
+// quiet for two seconds and closing it if the ping goes unanswered for two
+// more: a partitioned peer must be noticed long before TCP would.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols: &p,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout:  2 * time.Second,
+			PingTimeout:      2 * time.Second,
+			WriteByteTimeout: 4 * time.Second,
+		},
+		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	}}
+}
+
+// Transport is a node's side of the cluster's connections.
+type Transport struct {
+	cfg   Config
+	log   *slog.Logger
+	peers map[uint64]*peer
+
+	mu       sync.RWMutex
+	receiver Receiver
+	calls    map[string]CallHandler
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// New returns a transport to cfg.Peers. It sends nothing until Start.
+func New(cfg Config) *Transport {
+	cfg.setDefaults()
+	t := &Transport{
+		cfg:   cfg,
+		log:   cfg.Logger.With("node", cfg.NodeID),
+		peers: make(map[uint64]*peer),
+		calls: make(map[string]CallHandler),
+		stop:  make(chan struct{}),
+	}
+	for id, url := range cfg.Peers {
+		if id == cfg.NodeID {
+			continue
+		}
+		t.peers[id] = &peer{
+			t: t, id: id, url: url,
+			queue:  make(chan outgoing, cfg.QueueSize),
+			client: clusterv1connect.NewClusterServiceClient(cfg.HTTPClient, url, connect.WithGRPC()),
+		}
+	}
+	return t
+}
+
+// Start hands incoming messages to r from now on and starts a sender per
+// peer.
+func (t *Transport) Start(r Receiver) {
+	t.mu.Lock()
+	t.receiver = r
+	t.mu.Unlock()
+	for _, p := range t.peers {
+		t.wg.Go(p.run)
+	}
+}
+
+// Close stops the senders, dropping what they still queue, and waits for
+// them.
+func (t *Transport) Close() {
+	t.once.Do(func() { close(t.stop) })
+	t.wg.Wait()
+}
+
+// HandleCall registers the handler of an operation peers may Call.
+func (t *Transport) HandleCall(op string, h CallHandler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls[op] = h
+}
+
+// Handler returns the path and HTTP handler of the node-to-node service,
+// to mount on the node's API port.
+func (t *Transport) Handler() (string, http.Handler) {
+	return clusterv1connect.NewClusterServiceHandler(&service{t: t})
+}
+
+// Send queues msgs of group for their recipients. It never blocks: a
+// message that does not fit in its peer's queue is dropped and reported
+// unreachable (raft sends it again). It implements host.Transport.
+func (t *Transport) Send(group uint64, msgs []*pb.Message) {
+	for _, m := range msgs {
+		p := t.peers[m.GetTo()]
+		if p == nil {
+			t.log.Warn("dropping a raft message to an unknown node; is it in --peers?", "to", m.GetTo(), "group", group)
+			continue
+		}
+		select {
+		case p.queue <- outgoing{group: group, msg: m}:
+		default:
+			t.report(group, m, true)
+		}
+	}
+}
+
+// report tells the sending group that m was lost (or, with lost false,
+// that a snapshot in m went out).
+func (t *Transport) report(group uint64, m *pb.Message, lost bool) {
+	t.mu.RLock()
+	r := t.receiver
+	t.mu.RUnlock()
+	if r == nil {
+		return
+	}
+	if m.GetType() == pb.MessageType_MsgSnap {
+		r.ReportSnapshot(group, m.GetTo(), lost)
+	}
+	if lost {
+		r.ReportUnreachable(group, m.GetTo())
+	}
+}
+
+// ErrUnknownPeer is returned by Call for a node that is not a peer.
+var ErrUnknownPeer = errors.New("node is not a peer of this node; check --peers")
+
+// Call runs op on node to with payload and returns its result.
+func (t *Transport) Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error) {
+	p := t.peers[to]
+	if p == nil {
+		return nil, fmt.Errorf("call %s on node %d: %w", op, to, ErrUnknownPeer)
+	}
+	resp, err := p.client.Call(ctx, connect.NewRequest(&clusterv1.CallRequest{Op: op, Payload: payload}))
+	if err != nil {
+		return nil, fmt.Errorf("call %s on node %d at %s: %w", op, to, p.url, err)
+	}
+	return resp.Msg.GetPayload(), nil
+}
+
+// PeerURL returns the base URL of a peer's API port.
+func (t *Transport) PeerURL(id uint64) (string, bool) {
+	p := t.peers[id]
+	if p == nil {
+		return "", false
+	}
+	return p.url, true
+}
+
+type outgoing struct {
+	group uint64
+	msg   *pb.Message
+}
