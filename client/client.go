@@ -33,6 +33,7 @@ type Client struct {
 	timeout  time.Duration
 	batchMax int // > 0: WithPublishBatching
 	batchers batchers
+	retries  int // WithPublishRetries
 }
 
 // An Option configures a Client.
@@ -43,6 +44,7 @@ type config struct {
 	grpc       bool
 	timeout    time.Duration
 	batchMax   int
+	retries    int
 }
 
 // WithHTTPClient makes the Client send its requests with hc. With WithGRPC,
@@ -90,6 +92,7 @@ func New(baseURL string, opts ...Option) *Client {
 		svc:      heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
 		timeout:  cfg.timeout,
 		batchMax: cfg.batchMax,
+		retries:  cfg.retries,
 	}
 }
 

@@ -12,8 +12,17 @@ import (
 
 // Publish appends events to topic, each routed to its shard by key, and
 // returns their ids in order. It returns once every event is committed.
-// With WithPublishBatching, concurrent calls share requests.
+// With WithPublishBatching, concurrent calls share requests; with
+// WithPublishRetries, a call that fails for a retryable reason is retried,
+// idempotently.
 func (c *Client) Publish(ctx context.Context, topic string, events ...Event) ([]string, error) {
+	if c.retries > 0 && len(events) > 0 {
+		return c.publishRetrying(ctx, topic, withDedupIDs(events))
+	}
+	return c.publishOnce(ctx, topic, events)
+}
+
+func (c *Client) publishOnce(ctx context.Context, topic string, events []Event) ([]string, error) {
 	if c.batchMax > 0 && len(events) > 0 {
 		return c.publishBatched(ctx, topic, events)
 	}

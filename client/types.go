@@ -26,6 +26,13 @@ type Event struct {
 	Key     string            `json:"key"`
 	Payload []byte            `json:"payload"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// DedupID, if set, makes publishing the event idempotent: publishing
+	// an event with the same DedupID and key to the topic again within
+	// the server's dedup window (2 minutes by default) returns the first
+	// event's id instead of appending it again. Publish only; at most 128
+	// bytes, unique within a call. WithPublishRetries sets one on every
+	// event that has none.
+	DedupID string `json:"dedup_id,omitempty"`
 }
 
 // Delivery is an event handed out by Fetch. It stays leased until it is
@@ -145,7 +152,7 @@ func topicFromProto(t *heraldv1.Topic) *Topic {
 func eventsToProto(events []Event) []*heraldv1.PublishEvent {
 	out := make([]*heraldv1.PublishEvent, len(events))
 	for i, e := range events {
-		out[i] = &heraldv1.PublishEvent{Key: e.Key, Payload: e.Payload, Headers: e.Headers}
+		out[i] = &heraldv1.PublishEvent{Key: e.Key, Payload: e.Payload, Headers: e.Headers, DedupId: e.DedupID}
 	}
 	return out
 }

@@ -28,9 +28,10 @@ func (e *eventFlags) register(cmd *cobra.Command) {
 
 type publishFlags struct {
 	eventFlags
-	file  string
-	batch int
-	keyed bool
+	file    string
+	batch   int
+	keyed   bool
+	retries int
 }
 
 func newPublishCommand(g *globals) *cobra.Command {
@@ -48,6 +49,11 @@ events are committed, and their ids are printed then.
 Every event gets the --key and --header values. With --keyed, each line or
 argument is KEY<TAB>PAYLOAD instead, and the key is taken from it.
 
+A batch that fails because the server is unreachable, restarting or full is
+sent again, up to --retries attempts in all. Every event gets a random dedup
+id, so a batch that was partly committed before the failure is not
+published twice: the retry prints the ids the committed events got.
+
 With --output json, one object per event: {"id": ..., "key": ...}.`,
 		Example: `  herald publish orders --key customer-42 '{"total":12}'
   herald publish orders --header Content-Type=application/json --file events.jsonl
@@ -63,12 +69,16 @@ With --output json, one object per event: {"id": ..., "key": ...}.`,
 	f.StringVarP(&p.file, "file", "f", "", `read one event per line from this file ("-": standard input)`)
 	f.IntVar(&p.batch, "batch", 100, "events per publish request")
 	f.BoolVar(&p.keyed, "keyed", false, "each line or argument is KEY<TAB>PAYLOAD")
+	f.IntVar(&p.retries, "retries", 5, "attempts per batch while the server is unreachable, restarting or full (1: no retry); retries are idempotent")
 	return cmd
 }
 
 func (g *globals) publish(cmd *cobra.Command, p *publishFlags, topic string, payloads []string) error {
 	if p.batch < 1 {
 		return fmt.Errorf("--batch %d: want at least 1", p.batch)
+	}
+	if p.retries < 1 {
+		return fmt.Errorf("--retries %d: want at least 1 (1 sends each batch once)", p.retries)
 	}
 	if p.file != "" && len(payloads) > 0 {
 		return errors.New("give PAYLOAD arguments or --file, not both")
@@ -78,6 +88,9 @@ func (g *globals) publish(cmd *cobra.Command, p *publishFlags, topic string, pay
 		return err
 	}
 	c := g.client()
+	if p.retries > 1 {
+		c = client.New(g.server, client.WithTimeout(g.timeout), client.WithPublishRetries(p.retries))
+	}
 	b := &batcher{
 		publish: func(ctx context.Context, events []client.Event) ([]string, error) {
 			return c.Publish(ctx, topic, events...)

@@ -179,7 +179,7 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 func eventsFromProto(in []*heraldv1.PublishEvent) []node.Event {
 	out := make([]node.Event, len(in))
 	for i, e := range in {
-		out[i] = node.Event{Key: e.Key, Payload: e.Payload, Headers: e.Headers}
+		out[i] = node.Event{Key: e.Key, Payload: e.Payload, Headers: e.Headers, DedupID: e.DedupId}
 	}
 	return out
 }

@@ -832,9 +832,15 @@ type PublishEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Routes the event: shard = FNV-1a-64(key) mod shards. Events with the same
 	// key are delivered in the order they were committed.
-	Key           string            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Payload       []byte            `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
-	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Key     string            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Payload []byte            `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional, Publish only: makes the publish idempotent. Publishing an
+	// event with the same dedup_id and key to the topic again within the
+	// server's dedup window (2 minutes by default) returns the first event's
+	// id instead of appending it again; set one on every event of a batch
+	// you may retry. At most 128 bytes, unique within a request.
+	DedupId       string `protobuf:"bytes,4,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -888,6 +894,13 @@ func (x *PublishEvent) GetHeaders() map[string]string {
 		return x.Headers
 	}
 	return nil
+}
+
+func (x *PublishEvent) GetDedupId() string {
+	if x != nil {
+		return x.DedupId
+	}
+	return ""
 }
 
 type PublishRequest struct {
@@ -2194,11 +2207,12 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x12TopicStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x05total\x18\x02 \x01(\v2\x15.herald.v1.ShardStatsR\x05total\x12-\n" +
-	"\x06shards\x18\x03 \x03(\v2\x15.herald.v1.ShardStatsR\x06shards\"\xb6\x01\n" +
+	"\x06shards\x18\x03 \x03(\v2\x15.herald.v1.ShardStatsR\x06shards\"\xd1\x01\n" +
 	"\fPublishEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12>\n" +
-	"\aheaders\x18\x03 \x03(\v2$.herald.v1.PublishEvent.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\x03 \x03(\v2$.herald.v1.PublishEvent.HeadersEntryR\aheaders\x12\x19\n" +
+	"\bdedup_id\x18\x04 \x01(\tR\adedupId\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"W\n" +
