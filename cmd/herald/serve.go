@@ -28,6 +28,7 @@ import (
 
 	"herald/internal/api"
 	"herald/internal/node"
+	"herald/internal/transport"
 )
 
 // serveConfig is every setting of `herald serve`. Each can come from a flag
@@ -39,6 +40,8 @@ import (
 type serveConfig struct {
 	DataDir             string        `yaml:"data_dir"`
 	Listen              string        `yaml:"listen"`
+	NodeID              uint64        `yaml:"node_id"`
+	Peers               string        `yaml:"peers"`
 	MaxPayloadBytes     int           `yaml:"max_payload_bytes"`
 	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
 	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
@@ -55,6 +58,7 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{
 		DataDir:             "herald-data",
 		Listen:              "127.0.0.1:7600",
+		NodeID:              n.NodeID,
 		MaxPayloadBytes:     n.MaxPayloadBytes,
 		ReservationTimeout:  n.ReservationTimeout,
 		SnapshotEntries:     n.SnapshotEntries,
@@ -74,7 +78,7 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 /readyz on --listen.
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
-HERALD_LISTEN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
+HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
 HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL), then a YAML config file (--config) with the same names in
@@ -101,7 +105,9 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
 	f := cmd.Flags()
 	f.String("config", "", "YAML config file")
 	f.String("data-dir", d.DataDir, "directory for all of the node's data")
-	f.String("listen", d.Listen, "address for the API, metrics and health checks")
+	f.String("listen", d.Listen, "address for the API, metrics and health checks (and, in a cluster, the other nodes)")
+	f.Uint64("node-id", d.NodeID, "this node's id in --peers")
+	f.String("peers", d.Peers, "every node of the cluster, this one included, as id=host:port,... (empty: a node alone)")
 	f.Int("max-payload-bytes", d.MaxPayloadBytes, "largest event payload accepted")
 	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
@@ -335,10 +341,47 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	}
 	defer ln.Close()
 
+	peers, err := parsePeers(cfg.Peers, cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	// Serve at once, before the node opens: in a cluster, the node waits
+	// for a majority of its peers, which reach it through this server.
+	var tr *transport.Transport
+	mux := http.NewServeMux()
+	if len(peers) > 1 {
+		tr = transport.New(transport.Config{NodeID: cfg.NodeID, Peers: peers, Logger: logger})
+		defer tr.Close()
+		mux.Handle(tr.Handler())
+	}
+	front := &gate{}
+	mux.Handle("/", front)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
+	srv := &http.Server{
+		Handler:           mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	errc := make(chan error, 1)
+	served := make(chan struct{})
+	go func() {
+		errc <- srv.Serve(ln)
+		close(served)
+	}()
+	defer func() {
+		srv.Close()
+		<-served
+	}()
+
 	start := time.Now()
 	reg := prometheus.NewRegistry()
 	n, err := node.Open(ctx, node.Config{
 		DataDir:             cfg.DataDir,
+		NodeID:              cfg.NodeID,
+		Members:             memberIDs(peers),
+		Transport:           tr,
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
 		ReservationTimeout:  cfg.ReservationTimeout,
 		SnapshotEntries:     cfg.SnapshotEntries,
@@ -355,16 +398,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		logger.Error("shard unavailable", "shard", name, "err", err)
 	}
 
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
-	srv := &http.Server{
-		Handler:           api.Handler(n, reg),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	front.open(api.Handler(n, reg))
 	logger.Info("herald is serving", "listen", ln.Addr().String(), "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
 
@@ -376,11 +410,17 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	logger.Info("shutting down: finishing requests in flight", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// API requests first, while the node-to-node streams still carry
+	// what they need; then the streams, which Shutdown would wait for.
+	front.drain(sctx.Done())
+	if tr != nil {
+		tr.Close()
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 		logger.Warn("requests still running at the shutdown timeout were cut off", "err", err)
 	}
-	<-errc // Serve has returned ErrServerClosed: its goroutine is done
+	<-served
 	if err := n.Close(); err != nil {
 		return err
 	}

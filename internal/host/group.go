@@ -119,7 +119,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		propc:    make(chan proposal, maxProposalBatch),
 		tickc:    make(chan struct{}, 1),
 		recvc:    make(chan *pb.Message, 256),
-		reportc:  make(chan report, 64),
+		reportc:  make(chan report, 1024),
 		viewc:    make(chan func()),
 		snapDone: make(chan snapResult, 1),
 		stopc:    make(chan struct{}),

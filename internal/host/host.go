@@ -414,6 +414,10 @@ func (h *Host) ReportSnapshot(id, to uint64, failed bool) {
 	h.report(id, report{to: to, snapshot: true, failed: failed})
 }
 
+// report never blocks: the transport may call it from the group's own
+// goroutine (a message that does not fit in a peer's queue). A report
+// that does not fit is dropped; raft then learns of the peer's state from
+// its next response, or its absence.
 func (h *Host) report(id uint64, r report) {
 	g, err := h.group(id)
 	if err != nil {
@@ -421,7 +425,7 @@ func (h *Host) report(id uint64, r report) {
 	}
 	select {
 	case g.reportc <- r:
-	case <-g.done:
+	default:
 	}
 }
 

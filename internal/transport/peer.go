@@ -130,7 +130,7 @@ type service struct {
 }
 
 // Raft hands every message of every batch of a peer's stream to the
-// receiver, until the peer closes the stream.
+// receiver, until the peer closes the stream or this transport closes.
 func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[clusterv1.RaftBatch]) (*connect.Response[clusterv1.RaftAck], error) {
 	s.t.mu.RLock()
 	r := s.t.receiver
@@ -138,21 +138,34 @@ func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[cluster
 	if r == nil {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is starting; its raft groups are not open yet", s.t.cfg.NodeID))
 	}
+	done := make(chan error, 1)
+	// Receive blocks on the stream; once this handler returns, the server
+	// closes the stream and Receive returns, so the goroutine ends.
+	s.t.wg.Go(func() { done <- receive(stream, r) })
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&clusterv1.RaftAck{}), nil
+	case <-s.t.stop:
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is shutting down", s.t.cfg.NodeID))
+	}
+}
+
+func receive(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) error {
 	for stream.Receive() {
 		for _, rm := range stream.Msg().GetMessages() {
 			m := new(pb.Message)
 			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("raft message of group %d from node %d does not decode: %w", rm.GetGroup(), stream.Msg().GetFrom(), err))
+				return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("raft message of group %d from node %d does not decode: %w", rm.GetGroup(), stream.Msg().GetFrom(), err))
 			}
 			// A message for a group this node does not run yet (its
 			// topic is not applied here yet) is dropped: raft resends.
 			_ = r.Receive(rm.GetGroup(), m)
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&clusterv1.RaftAck{}), nil
+	return stream.Err()
 }
 
 // Call runs a registered operation.

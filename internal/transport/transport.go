@@ -152,8 +152,10 @@ func (t *Transport) Start(r Receiver) {
 	}
 }
 
-// Close stops the senders, dropping what they still queue, and waits for
-// them.
+// Close stops the senders, dropping what they still queue, ends the
+// streams peers opened to this node, and waits for both. Call it after
+// the node's API requests have finished (they may need the cluster) and
+// before the HTTP server's Shutdown (which would wait for the streams).
 func (t *Transport) Close() {
 	t.once.Do(func() { close(t.stop) })
 	t.wg.Wait()

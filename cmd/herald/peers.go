@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// parsePeers reads --peers: id=host:port pairs separated by commas, every
+// node of the cluster, this one included ("" means no cluster: a node
+// alone). It returns the base URL of each node's API port by id.
+func parsePeers(spec string, self uint64) (map[uint64]string, error) {
+	if strings.TrimSpace(spec) == "" {
+		return nil, nil
+	}
+	peers := make(map[uint64]string)
+	for _, item := range strings.Split(spec, ",") {
+		idText, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if !ok || err != nil || id == 0 {
+			return nil, fmt.Errorf("--peers %q: %q is not id=host:port with an id from 1 up; write e.g. 1=127.0.0.1:7601,2=127.0.0.1:7602,3=127.0.0.1:7603", spec, item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers %q: node %d's address %q is not host:port: %v", spec, id, addr, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("--peers %q: node %d is listed twice; give each node one address", spec, id)
+		}
+		peers[id] = "http://" + addr
+	}
+	if _, ok := peers[self]; !ok {
+		return nil, fmt.Errorf("--peers %q does not list this node (--node-id %d); list every node of the cluster, this one included", spec, self)
+	}
+	return peers, nil
+}
+
+// memberIDs returns the ids of peers, sorted.
+func memberIDs(peers map[uint64]string) []uint64 {
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// gate holds the API back until the node is open, and lets the API drain
+// at shutdown while the node-to-node streams stay up: requests in flight
+// may need the cluster to finish.
+type gate struct {
+	api      atomic.Pointer[http.Handler]
+	draining atomic.Bool
+	// inflight is read-locked by each request while it runs; drain
+	// write-locks it to wait for them all.
+	inflight sync.RWMutex
+}
+
+// open starts serving h.
+func (g *gate) open(h http.Handler) { g.api.Store(&h) }
+
+// drain refuses new requests from now on and waits for those in flight,
+// or until done is closed.
+func (g *gate) drain(done <-chan struct{}) {
+	g.draining.Store(true)
+	finished := make(chan struct{})
+	go func() {
+		g.inflight.Lock() // never unlocked: nothing is served after a drain
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-done:
+	}
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := g.api.Load()
+	if h == nil || g.draining.Load() {
+		w.Header().Set("Retry-After", "1")
+		msg := "herald is starting: opening its data (in a cluster, waiting for a majority of --peers); retry shortly"
+		if g.draining.Load() {
+			msg = "herald is shutting down; send the request to another node"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	g.inflight.RLock()
+	defer g.inflight.RUnlock()
+	(*h).ServeHTTP(w, r)
+}
