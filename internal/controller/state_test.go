@@ -494,3 +494,66 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+func TestPlaceSpreadsReplicasAndLeaders(t *testing.T) {
+	members := []uint64{3, 1, 2} // any order: Place sorts
+	got := Place(members, 2, 6)
+	leaders := map[uint64]int{}
+	for i, r := range got {
+		if len(r) != ReplicationFactor {
+			t.Fatalf("shard %d on %v, want %d replicas", i, r, ReplicationFactor)
+		}
+		seen := map[uint64]bool{}
+		for _, n := range r {
+			if seen[n] {
+				t.Fatalf("shard %d on %v: a node twice", i, r)
+			}
+			seen[n] = true
+		}
+		leaders[r[0]]++
+	}
+	for _, n := range []uint64{1, 2, 3} {
+		if leaders[n] != 2 {
+			t.Errorf("node %d is the preferred leader of %d of 6 shards, want 2 (%v)", n, leaders[n], got)
+		}
+	}
+	if one := Place([]uint64{7}, 2, 2); len(one[0]) != 1 || one[0][0] != 7 || one[1][0] != 7 {
+		t.Errorf("Place on one node = %v, want every shard on node 7", one)
+	}
+	if five := Place([]uint64{1, 2, 3, 4, 5}, 10, 1); len(five[0]) != ReplicationFactor {
+		t.Errorf("Place on five nodes = %v, want %d replicas", five, ReplicationFactor)
+	}
+}
+
+func TestCreateRecordsPlacement(t *testing.T) {
+	s := New()
+	a := topic.Defaults()
+	a.Shards = 2
+	r := s.Apply(1, Command{Op: OpCreate, Name: "orders", Attributes: &a, Members: []uint64{1, 2, 3}, Time: 1}.Marshal()).(Result)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := r.Topic.Replicas(1); len(got) != 3 {
+		t.Errorf("shard 1 on %v, want 3 nodes", got)
+	}
+	data, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := New()
+	if err := back.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	if tp, _ := back.Topic("orders"); !reflect.DeepEqual(tp.Placement, r.Topic.Placement) {
+		t.Errorf("restored placement %v, want %v", tp.Placement, r.Topic.Placement)
+	}
+	// A topic created without members (before clusters) lives on node 1.
+	r = s.Apply(2, Command{Op: OpCreate, Name: "old", Attributes: &a, Time: 1}.Marshal()).(Result)
+	if got := r.Topic.Replicas(0); !reflect.DeepEqual(got, []uint64{1}) {
+		t.Errorf("legacy topic's shard on %v, want [1]", got)
+	}
+	bad := s.Apply(3, Command{Op: OpCreate, Name: "bad", Attributes: &a, Members: []uint64{0}, Time: 1}.Marshal()).(Result)
+	if bad.Err == nil || !strings.Contains(bad.Err.Error(), "node 0") {
+		t.Errorf("create with member 0 = %v, want an error naming node 0", bad.Err)
+	}
+}
