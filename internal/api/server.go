@@ -2,14 +2,17 @@ package api
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"herald/internal/auth"
 	"herald/internal/node"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -21,17 +24,44 @@ const compressMinBytes = 64 << 10
 // payload limit each.
 const MaxRequestBytes = 64 << 20
 
-// Handler returns the HTTP handler of a node: the API at
-// /herald.v1.HeraldService/, /metrics, /healthz and /readyz. The API's
-// metrics are registered with reg, and /metrics serves everything reg
-// holds: the node's (node.Config.Registerer), the API's, and the Go
+// Handler returns the HTTP handler of a node, open to every caller: the
+// API at /herald.v1.HeraldService/, /metrics, /healthz and /readyz. The
+// API's metrics are registered with reg, and /metrics serves everything
+// reg holds: the node's (node.Config.Registerer), the API's, and the Go
 // runtime's and the process's, which Handler adds.
 func Handler(n *node.Node, reg *prometheus.Registry) http.Handler {
+	return NewHandler(n, reg, Options{})
+}
+
+// Options are what NewHandler serves besides the API, and how it checks
+// callers.
+type Options struct {
+	// Tokens are the tokens callers must present (see package auth); nil
+	// lets every caller do everything, which herald serve allows only on
+	// a loopback address.
+	Tokens *auth.Store
+	// MetricsNeedToken makes /metrics need a token (of any scope).
+	MetricsNeedToken bool
+	// Dashboard, if not nil, is served at /dashboard/; its data paths
+	// (/dashboard/data/...) need a token of any scope.
+	Dashboard http.Handler
+	// Logger receives the audit log: a line for every administration of
+	// topics and dead letters. nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// NewHandler is Handler with options: every route but the health checks
+// and the dashboard's page then needs a token with the scope the route
+// table gives it (auth.go).
+func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handler {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	m := NewMetrics(reg)
 	mux := http.NewServeMux()
 	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
-		connect.WithInterceptors(m.interceptor()),
+		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger)),
 		connect.WithReadMaxBytes(MaxRequestBytes),
 		// Gzip only large responses (big Fetch batches): resetting a gzip
 		// writer for every small response costs more than it saves.
@@ -43,8 +73,15 @@ func Handler(n *node.Node, reg *prometheus.Registry) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { readyz(n, w) })
-	return mux
+	if opts.Dashboard != nil {
+		mux.Handle(dashboardPath, opts.Dashboard)
+	}
+	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now}
+	return a.wrap(mux)
 }
+
+// dashboardPath is where Options.Dashboard is served.
+const dashboardPath = "/dashboard/"
 
 // readyz reports ready while the node serves; shards that cannot serve are
 // listed (the node still serves every other shard, so it stays ready).

@@ -13,10 +13,11 @@ import (
 )
 
 // OpenEndpoint returns the endpoint for a topic's push_endpoint. It does
-// not connect: endpoints connect on first use and reconnect after failures.
+// not connect: endpoints connect on first use and reconnect after failures,
+// and only to addresses g allows.
 // Which schemes there are, and which protocol each speaks, is topic's
 // scheme table (topic.Schemes); this only maps a protocol to its package.
-func OpenEndpoint(topicName string, a topic.Attributes) (endpoint.Endpoint, error) {
+func OpenEndpoint(topicName string, a topic.Attributes, g *endpoint.Guard) (endpoint.Endpoint, error) {
 	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("push endpoint %s of topic %q: %w", topic.RedactEndpoint(a.PushEndpoint), topicName, err)
@@ -27,13 +28,13 @@ func OpenEndpoint(topicName string, a topic.Attributes) (endpoint.Endpoint, erro
 	}
 	switch scheme.Protocol {
 	case topic.ProtocolWebhook:
-		return webhook.New(topicName, a)
+		return webhook.New(topicName, a, g)
 	case topic.ProtocolAMQP:
-		return amqp.New(topicName, a)
+		return amqp.New(topicName, a, g)
 	case topic.ProtocolKafka:
-		return kafka.New(topicName, a)
+		return kafka.New(topicName, a, g)
 	case topic.ProtocolNATS:
-		return nats.New(topicName, a)
+		return nats.New(topicName, a, g)
 	}
 	// A scheme added to topic's table without a package to deliver to it.
 	return nil, fmt.Errorf("push endpoint of topic %q: herald has no endpoint for scheme %q", topicName, u.Scheme)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/topic"
 )
 
@@ -16,7 +17,7 @@ func TestOpenEndpointErrorsHideSecrets(t *testing.T) {
 	} {
 		a := topic.Defaults()
 		a.PushEndpoint = tc.uri
-		ep, err := OpenEndpoint("t", a)
+		ep, err := OpenEndpoint("t", a, endpointtest.Guard(t))
 		if err == nil {
 			ep.Close()
 			t.Fatalf("OpenEndpoint(%s) succeeded", tc.uri)
@@ -40,7 +41,7 @@ func TestOpenEndpointOpensEveryScheme(t *testing.T) {
 		if err := a.Validate(); err != nil {
 			t.Fatalf("%s: %v", a.PushEndpoint, err)
 		}
-		ep, err := OpenEndpoint("t", a)
+		ep, err := OpenEndpoint("t", a, endpointtest.Guard(t))
 		if err != nil {
 			t.Errorf("OpenEndpoint(%s): %v", a.PushEndpoint, err)
 			continue

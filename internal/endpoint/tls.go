@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 )
 
 // TLSConfig returns the TLS settings of a push endpoint whose scheme uses
@@ -17,8 +16,9 @@ import (
 // not at all when insecureSkipVerify is set.
 //
 // It reads caFile now, so that a missing or wrong file is reported when the
-// endpoint is made rather than by every delivery.
-func TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, error) {
+// endpoint is made rather than by every delivery, and only from within the
+// guard's CA directory.
+func (g *Guard) TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, error) {
 	c := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		InsecureSkipVerify: insecureSkipVerify, // the attribute's documented purpose
@@ -26,7 +26,7 @@ func TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, error) {
 	if caFile == "" {
 		return c, nil
 	}
-	pool, err := loadCAs(caFile)
+	pool, err := g.loadCAs(caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +38,11 @@ func TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, error) {
 // x509.CertPool.AppendCertsFromPEM, which says only whether it found any
 // and skips certificates it cannot parse, it says what is wrong, so a wrong
 // file (a key, a DER file, a truncated copy) is quick to spot.
-func loadCAs(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
+func (g *Guard) loadCAs(path string) (*x509.CertPool, error) {
+	data, err := g.readCAFile(path)
+	if errors.Is(err, ErrRefused) {
+		return nil, err
+	}
 	if err != nil {
 		var pathErr *fs.PathError
 		if errors.As(err, &pathErr) {

@@ -13,20 +13,32 @@ import (
 	"herald/internal/testkit"
 )
 
+// everywhere is a guard whose CA directory is the root: every test file
+// is in it.
+func everywhere(t *testing.T) *Guard {
+	t.Helper()
+	g, err := NewGuard(GuardConfig{CADir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func TestTLSConfig(t *testing.T) {
-	c, err := TLSConfig("", false)
+	g := everywhere(t)
+	c, err := g.TLSConfig("", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.MinVersion != tls.VersionTLS12 || c.RootCAs != nil || c.InsecureSkipVerify {
 		t.Errorf("TLSConfig without attributes = %+v, want TLS 1.2 or later with the system roots", c)
 	}
-	if c, err := TLSConfig("", true); err != nil || !c.InsecureSkipVerify {
+	if c, err := g.TLSConfig("", true); err != nil || !c.InsecureSkipVerify {
 		t.Errorf("TLSConfig with tls_insecure_skip_verify = %+v, %v; want verification off", c, err)
 	}
 
 	caFile := testkit.TestCertificates(t).CAFile
-	c, err = TLSConfig(caFile, false)
+	c, err = g.TLSConfig(caFile, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +62,7 @@ func TestTLSConfig(t *testing.T) {
 
 func TestTLSConfigRefusesBadCAFiles(t *testing.T) {
 	bad := testkit.WriteBadCAFiles(t)
+	g := everywhere(t)
 	for _, tc := range []struct {
 		name string
 		file string
@@ -62,7 +75,7 @@ func TestTLSConfigRefusesBadCAFiles(t *testing.T) {
 		{"key only", bad.KeyOnly, []string{"holds no PEM certificate"}},
 		{"corrupt", bad.Corrupt, []string{"certificate 1", "intact copy"}},
 	} {
-		_, err := TLSConfig(tc.file, false)
+		_, err := g.TLSConfig(tc.file, false)
 		if err == nil {
 			t.Errorf("%s: TLSConfig(%s) succeeded", tc.name, tc.file)
 			continue
@@ -77,7 +90,7 @@ func TestTLSConfigRefusesBadCAFiles(t *testing.T) {
 			}
 		}
 	}
-	if _, err := TLSConfig(bad.Missing, false); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := g.TLSConfig(bad.Missing, false); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("error for a missing file %v is not fs.ErrNotExist", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"herald/internal/controller"
+	"herald/internal/endpoint"
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -57,7 +58,7 @@ var kinds = []struct {
 	kind  error
 	cause []error
 }{
-	{ErrInvalid, []error{topic.ErrInvalid, ErrPayloadTooLarge, shard.ErrReservationTooSmall, shard.ErrInvalidCommand}},
+	{ErrInvalid, []error{topic.ErrInvalid, endpoint.ErrRefused, ErrPayloadTooLarge, shard.ErrReservationTooSmall, shard.ErrInvalidCommand}},
 	{ErrNotFound, []error{controller.ErrTopicNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
 	{ErrExists, []error{controller.ErrTopicExists}},
 	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, ErrPushTopic, ErrEndpointRejected}},

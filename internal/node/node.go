@@ -22,6 +22,7 @@ import (
 
 	"herald/internal/controller"
 	"herald/internal/delivery"
+	"herald/internal/endpoint"
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -54,6 +55,10 @@ type Config struct {
 	// Registerer receives the node's metrics (delivery outcomes, queue
 	// depths) and its host's; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// PushGuard says what push endpoints may reach besides public
+	// addresses, and where their CA files may be. The zero value allows
+	// only public addresses and no CA file.
+	PushGuard endpoint.GuardConfig
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -111,8 +116,9 @@ const controllerName = "controller"
 type Node struct {
 	cfg  Config
 	log  *slog.Logger
-	host *host.Host
-	ctrl *controllerMachine
+	host  *host.Host
+	ctrl  *controllerMachine
+	guard *endpoint.Guard // what push endpoints may reach
 
 	reconcileMu sync.Mutex // one reconcile at a time
 	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
@@ -142,6 +148,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("no data directory configured; pass --data-dir")
+	}
+	guard, err := endpoint.NewGuard(cfg.PushGuard)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkWritable(cfg.DataDir); err != nil {
 		return nil, err
@@ -177,6 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		log:            cfg.Logger,
 		host:           h,
 		ctrl:           newControllerMachine(),
+		guard:          guard,
 		topics:         make(map[string]*topicRuntime),
 		shards:         make(map[uint64]*shardRuntime),
 		push:           make(map[string]*pushTopic),

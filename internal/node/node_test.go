@@ -14,12 +14,17 @@ import (
 	"time"
 
 	"herald/internal/controller"
+	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
+// testConfig is a node's config for tests: their push endpoints listen on
+// loopback, and their CA files are anywhere.
 func testConfig(dir string) Config {
-	return Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PushGuard: endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs, CADir: "/"}}
 }
 
 func openNode(t *testing.T, cfg Config) *Node {

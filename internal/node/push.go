@@ -107,7 +107,7 @@ func (n *Node) syncDispatchers() {
 	for name, tr := range topics {
 		p := n.push[name]
 		if p == nil {
-			ep, err := delivery.OpenEndpoint(name, tr.info.Attributes)
+			ep, err := delivery.OpenEndpoint(name, tr.info.Attributes, n.guard)
 			if err != nil {
 				n.log.Error("cannot open the push endpoint; events stay queued until it is fixed", "topic", name, "err", err)
 				select {

@@ -28,6 +28,9 @@ func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]st
 	if err := a.Validate(); err != nil {
 		return Topic{}, err
 	}
+	if err := n.guard.Check(ctx, a); err != nil {
+		return Topic{}, err
+	}
 	t, err := n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a,
 		Members: n.cfg.Members, Time: time.Now().UnixNano()})
 	return topicOf(t), err
@@ -50,6 +53,11 @@ func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[st
 		return Topic{}, err
 	}
 	if err := a.Validate(); err != nil {
+		return Topic{}, err
+	}
+	// Where the endpoint points is checked here, not in the controller,
+	// whose state machine does no I/O; dialling checks it again.
+	if err := n.guard.Check(ctx, a); err != nil {
 		return Topic{}, err
 	}
 	t, err := n.proposeController(ctx, controller.Command{Op: "set", Name: name, Changes: attrs, Time: time.Now().UnixNano()})

@@ -65,6 +65,7 @@ type Endpoint struct {
 	routingKey string
 	confirm    bool        // amqp_ack_level=broker
 	tls        *tls.Config // nil for amqp://
+	guard      *endpoint.Guard
 
 	// lock guards the fields below. It is a channel rather than a mutex
 	// so that a Send waiting while another one connects can give up when
@@ -84,8 +85,8 @@ type channel struct {
 
 // New returns an endpoint that publishes the events of topicName as a's
 // attributes say. It checks the attributes but does not connect: the first
-// Send does.
-func New(topicName string, a topic.Attributes) (*Endpoint, error) {
+// Send does, and only where g allows.
+func New(topicName string, a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 	shown := topic.RedactEndpoint(a.PushEndpoint)
 	// amqp.ParseURI's errors repeat the URI: ParseEndpoint's do not.
 	if _, err := topic.ParseEndpoint(a.PushEndpoint); err != nil {
@@ -102,6 +103,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 		exchange:   a.AMQPExchange,
 		routingKey: a.AMQPRoutingKey,
 		lock:       make(chan struct{}, 1),
+		guard:      g,
 	}
 	if e.routingKey == "" {
 		e.routingKey = topicName
@@ -117,7 +119,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 		return nil, fmt.Errorf("amqp endpoint %s: amqp_ack_level must be none or broker, got %q", shown, a.AMQPAckLevel)
 	}
 	if s, _ := topic.LookupScheme(uri.Scheme); s.TLS {
-		if e.tls, err = endpoint.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify); err != nil {
+		if e.tls, err = g.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify); err != nil {
 			return nil, fmt.Errorf("amqp endpoint %s: %w", shown, err)
 		}
 		e.tls.ServerName = uri.Host
@@ -243,8 +245,7 @@ func (e *Endpoint) dial(ctx context.Context) (*amqp.Connection, error) {
 	cfg := amqp.Config{
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
+			conn, err := e.guard.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}

@@ -282,7 +282,7 @@ func TestNewErrors(t *testing.T) {
 	} {
 		a := attrs("x", "broker")
 		tc.change(&a)
-		_, err := New("orders", a)
+		_, err := New("orders", a, endpointtest.Guard(t))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", a, err, tc.want)
 		}

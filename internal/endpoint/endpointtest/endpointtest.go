@@ -16,11 +16,27 @@ import (
 // sendTimeout bounds a Send that must succeed.
 const sendTimeout = 10 * time.Second
 
-// Open opens an endpoint of topic "orders" with newEndpoint (a kind's New)
-// and closes it when the test ends.
-func Open[E endpoint.Endpoint](t testing.TB, newEndpoint func(string, topic.Attributes) (E, error), a topic.Attributes) E {
+// Guard returns a push endpoint guard for tests: their servers listen on
+// loopback, which it allows, and their CA files are anywhere (its CA
+// directory is the root).
+func Guard(t testing.TB) *endpoint.Guard {
 	t.Helper()
-	e, err := newEndpoint("orders", a)
+	g, err := endpoint.NewGuard(endpoint.GuardConfig{Allow: LoopbackCIDRs, CADir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// LoopbackCIDRs are the loopback networks, which every test's servers
+// listen on.
+var LoopbackCIDRs = []string{"127.0.0.0/8", "::1/128"}
+
+// Open opens an endpoint of topic "orders" with newEndpoint (a kind's New)
+// and Guard, and closes it when the test ends.
+func Open[E endpoint.Endpoint](t testing.TB, newEndpoint func(string, topic.Attributes, *endpoint.Guard) (E, error), a topic.Attributes) E {
+	t.Helper()
+	e, err := newEndpoint("orders", a, Guard(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

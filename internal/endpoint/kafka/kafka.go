@@ -77,8 +77,8 @@ type Endpoint struct {
 
 // New returns an endpoint that produces the events of topicName as a's
 // attributes say. It checks the attributes but does not connect: the
-// client connects when the first record is produced.
-func New(topicName string, a topic.Attributes) (*Endpoint, error) {
+// client connects when the first record is produced, only where g allows.
+func New(topicName string, a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 	e := &Endpoint{topic: a.KafkaTopic, shown: topic.RedactEndpoint(a.PushEndpoint)}
 	if e.topic == "" {
 		e.topic = topicName
@@ -90,6 +90,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID("herald"),
+		kgo.Dialer(g.DialContext),
 		// The client's own limit, for the records of Sends that gave up.
 		kgo.RecordDeliveryTimeout(sendTimeout),
 		kgo.ProducerBatchMaxBytes(maxRecordBytes),

@@ -328,7 +328,7 @@ func TestNewErrors(t *testing.T) {
 	} {
 		a := topic.Defaults()
 		a.PushEndpoint, a.KafkaAcks = tc.endpoint, tc.acks
-		_, err := New("orders", a)
+		_, err := New("orders", a, endpointtest.Guard(t))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%s, acks %s) = %v, want an error saying %q", tc.endpoint, tc.acks, err, tc.want)
 		}

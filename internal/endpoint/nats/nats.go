@@ -71,6 +71,7 @@ type Endpoint struct {
 	name      string // connection name, shown by the server's monitoring
 	subject   string
 	jetStream bool
+	guard     *endpoint.Guard
 
 	// lock guards the fields below. It is a channel rather than a mutex
 	// so that a Send waiting while another one connects can give up when
@@ -83,8 +84,8 @@ type Endpoint struct {
 
 // New returns an endpoint that publishes the events of topicName as a's
 // attributes say. It checks the attributes but does not connect: the first
-// Send does.
-func New(topicName string, a topic.Attributes) (*Endpoint, error) {
+// Send does, and only where g allows.
+func New(topicName string, a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 	shown := topic.RedactEndpoint(a.PushEndpoint)
 	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
@@ -97,6 +98,7 @@ func New(topicName string, a topic.Attributes) (*Endpoint, error) {
 		subject:   a.NATSSubject,
 		jetStream: a.NATSJetStream,
 		lock:      make(chan struct{}, 1),
+		guard:     g,
 	}
 	if e.subject == "" {
 		e.subject = topicName
@@ -181,6 +183,7 @@ func (e *Endpoint) connection(ctx context.Context) (*nats.Conn, jetstream.JetStr
 	conn, err := nats.Connect(e.url,
 		nats.Name(e.name),
 		nats.Timeout(timeout),
+		nats.SetCustomDialer(e.guard.Dialer(timeout)),
 		// Fail publishes while reconnecting instead of buffering them:
 		// a buffered message would be reported delivered, or failed
 		// and then delivered anyway.

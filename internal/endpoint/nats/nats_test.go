@@ -282,7 +282,7 @@ func TestNewErrors(t *testing.T) {
 	} {
 		a := topic.Defaults()
 		a.PushEndpoint = tc.endpoint
-		_, err := New("orders", a)
+		_, err := New("orders", a, endpointtest.Guard(t))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%s) = %v, want an error saying %q", tc.endpoint, err, tc.want)
 		}

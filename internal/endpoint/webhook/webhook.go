@@ -127,16 +127,16 @@ var _ endpoint.Endpoint = (*Endpoint)(nil)
 // a.PushEndpoint, an http:// or https:// URL, with the topic's HTTP
 // headers, timeout, signing secret and TLS settings. It reads
 // a.TLSCAFile, if set, now, so a missing or malformed file is reported here
-// rather than on every delivery.
-func New(topicName string, a topic.Attributes) (*Endpoint, error) {
-	e, err := newEndpoint(a)
+// rather than on every delivery. Its connections go only where g allows.
+func New(topicName string, a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
+	e, err := newEndpoint(a, g)
 	if err != nil {
 		return nil, fmt.Errorf("webhook for topic %s: %w", topicName, err)
 	}
 	return e, nil
 }
 
-func newEndpoint(a topic.Attributes) (*Endpoint, error) {
+func newEndpoint(a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 	shown := topic.RedactEndpoint(a.PushEndpoint)
 	u, err := topic.ParseEndpoint(a.PushEndpoint)
 	if err != nil {
@@ -155,7 +155,7 @@ func newEndpoint(a topic.Attributes) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := endpoint.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify)
+	tc, err := g.TLSConfig(a.TLSCAFile, a.TLSInsecureSkipVerify)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func newEndpoint(a topic.Attributes) (*Endpoint, error) {
 		timeout: time.Duration(a.HTTPTimeout) * time.Second,
 		header:  header,
 		host:    host,
-		client:  newClient(tc),
+		client:  newClient(tc, g),
 	}
 	if a.SigningSecret != "" {
 		e.secret = []byte(a.SigningSecret)
@@ -216,10 +216,12 @@ func isCtl(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }
 
 // newClient returns a client with its own connection pool, so that one
 // endpoint's connections and TLS settings are not shared with another's.
-func newClient(tc *tls.Config) *http.Client {
+// Its connections are dialled by g, which checks every address after DNS
+// resolution (with a proxy from the environment, the proxy's).
+func newClient(tc *tls.Config, g *endpoint.Guard) *http.Client {
 	t := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         g.DialContext,
 		TLSClientConfig:     tc,
 		ForceAttemptHTTP2:   true, // a custom TLSClientConfig turns HTTP/2 off otherwise
 		MaxIdleConns:        maxIdleConns,

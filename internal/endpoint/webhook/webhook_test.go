@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
 	"herald/internal/testkit"
 	"herald/internal/topic"
 )
@@ -36,7 +37,7 @@ func attributes(pushEndpoint string) topic.Attributes {
 
 func startEndpoint(t testing.TB, a topic.Attributes) *Endpoint {
 	t.Helper()
-	e, err := New("orders", a)
+	e, err := New("orders", a, endpointtest.Guard(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -409,7 +410,7 @@ func TestNewErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := attributes("https://hooks.example/x")
 			tc.change(&a)
-			e, err := New("orders", a)
+			e, err := New("orders", a, endpointtest.Guard(t))
 			if err == nil {
 				e.Close()
 				t.Fatal("New succeeded")

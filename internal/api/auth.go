@@ -1,0 +1,226 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"herald/internal/auth"
+	"herald/proto/herald/v1/heraldv1connect"
+)
+
+// Every request but the health checks is checked against the route table
+// below by one middleware around the whole handler, so that a route added
+// to the mux without an entry is refused rather than left open.
+
+// anyScope marks a route that any valid token may call: reading topics
+// and their statistics, which every client needs.
+const anyScope auth.Scope = "any"
+
+// public marks a route that needs no token: health checks, which load
+// balancers probe, and the dashboard's page and assets, which hold no data
+// (its data comes from routes that need a token).
+const public auth.Scope = "public"
+
+// procedureScopes is the scope each HeraldService procedure needs. A
+// procedure missing here needs admin (and TestEveryProcedureHasAScope
+// fails).
+var procedureScopes = map[string]auth.Scope{
+	heraldv1connect.HeraldServiceCreateTopicProcedure:        auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceSetTopicAttributesProcedure: auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceDeleteTopicProcedure:        auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceListDeadLettersProcedure:    auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceReplayDeadLettersProcedure:  auth.ScopeAdmin,
+	heraldv1connect.HeraldServicePurgeDeadLettersProcedure:   auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceGetTopicProcedure:           anyScope,
+	heraldv1connect.HeraldServiceListTopicsProcedure:         anyScope,
+	heraldv1connect.HeraldServiceTopicStatsProcedure:         anyScope,
+	heraldv1connect.HeraldServicePublishProcedure:            auth.ScopePublish,
+	heraldv1connect.HeraldServiceReserveProcedure:            auth.ScopePublish,
+	heraldv1connect.HeraldServiceCommitProcedure:             auth.ScopePublish,
+	heraldv1connect.HeraldServiceAbortProcedure:              auth.ScopePublish,
+	heraldv1connect.HeraldServiceFetchProcedure:              auth.ScopeConsume,
+	heraldv1connect.HeraldServiceAckProcedure:                auth.ScopeConsume,
+	heraldv1connect.HeraldServiceNackProcedure:               auth.ScopeConsume,
+}
+
+// snsPath is where the SNS-style API takes its form-encoded POSTs, and
+// snsActionScopes the scope of each of its Actions. An Action missing
+// here needs admin.
+const snsPath = "/"
+
+var snsActionScopes = map[string]auth.Scope{
+	"CreateTopic":        auth.ScopeAdmin,
+	"DeleteTopic":        auth.ScopeAdmin,
+	"SetTopicAttributes": auth.ScopeAdmin,
+	"ListTopics":         anyScope,
+	"GetTopic":           anyScope,
+	"GetTopicAttributes": anyScope,
+	"Publish":            auth.ScopePublish,
+}
+
+// pathScopes are the scopes of the routes that are not procedures; a path
+// ending in / covers everything under it.
+var pathScopes = map[string]auth.Scope{
+	"/healthz":              public,
+	"/readyz":               public,
+	"/metrics":              anyScope, // public unless Options.MetricsNeedToken
+	dashboardPath:           public,
+	dashboardPath + "data/": anyScope,
+	s3IngestPath:            auth.ScopePublish,
+}
+
+// s3IngestPath takes S3 event notifications (publish scope).
+const s3IngestPath = "/s3/"
+
+// scopeFor returns the scope request r needs and, for messages, what it
+// calls.
+func (a *authorizer) scopeFor(r *http.Request) (auth.Scope, string) {
+	p := r.URL.Path
+	if s, ok := procedureScopes[p]; ok {
+		return s, procedureName(p)
+	}
+	if strings.HasPrefix(p, "/"+heraldv1connect.HeraldServiceName+"/") {
+		return auth.ScopeAdmin, p
+	}
+	if p == snsPath && r.Method == http.MethodPost {
+		action := r.FormValue("Action") // parsed once; the SNS handler reads the same form
+		if s, ok := snsActionScopes[action]; ok {
+			return s, "SNS " + action
+		}
+		return auth.ScopeAdmin, "SNS " + action
+	}
+	if p == "/metrics" && !a.metricsNeedToken {
+		return public, p
+	}
+	if s, ok := pathScopes[p]; ok {
+		return s, p
+	}
+	for prefix, s := range pathScopes {
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(p, prefix) {
+			return s, p
+		}
+	}
+	return auth.ScopeAdmin, p
+}
+
+// procedureName returns the method name of a procedure.
+func procedureName(procedure string) string {
+	return strings.TrimPrefix(procedure, "/"+heraldv1connect.HeraldServiceName+"/")
+}
+
+// authorizer is the token check around the whole handler.
+type authorizer struct {
+	tokens           *auth.Store // nil: no tokens are configured, every request is allowed
+	metricsNeedToken bool
+	errors           *connect.ErrorWriter
+	now              func() time.Time
+}
+
+type principalKey struct{}
+
+// Principal is who made a request, for the audit log.
+type Principal struct {
+	Token  auth.Token // zero when no tokens are configured
+	Remote string     // the client's address
+}
+
+// String names the principal without its secret.
+func (p Principal) String() string {
+	if p.Token.ID == "" {
+		return "anonymous"
+	}
+	return p.Token.Name + " (token " + p.Token.ID + ")"
+}
+
+// principalOf returns who made the request of ctx.
+func principalOf(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+func (a *authorizer) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := Principal{Remote: r.RemoteAddr}
+		need, what := a.scopeFor(r)
+		if need != public && a.tokens != nil {
+			tok, err := a.tokens.Authenticate(bearer(r), a.now())
+			if err != nil {
+				msg := fmt.Sprintf("%s needs a token with the %s; %v", what, scopeWords(need), err)
+				if errors.Is(err, auth.ErrMissing) || errors.Is(err, auth.ErrMalformed) || errors.Is(err, auth.ErrUnknown) {
+					msg += "; create one with herald token create and pass it with --token or $HERALD_TOKEN"
+				}
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				a.refuse(w, r, connect.CodeUnauthenticated, msg)
+				return
+			}
+			if need != anyScope && !tok.Has(need) {
+				a.refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("%s needs a token with the %s; token %s (%s) has %s", what, scopeWords(need), tok.ID, tok.Name, scopeList(tok.Scopes)))
+				return
+			}
+			p.Token = tok
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// refuse answers a request the token check turned down: in its RPC
+// protocol's form for Connect, gRPC and gRPC-Web requests, and as text
+// with 401 or 403 otherwise.
+func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
+	if a.errors.IsSupported(r) {
+		a.errors.Write(w, r, connect.NewError(code, errors.New(msg)))
+		return
+	}
+	status := http.StatusUnauthorized
+	if code == connect.CodePermissionDenied {
+		status = http.StatusForbidden
+	}
+	http.Error(w, msg, status)
+}
+
+// bearer returns the token of a request: that of an "Authorization:
+// Bearer" header, or the access key id of an AWS Signature Version 4
+// header, which the aws CLI and boto3 send to the SNS API ("Authorization:
+// AWS4-HMAC-SHA256 Credential=<access key id>/<date>/..."): there, the
+// token is the access key id. herald keeps only hashes of tokens, so it
+// cannot verify the signature itself; the token, like a bearer token, is
+// what proves the caller, which is why it must travel over TLS.
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	scheme, rest, ok := strings.Cut(h, " ")
+	switch {
+	case !ok:
+		return ""
+	case strings.EqualFold(scheme, "Bearer"):
+		return strings.TrimSpace(rest)
+	case scheme == "AWS4-HMAC-SHA256":
+		for part := range strings.SplitSeq(rest, ",") {
+			if cred, ok := strings.CutPrefix(strings.TrimSpace(part), "Credential="); ok {
+				key, _, _ := strings.Cut(cred, "/")
+				return key
+			}
+		}
+	}
+	return ""
+}
+
+func scopeWords(s auth.Scope) string {
+	if s == anyScope {
+		return "scope admin, publish or consume"
+	}
+	return string(s) + " scope"
+}
+
+func scopeList(scopes []auth.Scope) string {
+	var names []string
+	for _, s := range scopes {
+		names = append(names, string(s))
+	}
+	return "scope " + strings.Join(names, ", ")
+}
