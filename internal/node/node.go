@@ -114,8 +114,8 @@ const controllerName = "controller"
 
 // Node is a running herald node.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
+	cfg   Config
+	log   *slog.Logger
 	host  *host.Host
 	ctrl  *controllerMachine
 	guard *endpoint.Guard // what push endpoints may reach
