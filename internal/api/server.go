@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"herald/internal/api/s3ingest"
+	"herald/internal/api/sns"
 	"herald/internal/auth"
 	"herald/internal/node"
 	"herald/proto/herald/v1/heraldv1connect"
@@ -48,6 +50,9 @@ type Options struct {
 	// Logger receives the audit log: a line for every administration of
 	// topics and dead letters. nil: slog.Default().
 	Logger *slog.Logger
+	// SNSZonegroup is the zonegroup in the topic ARNs of the SNS-style API
+	// (arn:aws:sns:<zonegroup>::<topic>); empty means "default".
+	SNSZonegroup string
 }
 
 // NewHandler is Handler with options: every route but the health checks
@@ -76,6 +81,12 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	if opts.Dashboard != nil {
 		mux.Handle(dashboardPath, opts.Dashboard)
 	}
+	// The SNS-style API takes form-encoded POSTs to /, where the aws CLI
+	// and boto3 send them; its Actions' scopes are in snsActionScopes.
+	// Without tokens, it serves loopback callers only.
+	mux.Handle("POST "+snsPath+"{$}", sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil}))
+	// S3 event notifications (publish scope), to the topic in the path.
+	mux.Handle("POST "+s3IngestPath+"{topic}", s3ingest.New(n))
 	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now}
 	return a.wrap(mux)
 }

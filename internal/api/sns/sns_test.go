@@ -1,0 +1,249 @@
+package sns
+
+import (
+	"context"
+	"encoding/xml"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"herald/internal/endpoint"
+	"herald/internal/node"
+)
+
+func openNode(t *testing.T, maxPayload int) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), node.Config{
+		DataDir: t.TempDir(), MaxPayloadBytes: maxPayload,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PushGuard: endpoint.GuardConfig{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// call posts a form to h from a loopback address and returns the status
+// and body.
+func call(t *testing.T, h http.Handler, params ...string) (int, string) {
+	t.Helper()
+	form := url.Values{}
+	for i := 0; i+1 < len(params); i += 2 {
+		form.Add(params[i], params[i+1])
+	}
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = "127.0.0.1:40000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code, w.Body.String()
+}
+
+func mustCall(t *testing.T, h http.Handler, params ...string) string {
+	t.Helper()
+	status, body := call(t, h, params...)
+	if status != http.StatusOK {
+		t.Fatalf("%v: %d %s", params, status, body)
+	}
+	return body
+}
+
+// attributes decodes a GetTopicAttributes response.
+func attributes(t *testing.T, body string) map[string]string {
+	t.Helper()
+	var resp struct {
+		Result struct {
+			Attributes attributeMap
+		} `xml:"GetTopicAttributesResult"`
+		RequestID string `xml:"ResponseMetadata>RequestId"`
+	}
+	if err := xml.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	if resp.RequestID == "" {
+		t.Fatalf("no RequestId in %s", body)
+	}
+	m := map[string]string{}
+	for _, e := range resp.Result.Attributes.Entries {
+		m[e.Key] = e.Value
+	}
+	return m
+}
+
+func TestTopicLifecycleWithCephAttributes(t *testing.T) {
+	n := openNode(t, 0)
+	h := New(n, Config{Zonegroup: "zg1"})
+	const arn = "arn:aws:sns:zg1::fish"
+
+	body := mustCall(t, h, "Action", "CreateTopic", "Name", "fish",
+		"Attributes.entry.1.key", "push-endpoint", "Attributes.entry.1.value", "kafka://localhost",
+		"Attributes.entry.2.key", "persistent", "Attributes.entry.2.value", "true",
+		"Attributes.entry.3.key", "OpaqueData", "Attributes.entry.3.value", "od",
+		"Attributes.entry.4.key", "verify-ssl", "Attributes.entry.4.value", "true",
+		"Attributes.entry.5.key", "kafka-ack-level", "Attributes.entry.5.value", "broker",
+		"Attributes.entry.6.key", "shards", "Attributes.entry.6.value", "3")
+	if !strings.Contains(body, "<TopicArn>"+arn+"</TopicArn>") || !strings.Contains(body, `xmlns="`+namespace+`"`) {
+		t.Fatalf("CreateTopic: %s", body)
+	}
+	got := attributes(t, mustCall(t, h, "Action", "GetTopicAttributes", "TopicArn", arn))
+	for k, want := range map[string]string{
+		"TopicArn": arn, "Name": "fish", "push-endpoint": "kafka://localhost", "persistent": "true",
+		"OpaqueData": "od", "tls_insecure_skip_verify": "false", "kafka_acks": "all", "shards": "3",
+	} {
+		if got[k] != want {
+			t.Errorf("attribute %s = %q, want %q", k, got[k], want)
+		}
+	}
+
+	// Creating it again with new attributes updates it, as in Ceph.
+	mustCall(t, h, "Action", "CreateTopic", "Name", "fish", "Attributes.entry.1.key", "max_retries", "Attributes.entry.1.value", "7")
+	mustCall(t, h, "Action", "SetTopicAttributes", "TopicArn", arn, "AttributeName", "OpaqueData", "AttributeValue", "od2")
+	tp, err := n.GetTopic("fish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp.Attributes["max_retries"] != "7" || tp.Attributes["opaque_data"] != "od2" || tp.Attributes["shards"] != "3" {
+		t.Fatalf("attributes after updates: %v", tp.Attributes)
+	}
+
+	if body := mustCall(t, h, "Action", "ListTopics"); !strings.Contains(body, "<member><TopicArn>"+arn+"</TopicArn></member>") {
+		t.Fatalf("ListTopics: %s", body)
+	}
+	if body := mustCall(t, h, "Action", "GetTopic", "TopicArn", arn); !strings.Contains(body, "<EndpointAddress>kafka://localhost</EndpointAddress>") ||
+		!strings.Contains(body, "<OpaqueData>od2</OpaqueData>") {
+		t.Fatalf("GetTopic: %s", body)
+	}
+
+	// Publish: the group id is the key, the dedup id makes it idempotent.
+	pub := func() string {
+		body := mustCall(t, h, "Action", "Publish", "TopicArn", arn, "Message", `{"a":1}`,
+			"MessageGroupId", "k", "MessageDeduplicationId", "d1", "Subject", "s",
+			"MessageAttributes.entry.1.Name", "color", "MessageAttributes.entry.1.Value.DataType", "String",
+			"MessageAttributes.entry.1.Value.StringValue", "red")
+		var resp struct {
+			ID string `xml:"PublishResult>MessageId"`
+		}
+		if err := xml.Unmarshal([]byte(body), &resp); err != nil || resp.ID == "" {
+			t.Fatalf("Publish: %s (%v)", body, err)
+		}
+		return resp.ID
+	}
+	if a, b := pub(), pub(); a != b {
+		t.Fatalf("a repeated publish with the same MessageDeduplicationId got ids %s and %s", a, b)
+	}
+	st, err := n.TopicStats(context.Background(), "fish")
+	if err != nil || st.Total.Stats.Published != 1 {
+		t.Fatalf("published %d events (%v), want 1", st.Total.Stats.Published, err)
+	}
+
+	mustCall(t, h, "Action", "DeleteTopic", "TopicArn", arn)
+	mustCall(t, h, "Action", "DeleteTopic", "TopicArn", arn) // idempotent
+	if len(n.ListTopics()) != 0 {
+		t.Fatalf("topics left after DeleteTopic: %v", n.ListTopics())
+	}
+}
+
+func TestBadRequestsAreSNSErrorsAndChangeNothing(t *testing.T) {
+	n := openNode(t, 100)
+	h := New(n, Config{})
+	mustCall(t, h, "Action", "CreateTopic", "Name", "t", "Attributes.entry.1.key", "OpaqueData", "Attributes.entry.1.value", "before")
+	const arn = "arn:aws:sns:default::t"
+	tests := []struct {
+		name   string
+		params []string
+		status int
+		code   string
+		says   string
+	}{
+		{"unknown action", []string{"Action", "Subscribe"}, 400, codeInvalidAction, "unknown Action"},
+		{"no action", nil, 400, codeInvalidAction, "unknown Action"},
+		{"missing name", []string{"Action", "CreateTopic"}, 400, codeInvalidParameter, "missing required parameter Name"},
+		{"bad topic name", []string{"Action", "CreateTopic", "Name", "a/b"}, 400, codeInvalidParameter, "topic name"},
+		{"malformed attribute entry", []string{"Action", "CreateTopic", "Name", "u", "Attributes.entry.x.key", "persistent"}, 400, codeInvalidParameter, "not a positive integer"},
+		{"attribute without value", []string{"Action", "CreateTopic", "Name", "u", "Attributes.entry.1.key", "persistent"}, 400, codeInvalidParameter, "has no value"},
+		{"unknown attribute", []string{"Action", "CreateTopic", "Name", "u", "Attributes.entry.1.key", "colour", "Attributes.entry.1.value", "red"}, 400, codeInvalidParameter, "colour"},
+		{"bad attribute value", []string{"Action", "CreateTopic", "Name", "t", "Attributes.entry.1.key", "verify-ssl", "Attributes.entry.1.value", "maybe"}, 400, codeInvalidParameter, "verify-ssl"},
+		{"shards changed", []string{"Action", "CreateTopic", "Name", "t", "Attributes.entry.1.key", "shards", "Attributes.entry.1.value", "5"}, 400, codeInvalidParameter, "shard"},
+		{"set unknown attribute", []string{"Action", "SetTopicAttributes", "TopicArn", arn, "AttributeName", "colour", "AttributeValue", "x"}, 400, codeInvalidParameter, "colour"},
+		{"other zonegroup", []string{"Action", "GetTopicAttributes", "TopicArn", "arn:aws:sns:zg2::t"}, 400, codeInvalidParameter, `zonegroup "zg2"`},
+		{"other zonegroup set", []string{"Action", "SetTopicAttributes", "TopicArn", "arn:aws:sns:zg2::t", "AttributeName", "OpaqueData", "AttributeValue", "x"}, 400, codeInvalidParameter, `zonegroup "zg2"`},
+		{"tenant", []string{"Action", "DeleteTopic", "TopicArn", "arn:aws:sns:default:acme:t"}, 400, codeInvalidParameter, "no tenants"},
+		{"not an ARN", []string{"Action", "DeleteTopic", "TopicArn", "t"}, 400, codeInvalidParameter, "invalid topic ARN"},
+		{"missing ARN", []string{"Action", "Publish", "Message", "m"}, 400, codeInvalidParameter, "missing required parameter TopicArn"},
+		{"unknown topic", []string{"Action", "GetTopicAttributes", "TopicArn", "arn:aws:sns:default::nope"}, 404, codeNotFound, "nope"},
+		{"publish to unknown topic", []string{"Action", "Publish", "TopicArn", "arn:aws:sns:default::nope", "Message", "m"}, 404, codeNotFound, "nope"},
+		{"empty message", []string{"Action", "Publish", "TopicArn", arn, "Message", ""}, 400, codeInvalidParameter, "Message"},
+		{"oversized message", []string{"Action", "Publish", "TopicArn", arn, "Message", strings.Repeat("x", 101)}, 400, codeInvalidParameter, "over the limit of 100 bytes"},
+		{"message attribute without value", []string{"Action", "Publish", "TopicArn", arn, "Message", "m", "MessageAttributes.entry.1.Name", "c"}, 400, codeInvalidParameter, "message attribute c"},
+	}
+	for _, tt := range tests {
+		status, body := call(t, h, tt.params...)
+		var resp errorResponse
+		if err := xml.Unmarshal([]byte(body), &resp); err != nil {
+			t.Errorf("%s: %d %s: %v", tt.name, status, body, err)
+			continue
+		}
+		if status != tt.status || resp.Error.Code != tt.code || !strings.Contains(resp.Error.Message, tt.says) || resp.RequestID == "" {
+			t.Errorf("%s: %d %s, want %d %s saying %q", tt.name, status, body, tt.status, tt.code, tt.says)
+		}
+	}
+	// Nothing changed.
+	topics := n.ListTopics()
+	if len(topics) != 1 || topics[0].Attributes["opaque_data"] != "before" || topics[0].Attributes["tls_insecure_skip_verify"] != "false" {
+		t.Fatalf("rejected requests changed the topics: %v", topics)
+	}
+	st, err := n.TopicStats(context.Background(), "t")
+	if err != nil || st.Total.Stats.Published != 0 {
+		t.Fatalf("rejected publishes appended %d events (%v)", st.Total.Stats.Published, err)
+	}
+}
+
+func TestCephValuesTranslate(t *testing.T) {
+	for _, tt := range []struct{ name, value, hname, hvalue string }{
+		{"verify-ssl", "false", "tls_insecure_skip_verify", "true"},
+		{"verify-ssl", "true", "tls_insecure_skip_verify", "false"},
+		{"kafka-ack-level", "broker", "kafka_acks", "all"},
+		{"kafka-ack-level", "none", "kafka_acks", "none"},
+		{"OpaqueData", "x", "opaque_data", "x"},
+		{"ca-location", "ca.pem", "tls_ca_file", "ca.pem"},
+		{"max-queue-bytes", "5", "max-queue-bytes", "5"}, // herald's own, passed on
+	} {
+		hname, hvalue, err := toHerald(tt.name, tt.value)
+		if err != nil || hname != tt.hname || hvalue != tt.hvalue {
+			t.Errorf("%s=%s: %s=%s (%v), want %s=%s", tt.name, tt.value, hname, hvalue, err, tt.hname, tt.hvalue)
+		}
+	}
+	if _, _, err := toHerald("kafka-ack-level", "routable"); err == nil {
+		t.Error("kafka-ack-level=routable accepted")
+	}
+}
+
+func TestRemoteCallersNeedTokens(t *testing.T) {
+	n := openNode(t, 0)
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action=CreateTopic&Name=t"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = "192.0.2.7:5000" // not a connection: only the address is looked at
+	w := httptest.NewRecorder()
+	New(n, Config{}).ServeHTTP(w, req)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "<Code>AuthorizationError</Code>") {
+		t.Fatalf("remote request without tokens: %d %s, want 403 AuthorizationError", w.Code, w.Body)
+	}
+	if len(n.ListTopics()) != 0 {
+		t.Fatal("a refused request created a topic")
+	}
+	// With a token check in front (AllowRemote), the same request passes.
+	req = httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action=CreateTopic&Name=t"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = "192.0.2.7:5000"
+	w = httptest.NewRecorder()
+	New(n, Config{AllowRemote: true}).ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("remote request with AllowRemote: %d %s", w.Code, w.Body)
+	}
+}
