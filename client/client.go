@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"strings"
 	"time"
@@ -45,6 +46,21 @@ type config struct {
 	timeout    time.Duration
 	batchMax   int
 	retries    int
+	token      string
+	tls        *tls.Config
+}
+
+// WithToken makes the Client send token ("Authorization: Bearer") with
+// every call, as a server with tokens configured requires.
+func WithToken(token string) Option {
+	return func(c *config) { c.token = token }
+}
+
+// WithTLSConfig makes the Client's own HTTP client use tc for https://
+// base URLs, for example to trust the CA of the server's certificate
+// (tc.RootCAs). It has no effect with WithHTTPClient.
+func WithTLSConfig(tc *tls.Config) Option {
+	return func(c *config) { c.tls = tc }
 }
 
 // WithHTTPClient makes the Client send its requests with hc. With WithGRPC,
@@ -79,7 +95,7 @@ func New(baseURL string, opts ...Option) *Client {
 	}
 	hc := cfg.httpClient
 	if hc == nil {
-		hc = defaultHTTPClient(cfg.grpc)
+		hc = defaultHTTPClient(cfg.grpc, cfg.tls)
 	}
 	// Events are mostly small and the server is usually near: compressing
 	// every request costs more CPU than it saves (gzip state is reset per
@@ -87,6 +103,9 @@ func New(baseURL string, opts ...Option) *Client {
 	copts := []connect.ClientOption{connect.WithCompressMinBytes(compressMinBytes)}
 	if cfg.grpc {
 		copts = append(copts, connect.WithGRPC())
+	}
+	if cfg.token != "" {
+		copts = append(copts, connect.WithInterceptors(bearerToken(cfg.token)))
 	}
 	return &Client{
 		svc:      heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
@@ -112,8 +131,21 @@ func normalizeURL(baseURL string) string {
 	return strings.TrimRight(baseURL, "/")
 }
 
-func defaultHTTPClient(grpc bool) *http.Client {
+// bearerToken adds the token to every request.
+func bearerToken(token string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	}
+}
+
+func defaultHTTPClient(grpc bool, tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tc != nil {
+		tr.TLSClientConfig = tc.Clone()
+	}
 	if grpc {
 		var p http.Protocols
 		p.SetHTTP2(true)

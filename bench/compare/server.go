@@ -38,7 +38,9 @@ func startServer(ctx context.Context, bin, dir string, extra ...string) (*server
 	if err != nil {
 		return nil, fmt.Errorf("make a data directory: %w", err)
 	}
-	args := append([]string{"serve", "--data-dir", data, "--listen", addr, "--log-level", "warn"}, extra...)
+	// The push comparison's receiver listens on loopback, which push
+	// endpoints may reach only when allowed.
+	args := append([]string{"serve", "--data-dir", data, "--listen", addr, "--log-level", "warn", "--push-allow", "127.0.0.0/8"}, extra...)
 	s := &server{cmd: exec.Command(bin, args...), url: "http://" + addr, log: &tailWriter{max: 16 << 10}, done: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {

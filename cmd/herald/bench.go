@@ -95,7 +95,7 @@ JSON to FILE as well, whatever --output says.`,
 
 func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs map[string]string) error {
 	ctx := cmd.Context()
-	opts := []client.Option{client.WithTimeout(g.timeout)}
+	opts := g.clientOptions()
 	if p.batched > 0 {
 		opts = append(opts, client.WithPublishBatching(p.batched))
 	}

@@ -70,7 +70,9 @@ func startServer(t *testing.T, dataDir, addr string, extra ...string) *server {
 // output.
 func tryStartServer(t *testing.T, dataDir, addr string, extra ...string) (*server, error) {
 	t.Helper()
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, extra...)
+	// The tests' push receivers listen on loopback, which push endpoints
+	// may reach only when allowed.
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--push-allow", "127.0.0.0/8,::1"}, extra...)
 	cmd := exec.Command(heraldBinary(t), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ type globals struct {
 	server  string
 	output  string
 	timeout time.Duration
+	token   string      // --token or $HERALD_TOKEN
+	caFile  string      // --ca-file or $HERALD_CA_FILE
+	tls     *tls.Config // from caFile
 
 	c *client.Client // made by client on first use
 }
@@ -93,6 +97,10 @@ environment variable.`,
 	pf.StringVarP(&g.output, "output", "o", "human", `output format: "human" or "json"`)
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second,
 		"time limit for each request to the server (0: none)")
+	pf.StringVar(&g.token, "token", "",
+		"API token for a server that requires one (herald token create); $"+tokenEnv+" sets it without showing it in the process list")
+	pf.StringVar(&g.caFile, "ca-file", "",
+		"PEM file of the CA that signed an https:// server's certificate; $"+caFileEnv+" sets the default")
 	root.AddCommand(
 		newServeCommand(),
 		newTopicCommand(g),
@@ -103,6 +111,7 @@ environment variable.`,
 		newConsumeCommand(g),
 		newDLQCommand(g),
 		newBenchCommand(g),
+		newTokenCommand(),
 	)
 	return root
 }
@@ -113,6 +122,9 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		if env := os.Getenv(serverEnv); env != "" {
 			g.server = env
 		}
+	}
+	if err := g.resolveAuth(cmd); err != nil {
+		return err
 	}
 	switch g.output {
 	case "human", "json":
@@ -126,7 +138,7 @@ func (g *globals) json() bool { return g.output == "json" }
 // client returns the client for --server, made once per command line.
 func (g *globals) client() *client.Client {
 	if g.c == nil {
-		g.c = client.New(g.server, client.WithTimeout(g.timeout))
+		g.c = client.New(g.server, g.clientOptions()...)
 	}
 	return g.c
 }
@@ -135,6 +147,9 @@ func (g *globals) client() *client.Client {
 func (g *globals) explain(err error) error {
 	if err == nil || connect.IsWireError(err) {
 		return err
+	}
+	if advice := tlsAdvice(err); advice != "" {
+		return fmt.Errorf("TLS with the herald server at %s failed: %w\n%s", g.server, err, advice)
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable:

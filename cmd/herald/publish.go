@@ -89,7 +89,7 @@ func (g *globals) publish(cmd *cobra.Command, p *publishFlags, topic string, pay
 	}
 	c := g.client()
 	if p.retries > 1 {
-		c = client.New(g.server, client.WithTimeout(g.timeout), client.WithPublishRetries(p.retries))
+		c = client.New(g.server, append(g.clientOptions(), client.WithPublishRetries(p.retries))...)
 	}
 	b := &batcher{
 		publish: func(ctx context.Context, events []client.Event) ([]string, error) {

@@ -49,6 +49,13 @@ type serveConfig struct {
 	DeliveryConcurrency int           `yaml:"delivery_concurrency"`
 	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
 	LogLevel            string        `yaml:"log_level"`
+	TLSCertFile         string        `yaml:"tls_cert_file"`
+	TLSKeyFile          string        `yaml:"tls_key_file"`
+	TokensFile          string        `yaml:"tokens_file"`
+	InsecureNoAuth      bool          `yaml:"insecure_no_auth"`
+	MetricsNeedToken    bool          `yaml:"metrics_need_token"`
+	PushAllow           string        `yaml:"push_allow"`
+	PushCADir           string        `yaml:"push_ca_dir"`
 }
 
 // defaultServeConfig is the one place serve's defaults come from: the flags'
@@ -81,11 +88,19 @@ Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
 HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
-HERALD_LOG_LEVEL), then a YAML config file (--config) with the same names in
+HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_TOKENS_FILE,
+HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
+HERALD_PUSH_CA_DIR), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
+Without --tokens-file, every caller may do everything, so herald then
+listens only on a loopback address unless --insecure-no-auth is given.
+Push endpoints may not reach loopback, private, link-local, multicast or
+metadata addresses unless --push-allow names them.
+
 SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
---shutdown-timeout) and exits cleanly.`,
+--shutdown-timeout) and exits cleanly. SIGHUP reloads the tokens file and the
+TLS certificate (which is also reloaded when its files change).`,
 		Example: `  herald serve
   herald serve --data-dir /var/lib/herald --listen 0.0.0.0:7600
   HERALD_LISTEN=127.0.0.1:8600 herald serve --config herald.yaml`,
@@ -115,6 +130,13 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
 	f.Int("delivery-concurrency", d.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
 	f.Duration("shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may take on shutdown")
 	f.String("log-level", d.LogLevel, "debug, info, warn or error")
+	f.String("tls-cert-file", d.TLSCertFile, "serve TLS with this PEM certificate (chain); reloaded on SIGHUP or when it changes")
+	f.String("tls-key-file", d.TLSKeyFile, "the PEM private key of --tls-cert-file")
+	f.String("tokens-file", d.TokensFile, "file of the API tokens callers must present (herald token create writes it); reloaded on SIGHUP")
+	f.Bool("insecure-no-auth", d.InsecureNoAuth, "allow serving without tokens on a non-loopback address: anyone who reaches it may do everything")
+	f.Bool("metrics-need-token", d.MetricsNeedToken, "make /metrics need a token (of any scope)")
+	f.String("push-allow", d.PushAllow, "CIDRs and host names, comma-separated, that push endpoints may reach although private, loopback, link-local or metadata addresses")
+	f.String("push-ca-dir", d.PushCADir, "directory that a topic's tls_ca_file must be in (empty: no topic may name a CA file)")
 	return cmd
 }
 
@@ -340,6 +362,11 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		return fmt.Errorf("listen on %s: %w; pass --listen with an address this machine has", cfg.Listen, err)
 	}
 	defer ln.Close()
+	sec, err := newSecurity(cfg, ln.Addr(), logger)
+	if err != nil {
+		return err
+	}
+	defer sec.reloadOnHangup()()
 
 	peers, err := parsePeers(cfg.Peers, cfg.NodeID)
 	if err != nil {
@@ -359,15 +386,22 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
+	protocols.SetHTTP2(true)            // and with it
 	srv := &http.Server{
 		Handler:           mux,
 		Protocols:         &protocols,
+		TLSConfig:         sec.tls,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn), // failed TLS handshakes, say
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)
 	served := make(chan struct{})
 	go func() {
-		errc <- srv.Serve(ln)
+		if sec.tls != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
+		} else {
+			errc <- srv.Serve(ln)
+		}
 		close(served)
 	}()
 	defer func() {
@@ -389,6 +423,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		Logger:              logger,
 		Registerer:          reg,
+		PushGuard:           pushGuard(cfg),
 	})
 	if err != nil {
 		return err
@@ -398,8 +433,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		logger.Error("shard unavailable", "shard", name, "err", err)
 	}
 
-	front.open(api.Handler(n, reg))
-	logger.Info("herald is serving", "listen", ln.Addr().String(), "data_dir", cfg.DataDir,
+	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Logger: logger}))
+	logger.Info("herald is serving", "listen", ln.Addr().String(), "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
 
 	select {

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"herald/internal/auth"
+	"herald/internal/endpoint"
+	"herald/internal/tlsconfig"
+)
+
+// security is what serve protects its port with: the tokens callers
+// present and the TLS certificate, both reloaded on SIGHUP.
+type security struct {
+	tokensFile string
+	tokens     *auth.Store // nil: no tokens, open on loopback only
+	cert       *tlsconfig.Reloader
+	tls        *tls.Config // nil: plain HTTP
+	log        *slog.Logger
+}
+
+// newSecurity loads the tokens and the certificate cfg names, and refuses
+// to run open anywhere but on a loopback address: without tokens, anyone
+// who reaches the port could create, delete and read every topic.
+func newSecurity(cfg serveConfig, addr net.Addr, log *slog.Logger) (*security, error) {
+	s := &security{tokensFile: cfg.TokensFile, log: log}
+	if cfg.TokensFile != "" {
+		tokens, err := auth.ReadFile(cfg.TokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w; create tokens with herald token create --tokens-file %s", err, cfg.TokensFile)
+		}
+		s.tokens = auth.NewStore(tokens)
+	}
+	if s.tokens == nil && !isLoopback(addr) {
+		if !cfg.InsecureNoAuth {
+			return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who reaches it could create, delete and read every topic; "+
+				"configure tokens (herald token create --tokens-file FILE, then --tokens-file FILE), or listen on a loopback address (--listen 127.0.0.1:7600), "+
+				"or pass --insecure-no-auth to run open on purpose", addr)
+		}
+		log.Warn("serving WITHOUT authentication on a non-loopback address (--insecure-no-auth): anyone who reaches it can administer every topic", "listen", addr.String())
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		r, err := tlsconfig.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, log)
+		if err != nil {
+			return nil, err
+		}
+		if s.tls, err = tlsconfig.Server(r, ""); err != nil {
+			return nil, err
+		}
+		s.cert = r
+	}
+	return s, nil
+}
+
+// isLoopback reports whether addr is a loopback address (not, say,
+// 0.0.0.0, which is every address).
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// reload loads the tokens file and the certificate again. What cannot be
+// loaded stays as it was, and is logged.
+func (s *security) reload() {
+	if s.tokens != nil {
+		if tokens, err := auth.ReadFile(s.tokensFile); err != nil {
+			s.log.Error("SIGHUP: the tokens file cannot be loaded; the previous tokens stay in force", "err", err)
+		} else {
+			s.tokens.Replace(tokens)
+			s.log.Info("SIGHUP: tokens reloaded", "tokens", len(tokens))
+		}
+	}
+	if s.cert != nil {
+		if err := s.cert.Reload(); err != nil {
+			s.log.Error("SIGHUP: the TLS certificate cannot be loaded; the previous one stays in use", "err", err)
+		} else {
+			s.log.Info("SIGHUP: TLS certificate reloaded")
+		}
+	}
+}
+
+// reloadOnHangup reloads s at every SIGHUP until the returned stop is
+// called, which waits for the goroutine to end.
+func (s *security) reloadOnHangup() (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				s.reload()
+			}
+		}
+	})
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		wg.Wait()
+	}
+}
+
+// pushGuard is the node's push endpoint guard configuration from cfg.
+func pushGuard(cfg serveConfig) endpoint.GuardConfig {
+	var allow []string
+	for a := range strings.SplitSeq(cfg.PushAllow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			allow = append(allow, a)
+		}
+	}
+	return endpoint.GuardConfig{Allow: allow, CADir: cfg.PushCADir}
+}
