@@ -1,5 +1,6 @@
 #!/bin/sh
-# install-test-deps.sh installs the servers that herald's endpoint tests run
+# install-test-deps.sh installs the aws CLI and boto3 that the SNS API's
+# tests drive (see below), and the servers that herald's endpoint tests run
 # against: nats-server (internal/endpoint/nats) and RabbitMQ
 # (internal/endpoint/amqp), and the Chromium browser that the dashboard's
 # test drives headless (internal/dashboard), from the Debian packages. Kafka
@@ -18,6 +19,25 @@ die() {
 	echo "install-test-deps: $*" >&2
 	exit 1
 }
+
+# The SNS API's tests (internal/api) drive the real aws CLI and boto3, which
+# come from PyPI into a virtual environment: $HERALD_AWS_VENV, by default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/venv, where the tests look too.
+# It needs python3 with its venv module (Debian: python3-venv), and no root.
+aws_venv=${HERALD_AWS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/venv}
+aws_packages="awscli==1.46.3 boto3==1.44.5"
+if [ -x "$aws_venv/bin/aws" ] && "$aws_venv/bin/python" -c 'import boto3' 2>/dev/null; then
+	echo "install-test-deps: the aws CLI and boto3 are installed in $aws_venv"
+else
+	command -v python3 >/dev/null 2>&1 ||
+		die "python3 is missing; install it (Debian: python3 python3-venv) for the SNS API's aws CLI tests"
+	echo "install-test-deps: installing $aws_packages from PyPI into $aws_venv"
+	python3 -m venv "$aws_venv" ||
+		die "python3 -m venv $aws_venv failed; install python3's venv module (Debian: python3-venv)"
+	# shellcheck disable=SC2086 # $aws_packages is a list
+	"$aws_venv/bin/pip" install --quiet $aws_packages ||
+		die "pip install $aws_packages failed; check the network and access to PyPI, then run this script again"
+fi
 
 # have_nats and have_rabbitmq look where the tests look.
 have_nats() {

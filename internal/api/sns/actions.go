@@ -35,7 +35,7 @@ func (h *Handler) createTopic(ctx context.Context, r *request) (any, error) {
 		err = nil
 	}
 	if err != nil {
-		return nil, nodeError(err)
+		return nil, attributeError(err)
 	}
 	return topicArnResult{TopicArn: h.arns.of(name)}, nil
 }
@@ -87,9 +87,19 @@ func (h *Handler) setTopicAttributes(ctx context.Context, r *request) (any, erro
 		return nil, &apiError{code: codeInvalidParameter, msg: err.Error()}
 	}
 	if _, err := h.node.SetTopicAttributes(ctx, name, map[string]string{hname: value}); err != nil {
-		return nil, nodeError(err)
+		return nil, attributeError(err)
 	}
 	return nil, nil
+}
+
+// attributeError is nodeError, naming Ceph's attribute names too when the
+// node refused an attribute it does not know.
+func attributeError(err error) error {
+	e := nodeError(err)
+	if ae, ok := e.(*apiError); ok && strings.Contains(ae.msg, "unknown attribute") {
+		ae.msg += "; or Ceph's " + strings.Join(slices.Sorted(maps.Keys(cephNames)), ", ")
+	}
+	return e
 }
 
 type listTopicsResult struct {

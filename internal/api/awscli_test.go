@@ -1,0 +1,312 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"herald/internal/endpoint"
+	"herald/internal/node"
+)
+
+// These tests drive the SNS-style API with the real aws CLI and boto3,
+// which scripts/install-test-deps.sh installs from PyPI into a virtual
+// environment: $HERALD_AWS_VENV, by default
+// ${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/venv.
+
+func awsVenv(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("HERALD_AWS_VENV")
+	if dir == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache = filepath.Join(home, ".cache")
+		}
+		dir = filepath.Join(cache, "herald-test", "venv")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bin", "aws")); err != nil {
+		t.Fatalf("the aws CLI is not installed in %s (%v); run scripts/install-test-deps.sh, or point $HERALD_AWS_VENV at a virtual environment with awscli and boto3", dir, err)
+	}
+	return dir
+}
+
+// awsEnv is the environment of the aws CLI and boto3: dummy credentials
+// and a region, and no configuration from the machine.
+func awsEnv(t *testing.T) []string {
+	home := t.TempDir()
+	return []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"AWS_ACCESS_KEY_ID=herald-test", "AWS_SECRET_ACCESS_KEY=herald-test",
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_PAGER=", "AWS_MAX_ATTEMPTS=1",
+	}
+}
+
+// startSNSServer starts a node with its whole API on a loopback port. Its
+// push endpoints may point at loopback addresses.
+func startSNSServer(t *testing.T, maxPayload int) (string, *node.Node) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	n, err := node.Open(context.Background(), node.Config{
+		DataDir: t.TempDir(), MaxPayloadBytes: maxPayload, Registerer: reg,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PushGuard: endpoint.GuardConfig{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewHandler(n, reg, Options{}))
+	t.Cleanup(func() {
+		srv.Close()
+		n.Close()
+	})
+	return srv.URL, n
+}
+
+type awsCLI struct {
+	t        *testing.T
+	bin, url string
+	env      []string
+}
+
+// run runs aws --endpoint-url URL sns ARGS and returns its standard
+// output, standard error and exit status.
+func (a *awsCLI) run(args ...string) (string, string, int) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, a.bin, append([]string{"--endpoint-url", a.url, "sns"}, args...)...)
+	cmd.Env = a.env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		a.t.Fatalf("aws %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// ok runs the CLI, expects success and decodes its JSON output into v.
+func (a *awsCLI) ok(v any, args ...string) {
+	a.t.Helper()
+	out, errOut, code := a.run(args...)
+	if code != 0 {
+		a.t.Fatalf("aws sns %v: exit %d\n%s", args, code, errOut)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			a.t.Fatalf("aws sns %v: output %q: %v", args, out, err)
+		}
+	}
+}
+
+// fails runs the CLI and expects it to fail saying want.
+func (a *awsCLI) fails(want string, args ...string) {
+	a.t.Helper()
+	_, errOut, code := a.run(args...)
+	if code == 0 || !strings.Contains(errOut, want) {
+		a.t.Errorf("aws sns %v: exit %d, stderr %q; want a failure saying %q", args, code, errOut, want)
+	}
+}
+
+func TestAWSCLI(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 1000)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+
+	// The seed's command line, with herald's address. Nothing listens
+	// for Kafka on localhost: the topic is created, its events wait.
+	var created struct{ TopicArn string }
+	aws.ok(&created, "create-topic", "--name=fishtopic",
+		`--attributes={"push-endpoint": "kafka://localhost", "persistent": "true"}`)
+	const arn = "arn:aws:sns:default::fishtopic"
+	if created.TopicArn != arn {
+		t.Fatalf("create-topic: TopicArn %q, want %q", created.TopicArn, arn)
+	}
+
+	var listed struct{ Topics []struct{ TopicArn string } }
+	aws.ok(&listed, "list-topics")
+	if len(listed.Topics) != 1 || listed.Topics[0].TopicArn != arn {
+		t.Fatalf("list-topics: %+v", listed)
+	}
+
+	getAttrs := func() map[string]string {
+		var got struct{ Attributes map[string]string }
+		aws.ok(&got, "get-topic-attributes", "--topic-arn", arn)
+		return got.Attributes
+	}
+	attrs := getAttrs()
+	if attrs["push-endpoint"] != "kafka://localhost" || attrs["persistent"] != "true" || attrs["TopicArn"] != arn {
+		t.Fatalf("get-topic-attributes: %v", attrs)
+	}
+
+	aws.ok(nil, "set-topic-attributes", "--topic-arn", arn, "--attribute-name", "OpaqueData", "--attribute-value", "from-cli")
+	if got := getAttrs()["OpaqueData"]; got != "from-cli" {
+		t.Fatalf("OpaqueData after set-topic-attributes: %q", got)
+	}
+
+	var pub struct{ MessageId string }
+	aws.ok(&pub, "publish", "--topic-arn", arn, "--message", "hello", "--message-group-id", "k1", "--message-deduplication-id", "m1")
+	if !strings.HasPrefix(pub.MessageId, "fishtopic/") {
+		t.Fatalf("publish: MessageId %q", pub.MessageId)
+	}
+	var again struct{ MessageId string }
+	aws.ok(&again, "publish", "--topic-arn", arn, "--message", "hello", "--message-group-id", "k1", "--message-deduplication-id", "m1")
+	if again.MessageId != pub.MessageId {
+		t.Fatalf("a publish repeated with its deduplication id got %q, want %q", again.MessageId, pub.MessageId)
+	}
+
+	// Bad input: a clear SNS error, and nothing changes.
+	before := getAttrs()
+	aws.fails(`(InvalidParameter) when calling the CreateTopic operation: unknown attribute "colour": use one of persistent, shards, push_endpoint`, "create-topic", "--name=fishtopic", `--attributes={"colour": "red"}`)
+	aws.fails("Error parsing parameter '--attributes'", "create-topic", "--name=fishtopic", `--attributes={"persistent": `)
+	aws.fails("the following arguments are required: --name", "create-topic")
+	aws.fails(`(InvalidParameter) when calling the GetTopicAttributes operation: topic ARN "arn:aws:sns:zg2::fishtopic" names zonegroup "zg2"`,
+		"get-topic-attributes", "--topic-arn", "arn:aws:sns:zg2::fishtopic")
+	aws.fails(`(InvalidParameter) when calling the SetTopicAttributes operation: topic ARN "arn:aws:sns:zg2::fishtopic" names zonegroup "zg2"`,
+		"set-topic-attributes", "--topic-arn", "arn:aws:sns:zg2::fishtopic", "--attribute-name", "OpaqueData", "--attribute-value", "x")
+	aws.fails("(InvalidParameter) when calling the Publish operation: payload too large: event 0 has a 1001-byte payload, over the limit of 1000 bytes",
+		"publish", "--topic-arn", arn, "--message", strings.Repeat("x", 1001))
+	aws.fails("(InvalidAction) when calling the Subscribe operation: unknown Action \"Subscribe\"",
+		"subscribe", "--topic-arn", arn, "--protocol", "http", "--notification-endpoint", "http://127.0.0.1:1/")
+	aws.fails("(NotFound) when calling the GetTopicAttributes operation", "get-topic-attributes", "--topic-arn", "arn:aws:sns:default::nope")
+	if after := getAttrs(); !maps.Equal(before, after) {
+		t.Fatalf("rejected requests changed the topic:\n%v\n%v", before, after)
+	}
+	if st, err := n.TopicStats(context.Background(), "fishtopic"); err != nil || st.Total.Stats.Published != 1 {
+		t.Fatalf("published %d events (%v), want 1", st.Total.Stats.Published, err)
+	}
+	if len(n.ListTopics()) != 1 {
+		t.Fatalf("topics after rejected requests: %v", n.ListTopics())
+	}
+
+	aws.ok(nil, "delete-topic", "--topic-arn", arn)
+	aws.ok(nil, "delete-topic", "--topic-arn", arn) // idempotent
+	aws.ok(&listed, "list-topics")
+	if len(listed.Topics) != 0 {
+		t.Fatalf("list-topics after delete-topic: %+v", listed)
+	}
+}
+
+// TestAWSCLIWebhookTopicDelivers creates a webhook topic through the SNS
+// API and publishes to it with the aws CLI: the webhook receives the
+// message.
+func TestAWSCLIWebhookTopicDelivers(t *testing.T) {
+	venv := awsVenv(t)
+	got := make(chan []byte, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case got <- b:
+		default:
+		}
+	}))
+	defer hook.Close()
+	url, _ := startSNSServer(t, 0)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+	var created struct{ TopicArn string }
+	aws.ok(&created, "create-topic", "--name=hooks",
+		`--attributes={"push-endpoint": "`+hook.URL+`/events", "OpaqueData": "od-1"}`)
+	aws.ok(nil, "publish", "--topic-arn", created.TopicArn, "--message", `{"order": 7}`, "--message-group-id", "customer-1")
+	select {
+	case body := <-got:
+		var env struct {
+			Topic      string          `json:"topic"`
+			Key        string          `json:"key"`
+			Payload    json.RawMessage `json:"payload"`
+			OpaqueData string          `json:"opaque_data"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatalf("webhook body %s: %v", body, err)
+		}
+		if env.Topic != "hooks" || env.Key != "customer-1" || string(env.Payload) != `{"order":7}` || env.OpaqueData != "od-1" {
+			t.Fatalf("webhook received %s", body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the webhook received nothing within 30s")
+	}
+}
+
+// TestBoto3 runs a boto3 script against the API.
+func TestBoto3(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	script := `
+import json, sys
+import boto3, botocore.exceptions
+sns = boto3.client("sns", endpoint_url=sys.argv[1])
+out = {}
+arn = sns.create_topic(Name="orders", Attributes={"persistent": "true", "shards": "4", "OpaqueData": "od"})["TopicArn"]
+out["arn"] = arn
+out["topics"] = [t["TopicArn"] for t in sns.list_topics()["Topics"]]
+out["attributes"] = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+sns.set_topic_attributes(TopicArn=arn, AttributeName="max_retries", AttributeValue="3")
+out["ids"] = [sns.publish(TopicArn=arn, Message="m%d" % i, MessageGroupId="g%d" % i)["MessageId"] for i in range(3)]
+try:
+    sns.create_topic(Name="orders", Attributes={"shards": "5"})
+except botocore.exceptions.ClientError as e:
+    out["error"] = [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+sns.delete_topic(TopicArn=arn)
+sns.delete_topic(TopicArn=arn)
+out["after"] = sns.list_topics()["Topics"]
+print(json.dumps(out))
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(venv, "bin", "python"), "-c", script, url)
+	cmd.Env = awsEnv(t)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("boto3 script: %v\n%s", err, stderr)
+	}
+	var res struct {
+		ARN        string
+		Topics     []string
+		Attributes map[string]string
+		IDs        []string
+		Error      []any
+		After      []any
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("boto3 output %s: %v", out, err)
+	}
+	if res.ARN != "arn:aws:sns:default::orders" || len(res.Topics) != 1 || res.Topics[0] != res.ARN {
+		t.Fatalf("boto3 create/list: %+v", res)
+	}
+	if res.Attributes["shards"] != "4" || res.Attributes["OpaqueData"] != "od" || res.Attributes["persistent"] != "true" {
+		t.Fatalf("boto3 attributes: %v", res.Attributes)
+	}
+	if len(res.IDs) != 3 || !strings.HasPrefix(res.IDs[0], "orders/") {
+		t.Fatalf("boto3 publish ids: %v", res.IDs)
+	}
+	if len(res.Error) != 2 || res.Error[0] != "InvalidParameter" || res.Error[1] != float64(400) {
+		t.Fatalf("boto3 create_topic changing the shards: error %v, want InvalidParameter 400", res.Error)
+	}
+	if len(res.After) != 0 || len(n.ListTopics()) != 0 {
+		t.Fatalf("topics after delete_topic: %v", res.After)
+	}
+}
