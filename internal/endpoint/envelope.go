@@ -63,8 +63,12 @@ func compact(b []byte) json.RawMessage {
 	return buf.Bytes()
 }
 
+// s3Sources are the eventSource values of S3 event records: AWS's, Ceph
+// RGW's and MinIO's.
+var s3Sources = map[string]bool{"aws:s3": true, "ceph:s3": true, "minio:s3": true}
+
 // s3Body recognises an S3 event notification ({"Records": [{"eventSource":
-// "aws:s3", ...}]}) and returns it with each record's opaqueData set to the
+// "aws:s3", ...}]}, or "ceph:s3" or "minio:s3") and returns it with each record's opaqueData set to the
 // topic's opaque_data, as S3-compatible stores that push notifications do.
 func s3Body(m *Message) ([]byte, bool) {
 	if len(m.Payload) == 0 || m.Payload[0] != '{' {
@@ -78,7 +82,7 @@ func s3Body(m *Message) ([]byte, bool) {
 	}
 	for _, r := range doc.Records {
 		var source string
-		if json.Unmarshal(r["eventSource"], &source) != nil || source != "aws:s3" {
+		if json.Unmarshal(r["eventSource"], &source) != nil || !s3Sources[source] {
 			return nil, false
 		}
 	}

@@ -156,11 +156,27 @@ func TestBodyS3EventWithoutOpaqueData(t *testing.T) {
 	}
 }
 
+func TestBodyS3FromCephAndMinIO(t *testing.T) {
+	for _, source := range []string{"ceph:s3", "minio:s3"} {
+		m := message(`{"Records": [{"eventSource": "` + source + `", "eventName": "ObjectCreated:Put"}]}`)
+		m.OpaqueData = "od"
+		b, err := endpoint.Body(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"Records":[{"eventName":"ObjectCreated:Put","eventSource":"` + source + `","opaqueData":"od"}]}`
+		if string(b) != want {
+			t.Errorf("%s: Body = %s, want %s", source, b, want)
+		}
+	}
+}
+
 // Only S3 event notifications are delivered as they are: any other
 // payload, even one with "Records", gets the envelope.
 func TestBodyNotS3(t *testing.T) {
 	for name, payload := range map[string]string{
 		"SQS records":    `{"Records": [{"eventSource": "aws:sqs", "body": "x"}]}`,
+		"other s3":       `{"Records": [{"eventSource": "other:s3"}]}`,
 		"mixed records":  `{"Records": [{"eventSource": "aws:s3"}, {"eventSource": "aws:sns"}]}`,
 		"no source":      `{"Records": [{"eventName": "ObjectCreated:Put"}]}`,
 		"no records":     `{"Records": []}`,
