@@ -101,12 +101,15 @@ func (a *authorizer) scopeFor(r *http.Request) (auth.Scope, string) {
 	if s, ok := pathScopes[p]; ok {
 		return s, p
 	}
+	// The longest prefix decides: /dashboard/data/ needs a token although
+	// /dashboard/ does not.
+	need, longest := auth.ScopeAdmin, ""
 	for prefix, s := range pathScopes {
-		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(p, prefix) {
-			return s, p
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(p, prefix) && len(prefix) > len(longest) {
+			need, longest = s, prefix
 		}
 	}
-	return auth.ScopeAdmin, p
+	return need, p
 }
 
 // procedureName returns the method name of a procedure.

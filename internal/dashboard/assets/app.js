@@ -1,0 +1,246 @@
+// herald's dashboard: polls the node's state and draws it. Every value
+// from the server goes into the page as text (textContent), never as HTML.
+"use strict";
+
+const base = document.body.dataset.base;
+const pollMs = 2000;
+const api = "/herald.v1.HeraldService/";
+const tokenKey = "herald-token";
+const svgNS = "http://www.w3.org/2000/svg";
+
+const topicsEl = document.getElementById("topics");
+const statusEl = document.getElementById("status");
+const loginEl = document.getElementById("login");
+const forgetEl = document.getElementById("forget");
+const views = new Map(); // topic name -> its elements
+let timer = null;
+
+// AuthError is a request the server refused for want of a (better) token.
+class AuthError extends Error {}
+
+async function call(path, init) {
+  const token = sessionStorage.getItem(tokenKey);
+  init = init || {};
+  init.headers = Object.assign({}, init.headers, token ? { Authorization: "Bearer " + token } : {});
+  const resp = await fetch(path, init);
+  const text = await resp.text();
+  if (resp.status === 401) throw new AuthError(message(text));
+  if (!resp.ok) throw new Error(message(text) || resp.status + " " + resp.statusText);
+  return JSON.parse(text);
+}
+
+// message is the error message of a Connect JSON error, or the text.
+function message(text) {
+  try { return JSON.parse(text).message || text; } catch (e) { return text.trim(); }
+}
+
+function rpc(method, body) {
+  return call(api + method, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+const fmtInt = new Intl.NumberFormat("en");
+function fmtNum(n) { return fmtInt.format(n); }
+function fmtRate(r) { return r >= 100 ? fmtInt.format(Math.round(r)) : r.toFixed(r >= 10 ? 1 : 2); }
+function fmtBytes(b) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (b >= 1024 && i < units.length - 1) { b /= 1024; i++; }
+  return (i === 0 ? b : b.toFixed(1)) + " " + units[i];
+}
+function fmtAge(s) {
+  if (s <= 0) return "–";
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return (s / 60).toFixed(1) + " min";
+  if (s < 86400) return (s / 3600).toFixed(1) + " h";
+  return (s / 86400).toFixed(1) + " d";
+}
+
+function figure(label, name) {
+  const value = el("div", { class: "value", "data-figure": name }, "–");
+  return { box: el("div", { class: "figure" }, el("div", { class: "label" }, label), value), value };
+}
+
+// chart is an SVG of lines over the same time axis, scaled to their maximum.
+function chart(label, lines) {
+  const svg = document.createElementNS(svgNS, "svg");
+  svg.setAttribute("viewBox", "0 0 300 90");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", label);
+  const legend = el("div", { class: "legend" });
+  const paths = lines.map(l => {
+    const p = document.createElementNS(svgNS, "polyline");
+    p.setAttribute("fill", "none");
+    p.style.stroke = l.color;
+    p.setAttribute("stroke-width", "1.6");
+    p.setAttribute("vector-effect", "non-scaling-stroke");
+    svg.append(p);
+    const i = el("i");
+    i.style.background = l.color;
+    legend.append(el("span", {}, i, l.name));
+    return p;
+  });
+  const maxEl = el("span", { class: "note" });
+  const box = el("div", { class: "chart" }, el("div", { class: "label" }, label, " ", maxEl), svg, legend);
+  return {
+    box,
+    draw(series) {
+      const n = Math.max(0, ...series.map(s => s.length));
+      const top = Math.max(1e-9, ...series.flat());
+      maxEl.textContent = n ? "(max " + fmtRate(top) + ")" : "(collecting…)";
+      series.forEach((s, k) => {
+        const pts = s.map((v, i) => ((n <= 1 ? 300 : (i * 300) / (n - 1)).toFixed(1) + "," + (88 - (v / top) * 84).toFixed(1)));
+        paths[k].setAttribute("points", pts.join(" "));
+      });
+    },
+  };
+}
+
+function topicView(name) {
+  const figures = {
+    events: figure("Backlog (events)", "events"),
+    bytes: figure("Backlog (bytes)", "bytes"),
+    age: figure("Oldest event", "oldest"),
+    pub: figure("Published /s", "publish-rate"),
+    del: figure("Delivered /s", "delivery-rate"),
+    retried: figure("Retries", "retried"),
+    dead: figure("Dead letters", "dead-letters"),
+  };
+  const rates = chart("Publish and delivery rate (events/s)", [{ name: "published", color: "var(--pub)" }, { name: "delivered", color: "var(--del)" }]);
+  const backlog = chart("Backlog (events)", [{ name: "backlog", color: "var(--back)" }, { name: "dead letters", color: "var(--bad)" }]);
+  const shardBody = el("tbody");
+  const shards = el("details", {}, el("summary", {}, "Shards"),
+    el("table", {}, el("thead", {}, el("tr", {}, ...["Shard", "Events", "Bytes", "Oldest", "Published", "Delivered", "Retries", "Dead letters", "Leased"].map(h => el("th", {}, h)))), shardBody));
+  const dead = el("div", { class: "dead" });
+  const endpoint = el("div", { class: "endpoint" });
+  const section = el("section", { class: "topic", "data-topic": name }, el("h2", {}, name), endpoint,
+    el("div", { class: "figures" }, ...Object.values(figures).map(f => f.box)),
+    el("div", { class: "charts" }, rates.box, backlog.box), shards, dead);
+  return { section, figures, rates, backlog, shardBody, dead, endpoint, deadOpen: false, deadCount: -1 };
+}
+
+function render(state) {
+  const seen = new Set();
+  for (const t of state.topics) {
+    seen.add(t.name);
+    let v = views.get(t.name);
+    if (!v) {
+      v = topicView(t.name);
+      views.set(t.name, v);
+      topicsEl.append(v.section);
+    }
+    const f = v.figures, tot = t.total;
+    v.endpoint.textContent = t.push_endpoint ? "pushes to " + t.push_endpoint : "pull consumers";
+    f.events.value.textContent = fmtNum(tot.events);
+    f.bytes.value.textContent = fmtBytes(tot.bytes);
+    f.age.value.textContent = fmtAge(tot.oldest_age_seconds);
+    f.pub.value.textContent = fmtRate(tot.publish_rate);
+    f.del.value.textContent = fmtRate(tot.delivery_rate);
+    f.retried.value.textContent = fmtNum(tot.retried);
+    f.dead.value.textContent = fmtNum(tot.dead_letters);
+    f.dead.box.classList.toggle("bad", tot.dead_letters > 0);
+    v.rates.draw([t.history.publish_rate, t.history.delivery_rate]);
+    v.backlog.draw([t.history.backlog, t.history.dead_letters]);
+    v.shardBody.replaceChildren(...t.shards.map(s => s.error
+      ? el("tr", {}, el("td", {}, s.name), el("td", { class: "error", colspan: "8" }, s.error))
+      : el("tr", {}, el("td", {}, s.name), ...[fmtNum(s.events), fmtBytes(s.bytes), fmtAge(s.oldest_age_seconds), fmtNum(s.published),
+        fmtNum(s.delivered), fmtNum(s.retried), fmtNum(s.dead_letters), fmtNum(s.leased)].map(x => el("td", {}, x)))));
+    renderDeadSummary(t.name, v, tot.dead_letters);
+  }
+  for (const [name, v] of views) {
+    if (!seen.has(name)) { v.section.remove(); views.delete(name); }
+  }
+  document.getElementById("empty").hidden = state.topics.length > 0;
+}
+
+function renderDeadSummary(name, v, count) {
+  if (count === v.deadCount) return;
+  v.deadCount = count;
+  if (count === 0) { v.deadOpen = false; v.dead.replaceChildren(); return; }
+  if (v.deadOpen) { loadDead(name, v); return; }
+  v.dead.replaceChildren(el("div", { class: "actions" },
+    el("button", { type: "button", "data-action": "show-dead", onclick: () => { v.deadOpen = true; loadDead(name, v); } },
+      "Show dead letters (" + fmtNum(count) + ")")));
+}
+
+async function loadDead(name, v) {
+  let list;
+  try {
+    list = (await rpc("ListDeadLetters", { topic: name, max: 100 })).deadLetters || [];
+  } catch (e) {
+    v.dead.replaceChildren(el("p", { class: "note" }, "Dead letters cannot be listed: " + e.message));
+    if (e instanceof AuthError) askToken(e.message);
+    return;
+  }
+  const rows = list.map(d => el("tr", { "data-id": d.event.id },
+    el("td", { class: "text" }, d.event.id), el("td", { class: "text" }, d.event.key || ""),
+    el("td", { class: "text" }, d.reason || ""), el("td", { class: "text" }, d.lastError || ""),
+    el("td", { class: "text" }, d.deadAt ? new Date(d.deadAt).toLocaleString() : ""),
+    el("td", {}, el("button", { type: "button", "data-action": "replay", onclick: () => act(name, v, "ReplayDeadLetters", [d.event.id]) }, "Replay"), " ",
+      el("button", { type: "button", class: "danger", "data-action": "purge", onclick: () => act(name, v, "PurgeDeadLetters", [d.event.id], "Purge dead letter " + d.event.id + " for good?") }, "Purge"))));
+  v.dead.replaceChildren(
+    el("div", { class: "actions" },
+      el("strong", {}, "Dead letters"),
+      el("button", { type: "button", "data-action": "replay-all", onclick: () => act(name, v, "ReplayDeadLetters", []) }, "Replay all"),
+      el("button", { type: "button", class: "danger", "data-action": "purge-all", onclick: () => act(name, v, "PurgeDeadLetters", [], "Purge every dead letter of " + name + " for good?") }, "Purge all"),
+      el("button", { type: "button", onclick: () => { v.deadOpen = false; v.deadCount = -1; poll(); } }, "Hide")),
+    el("table", {}, el("thead", {}, el("tr", {}, ...["Event", "Key", "Reason", "Last error", "Dead since", ""].map(h => el("th", {}, h)))), el("tbody", {}, ...rows)));
+}
+
+async function act(name, v, method, ids, confirmText) {
+  if (confirmText && !confirm(confirmText)) return;
+  try {
+    const r = await rpc(method, { topic: name, ids });
+    const n = r.replayed !== undefined ? r.replayed : r.purged || 0;
+    setStatus((method === "ReplayDeadLetters" ? "replayed " : "purged ") + n + " of " + name);
+  } catch (e) {
+    setStatus(e.message, true);
+    if (e instanceof AuthError) askToken(e.message);
+  }
+  v.deadCount = -1;
+  poll();
+}
+
+function setStatus(text, error) {
+  statusEl.textContent = text;
+  statusEl.classList.toggle("error", !!error);
+}
+
+function askToken(why) {
+  document.getElementById("login-why").textContent = why;
+  loginEl.hidden = false;
+  document.getElementById("token").focus();
+}
+
+async function poll() {
+  clearTimeout(timer);
+  try {
+    const state = await call(base + "data/state");
+    loginEl.hidden = true;
+    render(state);
+    setStatus("updated " + new Date(state.time).toLocaleTimeString());
+  } catch (e) {
+    if (e instanceof AuthError) { askToken(e.message); setStatus("needs a token", true); return; }
+    setStatus("cannot reach herald: " + e.message, true);
+  }
+  timer = setTimeout(poll, pollMs);
+}
+
+loginEl.addEventListener("submit", ev => {
+  ev.preventDefault();
+  sessionStorage.setItem(tokenKey, document.getElementById("token").value.trim());
+  forgetEl.hidden = false;
+  poll();
+});
+forgetEl.addEventListener("click", () => { sessionStorage.removeItem(tokenKey); forgetEl.hidden = true; location.reload(); });
+forgetEl.hidden = !sessionStorage.getItem(tokenKey);
+poll();

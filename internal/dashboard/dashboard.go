@@ -1,0 +1,305 @@
+// Package dashboard is herald's web dashboard, served by the node itself
+// at /dashboard/: its topics and shards, their backlog (events, bytes,
+// age of the oldest event), publish and delivery rates, retries, and dead
+// letters with buttons to replay or purge them, with charts of the last
+// minutes.
+//
+// The page is one server-rendered HTML document with a small script and
+// style sheet, embedded in the binary; nothing is loaded from elsewhere.
+// The page itself holds no data. The script polls data/state, which the
+// API's token check lets any valid token read, and lists, replays and
+// purges dead letters through the API's JSON procedures, which need the
+// admin scope. The token is asked for when the server wants one and kept
+// in the browser's session storage.
+//
+// The charts come from the node's own counters: Run samples every topic's
+// statistics at an interval and keeps the last samples in memory.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"herald/internal/node"
+)
+
+//go:embed assets
+var assets embed.FS
+
+var page = template.Must(template.ParseFS(assets, "assets/index.html"))
+
+// Config configures a Dashboard. Zero values take the defaults.
+type Config struct {
+	// Interval is the time between samples of the counters: 5 s.
+	Interval time.Duration
+	// Keep is how many samples each chart shows: 120 (10 minutes at 5 s).
+	Keep int
+	// Logger receives sampling failures: slog.Default().
+	Logger *slog.Logger
+}
+
+// Dashboard serves the dashboard of one node.
+type Dashboard struct {
+	node *node.Node
+	cfg  Config
+
+	mu      sync.Mutex
+	history map[string]*series // by topic name
+}
+
+// New returns the dashboard of n. Call Run to record the charts' history.
+func New(n *node.Node, cfg Config) *Dashboard {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 120
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Dashboard{node: n, cfg: cfg, history: make(map[string]*series)}
+}
+
+// series are the samples of one topic, oldest first.
+type series struct {
+	samples []sample
+}
+
+// sample is a topic's counters at one moment.
+type sample struct {
+	at                                   time.Time
+	published, delivered, retried, dead  uint64 // counters since creation
+	backlogEvents, backlogBytes, letters int64
+}
+
+// Run samples the counters every Interval until ctx ends.
+func (d *Dashboard) Run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	for {
+		d.sample(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample records one sample of every topic, and forgets deleted topics.
+func (d *Dashboard) sample(ctx context.Context, now time.Time) {
+	topics := d.node.ListTopics()
+	taken := make(map[string]sample, len(topics))
+	for _, t := range topics {
+		st, err := d.node.TopicStats(ctx, t.Name)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Debug("dashboard: sample topic statistics", "topic", t.Name, "err", err)
+			}
+			continue
+		}
+		taken[t.Name] = sampleOf(now, st.Total.Stats)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name := range d.history {
+		if _, ok := taken[name]; !ok && !slices.ContainsFunc(topics, func(t node.Topic) bool { return t.Name == name }) {
+			delete(d.history, name)
+		}
+	}
+	for name, s := range taken {
+		h := d.history[name]
+		if h == nil {
+			h = &series{}
+			d.history[name] = h
+		}
+		h.samples = append(h.samples, s)
+		if over := len(h.samples) - d.cfg.Keep; over > 0 {
+			h.samples = slices.Delete(h.samples, 0, over)
+		}
+	}
+}
+
+func sampleOf(at time.Time, st node.QueueStats) sample {
+	return sample{
+		at: at, published: st.Published, delivered: st.Delivered, retried: st.Retried, dead: st.DeadLettered,
+		backlogEvents: st.Events, backlogBytes: st.Bytes, letters: st.DeadLetters,
+	}
+}
+
+// ServeHTTP serves the page at / and the data at data/state, relative to
+// where the handler is mounted (the API mounts it at /dashboard/).
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the dashboard is read with GET", http.StatusMethodNotAllowed)
+		return
+	}
+	base, rest := splitMount(r.URL.Path)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch rest {
+	case "":
+		d.servePage(w, base)
+	case "data/state":
+		d.serveState(w, r)
+	case "app.js", "app.css":
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, assetFiles(), rest)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// splitMount splits a path under /dashboard/ into the mount point and the
+// rest.
+func splitMount(p string) (base, rest string) {
+	const mount = "/dashboard/"
+	if len(p) >= len(mount) && p[:len(mount)] == mount {
+		return mount, p[len(mount):]
+	}
+	return mount, ""
+}
+
+func assetFiles() fs.FS {
+	sub, _ := fs.Sub(assets, "assets") // the directory is embedded: no error
+	return sub
+}
+
+func (d *Dashboard) servePage(w http.ResponseWriter, base string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// Nothing but the page's own script and styles may run or load.
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	page.Execute(w, struct {
+		Base     string
+		Interval float64
+	}{base, d.cfg.Interval.Seconds()})
+}
+
+// state is what data/state answers: every topic with its shards and the
+// history of its counters.
+type state struct {
+	Time     time.Time    `json:"time"`
+	Interval float64      `json:"interval_seconds"`
+	Topics   []topicState `json:"topics"`
+}
+
+type topicState struct {
+	Name         string       `json:"name"`
+	PushEndpoint string       `json:"push_endpoint,omitempty"` // redacted, as the API shows it
+	Persistent   bool         `json:"persistent"`
+	Total        shardState   `json:"total"`
+	Shards       []shardState `json:"shards"`
+	History      history      `json:"history"`
+}
+
+type shardState struct {
+	Name         string  `json:"name"`
+	Events       int64   `json:"events"`
+	Bytes        int64   `json:"bytes"`
+	OldestAge    float64 `json:"oldest_age_seconds"`
+	Published    uint64  `json:"published"`
+	Delivered    uint64  `json:"delivered"`
+	Retried      uint64  `json:"retried"`
+	DeadLettered uint64  `json:"dead_lettered"`
+	DeadLetters  int64   `json:"dead_letters"`
+	Leased       int     `json:"leased"`
+	Error        string  `json:"error,omitempty"`
+	PublishRate  float64 `json:"publish_rate"`  // per second, over the last interval
+	DeliveryRate float64 `json:"delivery_rate"` // per second, over the last interval
+}
+
+// history are a topic's charts: at each sample time, the rates over the
+// interval before it and the backlog then.
+type history struct {
+	Time         []int64   `json:"time"` // Unix milliseconds
+	PublishRate  []float64 `json:"publish_rate"`
+	DeliveryRate []float64 `json:"delivery_rate"`
+	RetryRate    []float64 `json:"retry_rate"`
+	Backlog      []int64   `json:"backlog"`
+	DeadLetters  []int64   `json:"dead_letters"`
+}
+
+func (d *Dashboard) serveState(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	st := state{Time: now, Interval: d.cfg.Interval.Seconds(), Topics: []topicState{}}
+	for _, t := range d.node.ListTopics() {
+		ts, err := d.node.TopicStats(r.Context(), t.Name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		out := topicState{
+			Name: t.Name, PushEndpoint: t.Attributes["push_endpoint"], Persistent: t.Attributes["persistent"] != "false",
+			Total: shardStateOf(ts.Total, now),
+		}
+		for _, s := range ts.Shards {
+			out.Shards = append(out.Shards, shardStateOf(s, now))
+		}
+		out.History = d.historyOf(t.Name, &out.Total)
+		st.Topics = append(st.Topics, out)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(st)
+}
+
+func shardStateOf(s node.ShardStats, now time.Time) shardState {
+	st := s.Stats
+	out := shardState{
+		Name: s.Name, Events: st.Events, Bytes: st.Bytes, Published: st.Published, Delivered: st.Delivered,
+		Retried: st.Retried, DeadLettered: st.DeadLettered, DeadLetters: st.DeadLetters, Leased: s.Leased,
+	}
+	if st.OldestEventTime != 0 {
+		out.OldestAge = max(0, now.Sub(time.Unix(0, st.OldestEventTime)).Seconds())
+	}
+	if s.Err != nil {
+		out.Error = s.Err.Error()
+	}
+	return out
+}
+
+// historyOf returns the charts of a topic, and sets total's rates to the
+// latest.
+func (d *Dashboard) historyOf(name string, total *shardState) history {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := history{Time: []int64{}, PublishRate: []float64{}, DeliveryRate: []float64{}, RetryRate: []float64{}, Backlog: []int64{}, DeadLetters: []int64{}}
+	s := d.history[name]
+	if s == nil {
+		return h
+	}
+	for i := 1; i < len(s.samples); i++ {
+		prev, cur := s.samples[i-1], s.samples[i]
+		secs := cur.at.Sub(prev.at).Seconds()
+		if secs <= 0 {
+			continue
+		}
+		h.Time = append(h.Time, cur.at.UnixMilli())
+		h.PublishRate = append(h.PublishRate, rate(prev.published, cur.published, secs))
+		h.DeliveryRate = append(h.DeliveryRate, rate(prev.delivered, cur.delivered, secs))
+		h.RetryRate = append(h.RetryRate, rate(prev.retried, cur.retried, secs))
+		h.Backlog = append(h.Backlog, cur.backlogEvents)
+		h.DeadLetters = append(h.DeadLetters, cur.letters)
+	}
+	if n := len(h.Time); n > 0 {
+		total.PublishRate, total.DeliveryRate = h.PublishRate[n-1], h.DeliveryRate[n-1]
+	}
+	return h
+}
+
+// rate is the change of a counter per second; a counter that went down
+// (the topic was recreated) counts from zero.
+func rate(prev, cur uint64, secs float64) float64 {
+	if cur < prev {
+		prev = 0
+	}
+	return float64(cur-prev) / secs
+}

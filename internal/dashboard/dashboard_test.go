@@ -1,0 +1,298 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"herald/internal/api"
+	"herald/internal/auth"
+	"herald/internal/dashboard"
+	"herald/internal/endpoint"
+	"herald/internal/endpoint/endpointtest"
+	"herald/internal/node"
+	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
+)
+
+// server is a node behind the API with the dashboard, and a token of
+// every scope for it.
+type server struct {
+	url   string
+	node  *node.Node
+	token string
+}
+
+func startServer(t *testing.T) server {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Logger: logger, Registerer: reg,
+		PushGuard: endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, tok, err := auth.New("dashboard", auth.Scopes, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dashboard.New(n, dashboard.Config{Interval: 200 * time.Millisecond, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { d.Run(ctx) })
+	srv := httptest.NewServer(api.NewHandler(n, reg, api.Options{Tokens: auth.NewStore([]auth.Token{tok}), Dashboard: d, Logger: logger}))
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		wg.Wait()
+		n.Close()
+	})
+	return server{url: srv.URL, node: n, token: secret}
+}
+
+func (s server) client() heraldv1connect.HeraldServiceClient {
+	return heraldv1connect.NewHeraldServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(connect.UnaryInterceptorFunc(
+		func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", "Bearer "+s.token)
+				return next(ctx, req)
+			}
+		})))
+}
+
+// waitFor polls cond until it holds, for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// artifactDir is where the test's screenshots go: $HERALD_TEST_ARTIFACTS,
+// or a temporary directory.
+func artifactDir(t *testing.T) string {
+	if dir := os.Getenv("HERALD_TEST_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// browser starts Debian's chromium, headless (scripts/install-test-deps.sh
+// installs it).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (%v); run scripts/install-test-deps.sh, as make test does", err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1280, 1000))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium's sandbox refuses to run as root
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// textIs is a script that is true once the element of selector holds
+// text.
+func textIs(selector, text string) string {
+	return `(document.querySelector(` + jsString(selector) + `) || {}).textContent === ` + jsString(text)
+}
+
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// poll waits until each script is true in the page, in turn.
+func poll(b context.Context, scripts ...string) error {
+	for _, s := range scripts {
+		if _, err := chromedp.Run(b, chromedp.Poll[bool](s, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+			return fmt.Errorf("waiting for %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestDashboardInChromium loads the dashboard in a real headless Chromium:
+// it asks for the token, then shows a topic created through the API with
+// its backlog, and replays a dead letter through its button.
+func TestDashboardInChromium(t *testing.T) {
+	s := startServer(t)
+	var accept atomic.Bool // the receiver refuses for good until the fix
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !accept.Load() {
+			http.Error(w, "order schema v2 not supported", http.StatusBadRequest)
+		}
+	}))
+	defer receiver.Close()
+
+	ctx := context.Background()
+	c := s.client()
+	for _, req := range []*heraldv1.CreateTopicRequest{
+		{Name: "orders", Attributes: map[string]string{"shards": "3"}},
+		{Name: "hooks", Attributes: map[string]string{"shards": "2", "push_endpoint": receiver.URL + "/events"}},
+	} {
+		if _, err := c.CreateTopic(ctx, connect.NewRequest(req)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var events []*heraldv1.PublishEvent
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		events = append(events, &heraldv1.PublishEvent{Key: k, Payload: []byte(`{"order":"` + k + `"}`)})
+	}
+	if _, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "orders", Events: events})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "hooks", Events: events[:1]})); err != nil {
+		t.Fatal(err)
+	}
+	hooks := func() node.QueueStats {
+		st, err := s.node.TopicStats(ctx, "hooks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Total.Stats
+	}
+	waitFor(t, "the hook's event to be dead-lettered", func() bool { return hooks().DeadLetters == 1 })
+
+	dir := artifactDir(t)
+	b := browser(t)
+	const (
+		ordersBacklog = `section[data-topic="orders"] [data-figure="events"]`
+		hooksDead     = `section[data-topic="hooks"] [data-figure="dead-letters"]`
+	)
+	if err := chromedp.Do(b, chromedp.Navigate(s.url+"/dashboard/"), chromedp.WaitVisible(`#login`)); err != nil {
+		t.Fatalf("the dashboard did not ask for a token: %v", err)
+	}
+	why, err := chromedp.Run(b, chromedp.Text(`#login-why`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(why, "needs a token") {
+		t.Errorf("the login form says %q, want the server's reason", why)
+	}
+	err = chromedp.Do(b, chromedp.SendKeys(`#token`, s.token), chromedp.Click(`#login button[type="submit"]`))
+	if err == nil {
+		err = poll(b, textIs(ordersBacklog, "5"), textIs(hooksDead, "1"),
+			// A few samples, so that the charts have lines.
+			`document.querySelector('section[data-topic="orders"] polyline').getAttribute('points').split(' ').length >= 3`)
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-failed.png")
+		t.Fatalf("the dashboard does not show the topics' backlog: %v", err)
+	}
+	// More events: the backlog and publish-rate charts rise.
+	if _, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "orders", Events: append(events, events...)})); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(b, textIs(ordersBacklog, "15")); err != nil {
+		t.Fatalf("the dashboard does not show the new backlog: %v", err)
+	}
+	shards, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll('section[data-topic="orders"] tbody tr').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shards != 3 {
+		t.Errorf("the orders topic shows %d shards, want 3", shards)
+	}
+	err = chromedp.Do(b,
+		chromedp.Click(`section[data-topic="hooks"] button[data-action="show-dead"]`),
+		chromedp.WaitVisible(`section[data-topic="hooks"] tr[data-id] button[data-action="replay"]`),
+	)
+	if err != nil {
+		t.Fatalf("the dead letters do not show: %v", err)
+	}
+	lastError, err := chromedp.Run(b, chromedp.Text(`section[data-topic="hooks"] tr[data-id]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lastError, "order schema v2 not supported") {
+		t.Errorf("the dead letter's row %q does not show the receiver's answer", lastError)
+	}
+	screenshot(t, b, dir, "dashboard.png")
+
+	accept.Store(true) // the receiver is fixed; replay
+	err = chromedp.Do(b, chromedp.Click(`section[data-topic="hooks"] tr[data-id] button[data-action="replay"]`))
+	if err == nil {
+		err = poll(b, textIs(hooksDead, "0"))
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-failed.png")
+		t.Fatalf("replay through the button: %v", err)
+	}
+	waitFor(t, "the replayed event to be delivered", func() bool {
+		st := hooks()
+		return st.DeadLetters == 0 && st.Delivered == 1
+	})
+	screenshot(t, b, dir, "dashboard-replayed.png")
+}
+
+// TestDashboardDataNeedsAToken: the page is public, its data is not.
+func TestDashboardDataNeedsAToken(t *testing.T) {
+	s := startServer(t)
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/dashboard/", "", http.StatusOK},
+		{"/dashboard/app.js", "", http.StatusOK},
+		{"/dashboard/data/state", "", http.StatusUnauthorized},
+		{"/dashboard/data/state", s.token, http.StatusOK},
+		{"/dashboard/nothing", s.token, http.StatusNotFound},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, s.url+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s (token %v): %d, want %d", tc.path, tc.token != "", resp.StatusCode, tc.want)
+		}
+	}
+}
