@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"herald/internal/api"
+	"herald/internal/dashboard"
 	"herald/internal/node"
 	"herald/internal/transport"
 )
@@ -433,7 +434,12 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		logger.Error("shard unavailable", "shard", name, "err", err)
 	}
 
-	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Logger: logger}))
+	// The dashboard's sampler reads the node: it stops before the node
+	// closes, on every path.
+	dash := dashboard.New(n, dashboard.Config{Logger: logger})
+	stopDashboard := runUntilStopped(dash.Run)
+	defer stopDashboard()
+	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger}))
 	logger.Info("herald is serving", "listen", ln.Addr().String(), "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
 
@@ -456,6 +462,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		logger.Warn("requests still running at the shutdown timeout were cut off", "err", err)
 	}
 	<-served
+	stopDashboard()
 	if err := n.Close(); err != nil {
 		return err
 	}

@@ -121,3 +121,15 @@ func pushGuard(cfg serveConfig) endpoint.GuardConfig {
 	}
 	return endpoint.GuardConfig{Allow: allow, CADir: cfg.PushCADir}
 }
+
+// runUntilStopped runs run in a goroutine until the returned stop is
+// called; stop waits for it to return, and may be called more than once.
+func runUntilStopped(run func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { run(ctx) })
+	return sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+	})
+}

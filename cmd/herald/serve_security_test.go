@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"herald/internal/testkit"
+	"herald/internal/tlsconfig"
 )
 
 // TestServeRefusesToRunOpenOffLoopback: without tokens, serve refuses a
@@ -181,6 +183,22 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	waitFor(t, "the new token to be loaded", func() bool {
 		return run(append(withCA, "--token", consumer, "consume", "orders", "--wait", "0s")...).code == 0
 	})
+	// The dashboard is served on the same port, its data behind the tokens.
+	tc, err := tlsconfig.Client(nil, certs.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	for path, want := range map[string]int{"/dashboard/": http.StatusOK, "/dashboard/data/state": http.StatusUnauthorized} {
+		resp, err := hc.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 	for _, secret := range []string{admin, publisher, consumer} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the server log shows a token:\n%s", logs.String())
