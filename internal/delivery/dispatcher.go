@@ -330,7 +330,11 @@ func (r *run) handle(o outcome) {
 	default:
 		it.lastErr = o.err.Error()
 		it.Attempts++
-		it.retryAt = c.now().Add(retryDelay(c.Attributes.RetrySleepDuration, it.Attempts))
+		delay := retryDelay(c.Attributes.RetrySleepDuration, it.Attempts)
+		if after, ok := endpoint.RetryAfter(o.err); ok && after > delay {
+			delay = after // the endpoint asked for a longer pause
+		}
+		it.retryAt = c.now().Add(delay)
 		r.attempts = append(r.attempts, it)
 		if c.Metrics != nil {
 			c.Metrics.Retried(c.Topic, c.Scheme)

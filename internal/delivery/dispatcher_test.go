@@ -302,6 +302,39 @@ func TestEndpointDownThenBackDeliversEverythingInOrder(t *testing.T) {
 	}
 }
 
+// TestRetryAfterIsHonoured: an endpoint that answers 429 or 503 with
+// Retry-After is not tried again sooner, even when the topic's own pause
+// is shorter.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	l := newMemLog()
+	ep := newFakeEndpoint()
+	const after = 300 * time.Millisecond
+	var mu sync.Mutex
+	var sends []time.Time
+	ep.fail = func(*endpoint.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sends = append(sends, time.Now())
+		if len(sends) == 1 {
+			return &endpoint.RetryAfterError{Err: errors.New("503 Service Unavailable"), After: after}
+		}
+		return nil
+	}
+	a := topic.Defaults()
+	a.RetrySleepDuration = 0 // 10ms, far below Retry-After
+	l.publish(t, time.Now(), events(1, 1)...)
+	startDispatcher(t, l, ep, a, nil)
+	waitUntil(t, "the event is delivered", func() bool { return l.stats().Delivered == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sends) != 2 {
+		t.Fatalf("%d sends, want 2", len(sends))
+	}
+	if gap := sends[1].Sub(sends[0]); gap < after {
+		t.Fatalf("retried after %v, before the %v the endpoint asked for", gap, after)
+	}
+}
+
 func TestRecordingFailureRedeliversFromTheLog(t *testing.T) {
 	l := newMemLog()
 	ep := newFakeEndpoint()

@@ -68,3 +68,23 @@ func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
 }
+
+// RetryAfterError marks a retryable failure whose destination said how
+// long to wait before trying again (HTTP 429 or 503 with Retry-After).
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter returns how long the destination asked to wait before the
+// next attempt, if err says.
+func RetryAfter(err error) (time.Duration, bool) {
+	var r *RetryAfterError
+	if errors.As(err, &r) {
+		return r.After, true
+	}
+	return 0, false
+}

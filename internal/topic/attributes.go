@@ -101,6 +101,13 @@ type Attributes struct {
 	// SigningSecret, when set, makes deliveries carry an HMAC signature
 	// computed with it, so receivers can authenticate them.
 	SigningSecret string `json:"signing_secret"`
+	// SignatureScheme is how webhook deliveries are signed: "herald"
+	// (X-Herald-Signature, an HMAC of the timestamp and body with the
+	// secret as it is) or "standard-webhooks" (the Standard Webhooks
+	// specification: webhook-id, webhook-timestamp and webhook-signature,
+	// with SigningSecret a space-separated list of whsec_ secrets, each of
+	// which signs, so that receivers can switch secrets one at a time).
+	SignatureScheme string `json:"signature_scheme"`
 
 	// TLSInsecureSkipVerify disables verification of the endpoint's
 	// certificate. Only for https and amqps endpoints, and only for tests.
@@ -121,6 +128,7 @@ func Defaults() Attributes {
 		AMQPAckLevel:       "broker",
 		KafkaAcks:          "all",
 		HTTPTimeout:        DefaultHTTPTimeout,
+		SignatureScheme:    SignatureHerald,
 	}
 }
 

@@ -20,6 +20,7 @@ func TestDefaults(t *testing.T) {
 		AMQPAckLevel:       "broker",
 		KafkaAcks:          "all",
 		HTTPTimeout:        10,
+		SignatureScheme:    "herald",
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
@@ -33,7 +34,7 @@ func TestNames(t *testing.T) {
 	want := []string{"persistent", "shards", "push_endpoint", "time_to_live", "max_retries",
 		"retry_sleep_duration", "max_queue_bytes", "opaque_data", "amqp_exchange", "amqp_routing_key",
 		"amqp_ack_level", "kafka_topic", "kafka_acks", "nats_subject", "nats_jetstream", "http_headers",
-		"http_timeout", "signing_secret", "tls_insecure_skip_verify", "tls_ca_file"}
+		"http_timeout", "signing_secret", "signature_scheme", "tls_insecure_skip_verify", "tls_ca_file"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
 	}
@@ -424,4 +425,40 @@ func FuzzWith(f *testing.F) {
 			t.Fatalf("With(Map()) of %+v = %+v, %v", a, b, err)
 		}
 	})
+}
+
+func TestStandardWebhooksSecrets(t *testing.T) {
+	key32 := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // 24 bytes
+	key64 := "whsec_" + strings.Repeat("QUFB", 16)    // 48 bytes of "AAA"
+	a, err := Defaults().With(map[string]string{"signature_scheme": "standard-webhooks", "signing_secret": key32 + " " + key64})
+	if err != nil || a.Validate() != nil {
+		t.Fatalf("two whsec_ secrets: %v, %v", err, a.Validate())
+	}
+	keys, err := StandardWebhooksKeys(a.SigningSecret)
+	if err != nil || len(keys) != 2 || len(keys[0]) != 24 || string(keys[1]) != strings.Repeat("A", 48) {
+		t.Fatalf("keys %q, %v", keys, err)
+	}
+	for secret, says := range map[string]string{
+		"s3cret":                  "does not start with whsec_",
+		"whsec_***":               "not whsec_ and standard base64",
+		"whsec_QUFB":              "holds 3 bytes",
+		key32 + " whsec_QUFBQUFB": "secret 2 holds 6 bytes",
+		"   ":                     "blank",
+	} {
+		a, err := Defaults().With(map[string]string{"signature_scheme": "standard-webhooks", "signing_secret": secret})
+		if err == nil {
+			err = a.Validate()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), says) {
+			t.Errorf("secret %q: %v, want ErrInvalid saying %q", secret, err, says)
+		}
+	}
+	// The herald scheme takes any secret; an unknown scheme is refused.
+	if a, err := Defaults().With(map[string]string{"signing_secret": "s3cret"}); err != nil || a.Validate() != nil {
+		t.Errorf("herald scheme with a plain secret: %v %v", err, a.Validate())
+	}
+	a, _ = Defaults().With(map[string]string{"signature_scheme": "hmac"})
+	if err := a.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "signature_scheme") {
+		t.Errorf("unknown scheme: %v", err)
+	}
 }

@@ -37,6 +37,11 @@ func (a *Attributes) Validate() error {
 	add(a.validateEndpoint())
 	add(checkOneOf("amqp_ack_level", a.AMQPAckLevel, "none", "broker"))
 	add(checkOneOf("kafka_acks", a.KafkaAcks, "none", "leader", "all"))
+	add(checkOneOf("signature_scheme", a.SignatureScheme, SignatureHerald, SignatureStandardWebhooks))
+	if a.SignatureScheme == SignatureStandardWebhooks && a.SigningSecret != "" {
+		_, err := StandardWebhooksKeys(a.SigningSecret)
+		add(err)
+	}
 	add(checkMaxLen("amqp_exchange", a.AMQPExchange, 255))
 	add(checkMaxLen("amqp_routing_key", a.AMQPRoutingKey, 255))
 	add(checkKafkaTopic(a.KafkaTopic))

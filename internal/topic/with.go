@@ -50,7 +50,8 @@ var attrs = []attr{
 	{name: "http_headers", form: headersForm, set: setHeaders,
 		get: func(a *Attributes) string { return formatHeaders(a.HTTPHeaders) }},
 	numAttr("http_timeout", func(a *Attributes) *int64 { return &a.HTTPTimeout }),
-	{name: "signing_secret", form: "any text, or empty for none", set: setSecret, get: getSecret},
+	{name: "signing_secret", form: "any text, or empty for none (for standard-webhooks: whsec_ secrets separated by spaces)", set: setSecret, get: getSecret},
+	textAttr("signature_scheme", func(a *Attributes) *string { return &a.SignatureScheme }),
 	boolAttr("tls_insecure_skip_verify", func(a *Attributes) *bool { return &a.TLSInsecureSkipVerify }),
 	textAttr("tls_ca_file", func(a *Attributes) *string { return &a.TLSCAFile }),
 }

@@ -45,11 +45,25 @@
 // being replayed later. Each attempt is signed afresh, so a retry after a
 // long outage is not stale.
 //
+// With signature_scheme standard-webhooks, deliveries are signed as the
+// Standard Webhooks specification says instead, so that its libraries
+// verify them:
+//
+//	webhook-id: orders/2/17                 the event id
+//	webhook-timestamp: 1763719200
+//	webhook-signature: v1,<base64> v1,<base64>
+//
+// Each "v1," signature is the base64 HMAC-SHA256 of id, '.', timestamp,
+// '.' and the body, keyed with one of the topic's whsec_ secrets (the
+// base64-decoded part after "whsec_"); with several secrets, during a
+// rotation, there is one signature per secret.
+//
 // # Responses
 //
 // A 2xx response means the receiver has the event. 429 and 5xx responses,
 // network errors and attempts that take longer than http_timeout are
-// retryable errors. Every other status is a permanent error
+// retryable errors; a 429 or 503 with Retry-After is not retried before
+// the time it asks for (at most an hour). Every other status is a permanent error
 // ([endpoint.Permanent]) and the event goes to the dead-letter queue with
 // the status and the start of the response body. That includes 3xx:
 // redirects are not followed, because following one would turn the POST
@@ -117,7 +131,8 @@ type Endpoint struct {
 	timeout time.Duration
 	header  http.Header // http_headers and defaults, copied into each request
 	host    string      // a Host in http_headers; net/http takes it from Request.Host
-	secret  []byte      // nil: do not sign
+	secret  []byte      // nil: do not sign with X-Herald-Signature
+	keys    [][]byte    // signature_scheme standard-webhooks: sign with each
 	client  *http.Client
 }
 
@@ -167,7 +182,13 @@ func newEndpoint(a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 		host:    host,
 		client:  newClient(tc, g),
 	}
-	if a.SigningSecret != "" {
+	switch {
+	case a.SigningSecret == "":
+	case a.SignatureScheme == topic.SignatureStandardWebhooks:
+		if e.keys, err = topic.StandardWebhooksKeys(a.SigningSecret); err != nil {
+			return nil, err
+		}
+	default:
 		e.secret = []byte(a.SigningSecret)
 	}
 	return e, nil
@@ -262,7 +283,10 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 	}
 	err = fmt.Errorf("deliver %s to %s: %w", m.ID, e.shown, statusError(resp))
 	if !retryable(resp.StatusCode) {
-		err = endpoint.Permanent(err)
+		return endpoint.Permanent(err)
+	}
+	if after, ok := retryAfter(resp, time.Now()); ok {
+		return &endpoint.RetryAfterError{Err: err, After: after}
 	}
 	return err
 }
@@ -282,8 +306,13 @@ func (e *Endpoint) request(ctx context.Context, m *endpoint.Message, body []byte
 	h.Set(endpoint.HeaderTopic, m.Topic)
 	h.Set(endpoint.HeaderAttempt, strconv.Itoa(m.Attempt))
 	h.Set(endpoint.HeaderKey, url.PathEscape(m.Key))
-	if e.secret != nil {
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	switch {
+	case e.keys != nil:
+		h.Set(HeaderWebhookID, m.ID)
+		h.Set(HeaderWebhookTimestamp, ts)
+		h.Set(HeaderWebhookSignature, signStandard(e.keys, m.ID, ts, body))
+	case e.secret != nil:
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderSignature, sign(e.secret, ts, body))
 	}
