@@ -188,15 +188,15 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 	for path, want := range map[string]int{"/dashboard/": http.StatusOK, "/dashboard/data/state": http.StatusUnauthorized} {
 		resp, err := hc.Get(url + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		if resp.StatusCode != want || resp.ProtoMajor != 2 {
+			t.Errorf("GET %s: %d over %s, want %d over HTTP/2 (which gRPC needs)", path, resp.StatusCode, resp.Proto, want)
 		}
 	}
 	for _, secret := range []string{admin, publisher, consumer} {
