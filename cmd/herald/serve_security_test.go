@@ -110,6 +110,15 @@ func TestTokenCreate(t *testing.T) {
 	if after, _ := os.ReadFile(file); string(after) != string(data) {
 		t.Errorf("failed token creations changed the tokens file:\n%s", after)
 	}
+
+	// A file whose last line has no newline (edited by hand) gets one.
+	if err := os.WriteFile(file, []byte(strings.TrimSuffix(string(data), "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	createToken(t, file, "consume", "third")
+	if after, _ := os.ReadFile(file); strings.Count(string(after), "\n") != 3 || !strings.Contains(string(after), "\n"+strings.Fields(lines[1])[0]+" ci ") {
+		t.Errorf("after appending to a file without a final newline:\n%s", after)
+	}
 }
 
 // TestServeWithTLSAndTokens runs serve with a certificate and a tokens

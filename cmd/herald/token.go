@@ -136,11 +136,15 @@ func appendToken(file string, tok auth.Token) error {
 	if _, err := auth.ReadFile(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w; fix the file before adding to it", err)
 	}
+	line := tok.Line() + "\n"
+	if data, err := os.ReadFile(file); err == nil && len(data) > 0 && data[len(data)-1] != '\n' {
+		line = "\n" + line // the last line was left unfinished by hand
+	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
-	if _, err := fmt.Fprintln(f, tok.Line()); err != nil {
+	if _, err := f.WriteString(line); err != nil {
 		f.Close()
 		return fmt.Errorf("tokens file %s: %w", file, err)
 	}
