@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,5 +108,29 @@ func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 	}
 	if len(seen) != publishers*batches*perBatch {
 		t.Fatalf("%d events stored, want %d", len(seen), publishers*batches*perBatch)
+	}
+}
+
+// TestE2ESNSZonegroup: --sns-zonegroup names the zonegroup of the SNS API's
+// topic ARNs, and ARNs of another zonegroup are refused.
+func TestE2ESNSZonegroup(t *testing.T) {
+	addr := testkit.FreeAddr(t)
+	startServer(t, t.TempDir(), addr, "--sns-zonegroup", "zg-east")
+	post := func(form url.Values) (int, string) {
+		resp, err := http.PostForm("http://"+addr+"/", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := post(url.Values{"Action": {"CreateTopic"}, "Name": {"fish"}})
+	if status != http.StatusOK || !strings.Contains(body, "<TopicArn>arn:aws:sns:zg-east::fish</TopicArn>") {
+		t.Fatalf("CreateTopic: %d %s", status, body)
+	}
+	status, body = post(url.Values{"Action": {"GetTopicAttributes"}, "TopicArn": {"arn:aws:sns:default::fish"}})
+	if status != http.StatusBadRequest || !strings.Contains(body, "<Code>InvalidParameter</Code>") || !strings.Contains(body, "use arn:aws:sns:zg-east::fish") {
+		t.Fatalf("GetTopicAttributes with another zonegroup: %d %s", status, body)
 	}
 }

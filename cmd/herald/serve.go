@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"herald/internal/api"
+	"herald/internal/api/sns"
 	"herald/internal/dashboard"
 	"herald/internal/node"
 	"herald/internal/transport"
@@ -57,6 +58,8 @@ type serveConfig struct {
 	MetricsNeedToken    bool          `yaml:"metrics_need_token"`
 	PushAllow           string        `yaml:"push_allow"`
 	PushCADir           string        `yaml:"push_ca_dir"`
+	DedupWindow         time.Duration `yaml:"dedup_window"`
+	SNSZonegroup        string        `yaml:"sns_zonegroup"`
 }
 
 // defaultServeConfig is the one place serve's defaults come from: the flags'
@@ -74,6 +77,8 @@ func defaultServeConfig() serveConfig {
 		DeliveryConcurrency: n.DeliveryConcurrency,
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
+		DedupWindow:         n.DedupWindow,
+		SNSZonegroup:        sns.DefaultZonegroup,
 	}
 }
 
@@ -91,7 +96,7 @@ HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
-HERALD_PUSH_CA_DIR), then a YAML config file (--config) with the same names in
+HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_SNS_ZONEGROUP), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
 Without --tokens-file, every caller may do everything, so herald then
@@ -138,6 +143,8 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Bool("metrics-need-token", d.MetricsNeedToken, "make /metrics need a token (of any scope)")
 	f.String("push-allow", d.PushAllow, "CIDRs and host names, comma-separated, that push endpoints may reach although private, loopback, link-local or metadata addresses")
 	f.String("push-ca-dir", d.PushCADir, "directory that a topic's tls_ca_file must be in (empty: no topic may name a CA file)")
+	f.Duration("dedup-window", d.DedupWindow, "how long a published event's dedup_id is remembered: a repeat within it returns the first event's id")
+	f.String("sns-zonegroup", d.SNSZonegroup, "zonegroup of the SNS-style API's topic ARNs (arn:aws:sns:<zonegroup>::<topic>)")
 	return cmd
 }
 
@@ -422,6 +429,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		SnapshotEntries:     cfg.SnapshotEntries,
 		SyncSnapshots:       cfg.SyncSnapshots,
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
+		DedupWindow:         cfg.DedupWindow,
 		Logger:              logger,
 		Registerer:          reg,
 		PushGuard:           pushGuard(cfg),
@@ -439,7 +447,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	dash := dashboard.New(n, dashboard.Config{Logger: logger})
 	stopDashboard := runUntilStopped(dash.Run)
 	defer stopDashboard()
-	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger}))
+	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger,
+		SNSZonegroup: cfg.SNSZonegroup}))
 	logger.Info("herald is serving", "listen", ln.Addr().String(), "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
 
