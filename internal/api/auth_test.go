@@ -284,6 +284,20 @@ func TestRoutesOtherThanProcedures(t *testing.T) {
 		if got := get("/metrics", tt.secrets["consume"]); got != http.StatusOK {
 			t.Errorf("/metrics with a consume token: %d, want 200", got)
 		}
+		for token, want := range map[string]int{"": http.StatusUnauthorized, "consume": http.StatusForbidden, "admin": http.StatusForbidden} {
+			req, _ := http.NewRequest(http.MethodPost, base+s3IngestPath+"orders", strings.NewReader(`{"Records":[]}`))
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.secrets[token])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("S3 ingest with a %q token: %d, want %d (it needs publish)", token, resp.StatusCode, want)
+			}
+		}
 		if got := get("/no/such/route", tt.secrets["publish"]); got != http.StatusForbidden {
 			t.Errorf("an unknown path with a publish token: %d, want 403 (admin)", got)
 		}
