@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +126,7 @@ type authorizer struct {
 	metricsNeedToken bool
 	errors           *connect.ErrorWriter
 	now              func() time.Time
+	log              *slog.Logger // the audit log of the SNS API
 }
 
 type principalKey struct{}
@@ -168,9 +172,56 @@ func (a *authorizer) wrap(next http.Handler) http.Handler {
 			}
 			p.Token = tok
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		if strings.HasPrefix(what, "SNS ") && need == auth.ScopeAdmin {
+			// The SNS API administers topics outside the Connect
+			// service, whose interceptor writes the other audit lines.
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			a.auditSNS(r, p, what, sw.status)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
+
+// auditSNS writes the audit line of an SNS administration request: the
+// topic and the names (not the values) of the attributes it sets.
+func (a *authorizer) auditSNS(r *http.Request, p Principal, what string, status int) {
+	topicName := r.PostFormValue("Name")
+	if topicName == "" {
+		topicName = r.PostFormValue("TopicArn")
+	}
+	var attrs []string
+	for k, v := range r.PostForm {
+		if strings.HasPrefix(k, "Attributes.entry.") && strings.HasSuffix(k, ".key") && len(v) > 0 {
+			attrs = append(attrs, v[0])
+		}
+	}
+	if name := r.PostFormValue("AttributeName"); name != "" {
+		attrs = append(attrs, name)
+	}
+	slices.Sort(attrs)
+	result := "ok"
+	if status >= 300 {
+		result = strconv.Itoa(status) + " " + http.StatusText(status)
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "audit", slog.Group("audit",
+		"who", p.String(), "remote", p.Remote, "action", what, "topic", topicName, "attributes", attrs, "result", result))
+}
+
+// statusWriter remembers the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // refuse answers a request the token check turned down: in its RPC
 // protocol's form for Connect, gRPC and gRPC-Web requests, and as text

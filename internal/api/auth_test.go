@@ -406,4 +406,28 @@ func TestAuditLog(t *testing.T) {
 	}
 }
 
+// TestAuditLogOfSNS: topic administration through the SNS API is
+// audited too, with the topic and the attribute names, not their values.
+func TestAuditLogOfSNS(t *testing.T) {
+	tt := makeTokens(t, time.Now())
+	var logs syncBuffer
+	base, _ := startAuthServer(t, Options{Tokens: tt.store, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	form := url.Values{"Action": {"CreateTopic"}, "Name": {"fish"},
+		"Attributes.entry.1.key": {"OpaqueData"}, "Attributes.entry.1.value": {"hunter2"}}
+	req, _ := http.NewRequest(http.MethodPost, base+snsPath, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+tt.secrets["admin"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	admin, _ := tt.store.Lookup(idOf(tt.secrets["admin"]))
+	want := `msg=audit audit.who="admin (token ` + admin.ID + `)" audit.remote=127.0.0.1:`
+	want2 := `audit.action="SNS CreateTopic" audit.topic=fish audit.attributes=[OpaqueData] audit.result=ok`
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), want2) || strings.Contains(logs.String(), "hunter2") {
+		t.Errorf("audit log:\n%s\nwant %q and %q, without the attribute's value", logs.String(), want, want2)
+	}
+}
+
 func idOf(token string) string { return strings.TrimPrefix(token, "hrld_")[:16] }

@@ -87,7 +87,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	mux.Handle("POST "+snsPath+"{$}", sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil}))
 	// S3 event notifications (publish scope), to the topic in the path.
 	mux.Handle("POST "+s3IngestPath+"{topic}", s3ingest.New(n))
-	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now}
+	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
 	return a.wrap(mux)
 }
 
