@@ -9,6 +9,9 @@
 //	r, err := tlsconfig.NewReloader(certFile, keyFile, logger)
 //	serverTLS, err := tlsconfig.Server(r, peerCAFile) // peers must present a certificate
 //	clientTLS, err := tlsconfig.Client(r, peerCAFile) // and verify ours
+//
+// or, on a port it shares with the API (whose clients have no
+// certificate), SharedServer, with PeerVerified in the peers' handler.
 package tlsconfig
 
 import (
@@ -137,6 +140,26 @@ func Server(r *Reloader, clientCAFile string) (*tls.Config, error) {
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return c, nil
+}
+
+// SharedServer returns the TLS settings of a port that API clients and
+// cluster peers share, as herald's does: a client certificate is not
+// required (API clients have none), but one that is presented must chain
+// to a CA in peerCAFile. The peers' handler must then refuse requests
+// whose connection has no verified certificate: see PeerVerified.
+func SharedServer(r *Reloader, peerCAFile string) (*tls.Config, error) {
+	c, err := Server(r, peerCAFile)
+	if err != nil {
+		return nil, err
+	}
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	return c, nil
+}
+
+// PeerVerified reports whether a request's connection (http.Request.TLS)
+// presented a client certificate that SharedServer or Server verified.
+func PeerVerified(state *tls.ConnectionState) bool {
+	return state != nil && len(state.VerifiedChains) > 0
 }
 
 // Client returns the TLS settings of a client that verifies servers

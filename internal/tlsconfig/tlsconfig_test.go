@@ -154,6 +154,39 @@ func TestMutualTLS(t *testing.T) {
 	}
 }
 
+// TestSharedServer: on a port shared with API clients, a client without a
+// certificate gets through (the handler then checks PeerVerified), one with
+// a certificate of another CA does not.
+func TestSharedServer(t *testing.T) {
+	certs := testkit.TestCertificates(t)
+	r, err := NewReloader(certs.CertFile, certs.KeyFile, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := SharedServer(r, certs.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLS(t, sc)
+	if err := handshake(t, addr, client(t, nil, certs.CAFile)); err != nil {
+		t.Errorf("API client without a certificate: %v", err)
+	}
+	if err := handshake(t, addr, client(t, r, certs.CAFile)); err != nil {
+		t.Errorf("peer with a certificate of the CA: %v", err)
+	}
+	other := testkit.TestCertificates(t)
+	stranger, err := NewReloader(other.CertFile, other.KeyFile, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handshake(t, addr, client(t, stranger, certs.CAFile)); err == nil {
+		t.Error("a client certificate of another CA was accepted")
+	}
+	if PeerVerified(nil) || PeerVerified(&tls.ConnectionState{}) || !PeerVerified(&tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{}}}) {
+		t.Error("PeerVerified is wrong")
+	}
+}
+
 func TestNewReloaderErrors(t *testing.T) {
 	certs := testkit.TestCertificates(t)
 	for _, tc := range []struct{ cert, key, want string }{
