@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -134,5 +135,28 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 	}
 	if len(got) != len(acked) {
 		t.Errorf("consumed %d events, published %d", len(got), len(acked))
+	}
+}
+
+// TestClusterNodeRefusesUnauthenticatedPeersOffLoopback: with tokens, a
+// node may listen anywhere, but a cluster node's node-to-node traffic is
+// not covered by them, so it refuses a non-loopback address unless told
+// the network is trusted.
+func TestClusterNodeRefusesUnauthenticatedPeersOffLoopback(t *testing.T) {
+	cfg := defaultServeConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "0.0.0.0:0" // refused before anything is served
+	cfg.NodeID, cfg.Peers = 1, "1=127.0.0.1:7601,2=127.0.0.1:7602,3=127.0.0.1:7603"
+	cfg.TokensFile = t.TempDir() + "/tokens"
+	cli(t, "", "", "token", "create", "--scope", "admin", "--name", "ops", "--tokens-file", cfg.TokensFile)
+	var logs strings.Builder
+	err := serve(context.Background(), cfg, &logs)
+	for _, want := range []string{"not authenticated yet", "--insecure-no-auth", "loopback"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("cluster node on 0.0.0.0 with tokens: %v, want an error saying %q", err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
+		t.Errorf("the refused node wrote %d entries into its data directory", len(entries))
 	}
 }

@@ -384,6 +384,10 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	// for a majority of its peers, which reach it through this server.
 	var tr *transport.Transport
 	mux := http.NewServeMux()
+	if len(peers) > 1 && !isLoopback(ln.Addr()) && !cfg.InsecureNoAuth {
+		return fmt.Errorf("a cluster node listening on %s, not a loopback address: the node-to-node traffic is not authenticated yet (tokens do not cover it), "+
+			"so anyone who reaches the port could speak for a node; run the cluster on loopback or a trusted network, and pass --insecure-no-auth to say so", ln.Addr())
+	}
 	if len(peers) > 1 {
 		tr = transport.New(transport.Config{NodeID: cfg.NodeID, Peers: peers, Logger: logger})
 		defer tr.Close()
