@@ -62,7 +62,11 @@ func newTokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Make API tokens",
-		Args:  cobra.NoArgs,
+		Long: `Make the API tokens that a server started with --tokens-file requires:
+each has scopes (admin, publish, consume), a name for the audit log and an
+optional expiry. See herald token create --help.`,
+		Example: `  herald token create --scope publish --name ci --tokens-file /etc/herald/tokens`,
+		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newTokenCreateCommand())
 	return cmd
