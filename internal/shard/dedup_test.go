@@ -232,3 +232,57 @@ func TestDedupCommandRoundTrip(t *testing.T) {
 		t.Fatalf("EventAt past the dedup ids: %+v, %v", e, err)
 	}
 }
+
+// BenchmarkApplyPublishDedup is BenchmarkApplyPublish with a dedup id on
+// every event, the table full (MaxDedupEntries ids, each new one
+// forgetting the oldest), and, in Repeat, every publish a retry that
+// appends nothing.
+func BenchmarkApplyPublishDedup(b *testing.B) {
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("New/%dx1KiB", n), func(b *testing.B) {
+			c := Command{Op: OpPublish, Time: 1.7e18, MaxQueueBytes: 1 << 40, Events: kibEvents(n),
+				DedupWindow: 120e9, DedupIDs: make([]string, n)}
+			s := New()
+			var index, seq uint64
+			setIDs := func() {
+				for i := range c.DedupIDs {
+					seq++
+					c.DedupIDs[i] = fmt.Sprintf("%032x", seq)
+				}
+			}
+			for s.DedupIDs() < MaxDedupEntries {
+				setIDs()
+				index++
+				s.Apply(index, &c)
+			}
+			b.SetBytes(int64(n) * 1024)
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				setIDs()
+				b.StartTimer()
+				index++
+				if r := s.Apply(index, &c); r.Err != nil || r.Count != n {
+					b.Fatal(r)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("Repeat/%dx1KiB", n), func(b *testing.B) {
+			c := Command{Op: OpPublish, Time: 1.7e18, MaxQueueBytes: 1 << 40, Events: kibEvents(n),
+				DedupWindow: 120e9, DedupIDs: make([]string, n)}
+			for i := range c.DedupIDs {
+				c.DedupIDs[i] = fmt.Sprintf("%032x", i)
+			}
+			s := New()
+			s.Apply(1, &c)
+			index := uint64(1)
+			b.ReportAllocs()
+			for b.Loop() {
+				index++
+				if r := s.Apply(index, &c); r.Err != nil || len(r.Duplicates) != n {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
