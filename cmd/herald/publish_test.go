@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
@@ -214,5 +217,53 @@ func TestReadLines(t *testing.T) {
 	want := []string{"idle", "1:a", "3:b", "4:c", "eof"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("items %q, want %q", got, want)
+	}
+}
+
+// TestPublishRetriesWithTheSameDedupIDs: a batch the server refuses as
+// unavailable is sent again, --retries times in all, each time with the
+// same dedup ids, one per event.
+func TestPublishRetriesWithTheSameDedupIDs(t *testing.T) {
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
+	f.SetFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader yet")))
+	cliFails(t, url, "", "publish", "orders", "--key", "k", "--retries", "3", "one", "two")
+	reqs := fakeherald.Received[*heraldv1.PublishRequest](f)
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3 (--retries 3)", len(reqs))
+	}
+	ids := func(r *heraldv1.PublishRequest) []string {
+		var out []string
+		for _, e := range r.GetEvents() {
+			out = append(out, e.GetDedupId())
+		}
+		return out
+	}
+	first := ids(reqs[0])
+	if len(first) != 2 || first[0] == "" || first[1] == "" || first[0] == first[1] {
+		t.Fatalf("dedup ids %q, want two distinct ones", first)
+	}
+	for _, r := range reqs[1:] {
+		if got := ids(r); !reflect.DeepEqual(got, first) {
+			t.Fatalf("a retry sent dedup ids %q, the first attempt %q", got, first)
+		}
+	}
+
+	// Once the server is back, the batch goes through.
+	f.SetFail(nil)
+	if out := cli(t, url, "", "publish", "orders", "--key", "k", "three"); out != "orders/0/0\n" {
+		t.Fatalf("printed %q", out)
+	}
+	// --retries 1 sends once, without dedup ids; 0 is refused.
+	f.SetFail(connect.NewError(connect.CodeUnavailable, errors.New("down")))
+	before := len(fakeherald.Received[*heraldv1.PublishRequest](f))
+	cliFails(t, url, "", "publish", "orders", "--key", "k", "--retries", "1", "four")
+	reqs = fakeherald.Received[*heraldv1.PublishRequest](f)
+	if len(reqs) != before+1 || reqs[len(reqs)-1].GetEvents()[0].GetDedupId() != "" {
+		t.Fatalf("--retries 1: %d requests, the last %v", len(reqs)-before, reqs[len(reqs)-1])
+	}
+	if msg := cliFails(t, url, "", "publish", "orders", "--retries", "0", "x"); !strings.Contains(msg, "--retries 0: want at least 1") {
+		t.Fatalf("--retries 0: %q", msg)
 	}
 }
