@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,16 +36,6 @@ func parsePeers(spec string, self uint64) (map[uint64]string, error) {
 		return nil, fmt.Errorf("--peers %q does not list this node (--node-id %d); list every node of the cluster, this one included", spec, self)
 	}
 	return peers, nil
-}
-
-// memberIDs returns the ids of peers, sorted.
-func memberIDs(peers map[uint64]string) []uint64 {
-	ids := make([]uint64, 0, len(peers))
-	for id := range peers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // gate holds the API back until the node is open, and lets the API drain

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -426,7 +428,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	n, err := node.Open(ctx, node.Config{
 		DataDir:             cfg.DataDir,
 		NodeID:              cfg.NodeID,
-		Members:             memberIDs(peers),
+		Members:             slices.Collect(maps.Keys(peers)), // node.Config sorts them
 		Transport:           tr,
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
 		ReservationTimeout:  cfg.ReservationTimeout,

@@ -162,7 +162,7 @@ var (
 	// reached, while a proposal was in flight: it may or may not be
 	// applied. Retrying may apply it twice unless the command is
 	// idempotent.
-	ErrOutcomeUnknown = errors.New("the raft leader changed while the request was in flight, so it may or may not have been applied")
+	ErrOutcomeUnknown = errors.New("the raft leader changed, or could not be reached, while the request was in flight, so it may or may not have been applied")
 )
 
 // Host runs Raft groups.
@@ -368,22 +368,6 @@ func (h *Host) Entry(id, index uint64) ([]byte, error) {
 	}
 	_, cmd := decodeEnvelope(ents[0].Data)
 	return cmd, nil
-}
-
-// Step delivers a message from another node to a group.
-func (h *Host) Step(ctx context.Context, id uint64, m *pb.Message) error {
-	g, err := h.group(id)
-	if err != nil {
-		return err
-	}
-	select {
-	case g.recvc <- m:
-		return nil
-	case <-g.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Receive delivers a message from another node to a group without

@@ -37,8 +37,8 @@ type Config struct {
 	// included. None means a cluster of this node alone.
 	Members []uint64
 	// Transport connects the node to the other members; required when
-	// there are any. The node starts it; its creator closes it after the
-	// node.
+	// there are any. The node starts it; its creator closes it, before or
+	// after the node (the node's groups only queue messages on it).
 	Transport          *transport.Transport
 	MaxPayloadBytes    int           // per event payload
 	ReservationTimeout time.Duration // uncommitted reservations expire after this

@@ -35,8 +35,10 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	if err := n.checkEvents(events); err != nil {
 		return nil, err
 	}
-	if err := checkDedupIDs(dedup); err != nil {
-		return nil, err
+	// The whole request: the same id in events of two shards would pass
+	// each shard's check.
+	if err := shard.CheckDedupIDs(dedup); err != nil {
+		return nil, fmt.Errorf("%w: %w", errInvalidRequest, err)
 	}
 	if !tr.info.Attributes.Persistent {
 		return n.pushNow(ctx, tr, events)
@@ -124,26 +126,6 @@ func (n *Node) checkEvents(events []shard.Event) error {
 			return fmt.Errorf("%w: event %d has a %d-byte payload, over the limit of %d bytes; split it, or store it elsewhere and publish a reference (the server's --max-payload-bytes sets the limit)",
 				ErrPayloadTooLarge, i, len(events[i].Payload), n.cfg.MaxPayloadBytes)
 		}
-	}
-	return nil
-}
-
-// checkDedupIDs rejects dedup ids the shards would: too long, or given to
-// two events of one request.
-func checkDedupIDs(ids []string) error {
-	seen := make(map[string]int, len(ids))
-	for i, id := range ids {
-		if id == "" {
-			continue
-		}
-		if len(id) > shard.MaxDedupIDBytes {
-			return fmt.Errorf("%w: event %d's dedup_id has %d bytes, over the limit of %d; use a shorter id, such as a UUID",
-				errInvalidRequest, i, len(id), shard.MaxDedupIDBytes)
-		}
-		if j, ok := seen[id]; ok {
-			return fmt.Errorf("%w: events %d and %d have the same dedup_id %q; give each event its own", errInvalidRequest, j, i, id)
-		}
-		seen[id] = i
 	}
 	return nil
 }
@@ -289,8 +271,7 @@ func (n *Node) expireReservations() {
 }
 
 func (n *Node) expireShard(s *shardRuntime, cutoff int64) {
-	st, err := n.host.GroupStatus(s.group)
-	if err != nil || !st.IsLeader {
+	if !n.leads(s) {
 		return
 	}
 	var oldest int64

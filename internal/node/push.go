@@ -150,11 +150,7 @@ func (n *Node) syncLeadership(groups []uint64) {
 }
 
 func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
-	leads := false
-	if s.openErr == nil {
-		st, err := n.host.GroupStatus(s.group)
-		leads = err == nil && st.IsLeader && st.Err == nil
-	}
+	leads := n.leads(s)
 	d := p.dispatchers[s.index]
 	switch {
 	case leads && d == nil:

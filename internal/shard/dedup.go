@@ -40,18 +40,8 @@ func (s *State) checkDedup(c *Command) ([]Duplicate, error) {
 	if c.DedupWindow < 0 {
 		return nil, fmt.Errorf("%w: negative dedup window %d", ErrInvalidCommand, c.DedupWindow)
 	}
-	seen := make(map[string]int, len(c.DedupIDs))
-	for i, id := range c.DedupIDs {
-		if id == "" {
-			continue
-		}
-		if len(id) > MaxDedupIDBytes {
-			return nil, fmt.Errorf("%w: dedup id of event %d has %d bytes, over the limit of %d", ErrInvalidCommand, i, len(id), MaxDedupIDBytes)
-		}
-		if j, ok := seen[id]; ok {
-			return nil, fmt.Errorf("%w: events %d and %d have the same dedup id %q", ErrInvalidCommand, j, i, id)
-		}
-		seen[id] = i
+	if err := CheckDedupIDs(c.DedupIDs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
 	if c.DedupWindow == 0 {
 		return nil, nil
@@ -63,6 +53,27 @@ func (s *State) checkDedup(c *Command) ([]Duplicate, error) {
 		}
 	}
 	return dups, nil
+}
+
+// CheckDedupIDs checks the dedup ids of one publish, by event position
+// ("" for an event without one): none too long, none given twice. The
+// error says what is wrong; callers wrap it with their kind.
+func CheckDedupIDs(ids []string) error {
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		if len(id) > MaxDedupIDBytes {
+			return fmt.Errorf("event %d's dedup_id has %d bytes, over the limit of %d; use a shorter id, such as a UUID",
+				i, len(id), MaxDedupIDBytes)
+		}
+		if j, ok := seen[id]; ok {
+			return fmt.Errorf("events %d and %d have the same dedup_id %q; give each event its own", j, i, id)
+		}
+		seen[id] = i
+	}
+	return nil
 }
 
 // dedupLookup returns the entry of id if it was recorded at or after

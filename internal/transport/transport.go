@@ -225,15 +225,6 @@ func (t *Transport) Call(ctx context.Context, to uint64, op string, payload []by
 	return resp.Msg.GetPayload(), nil
 }
 
-// PeerURL returns the base URL of a peer's API port.
-func (t *Transport) PeerURL(id uint64) (string, bool) {
-	p := t.peers[id]
-	if p == nil {
-		return "", false
-	}
-	return p.url, true
-}
-
 type outgoing struct {
 	group uint64
 	msg   *pb.Message
