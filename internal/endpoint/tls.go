@@ -3,10 +3,11 @@ package endpoint
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"herald/internal/tlsconfig"
 )
 
 // TLSConfig returns the TLS settings of a push endpoint whose scheme uses
@@ -34,10 +35,8 @@ func (g *Guard) TLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, 
 	return c, nil
 }
 
-// loadCAs reads a PEM file of CA certificates. Unlike
-// x509.CertPool.AppendCertsFromPEM, which says only whether it found any
-// and skips certificates it cannot parse, it says what is wrong, so a wrong
-// file (a key, a DER file, a truncated copy) is quick to spot.
+// loadCAs reads a PEM file of CA certificates, from within the guard's CA
+// directory.
 func (g *Guard) loadCAs(path string) (*x509.CertPool, error) {
 	data, err := g.readCAFile(path)
 	if errors.Is(err, ErrRefused) {
@@ -50,21 +49,9 @@ func (g *Guard) loadCAs(path string) (*x509.CertPool, error) {
 		}
 		return nil, fmt.Errorf("tls_ca_file %s cannot be read: %w; install the CA file at that path on every herald node", path, err)
 	}
-	pool := x509.NewCertPool()
-	n := 0
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		n++
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("tls_ca_file %s: certificate %d: %w; replace the file with an intact copy", path, n, err)
-		}
-		pool.AddCert(cert)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("tls_ca_file %s holds no PEM certificate (no -----BEGIN CERTIFICATE----- block); give a PEM file of the CA certificates that sign the endpoint's certificate", path)
+	pool, err := tlsconfig.ParseCAs(data)
+	if err != nil {
+		return nil, fmt.Errorf("tls_ca_file %s %w", path, err)
 	}
 	return pool, nil
 }

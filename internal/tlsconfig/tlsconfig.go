@@ -17,6 +17,7 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,9 +186,34 @@ func loadPool(caFile string) (*x509.CertPool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA file: %w", err)
 	}
+	pool, err := ParseCAs(data)
+	if err != nil {
+		return nil, fmt.Errorf("CA file %s %w", caFile, err)
+	}
+	return pool, nil
+}
+
+// ParseCAs reads the CA certificates of a PEM file. Unlike
+// x509.CertPool.AppendCertsFromPEM, which says only whether it found any
+// and skips certificates it cannot parse, it says what is wrong, so that a
+// wrong file (a key, a DER file, a truncated copy) is quick to spot. Its
+// errors start with what follows the file's name in a message.
+func ParseCAs(data []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("CA file %s holds no PEM certificate; give the PEM file of the CA certificates", caFile)
+	n := 0
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		n++
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("has a broken certificate %d: %w; replace the file with an intact copy", n, err)
+		}
+		pool.AddCert(cert)
+	}
+	if n == 0 {
+		return nil, errors.New("holds no PEM certificate (no -----BEGIN CERTIFICATE----- block); give a PEM file of the CA certificates that sign the server's certificate")
 	}
 	return pool, nil
 }
