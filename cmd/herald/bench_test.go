@@ -14,6 +14,33 @@ import (
 	"herald/internal/testkit"
 )
 
+// inProcessServer is serve running in the test's process.
+type inProcessServer struct {
+	logs   *syncBuffer
+	exited chan struct{} // closed when serve returns, with err set
+	err    error
+}
+
+// serveInProcess runs serve with cfg until the test ends, and fails the
+// test if serve fails.
+func serveInProcess(t *testing.T, cfg serveConfig) *inProcessServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &inProcessServer{logs: new(syncBuffer), exited: make(chan struct{})}
+	go func() {
+		s.err = serve(ctx, cfg, s.logs)
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-s.exited
+		if s.err != nil {
+			t.Errorf("serve: %v\n%s", s.err, s.logs.String())
+		}
+	})
+	return s
+}
+
 // startInProcessServer runs a real herald server (serve) in this process
 // and returns its URL once it answers.
 func startInProcessServer(t *testing.T) string {
@@ -22,16 +49,7 @@ func startInProcessServer(t *testing.T) string {
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = testkit.FreeAddr(t)
 	cfg.LogLevel = "warn"
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, &logs) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v\n%s", err, logs.String())
-		}
-	})
+	srv := serveInProcess(t, cfg)
 	url := "http://" + cfg.Listen
 	c := client.New(url)
 	deadline := time.Now().Add(30 * time.Second)
@@ -43,12 +61,12 @@ func startInProcessServer(t *testing.T) string {
 			return url
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		case <-srv.exited:
+			t.Fatalf("serve exited: %v\n%s", srv.err, srv.logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server did not answer: %v\n%s", err, logs.String())
+			t.Fatalf("server did not answer: %v\n%s", err, srv.logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

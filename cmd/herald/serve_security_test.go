@@ -141,16 +141,7 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	cfg.Listen = testkit.FreeAddr(t)
 	cfg.LogLevel = "info"
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TokensFile = certs.CertFile, certs.KeyFile, tokens
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, &logs) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v\n%s", err, logs.String())
-		}
-	})
+	logs := serveInProcess(t, cfg).logs
 	url := "https://" + cfg.Listen
 	withCA := []string{"--server", url, "--ca-file", certs.CAFile}
 	run := func(args ...string) result { return runCLI(context.Background(), "", args...) }
