@@ -50,6 +50,19 @@ type attributeEntry struct {
 	Value string `xml:"value"`
 }
 
+// arnTopic returns the topic the request's TopicArn names.
+func (h *Handler) arnTopic(r *request) (node.Topic, error) {
+	name, err := h.topicName(r, "TopicArn")
+	if err != nil {
+		return node.Topic{}, err
+	}
+	t, err := h.node.GetTopic(name)
+	if err != nil {
+		return node.Topic{}, nodeError(err)
+	}
+	return t, nil
+}
+
 func attributeMapOf(m map[string]string) attributeMap {
 	var am attributeMap
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -59,13 +72,9 @@ func attributeMapOf(m map[string]string) attributeMap {
 }
 
 func (h *Handler) getTopicAttributes(_ context.Context, r *request) (any, error) {
-	name, err := h.topicName(r, "TopicArn")
+	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
-	}
-	t, err := h.node.GetTopic(name)
-	if err != nil {
-		return nil, nodeError(err)
 	}
 	attrs := shownAttributes(t.Attributes)
 	attrs["TopicArn"] = h.arns.of(t.Name)
@@ -148,13 +157,9 @@ type getTopicResult struct {
 }
 
 func (h *Handler) getTopic(_ context.Context, r *request) (any, error) {
-	name, err := h.topicName(r, "TopicArn")
+	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
-	}
-	t, err := h.node.GetTopic(name)
-	if err != nil {
-		return nil, nodeError(err)
 	}
 	var res getTopicResult
 	res.Topic.Name = t.Name
