@@ -427,6 +427,23 @@ type Status struct {
 	Err         error // set when the group stopped on a storage failure
 }
 
+// Leader returns the node that leads a group as this node knows it (0
+// while an election runs), or why the group cannot say: it is not hosted
+// here, or it stopped. Unlike GroupStatus it reads no log statistics, so
+// request paths may ask it on every call.
+func (h *Host) Leader(id uint64) (uint64, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-g.done:
+		return 0, g.closedErr()
+	default:
+		return g.leader.Load(), nil
+	}
+}
+
 // GroupStatus reports on a group.
 func (h *Host) GroupStatus(id uint64) (Status, error) {
 	g, err := h.group(id)

@@ -74,8 +74,8 @@ func (n *Node) leads(s *shardRuntime) bool {
 	if !s.local || s.openErr != nil {
 		return false
 	}
-	st, err := n.host.GroupStatus(s.group)
-	return err == nil && st.IsLeader && st.Err == nil
+	leader, err := n.host.Leader(s.group)
+	return err == nil && leader == n.cfg.NodeID
 }
 
 // shardLeader returns the node that leads the shard, as this node knows
@@ -87,17 +87,14 @@ func (n *Node) shardLeader(s *shardRuntime) (uint64, error) {
 	if s.openErr != nil {
 		return 0, openFailure(s)
 	}
-	st, err := n.host.GroupStatus(s.group)
+	leader, err := n.host.Leader(s.group)
 	if err != nil {
 		return 0, n.hostError(s.name, err)
 	}
-	if st.Err != nil {
-		return 0, n.hostError(s.name, st.Err)
-	}
-	if st.Leader == 0 {
+	if leader == 0 {
 		return 0, fmt.Errorf("%w: shard %s has no leader yet (an election is running); retry shortly", ErrUnavailable, s.name)
 	}
-	return st.Leader, nil
+	return leader, nil
 }
 
 // callLeader runs op about shard s on the node that leads it.
