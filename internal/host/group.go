@@ -74,6 +74,15 @@ type group struct {
 	snapInFlight   bool
 	snapWG         sync.WaitGroup
 
+	// Fetching the entries a leader's snapshot needs (install.go): the
+	// fetch runs on stageWG and reports on stagedc; staged is a finished
+	// one whose snapshot has been stepped. Loop fields.
+	staging     bool
+	stageCancel context.CancelFunc
+	stageWG     sync.WaitGroup
+	stagedc     chan staged
+	staged      *staged
+
 	// Read by other goroutines.
 	leader    atomic.Uint64
 	isLeader  atomic.Bool
@@ -122,6 +131,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		reportc:  make(chan report, 1024),
 		viewc:    make(chan func()),
 		snapDone: make(chan snapResult, 1),
+		stagedc:  make(chan staged, 1),
 		stopc:    make(chan struct{}),
 		done:     make(chan struct{}),
 		waiters:  make(map[uint64]waiter),
@@ -136,9 +146,9 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		st.Close()
 		return nil, fmt.Errorf("load hard state: %w", err)
 	}
-	if err := g.sm.Restore(snap.Data); err != nil {
+	if err := g.restore(snap); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+		return nil, err
 	}
 	g.applied = snap.GetMetadata().GetIndex()
 	g.snapIndex = g.applied
@@ -213,9 +223,13 @@ func (g *group) run() {
 			g.rn.Tick()
 			g.expireForwarded()
 		case m := <-g.recvc:
-			if err := g.rn.Step(m); err != nil {
-				g.log.Debug("step message", "err", err)
+			if m.GetType() == pb.MsgSnap {
+				g.stepSnapshot(m)
+			} else {
+				g.step(m)
 			}
+		case s := <-g.stagedc:
+			g.stagedDone(s)
 		case r := <-g.reportc:
 			g.applyReport(r)
 		case fn := <-g.viewc:
@@ -367,12 +381,36 @@ func (g *group) send(msgs []*pb.Message) {
 	g.h.cfg.Transport.Send(g.id, msgs)
 }
 
+// installSnapshot installs a snapshot from the leader, with the staged
+// log of the entries its state needs, if it needs any.
 func (g *group) installSnapshot(snap *pb.Snapshot) error {
-	if err := g.storage.ApplySnapshot(snap); err != nil {
+	md := snap.GetMetadata()
+	if g.snapInFlight {
+		// A snapshot of the state being replaced must not be saved or
+		// compact the log after the install.
+		if r := <-g.snapDone; r.err != nil {
+			g.log.Error("snapshot failed", "index", r.index, "err", r.err)
+		}
+		g.snapInFlight = false
+	}
+	needsFrom, _, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		return fmt.Errorf("install snapshot at index %d: %w", md.GetIndex(), err)
+	}
+	if needsFrom <= md.GetIndex() {
+		s := g.staged
+		if s == nil || s.msg.GetSnapshot().GetMetadata().GetIndex() != md.GetIndex() {
+			return fmt.Errorf("install snapshot at index %d: the log entries from %d it needs were not staged", md.GetIndex(), needsFrom)
+		}
+		g.staged = nil
+		if err := g.storage.InstallSnapshotWithLog(snap, s.log); err != nil {
+			return err
+		}
+	} else if err := g.storage.ApplySnapshot(snap); err != nil {
 		return err
 	}
-	if err := g.sm.Restore(snap.Data); err != nil {
-		return fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+	if err := g.restore(snap); err != nil {
+		return err
 	}
 	g.applied = snap.GetMetadata().GetIndex()
 	g.snapIndex = g.applied
@@ -380,6 +418,18 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	g.bytesSinceSnap = 0
 	g.appliedAt.Store(g.applied)
 	g.snapAt.Store(g.snapIndex)
+	return nil
+}
+
+// restore gives the state machine a snapshot's state.
+func (g *group) restore(snap *pb.Snapshot) error {
+	_, data, err := decodeSnapshotData(snap.GetData())
+	if err == nil {
+		err = g.sm.Restore(data)
+	}
+	if err != nil {
+		return fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
 	return nil
 }
 
@@ -454,7 +504,7 @@ func (g *group) maybeSnapshot() {
 			g.log.Error("encode snapshot", "err", err)
 			return
 		}
-		snap := &pb.Snapshot{Data: data, Metadata: md}
+		snap := &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}
 		if g.h.cfg.SyncSnapshots {
 			g.snapshotFinished(g.writeSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow))
 			return
@@ -465,7 +515,7 @@ func (g *group) maybeSnapshot() {
 	encode := async.SnapshotFunc()
 	g.startSnapshot(func() (*pb.Snapshot, error) {
 		data, err := encode()
-		return &pb.Snapshot{Data: data, Metadata: md}, err
+		return &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
 	}, md, compactBelow)
 }
 
@@ -641,6 +691,7 @@ func (g *group) stop() {
 	g.stopOnce.Do(func() { close(g.stopc) })
 	<-g.done
 	g.snapWG.Wait()
+	g.stopStaging()
 	g.storage.Close()
 }
 

@@ -65,6 +65,10 @@ type AsyncSnapshotter interface {
 // share it; each is tagged with its group id.
 type Transport interface {
 	Send(group uint64, msgs []*pb.Message)
+	// Call runs op on node to and returns its answer. A group calls
+	// EntriesOp on its leader to fetch the entries a snapshot needs; the
+	// node routes that op to ServeEntries.
+	Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error)
 }
 
 // Config configures a Host. Zero values take the defaults shown.

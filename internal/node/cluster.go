@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"herald/internal/host"
 	"herald/internal/transport"
 )
 
@@ -29,6 +30,8 @@ type shardCall struct {
 
 // handleCalls registers what peers may call on this node.
 func (n *Node) handleCalls(t *transport.Transport) {
+	// A replica installing a snapshot fetches the entries it needs.
+	t.HandleCall(host.EntriesOp, n.host.ServeEntries)
 	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
 		var c shardCall
 		s, err := n.calledShard(payload, &c)

@@ -59,8 +59,11 @@ type Options struct {
 // Storage is the durable state of one Raft group. It is safe for use by the
 // group's goroutine and by concurrent readers and a background snapshotter.
 type Storage struct {
-	fs  vfs.FS
-	dir string
+	fs         vfs.FS
+	dir        string
+	logOptions hlog.Options
+	// log is replaced, under mu, when a snapshot install swaps in a
+	// staged log; readers outside the group's goroutine take it under mu.
 	log *hlog.Log
 
 	// saveMu serializes snapshot file writes, so that a background save
@@ -92,11 +95,15 @@ func Open(dir string, opts Options) (*Storage, error) {
 			return nil, fmt.Errorf("open raft directory %s: %w", dir, err)
 		}
 	}
-	l, err := hlog.Open(filepath.Join(dir, logDir), hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID})
+	if err := recoverStagedLog(fsys, dir); err != nil {
+		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
+	}
+	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID}
+	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{fs: fsys, dir: dir, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+	s := &Storage{fs: fsys, dir: dir, logOptions: logOpts, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
 	if s.cacheLimit <= 0 {
 		s.cacheLimit = DefaultCacheBytes
 	}
@@ -240,8 +247,9 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 		s.mu.Unlock()
 		return out, nil
 	}
+	l := s.log
 	s.mu.Unlock()
-	recs, err := s.log.Entries(lo, hi, maxSize)
+	recs, err := l.Entries(lo, hi, maxSize)
 	if err != nil {
 		return nil, raftError(err)
 	}
@@ -277,21 +285,22 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 		return t, nil
 	}
 	snap := s.snap.GetMetadata()
+	l := s.log
 	s.mu.Unlock()
 	if i == snap.GetIndex() && i > 0 {
 		return snap.GetTerm(), nil
 	}
-	t, err := s.log.Term(i)
+	t, err := l.Term(i)
 	return t, raftError(err)
 }
 
 // LastIndex implements raft.Storage.
-func (s *Storage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
+func (s *Storage) LastIndex() (uint64, error) { return s.Log().LastIndex(), nil }
 
 // FirstIndex implements raft.Storage. The log may hold entries below the
 // snapshot index (a shard keeps events that are not yet delivered), so this
 // is the log's own first index.
-func (s *Storage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
+func (s *Storage) FirstIndex() (uint64, error) { return s.Log().FirstIndex(), nil }
 
 // Snapshot implements raft.Storage.
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
@@ -306,10 +315,7 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	recs := make([]hlog.Record, len(ents))
-	for i, e := range ents {
-		recs[i] = hlog.Record{Index: e.GetIndex(), Term: e.GetTerm(), Type: uint8(e.GetType()), Data: e.Data}
-	}
+	recs := records(ents)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.log.Append(recs); err != nil {
@@ -366,7 +372,7 @@ func (s *Storage) SetApplied(index uint64) {
 }
 
 // Sync makes every appended entry durable (one fdatasync for all of them).
-func (s *Storage) Sync() error { return s.log.Sync() }
+func (s *Storage) Sync() error { return s.Log().Sync() }
 
 // SetHardState records hs. The file is rewritten only when the term or
 // vote changed, or when force is set; a newer commit index alone is kept in
@@ -503,7 +509,7 @@ func (s *Storage) clearInstall() error {
 // The caller guarantees those entries are covered by a durable snapshot and
 // no longer needed by the state machine.
 func (s *Storage) Compact(below uint64) (int, error) {
-	n, err := s.log.DeletePrefix(below)
+	n, err := s.Log().DeletePrefix(below)
 	if err != nil {
 		return n, fmt.Errorf("compact log of %s below %d: %w", s.dir, below, err)
 	}
@@ -511,10 +517,14 @@ func (s *Storage) Compact(below uint64) (int, error) {
 }
 
 // Log exposes the underlying log for statistics.
-func (s *Storage) Log() *hlog.Log { return s.log }
+func (s *Storage) Log() *hlog.Log {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log
+}
 
 // Close closes the log.
-func (s *Storage) Close() error { return s.log.Close() }
+func (s *Storage) Close() error { return s.Log().Close() }
 
 func raftError(err error) error {
 	switch {

@@ -1,0 +1,249 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"herald/internal/raftstore"
+)
+
+// A group's snapshots hold state machine metadata, not data: a shard's
+// undelivered events stay in log entries below the snapshot index, and
+// compaction keeps them (StateMachine.CompactIndex). A replica that falls
+// so far behind that its leader sends a snapshot must therefore receive
+// those entries too, before it installs the snapshot; otherwise it would
+// hold offsets whose events it cannot read, and could lead without them.
+//
+// So a snapshot's data starts with a header saying from which index its
+// state machine still reads the log. A follower that receives a snapshot
+// whose state needs entries it lacks fetches them from the leader (the
+// EntriesOp call, in chunks), stages them in a log of their own off the
+// group's loop, and only then steps the snapshot into raft; the install
+// swaps the staged log in (raftstore.InstallSnapshotWithLog).
+
+// EntriesOp is the call a node answers with log entries of a group it
+// runs (see Host.ServeEntries). The node's transport routes it.
+const EntriesOp = "raft.entries"
+
+// entriesChunkBytes bounds one EntriesOp answer.
+const entriesChunkBytes = 4 << 20
+
+// snapDataMagic starts snapshot data written with the header. Data
+// without it (written before the header existed) says nothing about the
+// entries its state needs, so a follower fetches all the leader has.
+const snapDataMagic = "HGS1"
+
+// encodeSnapshotData prefixes a state machine's snapshot with the index
+// from which that state still reads log entries.
+func encodeSnapshotData(needsFrom uint64, sm []byte) []byte {
+	b := make([]byte, 0, len(snapDataMagic)+binary.MaxVarintLen64+len(sm))
+	b = append(b, snapDataMagic...)
+	b = binary.AppendUvarint(b, needsFrom)
+	return append(b, sm...)
+}
+
+// decodeSnapshotData splits snapshot data into the index from which its
+// state reads the log (0 when the data does not say) and the state
+// machine's own bytes.
+func decodeSnapshotData(data []byte) (needsFrom uint64, sm []byte, err error) {
+	if len(data) < len(snapDataMagic) || string(data[:len(snapDataMagic)]) != snapDataMagic {
+		return 0, data, nil
+	}
+	v, n := binary.Uvarint(data[len(snapDataMagic):])
+	if n <= 0 {
+		return 0, nil, errors.New("snapshot data header does not decode")
+	}
+	return v, data[len(snapDataMagic)+n:], nil
+}
+
+// entriesRequest asks for the entries of group with indexes in [lo, hi),
+// at most maxBytes of them; lo 0 means from the first the log holds.
+type entriesRequest struct{ group, lo, hi, maxBytes uint64 }
+
+func (r entriesRequest) encode() []byte {
+	b := make([]byte, 0, 32)
+	for _, v := range []uint64{r.group, r.lo, r.hi, r.maxBytes} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeEntriesRequest(b []byte) (entriesRequest, error) {
+	if len(b) != 32 {
+		return entriesRequest{}, fmt.Errorf("entries request is %d bytes, not 32", len(b))
+	}
+	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	return entriesRequest{group: u(0), lo: u(1), hi: u(2), maxBytes: u(3)}, nil
+}
+
+// ServeEntries answers an EntriesOp call: a raft message whose Entries are
+// the requested ones, whose Index is the index before the first of them
+// and whose LogTerm is that index's term.
+func (h *Host) ServeEntries(_ context.Context, payload []byte) ([]byte, error) {
+	req, err := decodeEntriesRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.group(req.group)
+	if err != nil {
+		return nil, err
+	}
+	first, _ := g.storage.FirstIndex()
+	lo := req.lo
+	if lo == 0 {
+		lo = first
+	}
+	if lo < first {
+		return nil, fmt.Errorf("group %s: entries from %d were requested, but the log now starts at %d; the snapshot they went with is outdated: %w", g.name, lo, first, raft.ErrCompacted)
+	}
+	prevTerm, err := g.storage.Term(lo - 1)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: term of entry %d: %w", g.name, lo-1, err)
+	}
+	ents, err := g.storage.Entries(lo, req.hi, max(req.maxBytes, 1))
+	if err != nil {
+		return nil, fmt.Errorf("group %s: entries %d..%d: %w", g.name, lo, req.hi-1, err)
+	}
+	return proto.Marshal(&pb.Message{Index: new(lo - 1), LogTerm: new(prevTerm), Entries: ents})
+}
+
+// staged is a snapshot whose entries have been fetched into a staged log.
+type staged struct {
+	msg *pb.Message
+	log *raftstore.StagedLog
+	err error
+}
+
+// stepSnapshot handles a snapshot message from a leader. A snapshot whose
+// state needs entries this replica does not hold is not stepped until
+// they are staged: the fetch runs off the loop, and the message is
+// stepped when it finishes. Snapshots that arrive meanwhile are dropped;
+// raft sends another if the one being staged does not take.
+func (g *group) stepSnapshot(m *pb.Message) {
+	md := m.GetSnapshot().GetMetadata()
+	needsFrom, _, err := decodeSnapshotData(m.GetSnapshot().GetData())
+	if err != nil {
+		g.log.Warn("dropping a snapshot from the leader", "from", m.GetFrom(), "index", md.GetIndex(), "err", err)
+		return
+	}
+	if needsFrom > md.GetIndex() || g.holds(md) {
+		g.step(m) // nothing below the snapshot is needed, or raft will see the log already has it
+		return
+	}
+	if g.staging {
+		return
+	}
+	g.discardStaged()
+	g.staging = true
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stageCancel = cancel
+	g.stageWG.Go(func() {
+		log, err := g.fetchEntries(ctx, m.GetFrom(), needsFrom, md)
+		g.stagedc <- staged{msg: m, log: log, err: err}
+	})
+}
+
+// holds reports whether the log already has the snapshot's own entry.
+func (g *group) holds(md *pb.SnapshotMetadata) bool {
+	t, err := g.storage.Term(md.GetIndex())
+	return err == nil && t == md.GetTerm()
+}
+
+// stagedDone steps a snapshot once its entries are staged.
+func (g *group) stagedDone(s staged) {
+	g.staging = false
+	g.stageCancel()
+	if s.err != nil {
+		g.log.Warn("could not fetch the log entries a snapshot from the leader needs; waiting for raft to send it again",
+			"from", s.msg.GetFrom(), "index", s.msg.GetSnapshot().GetMetadata().GetIndex(), "err", s.err)
+		return
+	}
+	g.staged = &s
+	g.step(s.msg)
+}
+
+// discardStaged removes a staged log that no install used.
+func (g *group) discardStaged() {
+	if g.staged == nil {
+		return
+	}
+	if err := g.staged.log.Discard(); err != nil {
+		g.log.Warn("remove unused staged log", "err", err)
+	}
+	g.staged = nil
+}
+
+// stopStaging cancels a running fetch, waits for it and removes what it
+// staged.
+func (g *group) stopStaging() {
+	if g.stageCancel != nil {
+		g.stageCancel()
+	}
+	g.stageWG.Wait()
+	select {
+	case s := <-g.stagedc:
+		if s.log != nil {
+			s.log.Discard()
+		}
+	default:
+	}
+	g.discardStaged()
+}
+
+// fetchEntries stages entries [from, snapshot index] of the group from
+// node, in chunks; from 0 means all the node's log holds up to there.
+func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.SnapshotMetadata) (*raftstore.StagedLog, error) {
+	if g.h.cfg.Transport == nil {
+		return nil, errors.New("no transport to reach the leader")
+	}
+	var sl *raftstore.StagedLog
+	fail := func(err error) (*raftstore.StagedLog, error) {
+		if sl != nil {
+			sl.Discard()
+		}
+		return nil, err
+	}
+	last := md.GetIndex()
+	next := from
+	for sl == nil || sl.NextIndex() <= last {
+		req := entriesRequest{group: g.id, lo: next, hi: last + 1, maxBytes: entriesChunkBytes}
+		out, err := g.h.cfg.Transport.Call(ctx, node, EntriesOp, req.encode())
+		if err != nil {
+			return fail(fmt.Errorf("fetch entries from %d of node %d: %w", next, node, err))
+		}
+		var m pb.Message
+		if err := proto.Unmarshal(out, &m); err != nil {
+			return fail(fmt.Errorf("entries from node %d do not decode: %w", node, err))
+		}
+		if sl == nil {
+			first := m.GetIndex() + 1
+			if from != 0 && first != from {
+				return fail(fmt.Errorf("node %d sent entries from %d, not from %d", node, first, from))
+			}
+			if sl, err = g.storage.StageLog(first, m.GetLogTerm()); err != nil {
+				return fail(err)
+			}
+		}
+		if len(m.Entries) == 0 || m.Entries[0].GetIndex() != sl.NextIndex() {
+			return fail(fmt.Errorf("node %d sent no entries from %d", node, sl.NextIndex()))
+		}
+		if err := sl.Append(m.Entries); err != nil {
+			return fail(err)
+		}
+		next = sl.NextIndex()
+	}
+	return sl, nil
+}
+
+// step hands a message to raft.
+func (g *group) step(m *pb.Message) {
+	if err := g.rn.Step(m); err != nil {
+		g.log.Debug("step message", "err", err)
+	}
+}
