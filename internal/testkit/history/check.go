@@ -1,0 +1,127 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Result is what Check found.
+type Result struct {
+	PublishedOK, PublishedUnknown, PublishedFailed int
+	// Consumed counts distinct events handed out; Deliveries every
+	// hand-out; Duplicates the hand-outs beyond an event's first.
+	Consumed, Deliveries, Duplicates int
+	// AckCalls counts ack calls, AckFailed those that returned an error.
+	AckCalls, AckFailed int
+	// Lost counts acknowledged publishes never consumed; Reordered the
+	// events handed out after a later event of their key whose publish
+	// had been acknowledged. Both must be 0.
+	Lost, Reordered int
+	// UnknownLate counts events of publishes with an unknown outcome
+	// that came after a later event of their key: allowed, since their
+	// publisher never learned that they were committed, let alone when.
+	UnknownLate int
+	// Violations says what broke a guarantee, one line per case.
+	Violations []string
+}
+
+func (r *Result) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// String is the counts on one line.
+func (r Result) String() string {
+	return fmt.Sprintf("published ok %d / unknown %d / failed %d; consumed %d (%d deliveries, %d duplicates); acks %d (%d failed); lost %d, reordered %d, unknown-outcome events that came late %d; %d violations",
+		r.PublishedOK, r.PublishedUnknown, r.PublishedFailed, r.Consumed, r.Deliveries, r.Duplicates,
+		r.AckCalls, r.AckFailed, r.Lost, r.Reordered, r.UnknownLate, len(r.Violations))
+}
+
+type keySeq struct {
+	key string
+	seq int
+}
+
+// Check checks the history of a finished test, after the test drained
+// every event and acknowledged it.
+func (h *History) Check() Result {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var r Result
+	r.AckCalls, r.AckFailed = h.ackCalls, h.ackFailed
+
+	published := make(map[keySeq]Publish, len(h.publishes))
+	for _, p := range h.publishes {
+		ks := keySeq{p.Key, p.Seq}
+		if _, dup := published[ks]; dup {
+			r.violate("the test published key %s seq %d twice: each publish needs its own sequence number", p.Key, p.Seq)
+		}
+		published[ks] = p
+		switch p.Outcome {
+		case OK:
+			r.PublishedOK++
+		case Unknown:
+			r.PublishedUnknown++
+		case Failed:
+			r.PublishedFailed++
+		}
+	}
+
+	ds := slices.Clone(h.deliveries)
+	slices.SortStableFunc(ds, func(a, b delivery) int { return int(a.received - b.received) })
+	idOf := make(map[keySeq]string) // the id each delivered publish got
+	seen := make(map[string]bool)
+	maxSeq := make(map[string]int) // the highest seq of each key handed out so far
+	for _, d := range ds {
+		r.Deliveries++
+		key, seq, err := parsePayload(d.Payload)
+		if err != nil {
+			r.violate("event %s (through node %d): %v: herald handed out an event nobody published", d.ID, d.Node, err)
+			continue
+		}
+		if key != d.Key {
+			r.violate("event %s has key %q but its payload says %q", d.ID, d.Key, d.Payload)
+		}
+		ks := keySeq{key, seq}
+		p, ok := published[ks]
+		switch {
+		case !ok:
+			r.violate("event %s (key %s seq %d) was never published", d.ID, key, seq)
+			continue
+		case p.Outcome == Failed:
+			r.violate("event %s (key %s seq %d) was consumed, but its publish through node %d failed for good: %v", d.ID, key, seq, p.Node, p.Err)
+		case p.Outcome == OK && p.ID != d.ID:
+			r.violate("key %s seq %d was acknowledged as %s but also appended as %s: a retry published it twice", key, seq, p.ID, d.ID)
+		}
+		if first, ok := idOf[ks]; ok && first != d.ID {
+			r.violate("key %s seq %d was appended twice, as %s and %s: a retry published it twice", key, seq, first, d.ID)
+		}
+		idOf[ks] = d.ID
+
+		if seen[d.ID] {
+			r.Duplicates++
+			if at, acked := h.acked[d.ID]; acked && at < d.fetched {
+				r.violate("event %s (key %s seq %d) was handed out again through node %d after its ack had been confirmed", d.ID, key, seq, d.Node)
+			}
+		}
+		seen[d.ID] = true
+
+		if last, ok := maxSeq[key]; ok && seq < last {
+			if p.Outcome == OK {
+				r.Reordered++
+				r.violate("key %s: event %s (seq %d) came after seq %d", key, d.ID, seq, last)
+			} else {
+				r.UnknownLate++
+			}
+		}
+		maxSeq[key] = max(maxSeq[key], seq)
+	}
+	r.Consumed = len(seen)
+
+	for _, p := range h.publishes {
+		if p.Outcome == OK && !seen[p.ID] {
+			r.Lost++
+			r.violate("event %s (key %s seq %d), acknowledged by node %d, was never consumed", p.ID, p.Key, p.Seq, p.Node)
+		}
+	}
+	return r
+}

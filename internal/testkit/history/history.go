@@ -1,0 +1,154 @@
+// Package history records what the clients of a fault test saw — every
+// publish and its outcome, every event a fetch handed out, every ack —
+// and checks the record against herald's guarantees: no acknowledged
+// publish is lost, nothing is consumed that was never published, each
+// key's events come in the order they were published, and an event is
+// handed out again only while it was still in flight (leased, its ack
+// not yet confirmed).
+//
+// Events carry their key and a per-key sequence number in the payload
+// ("k3 17"), so the checker can tell which publish a delivered event
+// came from. Each key must be published by one goroutine at a time, in
+// sequence order, each publish finishing (with whatever outcome) before
+// the next of that key starts: that is what makes "in order" mean
+// something.
+package history
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Outcome is what a publish call returned.
+type Outcome int
+
+const (
+	// OK: the call returned the event's id; the event is committed.
+	OK Outcome = iota
+	// Unknown: the call failed in a way that leaves the event committed
+	// or not (a timeout, a lost connection, a leader that changed).
+	Unknown
+	// Failed: the server refused the event; it is not committed.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Unknown:
+		return "unknown"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Tick is a point in a History's own order of events: a later Tick was
+// taken after an earlier one returned.
+type Tick int64
+
+// Publish is one publish call of one event.
+type Publish struct {
+	Key     string
+	Seq     int
+	Outcome Outcome
+	ID      string // for OK
+	Node    int    // the node the call went to, for messages
+	Err     error  // for Unknown and Failed
+}
+
+// Delivery is one event handed out by a fetch.
+type Delivery struct {
+	ID      string
+	Key     string
+	Payload []byte
+	Node    int
+}
+
+// History is the record of a test's client operations. It is safe for
+// concurrent use.
+type History struct {
+	mu         sync.Mutex
+	now        Tick
+	publishes  []Publish
+	deliveries []delivery
+	acked      map[string]Tick // event id → when its ack was first confirmed
+	ackCalls   int
+	ackFailed  int
+}
+
+type delivery struct {
+	Delivery
+	fetched  Tick // when the fetch that handed it out started
+	received Tick // when the fetch returned it
+}
+
+// New returns an empty History.
+func New() *History { return &History{acked: make(map[string]Tick)} }
+
+// Now returns the current Tick. Take it right before a fetch starts and
+// pass it to Delivered.
+func (h *History) Now() Tick {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tick()
+}
+
+func (h *History) tick() Tick {
+	h.now++
+	return h.now
+}
+
+// Published records a publish call once it has returned.
+func (h *History) Published(p Publish) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tick()
+	h.publishes = append(h.publishes, p)
+}
+
+// Delivered records the events a fetch that started at fetched handed
+// out. Record them as soon as the fetch returns, before acking any.
+func (h *History) Delivered(fetched Tick, ds ...Delivery) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	received := h.tick()
+	for _, d := range ds {
+		h.deliveries = append(h.deliveries, delivery{Delivery: d, fetched: fetched, received: received})
+	}
+}
+
+// Acked records an ack call of ids once it has returned with err.
+func (h *History) Acked(ids []string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at := h.tick()
+	h.ackCalls++
+	if err != nil {
+		h.ackFailed++
+		return
+	}
+	for _, id := range ids {
+		if _, ok := h.acked[id]; !ok {
+			h.acked[id] = at
+		}
+	}
+}
+
+// Payload is the payload of the event with key's sequence number seq.
+func Payload(key string, seq int) []byte { return fmt.Appendf(nil, "%s %d", key, seq) }
+
+func parsePayload(p []byte) (key string, seq int, err error) {
+	key, n, ok := strings.Cut(string(p), " ")
+	if !ok {
+		return "", 0, fmt.Errorf("payload %q is not \"KEY SEQ\"", p)
+	}
+	seq, err = strconv.Atoi(n)
+	if err != nil {
+		return "", 0, fmt.Errorf("payload %q is not \"KEY SEQ\": %w", p, err)
+	}
+	return key, seq, nil
+}
