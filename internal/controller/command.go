@@ -3,7 +3,9 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 
 	"herald/internal/topic"
 )
@@ -13,6 +15,13 @@ const (
 	OpCreate = "create" // create topic Name with Attributes
 	OpSet    = "set"    // apply Changes to the attributes of topic Name
 	OpDelete = "delete" // delete topic Name
+
+	// Membership: which nodes the cluster has, and which hold each shard.
+	OpAddNode       = "add-node"       // Node joins the cluster at Address
+	OpDrainNode     = "drain-node"     // Node's replicas are to move off it; no new shard is placed on it
+	OpForgetNode    = "forget-node"    // a drained Node, holding no replica, leaves the cluster
+	OpAddReplica    = "add-replica"    // shard Shard of topic Name gains a replica on Node
+	OpRemoveReplica = "remove-replica" // shard Shard of topic Name loses its replica on Node
 )
 
 // A Command is one change to the controller's state, as proposed to its
@@ -27,10 +36,19 @@ type Command struct {
 	// Changes are attribute changes in the string form of
 	// topic.Attributes.With. Only for OpSet.
 	Changes map[string]string `json:"changes,omitempty"`
-	// Members are the ids of the cluster's nodes, over which a created
-	// topic's shards are placed (see Place). Only for OpCreate; none
-	// places the shards on node 1, as before herald had clusters.
+	// Members are the ids of the cluster's nodes as the proposer knows
+	// them (its --peers). A created topic's shards are placed over them
+	// (see Place) while the state records no members; none places the
+	// shards on node 1, as before herald had clusters. The node ops use
+	// them to record the members the cluster started with, the first
+	// time membership changes.
 	Members []uint64 `json:"members,omitempty"`
+	// Node is the node a node or replica op is about.
+	Node uint64 `json:"node,omitempty"`
+	// Address is where a node added by OpAddNode listens (host:port).
+	Address string `json:"address,omitempty"`
+	// Shard is the shard of topic Name a replica op is about.
+	Shard int `json:"shard,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -74,8 +92,10 @@ func (c *Command) checkFields() error {
 			return invalidf("invalid controller command: set of topic %q changes nothing; give at least one attribute", c.Name)
 		}
 	case OpDelete:
+	case OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica:
+		return c.checkMembershipFields()
 	default:
-		return invalidf("invalid controller command: unknown op %q; use %s, %s or %s", c.Op, OpCreate, OpSet, OpDelete)
+		return invalidf("invalid controller command: unknown op %q; use %s", c.Op, strings.Join(ops, ", "))
 	}
 	if c.Op != OpCreate && c.Attributes != nil {
 		return invalidf("invalid controller command: %s of topic %q has attributes, which only create takes; use changes", c.Op, c.Name)
@@ -88,6 +108,40 @@ func (c *Command) checkFields() error {
 	}
 	if c.Op != OpSet && c.Changes != nil {
 		return invalidf("invalid controller command: %s of topic %q has changes, which only set takes", c.Op, c.Name)
+	}
+	if c.Node != 0 || c.Address != "" || c.Shard != 0 {
+		return invalidf("invalid controller command: %s of topic %q names a node, address or shard, which only membership ops take", c.Op, c.Name)
+	}
+	return nil
+}
+
+// ops are the valid values of Command.Op.
+var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica}
+
+// checkMembershipFields is checkFields for the node and replica ops.
+func (c *Command) checkMembershipFields() error {
+	if c.Node == 0 {
+		return invalidf("invalid controller command: %s names no node (or node 0); node ids start at 1", c.Op)
+	}
+	if slices.Contains(c.Members, 0) {
+		return invalidf("invalid controller command: %s names node 0 among the members; node ids start at 1", c.Op)
+	}
+	if c.Attributes != nil || c.Changes != nil {
+		return invalidf("invalid controller command: %s of node %d has attributes or changes, which only topic ops take", c.Op, c.Node)
+	}
+	replicaOp := c.Op == OpAddReplica || c.Op == OpRemoveReplica
+	if !replicaOp && (c.Name != "" || c.Shard != 0) {
+		return invalidf("invalid controller command: %s of node %d names a topic or shard; only replica ops do", c.Op, c.Node)
+	}
+	if c.Shard < 0 {
+		return invalidf("invalid controller command: %s names shard %d; shards are numbered from 0", c.Op, c.Shard)
+	}
+	if c.Op == OpAddNode {
+		if _, _, err := net.SplitHostPort(c.Address); err != nil {
+			return invalidf("invalid node address %q for node %d: %v; give host:port, as in --peers", c.Address, c.Node, err)
+		}
+	} else if c.Address != "" {
+		return invalidf("invalid controller command: %s of node %d has an address, which only %s takes", c.Op, c.Node, OpAddNode)
 	}
 	return nil
 }

@@ -27,6 +27,12 @@ type Topic struct {
 	// the first is the shard's preferred leader. Topics created before
 	// herald had clusters have none: their shards live on node 1.
 	Placement [][]uint64 `json:"placement,omitempty"`
+	// Bootstrap lists, per shard, the voters its group was created with,
+	// once replicas have moved and Placement no longer says: a replica
+	// added later starts from the same configuration as the first ones
+	// did, then replays the changes since, so every replica agrees on
+	// the group's membership.
+	Bootstrap [][]uint64 `json:"bootstrap,omitempty"`
 	CreatedAt int64      `json:"created_at"` // Unix nanoseconds, from the command
 	UpdatedAt int64      `json:"updated_at"` // Unix nanoseconds, from the command
 }
@@ -41,6 +47,15 @@ func (t *Topic) Replicas(i int) []uint64 {
 		return t.Placement[i]
 	}
 	return []uint64{legacyNode}
+}
+
+// BootstrapVoters returns the voters the group of shard i was created
+// with: the configuration a new replica of it starts from.
+func (t *Topic) BootstrapVoters(i int) []uint64 {
+	if i < len(t.Bootstrap) {
+		return t.Bootstrap[i]
+	}
+	return t.Replicas(i)
 }
 
 // legacyNode is the node that holds the shards of topics created before
@@ -79,6 +94,12 @@ func (t *Topic) clone() Topic {
 	if t.Placement == nil {
 		c.Placement = nil
 	}
+	if t.Bootstrap != nil {
+		c.Bootstrap = make([][]uint64, len(t.Bootstrap))
+		for i, r := range t.Bootstrap {
+			c.Bootstrap[i] = slices.Clone(r)
+		}
+	}
 	return c
 }
 
@@ -90,12 +111,27 @@ type Result struct {
 	Err   error
 }
 
+// A Member is a node of the cluster as the controller records it.
+type Member struct {
+	ID uint64 `json:"id"`
+	// Address is where the node listens (host:port), for nodes added
+	// with OpAddNode; the nodes the cluster started with are known by
+	// their --peers.
+	Address string `json:"address,omitempty"`
+	// Draining means the node's replicas are moving off it and no new
+	// shard is placed on it.
+	Draining bool `json:"draining,omitempty"`
+}
+
 // State is the controller's state machine. Its zero value is not usable;
 // create one with New. A State is not safe for concurrent use.
 type State struct {
 	applied   uint64
 	nextGroup uint64 // the group id the next created topic's shard 0 gets
 	topics    map[string]*Topic
+	// members, sorted by id, are recorded from the first membership
+	// change on; before that, each proposer's --peers are the members.
+	members []Member
 }
 
 // New returns an empty state.
@@ -118,6 +154,14 @@ func (s *State) Apply(index uint64, data []byte) any {
 	if err != nil {
 		return Result{Err: err}
 	}
+	switch c.Op {
+	case OpAddNode:
+		return s.addNode(&c)
+	case OpDrainNode:
+		return s.drainNode(&c)
+	case OpForgetNode:
+		return s.forgetNode(&c)
+	}
 	if err := topic.ValidateName(c.Name); err != nil {
 		return Result{Err: err}
 	}
@@ -126,6 +170,10 @@ func (s *State) Apply(index uint64, data []byte) any {
 		return s.create(&c)
 	case OpSet:
 		return s.set(&c)
+	case OpAddReplica:
+		return s.addReplica(&c)
+	case OpRemoveReplica:
+		return s.removeReplica(&c)
 	default: // OpDelete: UnmarshalCommand accepts no other op
 		return s.delete(&c)
 	}
@@ -146,8 +194,8 @@ func (s *State) create(c *Command) Result {
 		CreatedAt:  c.Time,
 		UpdatedAt:  c.Time,
 	}
-	if len(c.Members) > 0 {
-		t.Placement = Place(c.Members, t.FirstGroup, attrs.Shards)
+	if members := s.placeable(c.Members); len(members) > 0 {
+		t.Placement = Place(members, t.FirstGroup, attrs.Shards)
 	}
 	s.nextGroup += uint64(attrs.Shards)
 	s.topics[t.Name] = t
@@ -203,6 +251,10 @@ func (s *State) Topics() []Topic {
 	return ts
 }
 
+// Members returns the cluster's members, sorted by id, once a membership
+// change has recorded them; nil before.
+func (s *State) Members() []Member { return slices.Clone(s.members) }
+
 // Applied returns the index of the last log entry applied.
 func (s *State) Applied() uint64 { return s.applied }
 
@@ -213,10 +265,11 @@ func (s *State) CompactIndex() uint64 { return s.applied + 1 }
 // snapshot is the encoding of a State. Its JSON field names are an
 // on-disk format.
 type snapshot struct {
-	Version   int     `json:"version"`
-	Applied   uint64  `json:"applied"`
-	NextGroup uint64  `json:"next_group"`
-	Topics    []Topic `json:"topics"` // sorted by name
+	Version   int      `json:"version"`
+	Applied   uint64   `json:"applied"`
+	NextGroup uint64   `json:"next_group"`
+	Topics    []Topic  `json:"topics"`            // sorted by name
+	Members   []Member `json:"members,omitempty"` // sorted by id
 }
 
 const snapshotVersion = 1
@@ -229,6 +282,7 @@ func (s *State) Snapshot() ([]byte, error) {
 		Applied:   s.applied,
 		NextGroup: s.nextGroup,
 		Topics:    s.Topics(),
+		Members:   s.members,
 	})
 }
 
@@ -247,7 +301,7 @@ func (s *State) Restore(data []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	r := New()
-	r.applied, r.nextGroup = snap.Applied, snap.NextGroup
+	r.applied, r.nextGroup, r.members = snap.Applied, snap.NextGroup, snap.Members
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t
@@ -284,6 +338,14 @@ func (snap *snapshot) check() error {
 			if len(r) == 0 || slices.Contains(r, 0) {
 				return fmt.Errorf("topic %q places shard %d on nodes %v", t.Name, i, r)
 			}
+		}
+		if t.Bootstrap != nil && len(t.Bootstrap) != len(t.Placement) {
+			return fmt.Errorf("topic %q records the first voters of %d shards, but places %d", t.Name, len(t.Bootstrap), len(t.Placement))
+		}
+	}
+	for i, m := range snap.Members {
+		if m.ID == 0 || (i > 0 && snap.Members[i-1].ID >= m.ID) {
+			return fmt.Errorf("members %v are not sorted, unique and from 1 up", snap.Members)
 		}
 	}
 	// Each topic's groups lie in [ControllerGroup+1, NextGroup), and no two

@@ -317,7 +317,7 @@ func TestGarbageCommands(t *testing.T) {
 func TestUnmarshalCommandMessages(t *testing.T) {
 	for data, want := range map[string]string{
 		"{":                          "propose commands encoded by Command.Marshal",
-		`{"op":"grow","name":"t"}`:   `unknown op "grow"; use create, set or delete`,
+		`{"op":"grow","name":"t"}`:   `unknown op "grow"; use create, set, delete, add-node`,
 		`{"op":"create","name":"t"}`: "start from topic.Defaults()",
 		`{"op":"delete","name":"t","attributes":{}}`: "which only create takes",
 		`{"op":"delete","name":"t","changes":{}}`:    "which only set takes",
