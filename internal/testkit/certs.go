@@ -17,11 +17,12 @@ import (
 )
 
 // Certificates are the PEM files WriteCertificates writes: a CA and a
-// server certificate it signed for 127.0.0.1 and ::1.
+// certificate it signed for 127.0.0.1, ::1 and localhost, good for a
+// server and for a client (as a cluster node's is).
 type Certificates struct {
 	CAFile   string // ca.pem
-	CertFile string // server.pem
-	KeyFile  string // server.key
+	CertFile string // server.pem, or <name>.pem from CA.Issue
+	KeyFile  string // server.key, or <name>.key from CA.Issue
 }
 
 // certLifetime is how long the certificates are valid on either side of
@@ -29,14 +30,24 @@ type Certificates struct {
 // matter, and relative to the clock, so that no date ever expires them.
 const certLifetime = 24 * time.Hour
 
-// WriteCertificates writes a fresh CA and a server certificate into dir.
-func WriteCertificates(dir string) (Certificates, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// CA is a test certificate authority: its certificate is in File (PEM),
+// and Issue signs certificates with it.
+type CA struct {
+	File string
+	dir  string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	next int64 // serial number of the next certificate issued
+}
+
+// NewCA writes a fresh CA certificate into dir as ca.pem.
+func NewCA(dir string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return Certificates{}, err
+		return nil, err
 	}
 	now := time.Now()
-	ca := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "herald test CA"},
 		NotBefore:             now.Add(-certLifetime),
@@ -45,17 +56,33 @@ func WriteCertificates(dir string) (Certificates, error) {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return Certificates{}, err
+		return nil, err
 	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	ca := &CA{File: filepath.Join(dir, "ca.pem"), dir: dir, cert: cert, key: key, next: 2}
+	if err := writePEM(ca.File, "CERTIFICATE", der); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// Issue writes a new key and a certificate the CA signed for 127.0.0.1,
+// ::1 and localhost, for server and client authentication, into the CA's
+// directory as name.pem and name.key.
+func (ca *CA) Issue(name string) (Certificates, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Certificates{}, err
 	}
-	cert := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.next),
+		Subject:      pkix.Name{CommonName: name},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:     []string{"localhost"},
 		NotBefore:    now.Add(-certLifetime),
@@ -63,7 +90,8 @@ func WriteCertificates(dir string) (Certificates, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, cert, ca, &key.PublicKey, caKey)
+	ca.next++
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return Certificates{}, err
 	}
@@ -72,20 +100,34 @@ func WriteCertificates(dir string) (Certificates, error) {
 		return Certificates{}, err
 	}
 	c := Certificates{
-		CAFile:   filepath.Join(dir, "ca.pem"),
-		CertFile: filepath.Join(dir, "server.pem"),
-		KeyFile:  filepath.Join(dir, "server.key"),
+		CAFile:   ca.File,
+		CertFile: filepath.Join(ca.dir, name+".pem"),
+		KeyFile:  filepath.Join(ca.dir, name+".key"),
 	}
-	for name, block := range map[string]*pem.Block{
-		c.CAFile:   {Type: "CERTIFICATE", Bytes: caDER},
-		c.CertFile: {Type: "CERTIFICATE", Bytes: der},
-		c.KeyFile:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(name, pem.EncodeToMemory(block), 0o600); err != nil {
-			return Certificates{}, fmt.Errorf("write test certificate: %w", err)
-		}
+	if err := writePEM(c.CertFile, "CERTIFICATE", der); err != nil {
+		return Certificates{}, err
+	}
+	if err := writePEM(c.KeyFile, "EC PRIVATE KEY", keyDER); err != nil {
+		return Certificates{}, err
 	}
 	return c, nil
+}
+
+func writePEM(name, typ string, der []byte) error {
+	if err := os.WriteFile(name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("write test certificate: %w", err)
+	}
+	return nil
+}
+
+// WriteCertificates writes a fresh CA and a certificate it signed into
+// dir (ca.pem, server.pem, server.key).
+func WriteCertificates(dir string) (Certificates, error) {
+	ca, err := NewCA(dir)
+	if err != nil {
+		return Certificates{}, err
+	}
+	return ca.Issue("server")
 }
 
 // TestCertificates writes fresh certificates into a temporary directory
@@ -97,6 +139,23 @@ func TestCertificates(t testing.TB) Certificates {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestCA writes a fresh CA into a temporary directory of t and issues a
+// certificate from it for each of names (a cluster's nodes, say).
+func TestCA(t testing.TB, names ...string) (*CA, []Certificates) {
+	t.Helper()
+	ca, err := NewCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := make([]Certificates, len(names))
+	for i, name := range names {
+		if certs[i], err = ca.Issue(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca, certs
 }
 
 // BadCAFiles are files that are not a usable CA certificate file, each

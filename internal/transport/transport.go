@@ -11,10 +11,17 @@
 // stream is reopened after a pause that grows while the peer stays
 // unreachable. A dead connection (a peer that stopped answering without
 // closing it, behind a partition) is found by HTTP/2 pings.
+//
+// With Config.TLS, the connections are mutual TLS: a node dials its peers
+// over TLS presenting its certificate, and its handler refuses a request
+// whose connection did not present a certificate the server verified
+// (tlsconfig.SharedServer), so that API clients, who share the port but
+// have no certificate, cannot speak for a node.
 package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +34,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"herald/internal/backoff"
+	"herald/internal/tlsconfig"
 	clusterv1 "herald/proto/herald/cluster/v1"
 	"herald/proto/herald/cluster/v1/clusterv1connect"
 )
@@ -51,8 +59,8 @@ type CallHandler func(ctx context.Context, payload []byte) ([]byte, error)
 type Config struct {
 	NodeID uint64
 	// Peers maps every other node's id to the base URL of its API port
-	// (http://127.0.0.1:7602). The node's own id may be present; it is
-	// ignored.
+	// (http://127.0.0.1:7602, https:// with TLS). The node's own id may be
+	// present; it is ignored.
 	Peers map[uint64]string
 	// QueueSize bounds the messages waiting for one peer (default 4096).
 	QueueSize int
@@ -61,9 +69,14 @@ type Config struct {
 	// Retry paces reconnection to an unreachable peer (default 50ms
 	// doubling to 2s, with jitter).
 	Retry backoff.Policy
-	// HTTPClient is used for both streams and calls; nil means
-	// unencrypted HTTP/2 with pings that find a dead connection within
-	// about four seconds.
+	// TLS, when set, makes the cluster's connections mutual TLS: peers
+	// are dialed with it (tlsconfig.Client, with the node's certificate
+	// and the CA that signs the nodes'), and Handler refuses requests
+	// without a verified client certificate.
+	TLS *tls.Config
+	// HTTPClient is used for both streams and calls; nil means HTTP/2
+	// (over TLS with TLS, else unencrypted) with pings that find a dead
+	// connection within about four seconds.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
@@ -79,21 +92,27 @@ func (c *Config) setDefaults() {
 		c.Retry = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5}
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = h2cClient()
+		c.HTTPClient = http2Client(c.TLS)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
 
-// h2cClient speaks unencrypted HTTP/2, pinging a connection that has been
-// quiet for two seconds and closing it if the ping goes unanswered for two
-// more: a partitioned peer must be noticed long before TCP would.
-func h2cClient() *http.Client {
+// http2Client speaks HTTP/2, over TLS with tc and unencrypted without,
+// pinging a connection that has been quiet for two seconds and closing it
+// if the ping goes unanswered for two more: a partitioned peer must be
+// noticed long before TCP would.
+func http2Client(tc *tls.Config) *http.Client {
 	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
+	if tc != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
 	return &http.Client{Transport: &http.Transport{
-		Protocols: &p,
+		Protocols:       &p,
+		TLSClientConfig: tc,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:  2 * time.Second,
 			PingTimeout:      2 * time.Second,
@@ -169,9 +188,29 @@ func (t *Transport) HandleCall(op string, h CallHandler) {
 }
 
 // Handler returns the path and HTTP handler of the node-to-node service,
-// to mount on the node's API port.
+// to mount on the node's API port. With Config.TLS, it serves only
+// requests whose connection presented a verified client certificate.
 func (t *Transport) Handler() (string, http.Handler) {
-	return clusterv1connect.NewClusterServiceHandler(&service{t: t})
+	path, h := clusterv1connect.NewClusterServiceHandler(&service{t: t})
+	if t.cfg.TLS != nil {
+		h = peersOnly(h)
+	}
+	return path, h
+}
+
+// peersOnly refuses, as unauthenticated, a request whose connection did
+// not present a client certificate that the server verified: on a port
+// shared with the API, a TLS connection without one is an API client's.
+func peersOnly(h http.Handler) http.Handler {
+	errs := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !tlsconfig.PeerVerified(r.TLS) {
+			err := connect.NewError(connect.CodeUnauthenticated, errors.New("the cluster service is for herald nodes only: connect with a node certificate signed by the CA of --peer-ca-file"))
+			errs.Write(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Send queues msgs of group for their recipients. It never blocks: a
