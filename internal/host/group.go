@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,22 @@ type group struct {
 	stagedc     chan staged
 	staged      *staged
 
+	// A replica rebuilt empty stays out of elections until it has applied
+	// rebuildTarget, the highest commit index a leader has told it of
+	// (rebuild.go). Loop fields.
+	rebuilding    bool
+	rebuildTarget uint64
+	rebuiltFrom   uint64           // applied when the rebuilt replica opened
+	rebuildID     uint64           // names this rebuild in re-add requests
+	readdTicks    int              // ticks while waiting to be re-added
+	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
+
+	// Background calls of the group (re-add requests), owned by it.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	asking   atomic.Bool
+
 	// Read by other goroutines.
 	leader    atomic.Uint64
 	isLeader  atomic.Bool
@@ -103,13 +120,27 @@ type snapResult struct {
 	err   error
 }
 
-func openGroup(h *Host, gc GroupConfig) (*group, error) {
+// openGroup opens a group's storage, creating and bootstrapping it if it
+// is new; a new group made to rebuild a lost replica (rebuild, or
+// gc.Rejoin) is marked as rebuilding first.
+func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	dir := groupDir(&h.cfg, gc)
 	st, err := raftstore.Open(dir, h.storageOptions())
 	if err != nil {
 		return nil, err
 	}
 	created := st.IsEmpty()
+	if created && (rebuild || gc.Rejoin) {
+		if err := st.MarkRebuilding(); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	rebuilding, err := st.Rebuilding()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	if created {
 		peers := gc.Peers
 		if len(peers) == 0 {
@@ -135,7 +166,11 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 		stopc:    make(chan struct{}),
 		done:     make(chan struct{}),
 		waiters:  make(map[uint64]waiter),
+
+		rebuilding: rebuilding,
+		rebuildID:  rand.Uint64(),
 	}
+	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	snap, err := st.Snapshot()
 	if err != nil {
 		st.Close()
@@ -148,7 +183,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	}
 	if err := g.restore(snap); err != nil {
 		st.Close()
-		return nil, err
+		return nil, raftstore.Damaged(err)
 	}
 	g.applied = snap.GetMetadata().GetIndex()
 	g.snapIndex = g.applied
@@ -174,7 +209,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	g.rn = rn
 	// A group whose only voter is this node need not wait an election
 	// timeout after a restart.
-	if vs := g.confState.GetVoters(); (len(vs) == 1 && vs[0] == h.cfg.NodeID) || (created && gc.Campaign) {
+	if vs := g.confState.GetVoters(); (len(vs) == 1 && vs[0] == h.cfg.NodeID) || (created && gc.Campaign && !rebuilding) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
@@ -182,6 +217,7 @@ func openGroup(h *Host, gc GroupConfig) (*group, error) {
 	}
 	g.appliedAt.Store(g.applied)
 	g.snapAt.Store(g.snapIndex)
+	g.rebuiltFrom = g.applied
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
 	g.replayTo = hs.GetCommit()
@@ -222,6 +258,7 @@ func (g *group) run() {
 		case <-g.tickc:
 			g.rn.Tick()
 			g.expireForwarded()
+			g.askReadd()
 		case m := <-g.recvc:
 			if m.GetType() == pb.MsgSnap {
 				g.stepSnapshot(m)
@@ -342,7 +379,9 @@ func (g *group) handleReady() error {
 			return err
 		}
 	}
+	g.checkRebuilt()
 	g.rn.Advance(rd)
+	g.proposeReadds()
 	if rd.SoftState != nil {
 		lead, leads := rd.SoftState.Lead, rd.SoftState.RaftState == raft.StateLeader
 		changed := g.leader.Swap(lead) != lead
@@ -459,6 +498,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.continueReadd(&cc)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
@@ -691,6 +731,8 @@ func (g *group) stop() {
 	g.stopOnce.Do(func() { close(g.stopc) })
 	<-g.done
 	g.snapWG.Wait()
+	g.bgCancel()
+	g.bgWG.Wait()
 	g.stopStaging()
 	g.storage.Close()
 }

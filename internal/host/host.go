@@ -150,6 +150,15 @@ type GroupConfig struct {
 	Campaign bool
 	// StateMachine is the group's state machine, in its initial state.
 	StateMachine StateMachine
+	// RepairFromPeers rebuilds the replica from the group's other replicas
+	// when its files turn out to be damaged at open, instead of failing:
+	// the damaged directory is moved to <dir>.damaged and an empty replica
+	// catches up in its place (see rebuild.go). It needs other Peers.
+	RepairFromPeers bool
+	// Rejoin creates a group that does not exist yet as a rebuilt replica,
+	// which stays out of elections until it has caught up: for a node that
+	// lost its data directory and rejoins its cluster.
+	Rejoin bool
 }
 
 var (
@@ -255,7 +264,10 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	if exists {
 		return fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
 	}
-	g, err := openGroup(h, gc)
+	g, err := openGroup(h, gc, false)
+	if err != nil && h.mayRebuild(gc, err) {
+		g, err = h.rebuild(gc, err)
+	}
 	if err != nil {
 		return fmt.Errorf("open group %s: %w", gc.Name, err)
 	}

@@ -243,6 +243,9 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 
 // step hands a message to raft.
 func (g *group) step(m *pb.Message) {
+	if g.rebuilding && !g.rebuildStep(m) {
+		return
+	}
 	if err := g.rn.Step(m); err != nil {
 		g.log.Debug("step message", "err", err)
 	}

@@ -66,10 +66,13 @@ func (p port) Call(ctx context.Context, to uint64, op string, payload []byte) ([
 	if !ok {
 		return nil, fmt.Errorf("node %d is unreachable", to)
 	}
-	if op != EntriesOp {
-		return nil, fmt.Errorf("unknown op %q", op)
+	switch op {
+	case EntriesOp:
+		return h.ServeEntries(ctx, payload)
+	case ReaddOp:
+		return h.ServeReadd(ctx, payload)
 	}
-	return h.ServeEntries(ctx, payload)
+	return nil, fmt.Errorf("unknown op %q", op)
 }
 
 // queueMachine is a queue: "pub ..." adds the entry's index to the

@@ -90,7 +90,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err := vfs.MkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("create raft directory %s: %w", dir, err)
 	}
-	for _, name := range []string{hardStateFile, snapshotFile, installFile} {
+	for _, name := range []string{hardStateFile, snapshotFile, installFile, rebuildingFile} {
 		if err := vfs.RemoveTemp(fsys, dir, name); err != nil {
 			return nil, fmt.Errorf("open raft directory %s: %w", dir, err)
 		}
@@ -140,7 +140,7 @@ func (s *Storage) load() error {
 	si := s.snap.GetMetadata().GetIndex()
 	commit := max(s.hardState.GetCommit(), si)
 	if last := s.log.LastIndex(); commit > last {
-		return fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries, restore this shard from a replica or backup", s.dir, commit, last)
+		return Damaged(fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries, restore this shard from a replica or backup", s.dir, commit, last))
 	}
 	s.hardState.Commit = new(commit)
 	return nil
@@ -160,9 +160,9 @@ func (s *Storage) checkSnapshotInLog() error {
 	if si := md.GetIndex(); si > 0 {
 		if t, terr := s.log.Term(si); terr != nil || t != md.GetTerm() {
 			if inst == nil || inst.GetIndex() != si || inst.GetTerm() != md.GetTerm() {
-				return fmt.Errorf("raft state in %s is inconsistent: the snapshot at index %d (term %d) is not continued by the log (%s; log holds %d..%d); "+
+				return Damaged(fmt.Errorf("raft state in %s is inconsistent: the snapshot at index %d (term %d) is not continued by the log (%s; log holds %d..%d); "+
 					"the log lost committed entries; restore this shard from a replica or backup",
-					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex())
+					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex()))
 			}
 			if err := s.log.Reset(si+1, md.GetTerm()); err != nil {
 				return fmt.Errorf("finish installing snapshot %d in %s: %w", si, s.dir, err)
@@ -195,9 +195,23 @@ func (s *Storage) readFramed(name string) ([]byte, error) {
 // damaged reports a damaged file of the group, naming it and saying what
 // to do.
 func (s *Storage) damaged(name, reason string) error {
-	return fmt.Errorf("%s is damaged (%s); restore this shard from a replica or backup; herald will not serve it while it is damaged",
-		filepath.Join(s.dir, name), reason)
+	return Damaged(fmt.Errorf("%s is damaged (%s); restore this shard from a replica or backup; herald will not serve it while it is damaged",
+		filepath.Join(s.dir, name), reason))
 }
+
+// ErrDamaged matches (errors.Is) every error saying that a group's files
+// are damaged or lost entries: what a replica can be rebuilt from its
+// peers for, unlike a full disk or a missing permission.
+var ErrDamaged = errors.New("raft group files are damaged")
+
+// Damaged marks err as saying that a group's files are damaged; its
+// message is unchanged.
+func Damaged(err error) error { return damage{err} }
+
+type damage struct{ error }
+
+func (d damage) Is(target error) bool { return target == ErrDamaged }
+func (d damage) Unwrap() error        { return d.error }
 
 // IsEmpty reports whether the group has never been bootstrapped.
 func (s *Storage) IsEmpty() bool {
