@@ -93,6 +93,7 @@ type group struct {
 	rebuildID     uint64           // names this rebuild in re-add requests
 	readdTicks    int              // ticks while waiting to be re-added
 	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
+	readdRemoved  map[uint64]bool  // nodes removed for a re-add and not yet added back
 
 	// Background calls of the group (re-add requests), owned by it.
 	bgCtx    context.Context
@@ -167,8 +168,9 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		done:     make(chan struct{}),
 		waiters:  make(map[uint64]waiter),
 
-		rebuilding: rebuilding,
-		rebuildID:  rand.Uint64(),
+		rebuilding:   rebuilding,
+		rebuildID:    rand.Uint64(),
+		readdRemoved: make(map[uint64]bool),
 	}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	snap, err := st.Snapshot()

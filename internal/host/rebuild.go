@@ -160,9 +160,14 @@ func (g *group) startReadd(req readdRequest) error {
 	if !g.isLeader.Load() {
 		return fmt.Errorf("group %s: %w", g.name, ErrNotLeader)
 	}
-	t := pb.ConfChangeRemoveNode
-	if !slices.Contains(g.confState.GetVoters(), req.node) {
-		t = pb.ConfChangeAddNode // removed already, by an earlier leader
+	var t pb.ConfChangeType
+	switch {
+	case slices.Contains(g.confState.GetVoters(), req.node):
+		t = pb.ConfChangeRemoveNode
+	case g.readdRemoved[req.node]:
+		t = pb.ConfChangeAddNode // removed for a re-add already, under an earlier leader
+	default:
+		return fmt.Errorf("group %s: node %d is not a voter of the group; only a member's replica can be re-added", g.name, req.node)
 	}
 	cc := readdCC(t, req.node, req.id)
 	if err := g.rn.ProposeConfChange(&cc); err != nil {
@@ -178,7 +183,11 @@ func (g *group) startReadd(req readdRequest) error {
 // since raft drops a conf change proposed before the previous one is.
 func (g *group) continueReadd(cc *pb.ConfChange) {
 	ctx := cc.GetContext()
-	if cc.GetType() != pb.ConfChangeRemoveNode || len(ctx) != len(readdContext)+8 || string(ctx[:len(readdContext)]) != readdContext || !g.isLeader.Load() {
+	if len(ctx) != len(readdContext)+8 || string(ctx[:len(readdContext)]) != readdContext {
+		return
+	}
+	g.readdRemoved[cc.GetNodeId()] = cc.GetType() == pb.ConfChangeRemoveNode
+	if cc.GetType() != pb.ConfChangeRemoveNode || !g.isLeader.Load() {
 		return
 	}
 	add := readdCC(pb.ConfChangeAddNode, cc.GetNodeId(), binary.LittleEndian.Uint64(ctx[len(readdContext):]))
@@ -202,7 +211,7 @@ func (g *group) askReadd() {
 	if !g.rebuilding || g.applied > g.rebuiltFrom || g.staging || g.asking.Load() {
 		return
 	}
-	if g.readdTicks++; g.readdTicks%readdEvery != 1 {
+	if g.readdTicks++; g.readdTicks%readdEvery != 0 {
 		return
 	}
 	if g.h.cfg.Transport == nil {
