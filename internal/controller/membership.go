@@ -31,40 +31,45 @@ func (s *State) placeable(proposers []uint64) []uint64 {
 	return ids
 }
 
-// seedMembers records the members the cluster started with, as the
-// proposer knows them, if none are recorded yet.
-func (s *State) seedMembers(c *Command) {
+// seeded returns a copy of the members, or, when none are recorded yet,
+// the members the cluster started with as the proposer knows them. The
+// caller records it only if its command succeeds: a rejected command
+// changes nothing.
+func (s *State) seeded(c *Command) []Member {
 	if len(s.members) > 0 {
-		return
+		return slices.Clone(s.members)
 	}
+	var ms []Member
 	for _, id := range c.Members {
-		if !slices.ContainsFunc(s.members, func(m Member) bool { return m.ID == id }) {
-			s.members = append(s.members, Member{ID: id})
+		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == id }) {
+			ms = append(ms, Member{ID: id})
 		}
 	}
-	s.sortMembers()
+	sortMembers(ms)
+	return ms
 }
 
-func (s *State) sortMembers() {
-	slices.SortFunc(s.members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+func sortMembers(ms []Member) {
+	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 }
 
-func (s *State) member(id uint64) (int, bool) {
-	return slices.BinarySearchFunc(s.members, id, func(m Member, id uint64) int { return cmp.Compare(m.ID, id) })
+func findMember(ms []Member, id uint64) (int, bool) {
+	return slices.BinarySearchFunc(ms, id, func(m Member, id uint64) int { return cmp.Compare(m.ID, id) })
 }
 
 // addNode adds c.Node at c.Address. Adding a node again at the same
 // address changes nothing, so that a retried add succeeds.
 func (s *State) addNode(c *Command) Result {
-	s.seedMembers(c)
-	if i, ok := s.member(c.Node); ok {
-		if m := s.members[i]; m.Address != c.Address || m.Draining {
+	ms := s.seeded(c)
+	if i, ok := findMember(ms, c.Node); ok {
+		if m := ms[i]; m.Address != c.Address || m.Draining {
 			return Result{Err: nodeExists(m)}
 		}
 		return Result{}
 	}
-	s.members = append(s.members, Member{ID: c.Node, Address: c.Address})
-	s.sortMembers()
+	ms = append(ms, Member{ID: c.Node, Address: c.Address})
+	sortMembers(ms)
+	s.members = ms
 	return Result{}
 }
 
@@ -72,15 +77,20 @@ func (s *State) addNode(c *Command) Result {
 // that are not draining could not take its replicas: each shard it holds
 // needs as many nodes as it has replicas.
 func (s *State) drainNode(c *Command) Result {
-	s.seedMembers(c)
-	i, ok := s.member(c.Node)
+	ms := s.seeded(c)
+	i, ok := findMember(ms, c.Node)
 	if !ok {
 		return Result{Err: nodeNotFound(c.Node)}
 	}
-	if s.members[i].Draining {
+	if ms[i].Draining {
 		return Result{}
 	}
-	others := len(s.placeable(nil)) - 1
+	others := -1
+	for _, m := range ms {
+		if !m.Draining {
+			others++
+		}
+	}
 	for _, t := range s.topics {
 		for sh := range t.Attributes.Shards {
 			if r := t.Replicas(sh); slices.Contains(r, c.Node) && len(r) > others {
@@ -90,13 +100,14 @@ func (s *State) drainNode(c *Command) Result {
 			}
 		}
 	}
-	s.members[i].Draining = true
+	ms[i].Draining = true
+	s.members = ms
 	return Result{}
 }
 
 // forgetNode removes a drained node from the members.
 func (s *State) forgetNode(c *Command) Result {
-	i, ok := s.member(c.Node)
+	i, ok := findMember(s.members, c.Node)
 	if !ok {
 		return Result{Err: nodeNotFound(c.Node)}
 	}
@@ -148,7 +159,7 @@ func (s *State) addReplica(c *Command) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if i, ok := s.member(c.Node); len(s.members) > 0 && (!ok || s.members[i].Draining) {
+	if i, ok := findMember(s.members, c.Node); len(s.members) > 0 && (!ok || s.members[i].Draining) {
 		return Result{Err: &detailError{ErrMembership, fmt.Sprintf("node %d is not a member that takes replicas (it is unknown or draining); add it first (herald cluster add)", c.Node)}}
 	}
 	if slices.Contains(t.Replicas(c.Shard), c.Node) {

@@ -72,6 +72,12 @@ func TestAddAndDrainNodeSteerPlacement(t *testing.T) {
 func TestMembershipErrorsChangeNothing(t *testing.T) {
 	s := New()
 	createOn(t, s, "a", 3, 1, 2, 3)
+	// A rejected first change does not record the proposer's members.
+	wantErr(t, apply(t, s, nodeCmd(OpDrainNode, 9, "", 1, 2, 3)).Err, ErrNodeNotFound, "node 9")
+	wantErr(t, apply(t, s, nodeCmd(OpDrainNode, 1, "", 1, 2, 3)).Err, ErrMembership, "only 2 other nodes")
+	if got := s.Members(); got != nil {
+		t.Fatalf("rejected commands recorded members %+v", got)
+	}
 	apply(t, s, nodeCmd(OpAddNode, 4, "127.0.0.1:7604", 1, 2, 3))
 	before := mustSnapshot(t, s)
 	for _, tc := range []struct {

@@ -59,9 +59,9 @@ var kinds = []struct {
 	cause []error
 }{
 	{ErrInvalid, []error{topic.ErrInvalid, endpoint.ErrRefused, ErrPayloadTooLarge, shard.ErrReservationTooSmall, shard.ErrInvalidCommand}},
-	{ErrNotFound, []error{controller.ErrTopicNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
-	{ErrExists, []error{controller.ErrTopicExists}},
-	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, ErrPushTopic, ErrEndpointRejected}},
+	{ErrNotFound, []error{controller.ErrTopicNotFound, controller.ErrNodeNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
+	{ErrExists, []error{controller.ErrTopicExists, controller.ErrNodeExists}},
+	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, controller.ErrMembership, ErrPushTopic, ErrEndpointRejected}},
 	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
 	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown}},
 }

@@ -36,6 +36,14 @@ type Config struct {
 	// Members are the ids of every node of the cluster, this one
 	// included. None means a cluster of this node alone.
 	Members []uint64
+	// Addresses are the members' addresses (host:port) as --peers gives
+	// them, for the cluster's status; nodes added later are known by the
+	// address the controller records.
+	Addresses map[uint64]string
+	// BalanceInterval is how often the node checks the shards it leads:
+	// that their preferred leader leads them, and that their replicas
+	// follow the placement (moves off a draining node). Default 2s.
+	BalanceInterval time.Duration
 	// Transport connects the node to the other members; required when
 	// there are any. The node starts it; its creator closes it, before or
 	// after the node (the node's groups only queue messages on it).
@@ -78,6 +86,7 @@ func DefaultConfig() Config {
 		SnapshotEntries:     host.DefaultSnapshotEntries,
 		DeliveryConcurrency: delivery.DefaultMaxInFlight,
 		DedupWindow:         DefaultDedupWindow,
+		BalanceInterval:     2 * time.Second,
 	}
 }
 
@@ -104,6 +113,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.BalanceInterval <= 0 {
+		c.BalanceInterval = d.BalanceInterval
+	}
 	if len(c.Members) == 0 {
 		c.Members = []uint64{c.NodeID}
 	}
@@ -123,15 +135,17 @@ type Node struct {
 	reconcileMu sync.Mutex // one reconcile at a time
 	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
 
-	mu     sync.RWMutex
-	topics map[string]*topicRuntime
-	shards map[uint64]*shardRuntime // by group id, including broken ones
+	mu      sync.RWMutex
+	topics  map[string]*topicRuntime
+	shards  map[uint64]*shardRuntime // by group id, including broken ones
+	members []controller.Member      // as the controller records them; nil until the first membership change
 
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
 	delivery         *deliveryMetrics
 	endpointFailed   chan struct{} // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64        // see bootEpochFile
+	rejoin           bool          // the node lost its data and rejoins its cluster (see rejoining)
 	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
 
 	stop      chan struct{}
@@ -205,10 +219,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Transport != nil {
 		n.handleCalls(cfg.Transport)
+		n.handleMembershipCalls(cfg.Transport)
 		cfg.Transport.Start(h)
 	}
-	ctrl := host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
-		Peers: cfg.Members, StateMachine: n.ctrl}
+	n.rejoin = n.rejoining(ctx, epoch)
+	ctrl := n.withRepair(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
+		Peers: cfg.Members, StateMachine: n.ctrl})
 	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
@@ -226,6 +242,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.superviseDispatchers(leadership) })
+	n.wg.Go(n.balance)
 	return n, nil
 }
 
@@ -323,8 +340,10 @@ func (n *Node) reconcile(ctx context.Context) error {
 	n.reconcileMu.Lock()
 	defer n.reconcileMu.Unlock()
 	var topics []controller.Topic
+	var members []controller.Member
 	if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
 		topics = sm.(*controllerMachine).Topics()
+		members = sm.(*controllerMachine).Members()
 	}); err != nil {
 		return fmt.Errorf("read topics from the controller: %w", err)
 	}
@@ -337,7 +356,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
 			tr = newTopicRuntime(t, n.cfg.NodeID)
 		} else {
-			tr = tr.withInfo(t)
+			tr = tr.withInfo(t, n.cfg.NodeID)
 		}
 		newTopics[t.Name] = tr
 		for _, s := range tr.shards {
@@ -349,8 +368,12 @@ func (n *Node) reconcile(ctx context.Context) error {
 	var toOpen []host.GroupConfig
 	for id, s := range wanted {
 		if _, ok := n.shards[id]; !ok {
-			toOpen = append(toOpen, host.GroupConfig{ID: id, Name: s.name, Peers: s.replicas,
-				Campaign: s.replicas[0] == n.cfg.NodeID, StateMachine: shard.NewMachine()})
+			// A replica added by a move starts from the voters the group
+			// was created with, as the first replicas did (see
+			// controller.Topic.Bootstrap).
+			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
+			toOpen = append(toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
+				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: shard.NewMachine()}))
 		}
 	}
 	var toRemove []*shardRuntime
@@ -387,6 +410,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 		n.shards[id] = s
 	}
 	n.topics = newTopics
+	n.members = members
 	n.mu.Unlock()
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,

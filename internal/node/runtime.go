@@ -63,10 +63,21 @@ func newTopicRuntime(t controller.Topic, self uint64) *topicRuntime {
 	return tr
 }
 
-// withInfo returns a copy with new attributes and the same shards.
-func (tr *topicRuntime) withInfo(t controller.Topic) *topicRuntime {
+// withInfo returns a copy with new attributes and the same shards, but
+// for those whose replicas moved, which get new runtimes with the same
+// leases (the request paths read a shard's runtime without locks, so it
+// is replaced, not changed).
+func (tr *topicRuntime) withInfo(t controller.Topic, self uint64) *topicRuntime {
 	c := *tr
 	c.info = t
+	c.shards = slices.Clone(tr.shards)
+	for i, s := range c.shards {
+		if r := t.Replicas(i); !slices.Equal(r, s.replicas) {
+			moved := *s
+			moved.replicas, moved.local = r, slices.Contains(r, self)
+			c.shards[i] = &moved
+		}
+	}
 	return &c
 }
 

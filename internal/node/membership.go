@@ -1,0 +1,583 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"herald/internal/controller"
+	"herald/internal/host"
+	"herald/internal/transport"
+)
+
+// The cluster's membership as a node serves it: the cluster's status as
+// this node sees it, adding and draining nodes, and the balancer, which
+// makes each shard the node leads follow the controller's placement:
+//
+//   - the preferred leader of a shard (its first replica not draining)
+//     leads it once it is up and has the whole log;
+//   - a replica placed on a new node joins as a learner, and votes once it
+//     has caught up;
+//   - a replica on a draining node is replaced: the controller places one
+//     on another node, which joins as above, and only when every other
+//     replica votes and is caught up is the draining one removed from the
+//     group and then from the placement. A draining node hands the
+//     leadership of its shards over first.
+//
+// Every step is one Raft configuration change or one controller command,
+// decided afresh at each check from the placement, the group's
+// configuration and its replicas' progress, so that a balancer that stops
+// half way (a crash, a change of leader) is continued by the next leader.
+
+// opLocalStatus is the call a node answers with the state of its groups
+// (localStatus), for the cluster's status.
+const opLocalStatus = "cluster.local-status"
+
+// localStatus is what a node reports of itself.
+type localStatus struct {
+	Node             uint64                `json:"node"`
+	ControllerLeader uint64                `json:"controller_leader"`
+	Groups           map[uint64]groupLocal `json:"groups"`
+}
+
+// groupLocal is one of a node's groups.
+type groupLocal struct {
+	Leader  uint64 `json:"leader"`
+	Applied uint64 `json:"applied"`
+	Err     string `json:"err,omitempty"`
+}
+
+func (n *Node) handleMembershipCalls(t *transport.Transport) {
+	t.HandleCall(opLocalStatus, func(context.Context, []byte) ([]byte, error) {
+		return json.Marshal(n.localStatus())
+	})
+}
+
+// localStatus reports the node's groups.
+func (n *Node) localStatus() localStatus {
+	st := localStatus{Node: n.cfg.NodeID, Groups: make(map[uint64]groupLocal)}
+	st.ControllerLeader, _ = n.host.Leader(controller.ControllerGroup)
+	n.mu.RLock()
+	shards := make([]*shardRuntime, 0, len(n.shards))
+	for _, s := range n.shards {
+		shards = append(shards, s)
+	}
+	n.mu.RUnlock()
+	for _, s := range shards {
+		if s.openErr != nil {
+			st.Groups[s.group] = groupLocal{Err: s.openErr.Error()}
+			continue
+		}
+		gs, err := n.host.GroupStatus(s.group)
+		switch {
+		case err != nil:
+			st.Groups[s.group] = groupLocal{Err: err.Error()}
+		case gs.Err != nil:
+			st.Groups[s.group] = groupLocal{Err: gs.Err.Error()}
+		default:
+			st.Groups[s.group] = groupLocal{Leader: gs.Leader, Applied: gs.Applied}
+		}
+	}
+	return st
+}
+
+// NodeStatus is one node of the cluster as this node sees it.
+type NodeStatus struct {
+	ID      uint64
+	Address string // host:port; empty when this node does not know it
+	Self    bool   // the node that answered
+	// Reachable means the node answered this node just now.
+	Reachable bool
+	// Draining means its replicas are moving off it (herald cluster
+	// remove).
+	Draining bool
+	// Replicas is how many shard replicas the placement puts on it.
+	Replicas int
+	Err      string // why it is not reachable
+}
+
+// ReplicaStatus is one replica of a shard, as its node reported it.
+type ReplicaStatus struct {
+	Node    uint64
+	Applied uint64 // the last log index its node applied
+	Err     string // why its node did not report it
+}
+
+// ShardPlacement is one shard: where its replicas are and who leads.
+type ShardPlacement struct {
+	Topic string
+	Shard int
+	Name  string
+	Group uint64 // the shard's Raft group
+	// Replicas are the nodes the controller places the shard on, the
+	// preferred leader first.
+	Replicas []ReplicaStatus
+	// PreferredLeader is the first replica not draining: the node the
+	// balancer hands the leadership to.
+	PreferredLeader uint64
+	Leader          uint64 // 0 when no replica that answered knows one
+}
+
+// ClusterStatus is the cluster as one node sees it.
+type ClusterStatus struct {
+	NodeID           uint64 // the node that answered
+	ControllerLeader uint64
+	Nodes            []NodeStatus     // by id
+	Shards           []ShardPlacement // by topic, then shard
+}
+
+// statusCallTimeout bounds the wait for each peer's report: a node that
+// is down must not hold the status up.
+const statusCallTimeout = 2 * time.Second
+
+// ClusterStatus asks every node for the state of its replicas and puts
+// together the nodes and, per shard, its replicas, their applied indexes,
+// its preferred leader and its leader.
+func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
+	defer classify(&err)
+
+	n.mu.RLock()
+	members := n.members
+	topics := make([]*topicRuntime, 0, len(n.topics))
+	for _, tr := range n.topics {
+		topics = append(topics, tr)
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(topics, func(a, b *topicRuntime) int { return cmp.Compare(a.info.Name, b.info.Name) })
+
+	nodes := n.memberStatus(members)
+	reports := n.gatherLocalStatus(ctx, nodes)
+	out := ClusterStatus{NodeID: n.cfg.NodeID, Nodes: nodes}
+	out.ControllerLeader = reports[n.cfg.NodeID].ControllerLeader
+	draining := drainingSet(members)
+	for _, tr := range topics {
+		for _, s := range tr.shards {
+			out.Shards = append(out.Shards, shardPlacement(s, reports, draining))
+		}
+	}
+	for i := range out.Nodes {
+		for _, sp := range out.Shards {
+			if slices.ContainsFunc(sp.Replicas, func(r ReplicaStatus) bool { return r.Node == out.Nodes[i].ID }) {
+				out.Nodes[i].Replicas++
+			}
+		}
+	}
+	return out, nil
+}
+
+// memberStatus lists the members: those the controller records, or
+// before any change the nodes of --peers, with their addresses.
+func (n *Node) memberStatus(members []controller.Member) []NodeStatus {
+	byID := make(map[uint64]NodeStatus)
+	for _, id := range n.cfg.Members {
+		byID[id] = NodeStatus{ID: id, Address: n.cfg.Addresses[id]}
+	}
+	if len(members) > 0 {
+		clear(byID)
+		for _, m := range members {
+			addr := m.Address
+			if addr == "" {
+				addr = n.cfg.Addresses[m.ID]
+			}
+			byID[m.ID] = NodeStatus{ID: m.ID, Address: addr, Draining: m.Draining}
+		}
+	}
+	out := make([]NodeStatus, 0, len(byID))
+	for _, ns := range byID {
+		ns.Self = ns.ID == n.cfg.NodeID
+		out = append(out, ns)
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// gatherLocalStatus asks every node, concurrently, for its report, and
+// marks in nodes which answered.
+func (n *Node) gatherLocalStatus(ctx context.Context, nodes []NodeStatus) map[uint64]localStatus {
+	reports := make(map[uint64]localStatus, len(nodes))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range nodes {
+		ns := &nodes[i]
+		if ns.Self {
+			ns.Reachable = true
+			reports[ns.ID] = n.localStatus()
+			continue
+		}
+		if n.cfg.Transport == nil {
+			ns.Err = "this node has no connection to other nodes"
+			continue
+		}
+		wg.Go(func() {
+			st, err := n.peerStatus(ctx, ns.ID)
+			if err != nil {
+				ns.Err = err.Error()
+				return
+			}
+			ns.Reachable = true
+			mu.Lock()
+			reports[ns.ID] = st
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reports
+}
+
+func (n *Node) peerStatus(ctx context.Context, id uint64) (localStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
+	defer cancel()
+	out, err := n.cfg.Transport.Call(ctx, id, opLocalStatus, nil)
+	if err != nil {
+		return localStatus{}, err
+	}
+	var st localStatus
+	if err := json.Unmarshal(out, &st); err != nil {
+		return localStatus{}, fmt.Errorf("the status of node %d does not decode: %w", id, err)
+	}
+	return st, nil
+}
+
+// shardPlacement puts a shard's placement and its replicas' reports
+// together. The leader is the replica that says it leads, or else the
+// leader most replicas name.
+func shardPlacement(s *shardRuntime, reports map[uint64]localStatus, draining map[uint64]bool) ShardPlacement {
+	sp := ShardPlacement{Topic: s.topic, Shard: s.index, Name: s.name, Group: s.group,
+		PreferredLeader: preferredLeader(s.replicas, draining)}
+	votes := make(map[uint64]int)
+	for _, id := range s.replicas {
+		rs := ReplicaStatus{Node: id}
+		st, ok := reports[id]
+		g, has := st.Groups[s.group]
+		switch {
+		case !ok:
+			rs.Err = "node did not answer"
+		case !has:
+			rs.Err = "node does not run the shard (yet)"
+		default:
+			rs.Applied, rs.Err = g.Applied, g.Err
+			if g.Leader == id {
+				sp.Leader = id
+			}
+			if g.Leader != 0 {
+				votes[g.Leader]++
+			}
+		}
+		sp.Replicas = append(sp.Replicas, rs)
+	}
+	if sp.Leader == 0 {
+		for id, v := range votes {
+			if v > votes[sp.Leader] || (v == votes[sp.Leader] && id < sp.Leader) {
+				sp.Leader = id
+			}
+		}
+	}
+	return sp
+}
+
+// preferredLeader is the first replica not draining.
+func preferredLeader(replicas []uint64, draining map[uint64]bool) uint64 {
+	for _, id := range replicas {
+		if !draining[id] {
+			return id
+		}
+	}
+	return 0
+}
+
+func drainingSet(members []controller.Member) map[uint64]bool {
+	d := make(map[uint64]bool)
+	for _, m := range members {
+		if m.Draining {
+			d[m.ID] = true
+		}
+	}
+	return d
+}
+
+// AddNode makes a node a member of the cluster at address (host:port), so
+// that topics created from now on are placed on it too.
+func (n *Node) AddNode(ctx context.Context, id uint64, address string) (err error) {
+	defer classify(&err)
+
+	if id == 0 {
+		return fmt.Errorf("%w: node id 0: node ids start at 1", errInvalidRequest)
+	}
+	if _, _, err := net.SplitHostPort(address); err != nil {
+		return fmt.Errorf("%w: node %d's address %q is not host:port: %v", errInvalidRequest, id, address, err)
+	}
+	if n.cfg.Transport == nil {
+		return fmt.Errorf("%w: this node runs alone (it was started without --peers), so it cannot reach other nodes; a cluster's nodes start with --peers", ErrFailedPrecondition)
+	}
+	return n.proposeMembership(ctx, controller.Command{Op: controller.OpAddNode, Node: id, Address: address})
+}
+
+// RemoveNode starts draining a node: no new shard is placed on it, and
+// the leaders of its shards move each of its replicas to another node, one
+// at a time, then take it out of the controller. It returns once the
+// drain is recorded; ClusterStatus shows its progress.
+func (n *Node) RemoveNode(ctx context.Context, id uint64) (err error) {
+	defer classify(&err)
+
+	if id == 0 {
+		return fmt.Errorf("%w: node id 0: node ids start at 1", errInvalidRequest)
+	}
+	return n.proposeMembership(ctx, controller.Command{Op: controller.OpDrainNode, Node: id})
+}
+
+// proposeMembership proposes a node op, with this node's --peers as the
+// members the cluster started with (recorded at the first change).
+func (n *Node) proposeMembership(ctx context.Context, cmd controller.Command) error {
+	cmd.Members = n.cfg.Members
+	cmd.Time = time.Now().UnixNano()
+	_, err := n.proposeController(ctx, cmd)
+	return err
+}
+
+// balance checks, every BalanceInterval until the node stops, the shards
+// this node leads, and the controller if it leads that.
+func (n *Node) balance() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.wg.Go(func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	t := time.NewTicker(n.cfg.BalanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.balanceOnce(ctx)
+	}
+}
+
+// balanceOnce makes at most one change per shard this node leads.
+func (n *Node) balanceOnce(ctx context.Context) {
+	n.mu.RLock()
+	members := n.members
+	var led []*shardRuntime
+	for _, s := range n.shards {
+		if s.openErr == nil {
+			led = append(led, s)
+		}
+	}
+	load := make(map[uint64]int)
+	for _, tr := range n.topics {
+		for _, s := range tr.shards {
+			for _, id := range s.replicas {
+				load[id]++
+			}
+		}
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(led, func(a, b *shardRuntime) int { return cmp.Compare(a.group, b.group) })
+	b := balancer{n: n, draining: drainingSet(members), load: load}
+	for _, m := range members {
+		if !m.Draining {
+			b.placeable = append(b.placeable, m.ID)
+		}
+	}
+	for _, s := range led {
+		if leader, err := n.host.Leader(s.group); err != nil || leader != n.cfg.NodeID {
+			continue
+		}
+		if err := b.shard(ctx, s); err != nil && ctx.Err() == nil {
+			n.log.Warn("balance shard", "shard", s.name, "err", err)
+		}
+	}
+	if leader, err := n.host.Leader(controller.ControllerGroup); err == nil && leader == n.cfg.NodeID {
+		if err := b.controller(ctx, members); err != nil && ctx.Err() == nil {
+			n.log.Warn("balance the controller's members", "err", err)
+		}
+	}
+}
+
+// balancer decides one step for a group, from the placement and the
+// group's membership.
+type balancer struct {
+	n         *Node
+	draining  map[uint64]bool
+	placeable []uint64       // members that take new replicas
+	load      map[uint64]int // replicas placed on each node
+}
+
+func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
+	n, self := b.n, b.n.cfg.NodeID
+	m, err := n.host.Membership(ctx, s.group)
+	if err != nil || m.LastIndex == 0 { // not (or no longer) the leader
+		return err
+	}
+	want := s.replicas
+	// A draining leader, or one the placement dropped, hands over first.
+	if b.draining[self] || !slices.Contains(want, self) {
+		return b.handOver(ctx, s.group, m, want)
+	}
+	if done, err := b.followPlacement(ctx, s.group, m, want); done || err != nil {
+		return err
+	}
+	if done, err := b.moveOffDraining(ctx, s, m, want); done || err != nil {
+		return err
+	}
+	if p := preferredLeader(want, b.draining); p != self && p != 0 && slices.Contains(m.Voters, p) && m.CaughtUp(p) {
+		n.log.Info("handing the leadership to the shard's preferred leader", "shard", s.name, "to", p)
+		return n.host.TransferLeadership(ctx, s.group, p)
+	}
+	return nil
+}
+
+// handOver transfers the leadership to a caught-up voter that stays: the
+// preferred one if it can.
+func (b *balancer) handOver(ctx context.Context, group uint64, m host.Membership, want []uint64) error {
+	candidates := slices.Clone(want)
+	candidates = append(candidates, m.Voters...)
+	for _, id := range candidates {
+		if id != b.n.cfg.NodeID && !b.draining[id] && slices.Contains(want, id) && slices.Contains(m.Voters, id) && m.CaughtUp(id) {
+			b.n.log.Info("handing the leadership over before this node's replica goes", "group", group, "to", id)
+			return b.n.host.TransferLeadership(ctx, group, id)
+		}
+	}
+	return nil // no replica can take over yet
+}
+
+// followPlacement makes one change of the group's configuration toward
+// the placement: a placed node joins as a learner, a caught-up learner
+// votes, and a replica the placement no longer has is removed. It reports
+// whether it made (or waits for) a change.
+func (b *balancer) followPlacement(ctx context.Context, group uint64, m host.Membership, want []uint64) (bool, error) {
+	h := b.n.host
+	inConf := func(id uint64) bool { return slices.Contains(m.Voters, id) || slices.Contains(m.Learners, id) }
+	for _, id := range want {
+		// A draining node's replica, once removed from the group, is
+		// not added back: it waits to leave the placement.
+		if !inConf(id) && !b.draining[id] {
+			return true, h.ChangeMembership(ctx, group, host.AddLearner, id)
+		}
+	}
+	for _, id := range m.Learners {
+		if !slices.Contains(want, id) {
+			return true, h.ChangeMembership(ctx, group, host.RemoveMember, id)
+		}
+		if m.CaughtUp(id) {
+			return true, h.ChangeMembership(ctx, group, host.AddVoter, id)
+		}
+		return true, nil // catching up
+	}
+	for _, id := range m.Voters {
+		if !slices.Contains(want, id) {
+			return true, h.ChangeMembership(ctx, group, host.RemoveMember, id)
+		}
+	}
+	return false, nil
+}
+
+// moveOffDraining moves one replica of the shard off a draining node:
+// first the controller places a replica on another node (which
+// followPlacement then adds), and once every other replica votes and has
+// the whole log, the draining one leaves the group, then the placement.
+func (b *balancer) moveOffDraining(ctx context.Context, s *shardRuntime, m host.Membership, want []uint64) (bool, error) {
+	var gone uint64
+	var staying []uint64
+	for _, id := range want {
+		if b.draining[id] {
+			if gone == 0 {
+				gone = id
+			}
+		} else {
+			staying = append(staying, id)
+		}
+	}
+	if gone == 0 {
+		return false, nil
+	}
+	n := b.n
+	target := min(controller.ReplicationFactor, len(b.placeable), len(want))
+	if len(staying) < target {
+		to := b.newHome(want)
+		if to == 0 {
+			n.log.Warn("no node can take a replica of a draining node; add a node", "shard", s.name, "draining", gone)
+			return true, nil
+		}
+		n.log.Info("placing a replica to replace the one on a draining node", "shard", s.name, "draining", gone, "to", to)
+		b.load[to]++
+		_, err := n.proposeController(ctx, controller.Command{Op: controller.OpAddReplica, Name: s.topic, Shard: s.index, Node: to, Time: time.Now().UnixNano()})
+		return true, err
+	}
+	for _, id := range staying {
+		if !slices.Contains(m.Voters, id) || !m.CaughtUp(id) {
+			return true, nil // the new replica is still catching up
+		}
+	}
+	if slices.Contains(m.Voters, gone) {
+		n.log.Info("removing the replica of a draining node from the shard's group", "shard", s.name, "node", gone)
+		return true, n.host.ChangeMembership(ctx, s.group, host.RemoveMember, gone)
+	}
+	n.log.Info("the replica of a draining node has moved", "shard", s.name, "node", gone)
+	_, err := n.proposeController(ctx, controller.Command{Op: controller.OpRemoveReplica, Name: s.topic, Shard: s.index, Node: gone, Time: time.Now().UnixNano()})
+	return true, err
+}
+
+// newHome picks the node for a new replica: a member that takes
+// replicas, does not hold one of the shard, and holds the fewest.
+func (b *balancer) newHome(want []uint64) uint64 {
+	var best uint64
+	for _, id := range b.placeable {
+		if slices.Contains(want, id) {
+			continue
+		}
+		if best == 0 || b.load[id] < b.load[best] {
+			best = id
+		}
+	}
+	return best
+}
+
+// controller makes the controller's own group follow the members: an
+// added node joins it as a learner and votes once caught up, and a
+// drained node that holds no replica leaves it and then the members.
+func (b *balancer) controller(ctx context.Context, members []controller.Member) error {
+	if len(members) == 0 {
+		return nil
+	}
+	n := b.n
+	group := controller.ControllerGroup
+	m, err := n.host.Membership(ctx, group)
+	if err != nil || m.LastIndex == 0 {
+		return err
+	}
+	var want []uint64
+	for _, mem := range members {
+		if !mem.Draining || b.load[mem.ID] > 0 {
+			want = append(want, mem.ID)
+		}
+	}
+	if !slices.Contains(want, n.cfg.NodeID) {
+		return b.handOver(ctx, group, m, want)
+	}
+	if done, err := b.followPlacement(ctx, group, m, want); done || err != nil {
+		return err
+	}
+	for _, mem := range members {
+		if mem.Draining && b.load[mem.ID] == 0 && !slices.Contains(m.Voters, mem.ID) && !slices.Contains(m.Learners, mem.ID) {
+			n.log.Info("a drained node left the cluster", "node", mem.ID)
+			err := n.proposeMembership(ctx, controller.Command{Op: controller.OpForgetNode, Node: mem.ID})
+			if errors.Is(err, controller.ErrNodeNotFound) {
+				err = nil
+			}
+			return err
+		}
+	}
+	return nil
+}
