@@ -13,7 +13,7 @@ import (
 )
 
 // auditInterceptor writes an audit line for every call of an
-// administration procedure (topics and dead letters): who, what, on which
+// administration procedure (topics, dead letters and the cluster): who, what, on which
 // topic, and how it ended; slog adds when. Attribute values are left out:
 // they may hold secrets (signing_secret, a push endpoint's password).
 func auditInterceptor(log *slog.Logger) connect.UnaryInterceptorFunc {
@@ -54,6 +54,10 @@ func auditDetails(msg any) []any {
 		return []any{"topic", m.Topic, "ids", m.Ids}
 	case *heraldv1.PurgeDeadLettersRequest:
 		return []any{"topic", m.Topic, "ids", m.Ids}
+	case *heraldv1.AddNodeRequest:
+		return []any{"node", m.Id, "address", m.Address}
+	case *heraldv1.RemoveNodeRequest:
+		return []any{"node", m.Id}
 	}
 	return nil
 }

@@ -2133,6 +2133,536 @@ func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
 	return 0
 }
 
+type ClusterStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatusRequest) Reset() {
+	*x = ClusterStatusRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusRequest) ProtoMessage() {}
+
+func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
+func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
+}
+
+type ClusterNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// host:port; empty when the node asked does not know it.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The node that answered the request.
+	Self bool `protobuf:"varint,3,opt,name=self,proto3" json:"self,omitempty"`
+	// The node answered the node asked, just now.
+	Reachable bool `protobuf:"varint,4,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	// Its replicas are moving off it (RemoveNode).
+	Draining bool `protobuf:"varint,5,opt,name=draining,proto3" json:"draining,omitempty"`
+	// How many shard replicas the placement puts on it.
+	Replicas uint32 `protobuf:"varint,6,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Why it is not reachable.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterNode) Reset() {
+	*x = ClusterNode{}
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterNode) ProtoMessage() {}
+
+func (x *ClusterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
+func (*ClusterNode) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ClusterNode) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterNode) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
+func (x *ClusterNode) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *ClusterNode) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *ClusterNode) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ClusterNode) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ClusterReplica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The last log index the replica's node applied.
+	Applied uint64 `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	// Why its node did not report it.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterReplica) Reset() {
+	*x = ClusterReplica{}
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterReplica) ProtoMessage() {}
+
+func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterReplica.ProtoReflect.Descriptor instead.
+func (*ClusterReplica) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ClusterReplica) GetNode() uint64 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *ClusterReplica) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *ClusterReplica) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ClusterShard struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Shard uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Name  string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The shard's Raft group.
+	Group uint64 `protobuf:"varint,4,opt,name=group,proto3" json:"group,omitempty"`
+	// The nodes the shard is placed on, the preferred leader first.
+	Replicas []*ClusterReplica `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The first replica not draining: the node that should lead.
+	PreferredLeader uint64 `protobuf:"varint,6,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	// 0 when no replica that answered knows a leader.
+	Leader        uint64 `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterShard) Reset() {
+	*x = ClusterShard{}
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterShard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterShard) ProtoMessage() {}
+
+func (x *ClusterShard) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
+func (*ClusterShard) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ClusterShard) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ClusterShard) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ClusterShard) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterShard) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *ClusterShard) GetReplicas() []*ClusterReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ClusterShard) GetPreferredLeader() uint64 {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return 0
+}
+
+func (x *ClusterShard) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+type ClusterStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that answered.
+	NodeId           uint64          `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ControllerLeader uint64          `protobuf:"varint,2,opt,name=controller_leader,json=controllerLeader,proto3" json:"controller_leader,omitempty"`
+	Nodes            []*ClusterNode  `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Shards           []*ClusterShard `protobuf:"bytes,4,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ClusterStatusResponse) Reset() {
+	*x = ClusterStatusResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusResponse) ProtoMessage() {}
+
+func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
+func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ClusterStatusResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetControllerLeader() uint64 {
+	if x != nil {
+		return x.ControllerLeader
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetNodes() []*ClusterNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetShards() []*ClusterShard {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+type AddNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// host:port where the node listens, as in --peers.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeRequest) Reset() {
+	*x = AddNodeRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeRequest) ProtoMessage() {}
+
+func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
+func (*AddNodeRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *AddNodeRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AddNodeRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type AddNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeResponse) Reset() {
+	*x = AddNodeResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeResponse) ProtoMessage() {}
+
+func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
+func (*AddNodeResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RemoveNodeRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
+}
+
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
 
 const file_herald_v1_herald_proto_rawDesc = "" +
@@ -2293,7 +2823,40 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\"2\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\rR\x06purged2\xaa\t\n" +
+	"\x06purged\x18\x01 \x01(\rR\x06purged\"\x16\n" +
+	"\x14ClusterStatusRequest\"\xb7\x01\n" +
+	"\vClusterNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04self\x18\x03 \x01(\bR\x04self\x12\x1c\n" +
+	"\treachable\x18\x04 \x01(\bR\treachable\x12\x1a\n" +
+	"\bdraining\x18\x05 \x01(\bR\bdraining\x12\x1a\n" +
+	"\breplicas\x18\x06 \x01(\rR\breplicas\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"T\n" +
+	"\x0eClusterReplica\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xde\x01\n" +
+	"\fClusterShard\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\x04R\x05group\x125\n" +
+	"\breplicas\x18\x05 \x03(\v2\x19.herald.v1.ClusterReplicaR\breplicas\x12)\n" +
+	"\x10preferred_leader\x18\x06 \x01(\x04R\x0fpreferredLeader\x12\x16\n" +
+	"\x06leader\x18\a \x01(\x04R\x06leader\"\xbc\x01\n" +
+	"\x15ClusterStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12+\n" +
+	"\x11controller_leader\x18\x02 \x01(\x04R\x10controllerLeader\x12,\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.herald.v1.ClusterNodeR\x05nodes\x12/\n" +
+	"\x06shards\x18\x04 \x03(\v2\x17.herald.v1.ClusterShardR\x06shards\":\n" +
+	"\x0eAddNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x11\n" +
+	"\x0fAddNodeResponse\"#\n" +
+	"\x11RemoveNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"\x14\n" +
+	"\x12RemoveNodeResponse2\x8b\v\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -2312,7 +2875,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04Nack\x12\x16.herald.v1.NackRequest\x1a\x17.herald.v1.NackResponse\x12X\n" +
 	"\x0fListDeadLetters\x12!.herald.v1.ListDeadLettersRequest\x1a\".herald.v1.ListDeadLettersResponse\x12^\n" +
 	"\x11ReplayDeadLetters\x12#.herald.v1.ReplayDeadLettersRequest\x1a$.herald.v1.ReplayDeadLettersResponse\x12[\n" +
-	"\x10PurgeDeadLetters\x12\".herald.v1.PurgeDeadLettersRequest\x1a#.herald.v1.PurgeDeadLettersResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
+	"\x10PurgeDeadLetters\x12\".herald.v1.PurgeDeadLettersRequest\x1a#.herald.v1.PurgeDeadLettersResponse\x12R\n" +
+	"\rClusterStatus\x12\x1f.herald.v1.ClusterStatusRequest\x1a .herald.v1.ClusterStatusResponse\x12@\n" +
+	"\aAddNode\x12\x19.herald.v1.AddNodeRequest\x1a\x1a.herald.v1.AddNodeResponse\x12I\n" +
+	"\n" +
+	"RemoveNode\x12\x1c.herald.v1.RemoveNodeRequest\x1a\x1d.herald.v1.RemoveNodeResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -2326,7 +2893,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                      // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
@@ -2366,77 +2933,95 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*ReplayDeadLettersResponse)(nil),  // 35: herald.v1.ReplayDeadLettersResponse
 	(*PurgeDeadLettersRequest)(nil),    // 36: herald.v1.PurgeDeadLettersRequest
 	(*PurgeDeadLettersResponse)(nil),   // 37: herald.v1.PurgeDeadLettersResponse
-	nil,                                // 38: herald.v1.Topic.AttributesEntry
-	nil,                                // 39: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 40: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 41: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 42: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
+	(*ClusterStatusRequest)(nil),       // 38: herald.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),                // 39: herald.v1.ClusterNode
+	(*ClusterReplica)(nil),             // 40: herald.v1.ClusterReplica
+	(*ClusterShard)(nil),               // 41: herald.v1.ClusterShard
+	(*ClusterStatusResponse)(nil),      // 42: herald.v1.ClusterStatusResponse
+	(*AddNodeRequest)(nil),             // 43: herald.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),            // 44: herald.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),          // 45: herald.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 46: herald.v1.RemoveNodeResponse
+	nil,                                // 47: herald.v1.Topic.AttributesEntry
+	nil,                                // 48: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                // 49: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                // 50: herald.v1.PublishEvent.HeadersEntry
+	nil,                                // 51: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 53: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	38, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	43, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	43, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	47, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	52, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	52, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	40, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	49, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	43, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	52, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	12, // 10: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	12, // 11: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	41, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	50, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	14, // 13: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	43, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 15: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	42, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	43, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	44, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	44, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	51, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	52, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	53, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	53, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
 	23, // 20: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
 	26, // 21: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
 	23, // 22: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	43, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	52, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
 	31, // 24: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	1,  // 25: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 26: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 27: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 28: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 29: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 30: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	15, // 31: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	17, // 32: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	19, // 33: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	21, // 34: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	24, // 35: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	27, // 36: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	29, // 37: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	32, // 38: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	34, // 39: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	36, // 40: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	2,  // 41: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 42: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 43: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 44: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 45: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	13, // 46: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	16, // 47: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	18, // 48: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	20, // 49: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	22, // 50: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	25, // 51: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	28, // 52: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	30, // 53: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	33, // 54: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	35, // 55: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	37, // 56: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	41, // [41:57] is the sub-list for method output_type
-	25, // [25:41] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	40, // 25: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
+	39, // 26: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
+	41, // 27: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
+	1,  // 28: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 29: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 30: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 31: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 32: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	11, // 33: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	15, // 34: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	17, // 35: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	19, // 36: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	21, // 37: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	24, // 38: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	27, // 39: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	29, // 40: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	32, // 41: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	34, // 42: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	36, // 43: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	38, // 44: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	43, // 45: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	45, // 46: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	2,  // 47: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 48: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 49: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 50: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 51: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	13, // 52: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	16, // 53: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	18, // 54: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	20, // 55: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	22, // 56: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	25, // 57: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	28, // 58: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	30, // 59: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	33, // 60: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	35, // 61: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	37, // 62: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	42, // 63: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	44, // 64: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	46, // 65: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	47, // [47:66] is the sub-list for method output_type
+	28, // [28:47] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -2450,7 +3035,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -79,6 +79,14 @@ const (
 	// HeraldServicePurgeDeadLettersProcedure is the fully-qualified name of the HeraldService's
 	// PurgeDeadLetters RPC.
 	HeraldServicePurgeDeadLettersProcedure = "/herald.v1.HeraldService/PurgeDeadLetters"
+	// HeraldServiceClusterStatusProcedure is the fully-qualified name of the HeraldService's
+	// ClusterStatus RPC.
+	HeraldServiceClusterStatusProcedure = "/herald.v1.HeraldService/ClusterStatus"
+	// HeraldServiceAddNodeProcedure is the fully-qualified name of the HeraldService's AddNode RPC.
+	HeraldServiceAddNodeProcedure = "/herald.v1.HeraldService/AddNode"
+	// HeraldServiceRemoveNodeProcedure is the fully-qualified name of the HeraldService's RemoveNode
+	// RPC.
+	HeraldServiceRemoveNodeProcedure = "/herald.v1.HeraldService/RemoveNode"
 )
 
 // HeraldServiceClient is a client for the herald.v1.HeraldService service.
@@ -117,6 +125,15 @@ type HeraldServiceClient interface {
 	ReplayDeadLetters(context.Context, *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error)
 	// PurgeDeadLetters deletes dead letters for good.
 	PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error)
+	// ClusterStatus lists the cluster's nodes and, per shard, its replicas,
+	// its preferred leader and its leader, as the node asked sees them.
+	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// AddNode makes a node a member, so that new topics are placed on it.
+	AddNode(context.Context, *connect.Request[v1.AddNodeRequest]) (*connect.Response[v1.AddNodeResponse], error)
+	// RemoveNode drains a node: its replicas move to other nodes, one at a
+	// time, and then it leaves the cluster. It returns once the drain is
+	// recorded; ClusterStatus shows its progress.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewHeraldServiceClient constructs a client for the herald.v1.HeraldService service. By default,
@@ -226,6 +243,24 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(heraldServiceMethods.ByName("PurgeDeadLetters")),
 			connect.WithClientOptions(opts...),
 		),
+		clusterStatus: connect.NewClient[v1.ClusterStatusRequest, v1.ClusterStatusResponse](
+			httpClient,
+			baseURL+HeraldServiceClusterStatusProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("ClusterStatus")),
+			connect.WithClientOptions(opts...),
+		),
+		addNode: connect.NewClient[v1.AddNodeRequest, v1.AddNodeResponse](
+			httpClient,
+			baseURL+HeraldServiceAddNodeProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("AddNode")),
+			connect.WithClientOptions(opts...),
+		),
+		removeNode: connect.NewClient[v1.RemoveNodeRequest, v1.RemoveNodeResponse](
+			httpClient,
+			baseURL+HeraldServiceRemoveNodeProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("RemoveNode")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -247,6 +282,9 @@ type heraldServiceClient struct {
 	listDeadLetters    *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
 	replayDeadLetters  *connect.Client[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse]
 	purgeDeadLetters   *connect.Client[v1.PurgeDeadLettersRequest, v1.PurgeDeadLettersResponse]
+	clusterStatus      *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
+	addNode            *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
+	removeNode         *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 }
 
 // CreateTopic calls herald.v1.HeraldService.CreateTopic.
@@ -329,6 +367,21 @@ func (c *heraldServiceClient) PurgeDeadLetters(ctx context.Context, req *connect
 	return c.purgeDeadLetters.CallUnary(ctx, req)
 }
 
+// ClusterStatus calls herald.v1.HeraldService.ClusterStatus.
+func (c *heraldServiceClient) ClusterStatus(ctx context.Context, req *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {
+	return c.clusterStatus.CallUnary(ctx, req)
+}
+
+// AddNode calls herald.v1.HeraldService.AddNode.
+func (c *heraldServiceClient) AddNode(ctx context.Context, req *connect.Request[v1.AddNodeRequest]) (*connect.Response[v1.AddNodeResponse], error) {
+	return c.addNode.CallUnary(ctx, req)
+}
+
+// RemoveNode calls herald.v1.HeraldService.RemoveNode.
+func (c *heraldServiceClient) RemoveNode(ctx context.Context, req *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return c.removeNode.CallUnary(ctx, req)
+}
+
 // HeraldServiceHandler is an implementation of the herald.v1.HeraldService service.
 type HeraldServiceHandler interface {
 	// CreateTopic creates a topic and all its shards.
@@ -365,6 +418,15 @@ type HeraldServiceHandler interface {
 	ReplayDeadLetters(context.Context, *connect.Request[v1.ReplayDeadLettersRequest]) (*connect.Response[v1.ReplayDeadLettersResponse], error)
 	// PurgeDeadLetters deletes dead letters for good.
 	PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error)
+	// ClusterStatus lists the cluster's nodes and, per shard, its replicas,
+	// its preferred leader and its leader, as the node asked sees them.
+	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// AddNode makes a node a member, so that new topics are placed on it.
+	AddNode(context.Context, *connect.Request[v1.AddNodeRequest]) (*connect.Response[v1.AddNodeResponse], error)
+	// RemoveNode drains a node: its replicas move to other nodes, one at a
+	// time, and then it leaves the cluster. It returns once the drain is
+	// recorded; ClusterStatus shows its progress.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewHeraldServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -470,6 +532,24 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(heraldServiceMethods.ByName("PurgeDeadLetters")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldServiceClusterStatusHandler := connect.NewUnaryHandler(
+		HeraldServiceClusterStatusProcedure,
+		svc.ClusterStatus,
+		connect.WithSchema(heraldServiceMethods.ByName("ClusterStatus")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceAddNodeHandler := connect.NewUnaryHandler(
+		HeraldServiceAddNodeProcedure,
+		svc.AddNode,
+		connect.WithSchema(heraldServiceMethods.ByName("AddNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceRemoveNodeHandler := connect.NewUnaryHandler(
+		HeraldServiceRemoveNodeProcedure,
+		svc.RemoveNode,
+		connect.WithSchema(heraldServiceMethods.ByName("RemoveNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.HeraldService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldServiceCreateTopicProcedure:
@@ -504,6 +584,12 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceReplayDeadLettersHandler.ServeHTTP(w, r)
 		case HeraldServicePurgeDeadLettersProcedure:
 			heraldServicePurgeDeadLettersHandler.ServeHTTP(w, r)
+		case HeraldServiceClusterStatusProcedure:
+			heraldServiceClusterStatusHandler.ServeHTTP(w, r)
+		case HeraldServiceAddNodeProcedure:
+			heraldServiceAddNodeHandler.ServeHTTP(w, r)
+		case HeraldServiceRemoveNodeProcedure:
+			heraldServiceRemoveNodeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -575,4 +661,16 @@ func (UnimplementedHeraldServiceHandler) ReplayDeadLetters(context.Context, *con
 
 func (UnimplementedHeraldServiceHandler) PurgeDeadLetters(context.Context, *connect.Request[v1.PurgeDeadLettersRequest]) (*connect.Response[v1.PurgeDeadLettersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.PurgeDeadLetters is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ClusterStatus is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) AddNode(context.Context, *connect.Request[v1.AddNodeRequest]) (*connect.Response[v1.AddNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.AddNode is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.RemoveNode is not implemented"))
 }
