@@ -88,6 +88,7 @@ type group struct {
 	// rebuildTarget, the highest commit index a leader has told it of
 	// (rebuild.go). Loop fields.
 	rebuilding    bool
+	rebuildingNow atomic.Bool // rebuilding, for other goroutines
 	rebuildTarget uint64
 	rebuiltFrom   uint64           // applied when the rebuilt replica opened
 	rebuildID     uint64           // names this rebuild in re-add requests
@@ -220,6 +221,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.appliedAt.Store(g.applied)
 	g.snapAt.Store(g.snapIndex)
 	g.rebuiltFrom = g.applied
+	g.rebuildingNow.Store(rebuilding)
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
 	g.replayTo = hs.GetCommit()
@@ -746,6 +748,7 @@ func (g *group) status() Status {
 		Applied: g.appliedAt.Load(), SnapIndex: g.snapAt.Load(),
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
+		Rebuilding: g.rebuildingNow.Load(),
 	}
 	select {
 	case <-g.done:

@@ -440,7 +440,10 @@ type Status struct {
 	LastIndex   uint64
 	LogBytes    int64
 	LogSegments int
-	Err         error // set when the group stopped on a storage failure
+	// Rebuilding means the replica was rebuilt empty and has not caught
+	// up with a leader yet (see rebuild.go).
+	Rebuilding bool
+	Err        error // set when the group stopped on a storage failure
 }
 
 // Leader returns the node that leads a group as this node knows it (0

@@ -90,6 +90,7 @@ func (g *group) checkRebuilt() {
 		return
 	}
 	g.rebuilding = false
+	g.rebuildingNow.Store(false)
 	g.log.Info("rebuilt replica caught up with its leader; it votes again", "applied", g.applied)
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
+	"herald/internal/controller"
 	"herald/internal/host"
 	"herald/internal/transport"
 )
@@ -17,6 +20,9 @@ import (
 const (
 	opFetch = "fetch"
 	opNack  = "nack"
+	// opStarted asks whether the cluster has run before: whether the
+	// node's controller applied anything beyond its bootstrap.
+	opStarted = "started"
 )
 
 // shardCall is the payload of a call about one shard.
@@ -30,8 +36,14 @@ type shardCall struct {
 
 // handleCalls registers what peers may call on this node.
 func (n *Node) handleCalls(t *transport.Transport) {
-	// A replica installing a snapshot fetches the entries it needs.
+	// A replica installing a snapshot fetches the entries it needs; a
+	// rebuilt one asks to be re-added.
 	t.HandleCall(host.EntriesOp, n.host.ServeEntries)
+	t.HandleCall(host.ReaddOp, n.host.ServeReadd)
+	t.HandleCall(opStarted, func(context.Context, []byte) ([]byte, error) {
+		st, err := n.host.GroupStatus(controller.ControllerGroup)
+		return strconv.AppendBool(nil, err == nil && st.Applied > 1), nil
+	})
 	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
 		var c shardCall
 		s, err := n.calledShard(payload, &c)
@@ -70,6 +82,50 @@ func (n *Node) calledShard(payload []byte, c *shardCall) (*shardRuntime, error) 
 		return nil, fmt.Errorf("%w: node %d no longer leads shard %s; retry", ErrUnavailable, n.cfg.NodeID, s.name)
 	}
 	return s, nil
+}
+
+// withRepair lets a replicated group be rebuilt from its peers when its
+// files are damaged, and, on a node that rejoins its cluster after losing
+// its data directory, creates it as a rebuilt replica.
+func (n *Node) withRepair(gc host.GroupConfig) host.GroupConfig {
+	gc.RepairFromPeers = len(gc.Peers) > 1
+	gc.Rejoin = n.rejoin
+	return gc
+}
+
+// rejoining reports whether a node starting on an empty data directory
+// (epoch 1) joins a cluster that has run before, which means that this
+// node's replicas, if it had any, are lost: asking every other member,
+// one answer suffices. With no member reachable it cannot tell, and
+// starts as a new node.
+func (n *Node) rejoining(ctx context.Context, epoch uint64) bool {
+	if epoch != 1 || len(n.cfg.Members) < 2 || n.cfg.Transport == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs first: the calls still out return at once
+	answers := make(chan bool, len(n.cfg.Members))
+	asked := 0
+	for _, id := range n.cfg.Members {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		asked++
+		wg.Go(func() {
+			out, err := n.cfg.Transport.Call(ctx, id, opStarted, nil)
+			started, _ := strconv.ParseBool(string(out))
+			answers <- err == nil && started
+		})
+	}
+	for range asked {
+		if <-answers {
+			n.log.Warn("this node's data directory is new but its cluster has run before: its replicas are rebuilt from the other nodes, and stay out of elections until they have caught up")
+			return true
+		}
+	}
+	return false
 }
 
 // leads reports whether this node leads the shard.

@@ -278,7 +278,7 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 		if st.Err != nil {
 			return fmt.Errorf("controller: %w", st.Err)
 		}
-		if st.Leader != 0 && st.Applied >= st.LastIndex {
+		if st.Leader != 0 && st.Applied >= st.LastIndex && !st.Rebuilding {
 			return nil
 		}
 		select {
