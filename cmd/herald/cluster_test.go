@@ -13,7 +13,7 @@ import (
 	"herald/internal/testkit"
 )
 
-// cluster is three herald serve processes on loopback.
+// cluster is herald serve processes on loopback.
 type cluster struct {
 	t     *testing.T
 	dirs  []string
@@ -26,18 +26,24 @@ type cluster struct {
 // the others before it serves.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	return startClusterOf(t, 3)
+}
+
+// startClusterOf starts a cluster of size nodes at once.
+func startClusterOf(t *testing.T, size int) *cluster {
+	t.Helper()
 	c := &cluster{t: t}
 	var spec []string
-	for i := range 3 {
+	for i := range size {
 		c.dirs = append(c.dirs, t.TempDir())
 		c.addrs = append(c.addrs, testkit.FreeAddr(t))
 		spec = append(spec, fmt.Sprintf("%d=%s", i+1, c.addrs[i]))
 	}
 	c.peers = strings.Join(spec, ",")
-	c.nodes = make([]*server, 3)
+	c.nodes = make([]*server, size)
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
+	errs := make([]error, size)
+	for i := range size {
 		wg.Go(func() { c.nodes[i], errs[i] = c.tryStart(i) })
 	}
 	wg.Wait()
@@ -151,7 +157,7 @@ func TestClusterNodeRefusesUnauthenticatedPeersOffLoopback(t *testing.T) {
 	cli(t, "", "", "token", "create", "--scope", "admin", "--name", "ops", "--tokens-file", cfg.TokensFile)
 	var logs strings.Builder
 	err := serve(context.Background(), cfg, &logs)
-	for _, want := range []string{"not authenticated yet", "--insecure-no-auth", "loopback"} {
+	for _, want := range []string{"not authenticated", "--peer-ca-file", "--insecure-no-auth", "loopback"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("cluster node on 0.0.0.0 with tokens: %v, want an error saying %q", err, want)
 		}

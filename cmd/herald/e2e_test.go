@@ -70,6 +70,13 @@ func startServer(t *testing.T, dataDir, addr string, extra ...string) *server {
 // output.
 func tryStartServer(t *testing.T, dataDir, addr string, extra ...string) (*server, error) {
 	t.Helper()
+	return tryStartServerWith(t, client.New("http://"+addr), dataDir, addr, extra...)
+}
+
+// tryStartServerWith is tryStartServer for a server that c reaches (over
+// TLS, say).
+func tryStartServerWith(t *testing.T, c *client.Client, dataDir, addr string, extra ...string) (*server, error) {
+	t.Helper()
 	// The tests' push receivers listen on loopback, which push endpoints
 	// may reach only when allowed.
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--push-allow", "127.0.0.0/8,::1"}, extra...)
@@ -82,7 +89,6 @@ func tryStartServer(t *testing.T, dataDir, addr string, extra ...string) (*serve
 	s := &server{cmd: cmd, addr: addr, output: &out, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() { s.kill() })
-	c := client.New("http://" + addr)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

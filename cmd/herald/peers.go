@@ -12,8 +12,9 @@ import (
 
 // parsePeers reads --peers: id=host:port pairs separated by commas, every
 // node of the cluster, this one included ("" means no cluster: a node
-// alone). It returns the base URL of each node's API port by id.
-func parsePeers(spec string, self uint64) (map[uint64]string, error) {
+// alone). It returns the base URL of each node's API port by id, with
+// scheme (http, or https when the nodes serve TLS).
+func parsePeers(spec string, self uint64, scheme string) (map[uint64]string, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, nil
 	}
@@ -30,7 +31,7 @@ func parsePeers(spec string, self uint64) (map[uint64]string, error) {
 		if _, dup := peers[id]; dup {
 			return nil, fmt.Errorf("--peers %q: node %d is listed twice; give each node one address", spec, id)
 		}
-		peers[id] = "http://" + addr
+		peers[id] = scheme + "://" + addr
 	}
 	if _, ok := peers[self]; !ok {
 		return nil, fmt.Errorf("--peers %q does not list this node (--node-id %d); list every node of the cluster, this one included", spec, self)

@@ -55,6 +55,7 @@ type serveConfig struct {
 	LogLevel            string        `yaml:"log_level"`
 	TLSCertFile         string        `yaml:"tls_cert_file"`
 	TLSKeyFile          string        `yaml:"tls_key_file"`
+	PeerCAFile          string        `yaml:"peer_ca_file"`
 	TokensFile          string        `yaml:"tokens_file"`
 	InsecureNoAuth      bool          `yaml:"insecure_no_auth"`
 	MetricsNeedToken    bool          `yaml:"metrics_need_token"`
@@ -96,7 +97,7 @@ Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
 HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
-HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_TOKENS_FILE,
+HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
 HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_SNS_ZONEGROUP), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
@@ -140,6 +141,7 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.String("log-level", d.LogLevel, "debug, info, warn or error")
 	f.String("tls-cert-file", d.TLSCertFile, "serve TLS with this PEM certificate (chain); reloaded on SIGHUP or when it changes")
 	f.String("tls-key-file", d.TLSKeyFile, "the PEM private key of --tls-cert-file")
+	f.String("peer-ca-file", d.PeerCAFile, "in a cluster, the PEM CA that signs every node's --tls-cert-file: nodes then dial each other over mutual TLS and the node-to-node service refuses anyone else")
 	f.String("tokens-file", d.TokensFile, "file of the API tokens callers must present (herald token create writes it); reloaded on SIGHUP")
 	f.Bool("insecure-no-auth", d.InsecureNoAuth, "allow serving without tokens on a non-loopback address: anyone who reaches it may do everything")
 	f.Bool("metrics-need-token", d.MetricsNeedToken, "make /metrics need a token (of any scope)")
@@ -378,7 +380,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	}
 	defer sec.reloadOnHangup()()
 
-	peers, err := parsePeers(cfg.Peers, cfg.NodeID)
+	peers, err := parsePeers(cfg.Peers, cfg.NodeID, sec.peerScheme())
 	if err != nil {
 		return err
 	}
@@ -386,12 +388,11 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	// for a majority of its peers, which reach it through this server.
 	var tr *transport.Transport
 	mux := http.NewServeMux()
-	if len(peers) > 1 && !isLoopback(ln.Addr()) && !cfg.InsecureNoAuth {
-		return fmt.Errorf("a cluster node listening on %s, not a loopback address: the node-to-node traffic is not authenticated yet (tokens do not cover it), "+
-			"so anyone who reaches the port could speak for a node; run the cluster on loopback or a trusted network, and pass --insecure-no-auth to say so", ln.Addr())
-	}
 	if len(peers) > 1 {
-		tr = transport.New(transport.Config{NodeID: cfg.NodeID, Peers: peers, Logger: logger})
+		if err := sec.checkCluster(ln.Addr(), cfg.InsecureNoAuth); err != nil {
+			return err
+		}
+		tr = transport.New(transport.Config{NodeID: cfg.NodeID, Peers: peers, TLS: sec.peerTLS, Logger: logger})
 		defer tr.Close()
 		mux.Handle(tr.Handler())
 	}

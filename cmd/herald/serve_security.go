@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,13 +19,18 @@ import (
 )
 
 // security is what serve protects its port with: the tokens callers
-// present and the TLS certificate, both reloaded on SIGHUP.
+// present and the TLS certificate, both reloaded on SIGHUP, and, in a
+// cluster, the CA that signs the nodes' certificates.
 type security struct {
 	tokensFile string
 	tokens     *auth.Store // nil: no tokens, open on loopback only
 	cert       *tlsconfig.Reloader
 	tls        *tls.Config // nil: plain HTTP
-	log        *slog.Logger
+	// peerTLS is what the node dials its peers with (its certificate,
+	// verified against the peer CA): nil without --peer-ca-file, when the
+	// node-to-node traffic is unauthenticated.
+	peerTLS *tls.Config
+	log     *slog.Logger
 }
 
 // newSecurity loads the tokens and the certificate cfg names, and refuses
@@ -47,17 +53,64 @@ func newSecurity(cfg serveConfig, addr net.Addr, log *slog.Logger) (*security, e
 		}
 		log.Warn("serving WITHOUT authentication on a non-loopback address (--insecure-no-auth): anyone who reaches it can administer every topic", "listen", addr.String())
 	}
+	if cfg.PeerCAFile != "" && cfg.TLSCertFile == "" && cfg.TLSKeyFile == "" {
+		return nil, errors.New("--peer-ca-file needs --tls-cert-file and --tls-key-file: the node's certificate, signed by that CA, is the one it serves and presents to its peers")
+	}
 	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
 		r, err := tlsconfig.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, log)
 		if err != nil {
 			return nil, err
 		}
-		if s.tls, err = tlsconfig.Server(r, ""); err != nil {
+		if err := s.useCertificate(r, cfg.PeerCAFile); err != nil {
 			return nil, err
 		}
-		s.cert = r
 	}
 	return s, nil
+}
+
+// useCertificate serves r's certificate and, with peerCAFile, presents it
+// to the peers, verifying theirs against that CA. API clients share the
+// port and have no certificate, so the server verifies a client's only if
+// given; the transport refuses peers' requests that gave none.
+func (s *security) useCertificate(r *tlsconfig.Reloader, peerCAFile string) error {
+	var err error
+	s.cert = r
+	if peerCAFile == "" {
+		s.tls, err = tlsconfig.Server(r, "")
+		return err
+	}
+	if s.tls, err = tlsconfig.SharedServer(r, peerCAFile); err != nil {
+		return fmt.Errorf("--peer-ca-file: %w", err)
+	}
+	if s.peerTLS, err = tlsconfig.Client(r, peerCAFile); err != nil {
+		return fmt.Errorf("--peer-ca-file: %w", err)
+	}
+	return nil
+}
+
+// peerScheme is the scheme of the peers' base URLs: a node with TLS
+// serves only TLS, so its peers must dial it so.
+func (s *security) peerScheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// checkCluster refuses to run a cluster node whose node-to-node traffic
+// anyone who reaches addr could join: without mutual TLS between the
+// nodes, it must listen on loopback or be told the network is trusted.
+// A node with TLS but no peer CA could not be dialed by its peers at all.
+func (s *security) checkCluster(addr net.Addr, insecureNoAuth bool) error {
+	if s.tls != nil && s.peerTLS == nil {
+		return errors.New("a cluster node with TLS needs --peer-ca-file, the CA that signs the nodes' certificates: its peers dial it over TLS and must prove they are nodes with a certificate that CA signed")
+	}
+	if s.peerTLS == nil && !isLoopback(addr) && !insecureNoAuth {
+		return fmt.Errorf("a cluster node listening on %s, not a loopback address: without mutual TLS the node-to-node traffic is not authenticated (tokens do not cover it), "+
+			"so anyone who reaches the port could speak for a node; give every node --tls-cert-file, --tls-key-file and --peer-ca-file (see README, A three-node cluster), "+
+			"or run the cluster on loopback, or on a trusted network with --insecure-no-auth to say so", addr)
+	}
+	return nil
 }
 
 // isLoopback reports whether addr is a loopback address (not, say,
