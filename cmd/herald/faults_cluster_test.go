@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"herald/client"
+	"herald/internal/testkit"
+	"herald/internal/testkit/faultproxy"
+)
+
+// faultCluster is three herald serve processes on loopback whose
+// node-to-node links each pass through a fault proxy: node i reaches
+// node j through link[i][j], so a test can cut exactly the links it
+// wants. Clients talk to the nodes directly.
+type faultCluster struct {
+	t       *testing.T
+	n       int
+	dirs    []string
+	addrs   []string
+	logs    []string
+	link    [][]*faultproxy.Proxy // link[from][to]; nil on the diagonal
+	leaders *leaderTracker
+	extra   []string // more serve flags
+
+	mu    sync.Mutex
+	nodes []*faultNode // nil while a node is down
+}
+
+// faultNode is one running herald serve.
+type faultNode struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+func newFaultCluster(t *testing.T, extra ...string) *faultCluster {
+	t.Helper()
+	const n = 3
+	c := &faultCluster{t: t, n: n, leaders: newLeaderTracker(), extra: extra, nodes: make([]*faultNode, n)}
+	logDir := t.TempDir()
+	for i := range n {
+		c.dirs = append(c.dirs, t.TempDir())
+		c.addrs = append(c.addrs, testkit.FreeAddr(t))
+		c.logs = append(c.logs, filepath.Join(logDir, fmt.Sprintf("node%d.log", i+1)))
+	}
+	c.link = make([][]*faultproxy.Proxy, n)
+	for from := range n {
+		c.link[from] = make([]*faultproxy.Proxy, n)
+		for to := range n {
+			if from == to {
+				continue
+			}
+			p, err := faultproxy.Listen("127.0.0.1:0", c.addrs[to])
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.link[from][to] = p
+		}
+	}
+	t.Cleanup(func() {
+		for i := range n {
+			c.kill(i)
+		}
+		for _, row := range c.link {
+			for _, p := range row {
+				if p != nil {
+					p.Close()
+				}
+			}
+		}
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = c.start(i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+	}
+	return c
+}
+
+// peers is node i's --peers: its own address, and for every other node
+// the proxy of the link from i to it.
+func (c *faultCluster) peers(i int) string {
+	var spec []string
+	for j := range c.n {
+		addr := c.addrs[j]
+		if j != i {
+			addr = c.link[i][j].Addr()
+		}
+		spec = append(spec, fmt.Sprintf("%d=%s", j+1, addr))
+	}
+	return strings.Join(spec, ",")
+}
+
+// start starts node i (0-based) and waits until it serves: a majority of
+// the cluster must be up for that.
+func (c *faultCluster) start(i int) error {
+	out, err := os.OpenFile(c.logs[i], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"serve", "--data-dir", c.dirs[i], "--listen", c.addrs[i],
+		"--node-id", strconv.Itoa(i + 1), "--peers", c.peers(i), "--log-level", "debug"}, c.extra...)
+	cmd := exec.Command(heraldBinary(c.t), args...)
+	logw := &nodeLog{node: i, leaders: c.leaders, out: out}
+	cmd.Stdout, cmd.Stderr = logw, logw
+	// Should the test binary die, its nodes die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.leaders.forget(i)
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("start node %d: %w", i+1, err)
+	}
+	node := &faultNode{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait() // returns once the output is all written
+		out.Close()
+		close(node.done)
+	}()
+	c.mu.Lock()
+	c.nodes[i] = node
+	c.mu.Unlock()
+
+	cl := client.New("http://" + c.addrs[i])
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cl.ListTopics(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-node.done:
+			return fmt.Errorf("node %d exited at startup (%v); its log ends with:\n%s", i+1, cmd.ProcessState, c.logTail(i, 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d does not serve after 90s (%v); its log ends with:\n%s", i+1, err, c.logTail(i, 30))
+		}
+	}
+}
+
+// kill SIGKILLs node i and waits for it to exit; a node that is down
+// stays down.
+func (c *faultCluster) kill(i int) {
+	c.mu.Lock()
+	node := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if node == nil {
+		return
+	}
+	node.cmd.Process.Signal(syscall.SIGKILL)
+	<-node.done
+	c.leaders.forget(i)
+}
+
+// up reports whether node i is running: started, neither killed nor
+// exited on its own.
+func (c *faultCluster) up(i int) bool {
+	c.mu.Lock()
+	node := c.nodes[i]
+	c.mu.Unlock()
+	if node == nil {
+		return false
+	}
+	select {
+	case <-node.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// wipe deletes node i's data directory (the node must be down) and
+// leaves an empty one in its place, as a replaced disk would.
+func (c *faultCluster) wipe(i int) {
+	if c.up(i) {
+		c.t.Fatalf("wipe node %d while it runs", i+1)
+	}
+	if err := os.RemoveAll(c.dirs[i]); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Mkdir(c.dirs[i], 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// isolate blackholes every link to and from node i: the others neither
+// hear from it nor reach it, and nothing says so but silence.
+func (c *faultCluster) isolate(i int) {
+	for j := range c.n {
+		if j != i {
+			c.link[i][j].Blackhole()
+			c.link[j][i].Blackhole()
+		}
+	}
+}
+
+// heal makes every link forward again.
+func (c *faultCluster) heal() {
+	for _, row := range c.link {
+		for _, p := range row {
+			if p != nil {
+				p.Heal()
+			}
+		}
+	}
+}
+
+func (c *faultCluster) logTail(i, lines int) string {
+	data, err := os.ReadFile(c.logs[i])
+	if err != nil {
+		return err.Error()
+	}
+	var kept []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !strings.Contains(l, "level=DEBUG") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept[max(len(kept)-lines, 0):], "\n")
+}
+
+// dumpLogs shows the end of each node's log (without raft's debug lines)
+// and, with $HERALD_TEST_ARTIFACTS set, copies the whole logs there.
+func (c *faultCluster) dumpLogs() {
+	dir := os.Getenv("HERALD_TEST_ARTIFACTS")
+	for i := range c.n {
+		c.t.Logf("node %d's log ends with:\n%s", i+1, c.logTail(i, 40))
+		if dir == "" {
+			continue
+		}
+		data, err := os.ReadFile(c.logs[i])
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.log", c.t.Name(), i+1)), data, 0o644)
+		}
+		if err != nil {
+			c.t.Logf("keep node %d's log: %v", i+1, err)
+		}
+	}
+}
+
+// nodeLog is a node's stdout and stderr: it writes them to the node's
+// log file and hands every line to the leader tracker.
+type nodeLog struct {
+	node    int
+	leaders *leaderTracker
+	out     *os.File
+	partial []byte
+}
+
+func (w *nodeLog) Write(p []byte) (int, error) {
+	w.out.Write(p)
+	w.partial = append(w.partial, p...)
+	for {
+		line, rest, ok := bytes.Cut(w.partial, []byte("\n"))
+		if !ok {
+			break
+		}
+		w.leaders.observe(w.node, string(line))
+		w.partial = rest
+	}
+	w.partial = bytes.Clone(w.partial)
+	return len(p), nil
+}
+
+// leaderTracker follows who leads each Raft group from the nodes' logs:
+// raft logs every change of a replica's role, with its term ("2 became
+// leader at term 5"), and herald adds the group's name. The API does not
+// say who leads, and the fault suite needs to know whom to kill.
+type leaderTracker struct {
+	mu    sync.Mutex
+	roles map[string]map[int]role // group name → node → its last role
+}
+
+type role struct {
+	leader bool
+	term   uint64
+}
+
+var (
+	roleChange = regexp.MustCompile(`became (leader|follower|candidate|pre-candidate) at term (\d+)`)
+	groupAttr  = regexp.MustCompile(`\bgroup=(\S+)`)
+)
+
+func newLeaderTracker() *leaderTracker {
+	return &leaderTracker{roles: make(map[string]map[int]role)}
+}
+
+func (l *leaderTracker) observe(node int, line string) {
+	m := roleChange.FindStringSubmatch(line)
+	g := groupAttr.FindStringSubmatch(line)
+	if m == nil || g == nil {
+		return
+	}
+	term, err := strconv.ParseUint(m[2], 10, 64)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.roles[g[1]] == nil {
+		l.roles[g[1]] = make(map[int]role)
+	}
+	l.roles[g[1]][node] = role{leader: m[1] == "leader", term: term}
+}
+
+// forget drops what node said: it was killed or is starting again.
+func (l *leaderTracker) forget(node int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, nodes := range l.roles {
+		delete(nodes, node)
+	}
+}
+
+// leader returns the node that became group's leader in the highest term
+// and has not said since that it stepped down; ok is false if none has.
+// A leader cut off from the others keeps its term until it steps down, but
+// a newer leader has a higher term.
+func (l *leaderTracker) leader(group string) (node int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var best role
+	for n, r := range l.roles[group] {
+		if r.leader && (!ok || r.term > best.term) {
+			node, best, ok = n, r, true
+		}
+	}
+	return node, ok
+}
+
+// leads reports whether node last said it leads group.
+func (l *leaderTracker) leads(node int, group string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.roles[group][node].leader
+}
