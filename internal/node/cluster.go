@@ -32,6 +32,9 @@ type shardCall struct {
 	Max        int           `json:"max,omitempty"`
 	Visibility time.Duration `json:"visibility,omitempty"`
 	Offsets    []uint64      `json:"offsets,omitempty"`
+	// Relay says the caller holds no replica of the shard: a replica that
+	// does not lead it passes the call on to its leader.
+	Relay bool `json:"relay,omitempty"`
 }
 
 // handleCalls registers what peers may call on this node.
@@ -44,13 +47,18 @@ func (n *Node) handleCalls(t *transport.Transport) {
 		st, err := n.host.GroupStatus(controller.ControllerGroup)
 		return strconv.AppendBool(nil, err == nil && st.Applied > 1), nil
 	})
+	n.handleRelayedCalls(t)
 	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
 		var c shardCall
 		s, err := n.calledShard(payload, &c)
 		if err != nil {
 			return nil, err
 		}
-		ds, err := n.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+		fetch := n.fetchShard
+		if c.Relay {
+			fetch = n.fetchFromLeader
+		}
+		ds, err := fetch(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
 		if err != nil {
 			return nil, err
 		}
@@ -62,13 +70,16 @@ func (n *Node) handleCalls(t *transport.Transport) {
 		if err != nil {
 			return nil, err
 		}
+		if c.Relay {
+			return nil, n.nackOnLeader(ctx, s, c.Offsets)
+		}
 		s.leases.release(c.Offsets, false)
 		return nil, nil
 	})
 }
 
 // calledShard decodes a shard call and returns the shard, which this node
-// must lead.
+// must lead, or, for a relayed call, hold.
 func (n *Node) calledShard(payload []byte, c *shardCall) (*shardRuntime, error) {
 	if err := json.Unmarshal(payload, c); err != nil {
 		return nil, fmt.Errorf("shard call does not decode: %w", err)
@@ -78,6 +89,9 @@ func (n *Node) calledShard(payload []byte, c *shardCall) (*shardRuntime, error) 
 		return nil, err
 	}
 	s := rs.rt
+	if c.Relay && s.local {
+		return s, nil
+	}
 	if !n.leads(s) {
 		return nil, fmt.Errorf("%w: node %d no longer leads shard %s; retry", ErrUnavailable, n.cfg.NodeID, s.name)
 	}
@@ -157,7 +171,7 @@ func (n *Node) shardLeader(s *shardRuntime) (uint64, error) {
 }
 
 // callLeader runs op about shard s on the node that leads it.
-func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, op string, c shardCall) ([]byte, error) {
+func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, op string, c any) ([]byte, error) {
 	if n.cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: shard %s is led by node %d, which this node cannot reach", ErrUnavailable, s.name, leader)
 	}
@@ -177,14 +191,18 @@ func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, o
 
 // fetchFromLeader leases events of a shard on whichever node leads it.
 func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
+	call := shardCall{Topic: s.topic, Shard: s.index, Max: max, Visibility: visibility}
 	leader, err := n.shardLeader(s)
+	if !s.local {
+		leader, call.Relay, err = relayTarget(s), true, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	if leader == n.cfg.NodeID {
 		return n.fetchShard(ctx, s, max, visibility)
 	}
-	out, err := n.callLeader(ctx, s, leader, opFetch, shardCall{Topic: s.topic, Shard: s.index, Max: max, Visibility: visibility})
+	out, err := n.callLeader(ctx, s, leader, opFetch, call)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +215,11 @@ func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, vi
 
 // nackOnLeader ends leases of a shard on whichever node leads it.
 func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, offsets []uint64) error {
+	call := shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets}
 	leader, err := n.shardLeader(s)
+	if !s.local {
+		leader, call.Relay, err = relayTarget(s), true, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -205,7 +227,7 @@ func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, offsets []uint
 		s.leases.release(offsets, false)
 		return nil
 	}
-	_, err = n.callLeader(ctx, s, leader, opNack, shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets})
+	_, err = n.callLeader(ctx, s, leader, opNack, call)
 	return err
 }
 

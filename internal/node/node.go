@@ -454,10 +454,12 @@ func (n *Node) lookup(name string) (*topicRuntime, error) {
 	return tr, nil
 }
 
-// propose sends a shard command to its group and unwraps the result.
+// proposeShard sends a shard command to its group, or, on a node that
+// holds no replica of the shard, to a node that does, and unwraps the
+// result.
 func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
 	if !s.local {
-		return shard.Result{}, notHostedError(s)
+		return n.relayPropose(ctx, s, cmd)
 	}
 	if s.openErr != nil {
 		return shard.Result{}, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
