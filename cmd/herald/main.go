@@ -110,6 +110,7 @@ environment variable.`,
 		newAbortCommand(g),
 		newConsumeCommand(g),
 		newDLQCommand(g),
+		newClusterCommand(g),
 		newBenchCommand(g),
 		newTokenCommand(),
 	)

@@ -430,6 +430,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		DataDir:             cfg.DataDir,
 		NodeID:              cfg.NodeID,
 		Members:             slices.Collect(maps.Keys(peers)), // node.Config sorts them
+		Addresses:           peerAddresses(peers),
 		Transport:           tr,
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
 		ReservationTimeout:  cfg.ReservationTimeout,

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"herald/client"
+)
+
+func newClusterCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Show the cluster's nodes and shards, add and remove nodes",
+		Long: `Show the cluster's nodes and shards, add nodes and remove (drain) them.
+
+Every shard has a preferred leader, the first of its replicas; once it is up
+and has caught up, the leader hands it the leadership, so leaders stay spread
+over the nodes after a node restarts. These commands need an admin token.`,
+		Example: `  herald cluster status
+  herald cluster add 4 10.0.0.4:7600
+  herald cluster remove 3 --wait`,
+	}
+	cmd.AddCommand(newClusterStatusCommand(g), newClusterAddCommand(g), newClusterRemoveCommand(g))
+	return cmd
+}
+
+func newClusterStatusCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List the nodes and, per shard, its replicas and leader",
+		Long: `List the cluster's nodes as the node asked sees them (reachable or not,
+draining, how many replicas they hold), then every shard: its Raft group,
+its replicas (preferred leader first) with the last log index each applied,
+its preferred leader and its leader. A node alone lists itself and its
+shards.`,
+		Example: `  herald cluster status
+  herald cluster status -o json`,
+		Args: nArgs(0, false),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := g.client().ClusterStatus(cmd.Context())
+			if err != nil {
+				return g.explain(err)
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			return printClusterStatus(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+func printClusterStatus(w io.Writer, st *client.ClusterStatus) error {
+	tw := newTable(w)
+	row(tw, "NODE", "ADDRESS", "STATE", "REPLICAS")
+	for _, n := range st.Nodes {
+		state := "up"
+		if !n.Reachable {
+			state = "unreachable: " + n.Error
+		}
+		if n.Draining {
+			state += ", draining"
+		}
+		if n.Self {
+			state += " (answered)"
+		}
+		row(tw, n.ID, orDash(n.Address), state, n.Replicas)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ncontroller leader: %s\n\n", nodeText(st.ControllerLeader))
+	if len(st.Shards) == 0 {
+		_, err := fmt.Fprintln(w, "no topics")
+		return err
+	}
+	tw = newTable(w)
+	row(tw, "SHARD", "GROUP", "REPLICAS (NODE:APPLIED)", "PREFERRED", "LEADER")
+	for _, s := range st.Shards {
+		replicas := make([]string, len(s.Replicas))
+		for i, r := range s.Replicas {
+			replicas[i] = fmt.Sprintf("%d:%d", r.Node, r.Applied)
+			if r.Error != "" {
+				replicas[i] = fmt.Sprintf("%d:?", r.Node)
+			}
+		}
+		row(tw, s.Name, s.Group, strings.Join(replicas, " "), nodeText(s.PreferredLeader), nodeText(s.Leader))
+	}
+	return tw.Flush()
+}
+
+// nodeText shows a node id, or "-" for none.
+func nodeText(id uint64) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(id, 10)
+}
+
+func parseNodeID(text string) (uint64, error) {
+	id, err := strconv.ParseUint(text, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("node id %q: want a whole number from 1 up, as in --node-id", text)
+	}
+	return id, nil
+}
+
+func newClusterAddCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "add ID ADDRESS",
+		Short: "Make a node a member, so that new topics are placed on it",
+		Long: `Make node ID, listening at ADDRESS (host:port), a member of the cluster.
+Topics created from then on are placed on it too; the shards of existing
+topics stay where they are.`,
+		Example: `  herald cluster add 4 10.0.0.4:7600`,
+		Args:    nArgs(2, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNodeID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := g.client().AddNode(cmd.Context(), id, args[1]); err != nil {
+				return g.explain(err)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d is a member at %s\n", id, args[1])
+			return err
+		},
+	}
+}
+
+func newClusterRemoveCommand(g *globals) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Drain a node: move its replicas to the other nodes, then let it go",
+		Long: `Drain node ID: no new shard is placed on it, and the leader of each shard it
+holds moves that replica to another node, one shard at a time: the new replica
+joins as a learner, votes once it has caught up, and only then is the drained
+node's replica removed, so a shard never has fewer up-to-date replicas than a
+quorum. The drained node hands over the leadership of its shards first. Once
+it holds nothing, it leaves the controller and the cluster; stop it then.
+
+It is refused when the other nodes could not hold its replicas (a shard with
+three replicas needs three other nodes). Without --wait it returns once the
+drain is recorded; "herald cluster status" shows its progress.`,
+		Example: `  herald cluster remove 3
+  herald cluster remove 3 --wait`,
+		Args: nArgs(1, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNodeID(args[0])
+			if err != nil {
+				return err
+			}
+			c := g.client()
+			if wait {
+				// The drained node leaves the controller's group, so it
+				// stops hearing of the cluster: another node must say
+				// when the drain is done.
+				st, err := c.ClusterStatus(cmd.Context())
+				if err != nil {
+					return g.explain(err)
+				}
+				if st.NodeID == id {
+					return fmt.Errorf("--server is node %d itself, which stops hearing of the cluster once drained; to --wait, ask another node", id)
+				}
+			}
+			if err := c.RemoveNode(cmd.Context(), id); err != nil {
+				return g.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			if !wait {
+				_, err := fmt.Fprintf(out, "node %d is draining; herald cluster status shows its progress\n", id)
+				return err
+			}
+			return waitDrained(cmd.Context(), out, c, id)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the node holds no replica and has left the cluster, printing the replicas left")
+	return cmd
+}
+
+// drainPoll is how often remove --wait asks for the cluster's status.
+const drainPoll = 500 * time.Millisecond
+
+// waitDrained polls the cluster's status until node id has left it.
+func waitDrained(ctx context.Context, w io.Writer, c *client.Client, id uint64) error {
+	left := -1
+	for {
+		st, err := c.ClusterStatus(ctx)
+		if err != nil {
+			return err
+		}
+		member := false
+		for _, n := range st.Nodes {
+			if n.ID == id {
+				member = true
+				if n.Replicas != left {
+					left = n.Replicas
+					fmt.Fprintf(w, "node %d: %d replicas left\n", id, left)
+				}
+			}
+		}
+		if !member {
+			_, err := fmt.Fprintf(w, "node %d holds no replica and has left the cluster; stop it\n", id)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped waiting: node %d is still draining (%d replicas left): %w", id, left, ctx.Err())
+		case <-time.After(drainPoll):
+		}
+	}
+}
+
+// peerAddresses returns the host:port of each of --peers' base URLs.
+func peerAddresses(peers map[uint64]string) map[uint64]string {
+	out := make(map[uint64]string, len(peers))
+	for id, url := range peers {
+		_, addr, _ := strings.Cut(url, "://")
+		out[id] = addr
+	}
+	return out
+}
