@@ -357,3 +357,42 @@ func (l *leaderTracker) leads(node int, group string) bool {
 	defer l.mu.Unlock()
 	return l.roles[group][node].leader
 }
+
+// The tracker reads raft's role changes from the nodes' log lines: the
+// leader is whoever became leader in the highest term and has not
+// stepped down since, among the nodes not forgotten.
+func TestLeaderTrackerFollowsRoleChanges(t *testing.T) {
+	l := newLeaderTracker()
+	line := func(node int, msg, group string) {
+		l.observe(node, fmt.Sprintf(`time=2026-01-01T00:00:00Z level=DEBUG msg="%d %s" group=%s`, node+1, msg, group))
+	}
+	if _, ok := l.leader("faults"); ok {
+		t.Fatal("a leader before any log line")
+	}
+	line(0, "became follower at term 1", "faults")
+	line(1, "became pre-candidate at term 1", "faults")
+	line(1, "became candidate at term 2", "faults")
+	line(1, "became leader at term 2", "faults")
+	line(2, "became leader at term 3", "faults.1")
+	l.observe(0, `time=2026-01-01T00:00:00Z level=INFO msg="herald is serving" listen=127.0.0.1:1`)
+	if n, ok := l.leader("faults"); !ok || n != 1 {
+		t.Errorf("leader of faults: %d, %v; want node index 1", n, ok)
+	}
+	// Cut off, node 1 still believes it leads at term 2 while node 0 is
+	// elected at term 3: the higher term wins.
+	line(0, "became leader at term 3", "faults")
+	if n, _ := l.leader("faults"); n != 0 || !l.leads(1, "faults") {
+		t.Errorf("leader of faults: %d, want 0 (node 1 still says it leads: %v)", n, l.leads(1, "faults"))
+	}
+	line(1, "became follower at term 3", "faults")
+	if l.leads(1, "faults") {
+		t.Error("node 1 stepped down but is still taken for a leader")
+	}
+	l.forget(0)
+	if n, ok := l.leader("faults"); ok {
+		t.Errorf("leader of faults after its leader was forgotten: %d", n)
+	}
+	if n, ok := l.leader("faults.1"); !ok || n != 2 {
+		t.Errorf("leader of faults.1: %d, %v; want 2", n, ok)
+	}
+}
