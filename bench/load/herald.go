@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -68,8 +69,19 @@ func PrepareHeraldTopic(ctx context.Context, c *client.Client, name string, attr
 // RunHerald runs the load cfg against topic t through c, and labels the
 // result with the topic's shard count and persistence.
 func RunHerald(ctx context.Context, c *client.Client, t *client.Topic, cfg Config) (*Result, error) {
-	res, err := Run(ctx, cfg, func(context.Context, int) (Producer, error) {
-		return &heraldProducer{c: c, topic: t.Name}, nil
+	return RunHeraldThrough(ctx, []*client.Client{c}, t, cfg)
+}
+
+// RunHeraldThrough is RunHerald through several nodes of a cluster:
+// producer i publishes through cs[i mod len(cs)], so that the load comes in
+// through every node (those that do not lead a shard forward to its
+// leader).
+func RunHeraldThrough(ctx context.Context, cs []*client.Client, t *client.Topic, cfg Config) (*Result, error) {
+	if len(cs) == 0 {
+		return nil, errors.New("no herald client to publish through")
+	}
+	res, err := Run(ctx, cfg, func(_ context.Context, i int) (Producer, error) {
+		return &heraldProducer{c: cs[i%len(cs)], topic: t.Name}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,7 @@ type benchPublishFlags struct {
 	grpc    bool
 	label   string
 	batched int // > 0: client.WithPublishBatching
+	through []string
 	results string
 }
 
@@ -64,10 +66,15 @@ other attribute flags, and max_queue_bytes=0 (no limit) unless --attr sets
 it, since nothing consumes the events. --fresh deletes and recreates it
 first, which also frees the disk space of earlier runs.
 
+With --through, the producers publish through the other nodes of a cluster
+as well as through --server, each node in turn; the topic is made through
+--server.
+
 With --output json the result is printed as JSON; --results FILE writes the
 JSON to FILE as well, whatever --output says.`,
 		Example: `  herald bench publish --topic bench --fresh --shards 11 --producers 64 --event-bytes 1024 --duration 20s
   herald bench publish --batch 500 --count 1000000 --results herald.json
+  herald bench publish --server http://127.0.0.1:7601 --through http://127.0.0.1:7602,http://127.0.0.1:7603
   herald bench publish --topic np --persistent=false --push-endpoint http://127.0.0.1:9000/`,
 		Args: nArgs(0, false),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -88,6 +95,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.BoolVar(&p.fresh, "fresh", false, "delete the topic and all its events first, then create it")
 	f.BoolVar(&p.grpc, "grpc", false, "use gRPC over HTTP/2 instead of the Connect protocol over HTTP/1.1")
 	f.IntVar(&p.batched, "client-batching", 0, "let the producers' concurrent publishes share requests of up to N events (client.WithPublishBatching); each producer still waits for its own acknowledgement (0: off)")
+	f.StringSliceVar(&p.through, "through", nil, "other nodes of the cluster (URLs, comma-separated) that the producers publish through too, taking --server and them in turn")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
 	return cmd
@@ -99,13 +107,17 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if p.batched > 0 {
 		opts = append(opts, client.WithPublishBatching(p.batched))
 	}
-	c, closeIdle := load.HeraldClient(g.server, p.cfg.Producers, p.grpc, opts...)
-	defer closeIdle()
-	t, err := load.PrepareHeraldTopic(ctx, c, p.topic, attrs, p.fresh)
+	var clients []*client.Client
+	for _, server := range append([]string{g.server}, p.through...) {
+		c, closeIdle := load.HeraldClient(server, p.cfg.Producers, p.grpc, opts...)
+		defer closeIdle()
+		clients = append(clients, c)
+	}
+	t, err := load.PrepareHeraldTopic(ctx, clients[0], p.topic, attrs, p.fresh)
 	if err != nil {
 		return g.explain(err)
 	}
-	res, err := load.RunHerald(ctx, c, t, p.cfg)
+	res, err := load.RunHeraldThrough(ctx, clients, t, p.cfg)
 	if err != nil {
 		return g.explain(err)
 	}
@@ -113,6 +125,9 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 		res.Label = p.label
 	}
 	res.Settings["server"] = g.server
+	if len(p.through) > 0 {
+		res.Settings["through"] = strings.Join(p.through, ",")
+	}
 	if p.grpc {
 		res.Settings["protocol"] = "grpc"
 	}

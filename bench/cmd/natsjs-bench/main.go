@@ -2,8 +2,9 @@
 // JetStream and prints the same result: events/s, MB/s and latency
 // percentiles from publishing a batch to its PubAcks.
 //
-// It creates the stream afresh (file storage, one replica), runs the load,
-// then deletes the stream. The load flags are those of herald bench
+// It creates the stream afresh (file storage, --replicas replicas), runs
+// the load, then deletes the stream. With the URLs of a cluster's servers,
+// the producers connect to them in turn. The load flags are those of herald bench
 // publish; run "natsjs-bench --help" for all of them.
 //
 // Whether the server fsyncs before the PubAck depends on its configuration
@@ -13,7 +14,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,7 +35,8 @@ func run(ctx context.Context, args []string) error {
 	var out benchcmd.Output
 	out.AddFlags(fs)
 	t := natsjs.Target{}
-	fs.StringVar(&t.URL, "url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&t.URL, "url", "nats://127.0.0.1:4222", "NATS server URL, or a cluster's server URLs separated by commas (producers connect to them in turn)")
+	fs.IntVar(&t.Replicas, "replicas", 1, "replicas of the stream (R3 needs a cluster of three servers)")
 	fs.StringVar(&t.Stream, "stream", "HERALD_BENCH", "stream to create, load and delete; its subjects are STREAM.>")
 	monitor := fs.String("monitor", "", "monitoring URL of the server (http://127.0.0.1:8222): read its sync settings from /varz")
 	syncAlways := fs.Bool("sync-always", false, "the server runs with sync_interval: always (without --monitor)")
@@ -69,11 +73,14 @@ func run(ctx context.Context, args []string) error {
 		interval = "always"
 		res.Label = "sync_interval: always"
 	}
+	if t.Replicas > 1 {
+		res.Label = fmt.Sprintf("R%d, %s", t.Replicas, res.Label)
+	}
 	if *label != "" {
 		res.Label = *label
 	}
 	res.Settings = map[string]string{
-		"url": t.URL, "stream": t.Stream, "storage": "file", "replicas": "1", "sync_interval": interval,
+		"url": t.URL, "stream": t.Stream, "storage": "file", "replicas": strconv.Itoa(max(t.Replicas, 1)), "sync_interval": interval,
 	}
 	if sync.Version != "" {
 		res.Settings["server_version"] = sync.Version

@@ -3,8 +3,9 @@
 // events/s, MB/s and latency percentiles from publishing a batch to its
 // confirms.
 //
-// It declares the queue afresh (x-queue-type=quorum), runs the load, then
-// deletes the queue. A batch of N is N messages published, then N confirms
+// It declares the queue afresh (x-queue-type=quorum, --replicas members),
+// runs the load, then deletes the queue. With the URLs of a cluster's
+// nodes, the producers connect to them in turn. A batch of N is N messages published, then N confirms
 // awaited. The load flags are those of herald bench publish; run
 // "rabbitmq-bench --help" for all of them.
 package main
@@ -31,7 +32,8 @@ func run(ctx context.Context, args []string) error {
 	var out benchcmd.Output
 	out.AddFlags(fs)
 	t := rabbitmq.Target{}
-	fs.StringVar(&t.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker")
+	fs.StringVar(&t.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker, or a cluster's node URLs separated by commas (producers connect to them in turn)")
+	fs.IntVar(&t.Replicas, "replicas", 0, "members of the quorum queue (x-quorum-initial-group-size; 0: RabbitMQ's default)")
 	fs.StringVar(&t.Queue, "queue", "herald-bench", "quorum queue to declare, load and delete")
 	label := fs.String("label", "quorum queue, publisher confirms", "label of the result")
 	if err := benchcmd.ParseFlags(fs, args, &cfg, &out); err != nil {
@@ -54,10 +56,16 @@ func run(ctx context.Context, args []string) error {
 	}
 	res.System = "rabbitmq"
 	res.Label = *label
+	if t.Replicas > 0 && !fs.Changed("label") {
+		res.Label = fmt.Sprintf("quorum queue of %d members, publisher confirms", t.Replicas)
+	}
 	res.FsyncBeforeAck = true
 	res.Settings = map[string]string{
 		"url": t.URL, "queue": t.Queue, "queue_type": "quorum", "confirms": "publisher confirms",
 		"server_version": version,
+	}
+	if t.Replicas > 0 {
+		res.Settings["replicas"] = fmt.Sprint(t.Replicas)
 	}
 	return out.Write(os.Stdout, res)
 }

@@ -1,7 +1,9 @@
 // Package natsjs drives the publish load of package load through NATS
 // JetStream, for comparison with herald.
 //
-// Every producer has its own connection. A batch of one is a synchronous
+// Every producer has its own connection, to one of the target's servers in
+// turn (a cluster's nodes, so that the load comes in through all of them).
+// A batch of one is a synchronous
 // JetStream publish; a batch of N is N asynchronous publishes followed by a
 // wait for their N PubAcks. The PubAck is the acknowledgement measured: the
 // stream has stored the message (and fsynced it first only when the server
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,14 +28,28 @@ import (
 
 // Target is the stream a load goes to.
 type Target struct {
-	URL    string // nats://127.0.0.1:4222
+	// URL is the server's (nats://127.0.0.1:4222), or the URLs of a
+	// cluster's servers separated by commas.
+	URL    string
 	Stream string // created with subjects Stream+".>"
+	// Replicas is the stream's replica count (0: 1); more than one needs
+	// a cluster of as many servers.
+	Replicas int
 }
+
+// urlFor returns the URL producer i connects to: the servers of URL in
+// turn.
+func (t Target) urlFor(i int) string {
+	urls := strings.Split(t.URL, ",")
+	return strings.TrimSpace(urls[i%len(urls)])
+}
+
+func (t Target) replicas() int { return max(t.Replicas, 1) }
 
 func (t Target) subject(key string) string { return t.Stream + "." + key }
 
 // Prepare deletes the stream if it exists and creates it afresh: file
-// storage, one replica, no limits.
+// storage, t.Replicas replicas, no limits.
 func Prepare(ctx context.Context, t Target) error {
 	nc, err := nats.Connect(t.URL, nats.Name("herald-bench setup"))
 	if err != nil {
@@ -50,7 +67,7 @@ func Prepare(ctx context.Context, t Target) error {
 		Name:      t.Stream,
 		Subjects:  []string{t.Stream + ".>"},
 		Storage:   jetstream.FileStorage,
-		Replicas:  1,
+		Replicas:  t.replicas(),
 		Retention: jetstream.LimitsPolicy,
 	})
 	if err != nil {
@@ -77,9 +94,10 @@ func Delete(ctx context.Context, t Target) error {
 // connection, with up to batch PubAcks outstanding.
 func NewProducer(t Target, batch int) load.NewProducer {
 	return func(ctx context.Context, i int) (load.Producer, error) {
-		nc, err := nats.Connect(t.URL, nats.Name(fmt.Sprintf("herald-bench producer %d", i)))
+		url := t.urlFor(i)
+		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("herald-bench producer %d", i)))
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", t.URL, err)
+			return nil, fmt.Errorf("connect to %s: %w", url, err)
 		}
 		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(batch, 256)))
 		if err != nil {

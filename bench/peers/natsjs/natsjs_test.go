@@ -69,3 +69,16 @@ func TestReadSyncWithoutJetStream(t *testing.T) {
 		t.Error("no error from a monitoring URL where nothing listens")
 	}
 }
+
+func TestProducersTakeTheServersInTurn(t *testing.T) {
+	target := Target{URL: "nats://127.0.0.1:1, nats://127.0.0.1:2,nats://127.0.0.1:3"}
+	want := []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3", "nats://127.0.0.1:1"}
+	for i, w := range want {
+		if got := target.urlFor(i); got != w {
+			t.Errorf("producer %d connects to %q, want %q", i, got, w)
+		}
+	}
+	if got := (Target{URL: "nats://127.0.0.1:4222"}).urlFor(5); got != "nats://127.0.0.1:4222" {
+		t.Errorf("with one URL, producer 5 connects to %q", got)
+	}
+}

@@ -2,12 +2,15 @@
 // RabbitMQ quorum queue with publisher confirms, for comparison with
 // herald.
 //
-// Every producer has its own connection and channel, in confirm mode. A
+// Every producer has its own connection and channel, in confirm mode, to
+// one of the target's nodes in turn (a cluster's, so that the load comes in
+// through all of them). A
 // batch of N is N persistent messages published to the queue (through the
 // default exchange) followed by a wait for their N confirms; the confirm is
 // the acknowledgement measured. A quorum queue confirms a message once it
 // is written to the Raft log of a majority of its members, which RabbitMQ
-// fsyncs first; here the queue has the one member a single node gives it.
+// fsyncs first; the queue has Target.Replicas members (one on a single
+// node).
 // An event's key travels in a "key" header, since a queue has no keys.
 package rabbitmq
 
@@ -15,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -23,16 +27,28 @@ import (
 
 // Target is the queue a load goes to.
 type Target struct {
-	URL   string // amqp://guest:guest@127.0.0.1:5672/
+	// URL is the broker's (amqp://guest:guest@127.0.0.1:5672/), or the
+	// URLs of a cluster's nodes separated by commas.
+	URL   string
 	Queue string
+	// Replicas is the quorum queue's initial member count
+	// (x-quorum-initial-group-size; 0: RabbitMQ's default).
+	Replicas int
+}
+
+// urlFor returns the URL producer i connects to: the nodes of URL in turn;
+// the first, i 0, is also the one that declares and deletes the queue.
+func (t Target) urlFor(i int) string {
+	urls := strings.Split(t.URL, ",")
+	return strings.TrimSpace(urls[i%len(urls)])
 }
 
 // Prepare deletes the queue if it exists and declares it afresh as a
 // durable quorum queue.
 func Prepare(ctx context.Context, t Target) error {
-	conn, err := amqp.Dial(t.URL)
+	conn, err := amqp.Dial(t.urlFor(0))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", t.URL, err)
+		return fmt.Errorf("connect to %s: %w", t.urlFor(0), err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
@@ -43,7 +59,11 @@ func Prepare(ctx context.Context, t Target) error {
 	if _, err := ch.QueueDelete(t.Queue, false, false, false); err != nil {
 		return fmt.Errorf("delete queue %s: %w", t.Queue, err)
 	}
-	_, err = ch.QueueDeclare(t.Queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+	args := amqp.Table{"x-queue-type": "quorum"}
+	if t.Replicas > 0 {
+		args["x-quorum-initial-group-size"] = t.Replicas
+	}
+	_, err = ch.QueueDeclare(t.Queue, true, false, false, false, args)
 	if err != nil {
 		return fmt.Errorf("declare quorum queue %s: %w", t.Queue, err)
 	}
@@ -52,7 +72,7 @@ func Prepare(ctx context.Context, t Target) error {
 
 // Delete removes the queue and its messages.
 func Delete(ctx context.Context, t Target) error {
-	conn, err := amqp.Dial(t.URL)
+	conn, err := amqp.Dial(t.urlFor(0))
 	if err != nil {
 		return err
 	}
@@ -65,9 +85,10 @@ func Delete(ctx context.Context, t Target) error {
 	return err
 }
 
-// Version returns the version the server at url announces.
+// Version returns the version the server at url (the first, of several)
+// announces.
 func Version(url string) (string, error) {
-	conn, err := amqp.Dial(url)
+	conn, err := amqp.Dial(Target{URL: url}.urlFor(0))
 	if err != nil {
 		return "", err
 	}
@@ -80,9 +101,10 @@ func Version(url string) (string, error) {
 // connection and confirm-mode channel.
 func NewProducer(t Target) load.NewProducer {
 	return func(ctx context.Context, i int) (load.Producer, error) {
-		conn, err := amqp.Dial(t.URL)
+		url := t.urlFor(i)
+		conn, err := amqp.Dial(url)
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", t.URL, err)
+			return nil, fmt.Errorf("connect to %s: %w", url, err)
 		}
 		ch, err := conn.Channel()
 		if err == nil {

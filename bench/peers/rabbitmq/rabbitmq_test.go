@@ -55,3 +55,12 @@ func TestLoadThroughQuorumQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProducersTakeTheNodesInTurn(t *testing.T) {
+	target := Target{URL: "amqp://127.0.0.1:1/,amqp://127.0.0.1:2/"}
+	for i, want := range []string{"amqp://127.0.0.1:1/", "amqp://127.0.0.1:2/", "amqp://127.0.0.1:1/"} {
+		if got := target.urlFor(i); got != want {
+			t.Errorf("producer %d connects to %q, want %q", i, got, want)
+		}
+	}
+}
