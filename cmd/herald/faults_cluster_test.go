@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +33,10 @@ type faultCluster struct {
 	logs    []string
 	link    [][]*faultproxy.Proxy // link[from][to]; nil on the diagonal
 	leaders *leaderTracker
-	extra   []string // more serve flags
+	// restored counts, per node, the snapshots its replicas restored
+	// from a leader (raft logs each).
+	restored []atomic.Int64
+	extra    []string // more serve flags
 
 	mu    sync.Mutex
 	nodes []*faultNode // nil while a node is down
@@ -47,7 +51,7 @@ type faultNode struct {
 func newFaultCluster(t *testing.T, extra ...string) *faultCluster {
 	t.Helper()
 	const n = 3
-	c := &faultCluster{t: t, n: n, leaders: newLeaderTracker(), extra: extra, nodes: make([]*faultNode, n)}
+	c := &faultCluster{t: t, n: n, leaders: newLeaderTracker(), restored: make([]atomic.Int64, n), extra: extra, nodes: make([]*faultNode, n)}
 	logDir := t.TempDir()
 	for i := range n {
 		c.dirs = append(c.dirs, t.TempDir())
@@ -121,7 +125,7 @@ func (c *faultCluster) start(i int) error {
 	args := append([]string{"serve", "--data-dir", c.dirs[i], "--listen", c.addrs[i],
 		"--node-id", strconv.Itoa(i + 1), "--peers", c.peers(i), "--log-level", "debug"}, c.extra...)
 	cmd := exec.Command(heraldBinary(c.t), args...)
-	logw := &nodeLog{node: i, leaders: c.leaders, out: out}
+	logw := &nodeLog{node: i, leaders: c.leaders, restored: &c.restored[i], out: out}
 	cmd.Stdout, cmd.Stderr = logw, logw
 	// Should the test binary die, its nodes die with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -262,12 +266,14 @@ func (c *faultCluster) dumpLogs() {
 }
 
 // nodeLog is a node's stdout and stderr: it writes them to the node's
-// log file and hands every line to the leader tracker.
+// log file, hands every line to the leader tracker and counts the
+// snapshots restored.
 type nodeLog struct {
-	node    int
-	leaders *leaderTracker
-	out     *os.File
-	partial []byte
+	node     int
+	leaders  *leaderTracker
+	restored *atomic.Int64
+	out      *os.File
+	partial  []byte
 }
 
 func (w *nodeLog) Write(p []byte) (int, error) {
@@ -279,6 +285,9 @@ func (w *nodeLog) Write(p []byte) (int, error) {
 			break
 		}
 		w.leaders.observe(w.node, string(line))
+		if bytes.Contains(line, []byte("restored snapshot")) {
+			w.restored.Add(1)
+		}
 		w.partial = rest
 	}
 	w.partial = bytes.Clone(w.partial)

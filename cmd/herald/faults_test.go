@@ -84,7 +84,7 @@ func runFaults(t *testing.T, short ...string) {
 
 	// Small snapshots, so that the log is compacted under the load and a
 	// replica that lost its data is rebuilt from a snapshot.
-	c := newFaultCluster(t, "--snapshot-entries", "300")
+	c := newFaultCluster(t, "--snapshot-entries", "100")
 	admin := client.New("http://"+c.addrs[0], client.WithTimeout(10*time.Second))
 	if _, err := admin.CreateTopic(context.Background(), faultTopic, map[string]string{"shards": strconv.Itoa(faultShards)}); err != nil {
 		t.Fatal(err)
@@ -379,6 +379,8 @@ func (n *nemesis) wipeAndRejoin() {
 	n.c.wipe(w)
 	n.progress(30)
 	want := n.nextOffsets(n.others(w)[0])
+	n.c.restored[w].Store(0)
+	start = time.Now()
 	if err := n.c.start(w); err != nil {
 		n.t.Errorf("%s: restart: %v", what, err)
 		return
@@ -386,6 +388,8 @@ func (n *nemesis) wipeAndRejoin() {
 	if !n.caughtUp(w, want, time.Minute, what) {
 		return
 	}
+	n.t.Logf("%s: node %d caught up in %v, its replicas restoring %d snapshots from their leaders",
+		what, w+1, time.Since(start).Round(time.Millisecond), n.c.restored[w].Load())
 
 	y := n.others(w)[n.rnd.IntN(n.c.n-1)]
 	what = fmt.Sprintf("%s, then SIGKILL node %d", what, y+1)
