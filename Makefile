@@ -6,7 +6,7 @@ GO ?= go
 # that this version does not support yet.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test vet fmt bench verify verify-fmt verify-vet verify-staticcheck verify-tidy verify-proto
+.PHONY: build test vet fmt bench faults verify verify-fmt verify-vet verify-staticcheck verify-tidy verify-proto
 
 build:
 	$(GO) build -o bin/herald ./cmd/herald
@@ -24,6 +24,13 @@ fmt:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/...
+
+# The fault suite's long form: random faults (SIGKILLs, a cut-off leader, a
+# wiped data directory) on a three-node cluster for HERALD_FAULTS_DURATION
+# (10m unless set), then the history check. No go test timeout: the suite
+# bounds each of its waits itself.
+faults:
+	HERALD_FAULTS_DURATION=$${HERALD_FAULTS_DURATION:-10m} $(GO) test -race -run '^TestFaults$$' -count=1 -v -timeout 0 ./cmd/herald
 
 # Every check besides the tests. Each check runs even when an earlier one
 # failed, so one run lists everything to fix; each names the command that
