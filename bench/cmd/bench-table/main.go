@@ -5,9 +5,12 @@
 //
 //	bench-table results/*.json              # the table
 //	bench-table --summary summary.json results/*.json
+//	bench-table --targets r3 results/*.json # the R3 targets instead
 //
 // --summary also writes the medians as a JSON array of results, the input
-// of scripts/plot-bench.py.
+// of scripts/plot-bench.py. --targets picks the targets checked: r1 (the
+// default: single nodes), r3 (three-node clusters), snapshots (herald's
+// sync vs async snapshots) or none.
 package main
 
 import (
@@ -34,8 +37,13 @@ func main() {
 func run(args []string, w io.Writer) error {
 	fs := pflag.NewFlagSet("bench-table", pflag.ContinueOnError)
 	summary := fs.String("summary", "", "also write the medians as JSON to this file")
+	targets := fs.String("targets", "r1", "targets to check: r1, r3, snapshots or none")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	check, ok := targetChecks[*targets]
+	if !ok {
+		return fmt.Errorf("--targets %q: want r1, r3, snapshots or none", *targets)
 	}
 	if fs.NArg() == 0 {
 		return fmt.Errorf("no result files given")
@@ -63,8 +71,31 @@ func run(args []string, w io.Writer) error {
 		}
 	}
 	writeTable(w, medians)
-	writeTargets(w, medians)
+	if check != nil {
+		writeLines(w, check(medians))
+	}
 	return nil
+}
+
+// targetChecks are the sets of targets --targets names: each returns one
+// line per result checked.
+var targetChecks = map[string]func([]load.Result) []string{
+	"r1":        r1Targets,
+	"r3":        r3Targets,
+	"snapshots": snapshotTargets,
+	"none":      nil,
+}
+
+func writeLines(w io.Writer, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Targets (medians):")
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // setting identifies the runs of one setting.
@@ -148,10 +179,10 @@ func writeTable(w io.Writer, medians []load.Result) {
 	}
 }
 
-// writeTargets checks the targets for each load that has herald
+// r1Targets checks the targets for each load that has herald
 // and JetStream results: herald (fsync before ack) at least 10× JetStream
 // with sync_interval: always, at least JetStream's default, p99 under 5 ms.
-func writeTargets(w io.Writer, medians []load.Result) {
+func r1Targets(medians []load.Result) []string {
 	type loadKey struct{ producers, batch, eventBytes int }
 	var keys []loadKey
 	find := func(k loadKey, match func(*load.Result) bool) *load.Result {
@@ -183,15 +214,7 @@ func writeTargets(w io.Writer, medians []load.Result) {
 			lines = append(lines, targetLine(h, always, def))
 		}
 	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Targets (medians):")
-	fmt.Fprintln(w)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
+	return lines
 }
 
 // targetLine checks herald's result h against JetStream's with
@@ -217,4 +240,80 @@ func verdict(ok bool) string {
 		return "met"
 	}
 	return "**not met**"
+}
+
+// sameLoad reports whether a and b ran the same load.
+func sameLoad(a, b *load.Result) bool {
+	ca, cb := a.Config, b.Config
+	return ca.Producers == cb.Producers && ca.Batch == cb.Batch && ca.EventBytes == cb.EventBytes
+}
+
+// r3Targets checks the R3 targets for each herald result (fsync before
+// ack) whose load the peers ran too: at least 2× JetStream R3 with
+// sync_interval: always, at least RabbitMQ's quorum queue, and p99 at most
+// 10 ms at batch 1.
+func r3Targets(medians []load.Result) []string {
+	var lines []string
+	for i := range medians {
+		h := &medians[i]
+		if h.System != "herald" || !h.FsyncBeforeAck {
+			continue
+		}
+		var parts []string
+		for j := range medians {
+			p := &medians[j]
+			if !sameLoad(h, p) || !p.FsyncBeforeAck {
+				continue
+			}
+			x := h.EventsPerSecond / p.EventsPerSecond
+			switch p.System {
+			case "nats-jetstream":
+				parts = append(parts, fmt.Sprintf("%.2f× JetStream (%s) (target ≥ 2×: %s)", x, p.Label, verdict(x >= 2)))
+			case "rabbitmq":
+				parts = append(parts, fmt.Sprintf("%.2f× RabbitMQ (%s) (target ≥ 1×: %s)", x, p.Label, verdict(x >= 1)))
+			}
+		}
+		if h.Config.Batch == 1 {
+			parts = append(parts, fmt.Sprintf("p99 %s ms (target ≤ 10 ms: %s)", load.FormatMS(h.Latency.P99), verdict(h.Latency.P99 <= 10)))
+		}
+		if len(parts) > 0 {
+			c := h.Config
+			lines = append(lines, fmt.Sprintf("- %d producers, batch %d, %d-byte events, herald (%s): %s",
+				c.Producers, c.Batch, c.EventBytes, h.Label, strings.Join(parts, "; ")))
+		}
+	}
+	return lines
+}
+
+// snapshotTargets compares, for each load, herald with sync snapshots (a
+// label with "sync snapshots") and with async ones (the same label with
+// "async snapshots"): async p99.9 and max at least 3× lower, throughput no
+// lower.
+func snapshotTargets(medians []load.Result) []string {
+	var lines []string
+	for i := range medians {
+		sync := &medians[i]
+		if sync.System != "herald" || !strings.Contains(sync.Label, "sync snapshots") || strings.Contains(sync.Label, "async snapshots") {
+			continue
+		}
+		want := strings.Replace(sync.Label, "sync snapshots", "async snapshots", 1)
+		for j := range medians {
+			async := &medians[j]
+			if async.System != "herald" || async.Label != want || !sameLoad(sync, async) {
+				continue
+			}
+			p999 := sync.Latency.P999 / async.Latency.P999
+			mx := sync.Latency.Max / async.Latency.Max
+			tp := async.EventsPerSecond / sync.EventsPerSecond
+			c := sync.Config
+			lines = append(lines, fmt.Sprintf("- %d producers, batch %d, %d-byte events, herald (%s vs async): "+
+				"p99.9 %s vs %s ms, %.2f× lower (target ≥ 3×: %s); max %s vs %s ms, %.2f× lower (target ≥ 3×: %s); "+
+				"throughput %.0f vs %.0f events/s, async %.2f× (target ≥ 1×: %s)",
+				c.Producers, c.Batch, c.EventBytes, sync.Label,
+				load.FormatMS(sync.Latency.P999), load.FormatMS(async.Latency.P999), p999, verdict(p999 >= 3),
+				load.FormatMS(sync.Latency.Max), load.FormatMS(async.Latency.Max), mx, verdict(mx >= 3),
+				sync.EventsPerSecond, async.EventsPerSecond, tp, verdict(tp >= 1)))
+		}
+	}
+	return lines
 }
