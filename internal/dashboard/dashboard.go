@@ -2,14 +2,15 @@
 // at /dashboard/: its topics and shards, their backlog (events, bytes,
 // age of the oldest event), publish and delivery rates, retries, and dead
 // letters with buttons to replay or purge them, with charts of the last
-// minutes.
+// minutes; and the cluster's nodes with, per shard, its replicas, preferred
+// leader and leader.
 //
 // The page is one server-rendered HTML document with a small script and
 // style sheet, embedded in the binary; nothing is loaded from elsewhere.
 // The page itself holds no data. The script polls data/state, which the
 // API's token check lets any valid token read, and lists, replays and
-// purges dead letters through the API's JSON procedures, which need the
-// admin scope. The token is asked for when the server wants one and kept
+// purges dead letters and reads the cluster's status (ClusterStatus)
+// through the API's JSON procedures, which need the admin scope. The token is asked for when the server wants one and kept
 // in the browser's session storage.
 //
 // The charts come from the node's own counters: Run samples every topic's

@@ -230,6 +230,24 @@ func TestDashboardInChromium(t *testing.T) {
 	if err := poll(b, textIs(ordersBacklog, "15")); err != nil {
 		t.Fatalf("the dashboard does not show the new backlog: %v", err)
 	}
+	// The Nodes section: this node, up, holding the five shards, each led
+	// by it, its preferred leader.
+	err = poll(b, textIs(`#nodes tr[data-node="1"] td:nth-child(3)`, "up (this node)"),
+		textIs(`#nodes tr[data-node="1"] td:nth-child(4)`, "5"),
+		`document.querySelectorAll('#placement tr').length === 5`,
+		textIs(`#placement tr[data-shard="orders.2"] td:nth-child(4)`, "1"),
+		textIs(`#placement tr[data-shard="orders.2"] td:nth-child(3)`, "1"))
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-failed.png")
+		t.Fatalf("the dashboard does not show the node and its shards: %v", err)
+	}
+	replicas, err := chromedp.Run(b, chromedp.Evaluate[string](`document.querySelector('#placement tr[data-shard="hooks"] td:nth-child(2)').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(replicas, "1 @ ") {
+		t.Errorf("the hooks shard's replicas show %q, want node 1 with its applied index", replicas)
+	}
 	shards, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll('section[data-topic="orders"] tbody tr').length`))
 	if err != nil {
 		t.Fatal(err)

@@ -210,6 +210,43 @@ async function act(name, v, method, ids, confirmText) {
   poll();
 }
 
+// The Nodes section comes from the ClusterStatus procedure, which needs an
+// admin token; without one it says so and the topics still show.
+const clusterEl = document.getElementById("cluster");
+const clusterNoteEl = document.getElementById("cluster-note");
+const nodesEl = document.getElementById("nodes");
+const placementEl = document.getElementById("placement");
+
+async function loadCluster() {
+  let st;
+  try {
+    st = await rpc("ClusterStatus", {});
+  } catch (e) {
+    clusterEl.hidden = false;
+    clusterNoteEl.textContent = "Nodes cannot be listed: " + e.message;
+    nodesEl.replaceChildren();
+    placementEl.replaceChildren();
+    return;
+  }
+  clusterEl.hidden = false;
+  clusterNoteEl.textContent = "As node " + st.nodeId + " sees them; the controller's leader is " + (st.controllerLeader || "unknown") + ".";
+  nodesEl.replaceChildren(...(st.nodes || []).map(n => el("tr", { "data-node": n.id },
+    el("td", {}, n.id), el("td", { class: "text" }, n.address || "–"),
+    el("td", { class: n.reachable ? "text" : "error" }, nodeState(n)), el("td", {}, fmtNum(n.replicas || 0)))));
+  placementEl.replaceChildren(...(st.shards || []).map(s => el("tr", { "data-shard": s.name },
+    el("td", {}, s.name),
+    el("td", { class: "text" }, (s.replicas || []).map(r => r.node + (r.error ? " (no answer)" : " @ " + (r.applied || 0))).join(", ")),
+    el("td", {}, s.preferredLeader || "–"),
+    el("td", { class: s.leader && s.leader === s.preferredLeader ? "" : "warn" }, s.leader || "none"))));
+}
+
+function nodeState(n) {
+  let state = n.reachable ? "up" : "unreachable" + (n.error ? ": " + n.error : "");
+  if (n.draining) state += ", draining";
+  if (n.self) state += " (this node)";
+  return state;
+}
+
 function setStatus(text, error) {
   statusEl.textContent = text;
   statusEl.classList.toggle("error", !!error);
@@ -227,6 +264,7 @@ async function poll() {
     const state = await call(base + "data/state");
     loginEl.hidden = true;
     render(state);
+    await loadCluster();
     setStatus("updated " + new Date(state.time).toLocaleTimeString());
   } catch (e) {
     if (e instanceof AuthError) { askToken(e.message); setStatus("needs a token", true); return; }
