@@ -124,9 +124,12 @@ func http2Client(tc *tls.Config) *http.Client {
 
 // Transport is a node's side of the cluster's connections.
 type Transport struct {
-	cfg   Config
-	log   *slog.Logger
-	peers map[uint64]*peer
+	cfg Config
+	log *slog.Logger
+
+	peersMu sync.RWMutex
+	peers   map[uint64]*peer // grows with AddPeer
+	started bool             // Start ran: a peer added later starts at once
 
 	mu       sync.RWMutex
 	receiver Receiver
@@ -151,13 +154,24 @@ func New(cfg Config) *Transport {
 		if id == cfg.NodeID {
 			continue
 		}
-		t.peers[id] = &peer{
-			t: t, id: id, url: url,
-			queue:  make(chan outgoing, cfg.QueueSize),
-			client: clusterv1connect.NewClusterServiceClient(cfg.HTTPClient, url, connect.WithGRPC()),
-		}
+		t.peers[id] = t.newPeer(id, url)
 	}
 	return t
+}
+
+func (t *Transport) newPeer(id uint64, url string) *peer {
+	return &peer{
+		t: t, id: id, url: url,
+		queue:  make(chan outgoing, t.cfg.QueueSize),
+		client: clusterv1connect.NewClusterServiceClient(t.cfg.HTTPClient, url, connect.WithGRPC()),
+	}
+}
+
+// peer returns the peer with id, or nil.
+func (t *Transport) peer(id uint64) *peer {
+	t.peersMu.RLock()
+	defer t.peersMu.RUnlock()
+	return t.peers[id]
 }
 
 // Start hands incoming messages to r from now on and starts a sender per
@@ -166,6 +180,9 @@ func (t *Transport) Start(r Receiver) {
 	t.mu.Lock()
 	t.receiver = r
 	t.mu.Unlock()
+	t.peersMu.Lock()
+	defer t.peersMu.Unlock()
+	t.started = true
 	for _, p := range t.peers {
 		t.wg.Go(p.run)
 	}
@@ -176,7 +193,11 @@ func (t *Transport) Start(r Receiver) {
 // the node's API requests have finished (they may need the cluster) and
 // before the HTTP server's Shutdown (which would wait for the streams).
 func (t *Transport) Close() {
-	t.once.Do(func() { close(t.stop) })
+	t.once.Do(func() {
+		t.peersMu.Lock() // AddPeer starts no sender after this
+		close(t.stop)
+		t.peersMu.Unlock()
+	})
 	t.wg.Wait()
 }
 
@@ -218,7 +239,7 @@ func peersOnly(h http.Handler) http.Handler {
 // unreachable (raft sends it again). It implements host.Transport.
 func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 	for _, m := range msgs {
-		p := t.peers[m.GetTo()]
+		p := t.peer(m.GetTo())
 		if p == nil {
 			t.log.Warn("dropping a raft message to an unknown node; is it in --peers?", "to", m.GetTo(), "group", group)
 			continue
@@ -253,7 +274,7 @@ var ErrUnknownPeer = errors.New("node is not a peer of this node; check --peers"
 
 // Call runs op on node to with payload and returns its result.
 func (t *Transport) Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error) {
-	p := t.peers[to]
+	p := t.peer(to)
 	if p == nil {
 		return nil, fmt.Errorf("call %s on node %d: %w", op, to, ErrUnknownPeer)
 	}
