@@ -230,3 +230,91 @@ func TestE2EDrainANodeOfFour(t *testing.T) {
 		t.Errorf("draining a node of three: %q", got)
 	}
 }
+
+// TestE2EAddAFourthNode grows a three-node cluster: node 4 is made a
+// member, started with --join, and then holds and leads shards of a topic
+// created after it joined; everything published through it, or to the
+// topic from before, is consumed through it.
+func TestE2EAddAFourthNode(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	url := "http://" + c.addrs[0]
+	cli(t, url, "", "topic", "create", "before", "--shards", "3")
+	dir4, addr4 := t.TempDir(), testkit.FreeAddr(t)
+	peers4 := c.peers + ",4=" + addr4
+
+	// Not a member yet: --join is refused, saying what to do.
+	if _, err := tryStartServer(t, t.TempDir(), addr4, "--node-id", "4", "--peers", peers4, "--join"); err == nil ||
+		!strings.Contains(err.Error(), "node 4 is not a member") || !strings.Contains(err.Error(), "cluster add 4") {
+		t.Fatalf("joining before being added: %v", err)
+	}
+	if out := cli(t, url, "", "cluster", "add", "4", addr4); !strings.Contains(out, "node 4 is a member at "+addr4) {
+		t.Errorf("cluster add said %q", out)
+	}
+	if got := cliFails(t, url, "", "cluster", "add", "4", "127.0.0.1:1"); !strings.Contains(got, "node 4 is already a member") {
+		t.Errorf("adding node 4 again elsewhere: %q", got)
+	}
+	start := time.Now()
+	if _, err := tryStartServer(t, dir4, addr4, "--node-id", "4", "--peers", peers4, "--join"); err != nil {
+		t.Fatalf("start node 4 with --join: %v", err)
+	}
+	t.Logf("node 4 joined and served in %v", time.Since(start).Round(time.Millisecond))
+	waitStatus(t, c.client(1), "node 2 reaches all four nodes", func(st *client.ClusterStatus) bool {
+		up := 0
+		for _, n := range st.Nodes {
+			if n.Reachable {
+				up++
+			}
+		}
+		return up == 4
+	})
+
+	c4 := client.New("http://"+addr4, client.WithPublishRetries(20))
+	if _, err := c4.CreateTopic(ctx, "after", map[string]string{"shards": "4"}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, c4, "every shard is led by its preferred leader", ledByPreferred)
+	held, leads := 0, 0
+	for _, s := range st.Shards {
+		if s.Topic != "after" {
+			continue
+		}
+		if slices.ContainsFunc(s.Replicas, func(r client.ClusterReplica) bool { return r.Node == 4 }) {
+			held++
+		}
+		if s.Leader == 4 {
+			leads++
+		}
+	}
+	if held != 3 || leads != 1 {
+		t.Errorf("node 4 holds %d and leads %d of the 4 shards of a topic created after it joined, want 3 and 1", held, leads)
+	}
+
+	want := map[string]bool{}
+	for i := range 24 {
+		for _, tc := range []struct {
+			c     *client.Client
+			topic string
+		}{{c4, "after"}, {c.client(i % 3), "after"}, {c4, "before"}} {
+			ids, err := tc.c.Publish(ctx, tc.topic, client.Event{Key: fmt.Sprint("k", i), Payload: []byte("x")})
+			if err != nil {
+				t.Fatalf("publish to %s: %v", tc.topic, err)
+			}
+			want[ids[0]] = true
+		}
+	}
+	for _, topic := range []string{"after", "before"} {
+		byShard, unreadable := drainTopic(t, c4, topic)
+		if len(unreadable) > 0 {
+			t.Fatalf("%s: unreadable shards %v", topic, unreadable)
+		}
+		for _, ds := range byShard {
+			for _, d := range ds {
+				delete(want, d.ID)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("%d acknowledged events were not consumed through node 4", len(want))
+	}
+}

@@ -46,6 +46,7 @@ type serveConfig struct {
 	Listen              string        `yaml:"listen"`
 	NodeID              uint64        `yaml:"node_id"`
 	Peers               string        `yaml:"peers"`
+	Join                bool          `yaml:"join"`
 	MaxPayloadBytes     int           `yaml:"max_payload_bytes"`
 	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
 	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
@@ -94,7 +95,7 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 /readyz on --listen.
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
-HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
+HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_JOIN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
 HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
@@ -132,6 +133,7 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.String("listen", d.Listen, "address for the API, metrics and health checks (and, in a cluster, the other nodes)")
 	f.Uint64("node-id", d.NodeID, "this node's id in --peers")
 	f.String("peers", d.Peers, "every node of the cluster, this one included, as id=host:port,... (empty: a node alone)")
+	f.Bool("join", d.Join, "join a running cluster that made this node a member (herald cluster add); --peers lists the cluster's nodes and this one")
 	f.Int("max-payload-bytes", d.MaxPayloadBytes, "largest event payload accepted")
 	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
@@ -431,6 +433,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		NodeID:              cfg.NodeID,
 		Members:             slices.Collect(maps.Keys(peers)), // node.Config sorts them
 		Addresses:           peerAddresses(peers),
+		Join:                cfg.Join,
 		Transport:           tr,
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
 		ReservationTimeout:  cfg.ReservationTimeout,

@@ -49,6 +49,26 @@ func (s *State) seeded(c *Command) []Member {
 	return ms
 }
 
+// record makes ms the members. The first members recorded are the
+// cluster's founders: the nodes it started with, whose ids were the
+// controller group's first voters.
+func (s *State) record(ms []Member) {
+	if len(s.members) == 0 && len(s.founders) == 0 {
+		for _, m := range ms {
+			if m.Address == "" {
+				s.founders = append(s.founders, m.ID)
+			}
+		}
+	}
+	s.members = ms
+}
+
+// Founders returns the nodes the cluster started with, recorded at the
+// first membership change (nil before): the voters the controller group
+// was created with, which a node joining the cluster starts its replica
+// of the controller from.
+func (s *State) Founders() []uint64 { return slices.Clone(s.founders) }
+
 func sortMembers(ms []Member) {
 	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 }
@@ -69,7 +89,7 @@ func (s *State) addNode(c *Command) Result {
 	}
 	ms = append(ms, Member{ID: c.Node, Address: c.Address})
 	sortMembers(ms)
-	s.members = ms
+	s.record(ms)
 	return Result{}
 }
 
@@ -101,7 +121,7 @@ func (s *State) drainNode(c *Command) Result {
 		}
 	}
 	ms[i].Draining = true
-	s.members = ms
+	s.record(ms)
 	return Result{}
 }
 

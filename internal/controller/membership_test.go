@@ -43,6 +43,9 @@ func TestAddAndDrainNodeSteerPlacement(t *testing.T) {
 	if got := s.Members(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("members %+v, want %+v", got, want)
 	}
+	if got := s.Founders(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("founders %v, want the proposer's members 1, 2, 3", got)
+	}
 	// A retried add changes nothing; the proposer's members are only a seed.
 	if r := apply(t, s, nodeCmd(OpAddNode, 4, "127.0.0.1:7604", 1, 2)); r.Err != nil || !reflect.DeepEqual(s.Members(), want) {
 		t.Fatalf("retried add: %v, members %+v", r.Err, s.Members())
@@ -155,7 +158,7 @@ func TestMoveReplicasOffADrainedNode(t *testing.T) {
 	if err := back.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(mustSnapshot(t, back), snap) || !reflect.DeepEqual(back.Members(), s.Members()) {
+	if !bytes.Equal(mustSnapshot(t, back), snap) || !reflect.DeepEqual(back.Members(), s.Members()) || !slices.Equal(back.Founders(), []uint64{1, 2, 3}) {
 		t.Errorf("restored state differs: %s", mustSnapshot(t, back))
 	}
 
@@ -179,6 +182,7 @@ func TestRestoreRejectsBadMembers(t *testing.T) {
 	for data, want := range map[string]string{
 		`{"version":1,"next_group":2,"members":[{"id":2},{"id":1}]}`: "not sorted",
 		`{"version":1,"next_group":2,"members":[{"id":0}]}`:          "from 1 up",
+		`{"version":1,"next_group":2,"founders":[3,1]}`:              "founders [3 1] are not sorted",
 	} {
 		if err := s.Restore([]byte(data)); !errors.Is(err, ErrInvalidSnapshot) || !bytes.Contains([]byte(err.Error()), []byte(want)) {
 			t.Errorf("Restore(%s) = %v, want ErrInvalidSnapshot with %q", data, err, want)

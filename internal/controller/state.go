@@ -131,7 +131,8 @@ type State struct {
 	topics    map[string]*Topic
 	// members, sorted by id, are recorded from the first membership
 	// change on; before that, each proposer's --peers are the members.
-	members []Member
+	members  []Member
+	founders []uint64 // see Founders
 }
 
 // New returns an empty state.
@@ -268,8 +269,9 @@ type snapshot struct {
 	Version   int      `json:"version"`
 	Applied   uint64   `json:"applied"`
 	NextGroup uint64   `json:"next_group"`
-	Topics    []Topic  `json:"topics"`            // sorted by name
-	Members   []Member `json:"members,omitempty"` // sorted by id
+	Topics    []Topic  `json:"topics"`             // sorted by name
+	Members   []Member `json:"members,omitempty"`  // sorted by id
+	Founders  []uint64 `json:"founders,omitempty"` // sorted
 }
 
 const snapshotVersion = 1
@@ -283,6 +285,7 @@ func (s *State) Snapshot() ([]byte, error) {
 		NextGroup: s.nextGroup,
 		Topics:    s.Topics(),
 		Members:   s.members,
+		Founders:  s.founders,
 	})
 }
 
@@ -301,7 +304,7 @@ func (s *State) Restore(data []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	r := New()
-	r.applied, r.nextGroup, r.members = snap.Applied, snap.NextGroup, snap.Members
+	r.applied, r.nextGroup, r.members, r.founders = snap.Applied, snap.NextGroup, snap.Members, snap.Founders
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t
@@ -346,6 +349,11 @@ func (snap *snapshot) check() error {
 	for i, m := range snap.Members {
 		if m.ID == 0 || (i > 0 && snap.Members[i-1].ID >= m.ID) {
 			return fmt.Errorf("members %v are not sorted, unique and from 1 up", snap.Members)
+		}
+	}
+	for i, id := range snap.Founders {
+		if id == 0 || (i > 0 && snap.Founders[i-1] >= id) {
+			return fmt.Errorf("founders %v are not sorted, unique and from 1 up", snap.Founders)
 		}
 	}
 	// Each topic's groups lie in [ControllerGroup+1, NextGroup), and no two

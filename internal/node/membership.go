@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -53,10 +54,82 @@ type groupLocal struct {
 	Err     string `json:"err,omitempty"`
 }
 
+// opJoin is the call a joining node makes on the members it knows: the
+// answer (joinAnswer) says whether it is a member, and from which voters
+// its replica of the controller starts.
+const opJoin = "cluster.join"
+
+type joinAnswer struct {
+	Member   bool     `json:"member"`
+	Founders []uint64 `json:"founders"`
+}
+
 func (n *Node) handleMembershipCalls(t *transport.Transport) {
 	t.HandleCall(opLocalStatus, func(context.Context, []byte) ([]byte, error) {
 		return json.Marshal(n.localStatus())
 	})
+	t.HandleCall(opJoin, func(ctx context.Context, payload []byte) ([]byte, error) {
+		id, err := strconv.ParseUint(string(payload), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("join call: node id %q does not parse", payload)
+		}
+		var a joinAnswer
+		err = n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
+			c := sm.(*controllerMachine)
+			a.Founders = c.Founders()
+			a.Member = slices.ContainsFunc(c.Members(), func(m controller.Member) bool { return m.ID == id && !m.Draining })
+		})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(a)
+	})
+}
+
+// joinCluster asks the other nodes of --peers whether this node is a
+// member, and returns the controller's first voters, which this node's
+// replica of the controller starts from.
+func (n *Node) joinCluster(ctx context.Context) ([]uint64, error) {
+	if n.cfg.Transport == nil {
+		return nil, fmt.Errorf("--join needs --peers listing the cluster's nodes and this one")
+	}
+	var errs []error
+	for _, id := range n.cfg.Members {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
+		out, err := n.cfg.Transport.Call(cctx, id, opJoin, strconv.AppendUint(nil, n.cfg.NodeID, 10))
+		cancel()
+		var a joinAnswer
+		if err == nil {
+			err = json.Unmarshal(out, &a)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !a.Member || len(a.Founders) == 0 {
+			return nil, fmt.Errorf("node %d is not a member of the cluster of node %d; add it first: herald --server <a node> cluster add %d <its host:port>",
+				n.cfg.NodeID, id, n.cfg.NodeID)
+		}
+		n.log.Info("joining the cluster", "controller_voters_at_start", a.Founders)
+		return a.Founders, nil
+	}
+	return nil, fmt.Errorf("--join: no node of --peers answered (%w); start this node once the cluster's nodes are up", errors.Join(errs...))
+}
+
+// connectMembers connects the transport to members added after this node
+// started, at the address the controller records.
+func (n *Node) connectMembers(members []controller.Member) {
+	if n.cfg.Transport == nil {
+		return
+	}
+	for _, m := range members {
+		if m.Address != "" {
+			n.cfg.Transport.AddPeer(m.ID, m.Address)
+		}
+	}
 }
 
 // localStatus reports the node's groups.

@@ -40,6 +40,11 @@ type Config struct {
 	// them, for the cluster's status; nodes added later are known by the
 	// address the controller records.
 	Addresses map[uint64]string
+	// Join says that the node joins a running cluster that made it a
+	// member (herald cluster add): on a new data directory, its replica
+	// of the controller starts from the cluster's first voters, which it
+	// asks the other members for, rather than from Members.
+	Join bool
 	// BalanceInterval is how often the node checks the shards it leads:
 	// that their preferred leader leads them, and that their replicas
 	// follow the placement (moves off a draining node). Default 2s.
@@ -223,8 +228,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Transport.Start(h)
 	}
 	n.rejoin = n.rejoining(ctx, epoch)
+	ctrlVoters := cfg.Members
+	if cfg.Join && epoch == 1 {
+		if ctrlVoters, err = n.joinCluster(ctx); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
 	ctrl := n.withRepair(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
-		Peers: cfg.Members, StateMachine: n.ctrl})
+		Peers: ctrlVoters, StateMachine: n.ctrl})
 	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
@@ -412,6 +424,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 	n.topics = newTopics
 	n.members = members
 	n.mu.Unlock()
+	n.connectMembers(members)
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,
 	// and once per start for what a crash left between deleting a topic
