@@ -210,12 +210,33 @@ func (c *faultCluster) wipe(i int) {
 	}
 }
 
-// isolate blackholes every link to and from node i: the others neither
-// hear from it nor reach it, and nothing says so but silence.
-func (c *faultCluster) isolate(i int) {
+// cutOff is how a partition cuts a node off.
+type cutOff int
+
+const (
+	silently cutOff = iota // every link to and from it drops its traffic
+	refused                // every link to and from it refuses connections
+	deaf                   // only the links to it drop traffic: it still talks, nobody answers
+)
+
+func (h cutOff) String() string {
+	return [...]string{"silently", "with refused connections", "one way (it talks, hears nothing)"}[h]
+}
+
+// isolate cuts node i off from the others, the way how says.
+func (c *faultCluster) isolate(i int, how cutOff) {
 	for j := range c.n {
-		if j != i {
+		if j == i {
+			continue
+		}
+		switch how {
+		case silently:
 			c.link[i][j].Blackhole()
+			c.link[j][i].Blackhole()
+		case refused:
+			c.link[i][j].Cut()
+			c.link[j][i].Cut()
+		case deaf:
 			c.link[j][i].Blackhole()
 		}
 	}

@@ -28,7 +28,8 @@ import (
 // of events in flight.
 //
 // The short form, run by `make test`, applies each fault once. The long
-// form loops random faults, a wiped data directory among them:
+// form loops random faults, a wiped data directory and partitions that
+// refuse connections or cut one way only among them:
 // HERALD_FAULTS_DURATION=10m (or HERALD_FAULTS_LONG=1 for ten minutes),
 // HERALD_FAULTS_SEED to replay a sequence, HERALD_FAULTS_ONLY=partition,wipe
 // to choose the faults.
@@ -53,7 +54,9 @@ type fault struct {
 var faultKinds = []fault{
 	{"kill-leader", func(n *nemesis) { n.killLeader(n.rnd.IntN(faultShards)) }},
 	{"kill-follower", func(n *nemesis) { n.killFollower(n.rnd.IntN(faultShards)) }},
-	{"partition", func(n *nemesis) { n.partitionLeader(n.rnd.IntN(faultShards)) }},
+	{"partition", func(n *nemesis) { n.partitionLeader(n.rnd.IntN(faultShards), silently) }},
+	{"partition-refused", func(n *nemesis) { n.partitionLeader(n.rnd.IntN(faultShards), refused) }},
+	{"partition-one-way", func(n *nemesis) { n.partitionLeader(n.rnd.IntN(faultShards), deaf) }},
 	{"kill-two", func(n *nemesis) { n.killTwo(n.rnd.IntN(faultShards)) }},
 	{"wipe", (*nemesis).wipeAndRejoin},
 }
@@ -77,7 +80,7 @@ func runFaults(t *testing.T, short ...string) {
 	for _, name := range names {
 		i := slices.IndexFunc(faultKinds, func(f fault) bool { return f.name == name })
 		if i < 0 {
-			t.Fatalf("HERALD_FAULTS_ONLY: no fault %q; name faults among kill-leader, kill-follower, partition, kill-two, wipe", name)
+			t.Fatalf("HERALD_FAULTS_ONLY: no fault %q; name faults among kill-leader, kill-follower, partition, partition-refused, partition-one-way, kill-two, wipe", name)
 		}
 		faults = append(faults, faultKinds[i])
 	}
@@ -329,17 +332,17 @@ func (n *nemesis) killTwo(s int) {
 	n.healed(what)
 }
 
-// partitionLeader cuts the leader of shard s off from the other nodes
-// (silently: its links drop everything). The majority elects new leaders
-// and serves; the cut-off node steps down from every group it led
-// (CheckQuorum) and takes no write.
-func (n *nemesis) partitionLeader(s int) {
+// partitionLeader cuts the leader of shard s off from the other nodes,
+// the way how says. The majority elects new leaders and serves; the
+// cut-off node steps down from every group it led (CheckQuorum) and takes
+// no write.
+func (n *nemesis) partitionLeader(s int, how cutOff) {
 	x := n.leaderOf(s)
-	what := fmt.Sprintf("cut node %d, leader of shard %d, off", x+1, s)
+	what := fmt.Sprintf("cut node %d, leader of shard %d, off %v", x+1, s, how)
 	n.t.Log(what)
 	led := n.ledBy(x)
 	start := time.Now()
-	n.c.isolate(x)
+	n.c.isolate(x, how)
 	n.failover(led, n.others(x), start, &n.partitionFailovers, what)
 
 	groups := []string{"controller"}
