@@ -36,16 +36,48 @@
 #
 # To compare settings of herald itself (shard counts, snapshots,
 # persistence) on servers of its own, run "go run ./bench/cmd/herald-compare".
+#
+# R3 mode, "scripts/bench-peers.sh r3": every system as a three-node
+# cluster on this machine, each event replicated to all three.
+#
+#   herald        three herald serve processes (--node-id, --peers), a topic
+#                 of HERALD_SHARDS shards (default 3: one led by each node),
+#                 a snapshot every SNAPSHOT_ENTRIES entries (default 1000),
+#                 written in the background (the default)
+#   herald-sync   a second such cluster with --sync-snapshots, run at
+#                 SNAPSHOT_BATCHES (default "1 500") against herald at the
+#                 same batches: the sync vs async snapshots experiment
+#   nats-always   three nats-server processes in one cluster (routes), an R3
+#                 stream, sync_interval: always
+#   nats-default  the same with the default sync_interval: not fsyncing
+#   rabbitmq      three RabbitMQ nodes (their own names, ports and data, one
+#                 private epmd) joined with rabbitmqctl join_cluster, a
+#                 quorum queue of 3 members
+#
+# Producers take the three nodes in turn (herald bench publish --through;
+# the peer clients' comma-separated URLs). Defaults: DURATION 15s, ROUNDS
+# 3, OUT docs/bench/r3-results; the report has two tables, R3 against the
+# peers (with the R3 targets) and the snapshots experiment.
 set -euo pipefail
 
+MODE=r1
 if [[ $# -gt 0 ]]; then
-	# Everything is set through the environment (see above).
-	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
-	[[ $1 == -h || $1 == --help ]] && exit 0
-	echo "bench-peers: takes no arguments; set the variables above in the environment" >&2
-	exit 2
+	if [[ $1 == r3 && $# == 1 ]]; then
+		MODE=r3
+	else
+		# Everything else is set through the environment (see above).
+		sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+		[[ $1 == -h || $1 == --help ]] && exit 0
+		echo "bench-peers: takes no argument but r3; set the variables above in the environment" >&2
+		exit 2
+	fi
 fi
 
+if [[ $MODE == r3 ]]; then
+	DURATION=${DURATION:-15s}
+	SYSTEMS=${SYSTEMS:-"herald herald-sync nats-always nats-default rabbitmq"}
+	HERALD_SHARDS=${HERALD_SHARDS:-3}
+fi
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-2s}
 ROUNDS=${ROUNDS:-3}
@@ -55,6 +87,8 @@ KEYS=${KEYS:-1024}
 BATCHES=${BATCHES:-"1 100"}
 SYSTEMS=${SYSTEMS:-"herald nats-always nats-default rabbitmq"}
 HERALD_SHARDS=${HERALD_SHARDS:-"11 1"}
+SNAPSHOT_ENTRIES=${SNAPSHOT_ENTRIES:-1000}
+SNAPSHOT_BATCHES=${SNAPSHOT_BATCHES:-"1 500"}
 # With batch 1, also run herald with the Go client's publish batching
 # (concurrent producers share requests of up to this many events); 0: off.
 HERALD_CLIENT_BATCHING=${HERALD_CLIENT_BATCHING:-500}
@@ -63,7 +97,11 @@ CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-bench}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-OUT=${OUT:-$repo/docs/bench/peers-results}
+if [[ $MODE == r3 ]]; then
+	OUT=${OUT:-$repo/docs/bench/r3-results}
+else
+	OUT=${OUT:-$repo/docs/bench/peers-results}
+fi
 
 log() { printf '%s bench-peers: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -109,10 +147,10 @@ has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
 # --- build -------------------------------------------------------------------
 log "building herald and the peer clients"
 mkdir -p "$tmp/bin"
-go build -o "$tmp/bin/herald" ./cmd/herald
-go build -o "$tmp/bin/natsjs-bench" ./bench/cmd/natsjs-bench
-go build -o "$tmp/bin/rabbitmq-bench" ./bench/cmd/rabbitmq-bench
-go build -o "$tmp/bin/bench-table" ./bench/cmd/bench-table
+flock "$LOCK" go build -o "$tmp/bin/herald" ./cmd/herald
+flock "$LOCK" go build -o "$tmp/bin/natsjs-bench" ./bench/cmd/natsjs-bench
+flock "$LOCK" go build -o "$tmp/bin/rabbitmq-bench" ./bench/cmd/rabbitmq-bench
+flock "$LOCK" go build -o "$tmp/bin/bench-table" ./bench/cmd/bench-table
 herald_version="herald $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
 if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
 	herald_version+=" with uncommitted changes"
@@ -164,8 +202,189 @@ if has rabbitmq; then
 	command -v epmd > /dev/null || die "epmd (Erlang) not found"
 fi
 
+# --- R3: three-node clusters -------------------------------------------------
+# join_by SEP WORD...: the words joined by SEP.
+join_by() {
+	local IFS=$1
+	shift
+	echo "$*"
+}
+
+# start_herald_cluster NAME FLAG...: three herald serve processes, one
+# cluster, with FLAGs; sets NAME_urls (the nodes' base URLs, comma-separated).
+start_herald_cluster() {
+	local name=$1 i ports=() spec=() urls=()
+	shift
+	for i in 1 2 3; do
+		ports+=("$(free_port)")
+		spec+=("$i=127.0.0.1:${ports[i - 1]}")
+		urls+=("http://127.0.0.1:${ports[i - 1]}")
+	done
+	for i in 1 2 3; do
+		"$tmp/bin/herald" serve --node-id "$i" --peers "$(join_by , "${spec[@]}")" \
+			--listen "127.0.0.1:${ports[i - 1]}" --data-dir "$tmp/$name-$i" \
+			--snapshot-entries "$SNAPSHOT_ENTRIES" --log-level warn "$@" > "$tmp/$name-$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in 1 2 3; do
+		wait_port "${ports[i - 1]}" "$name-$i" "${pids[i - 4]}"
+	done
+	# A node answers once a majority of the cluster is up.
+	for i in 1 2 3; do
+		for _ in $(seq 600); do
+			"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null 2>&1 && break
+			sleep 0.1
+		done
+		"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null ||
+			die "$name-$i does not serve; its log: $(tail -n 20 "$tmp/$name-$i.log")"
+	done
+	printf -v "${name//-/_}_urls" '%s' "$(join_by , "${urls[@]}")"
+	log "$name: three nodes on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3}), flags: --snapshot-entries $SNAPSHOT_ENTRIES $*"
+}
+
+# js_healthy URL: does the monitoring endpoint URL report JetStream healthy
+# (in a cluster: in contact with a meta leader)?
+js_healthy() {
+	python3 -c 'import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1] + "/healthz", timeout=2).read()
+except Exception:
+    sys.exit(1)' "$1"
+}
+
+# start_nats_cluster NAME EXTRA: three JetStream servers routed into one
+# cluster, EXTRA in their jetstream blocks; sets NAME_url (the client URLs,
+# comma-separated) and NAME_mon (the first server's monitoring URL).
+start_nats_cluster() {
+	local name=$1 extra=$2 i ports=() mons=() routes=() urls=()
+	for i in 1 2 3; do
+		ports+=("$(free_port)")
+		mons+=("$(free_port)")
+		routes+=("$(free_port)")
+		urls+=("nats://127.0.0.1:${ports[i - 1]}")
+	done
+	local route_urls=()
+	for i in 1 2 3; do route_urls+=("nats-route://127.0.0.1:${routes[i - 1]}"); done
+	for i in 1 2 3; do
+		mkdir -p "$tmp/$name-$i"
+		cat > "$tmp/$name-$i.conf" <<-CONF
+			server_name: $name-$i
+			listen: 127.0.0.1:${ports[i - 1]}
+			http: 127.0.0.1:${mons[i - 1]}
+			jetstream {
+			  store_dir: "$tmp/$name-$i"
+			  $extra
+			}
+			cluster {
+			  name: $name
+			  listen: 127.0.0.1:${routes[i - 1]}
+			  routes: [$(join_by , "${route_urls[@]}")]
+			}
+		CONF
+		"$nats" -c "$tmp/$name-$i.conf" > "$tmp/$name-$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in 1 2 3; do
+		wait_port "${ports[i - 1]}" "$name-$i" "${pids[i - 4]}"
+		for _ in $(seq 600); do
+			js_healthy "http://127.0.0.1:${mons[i - 1]}" && break
+			sleep 0.1
+		done
+		js_healthy "http://127.0.0.1:${mons[i - 1]}" ||
+			die "$name-$i: JetStream not healthy within 60 s; its log: $(tail -n 20 "$tmp/$name-$i.log")"
+	done
+	printf -v "${name//-/_}_url" '%s' "$(join_by , "${urls[@]}")"
+	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "${mons[0]}"
+	log "$name: three nats-servers on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3})"
+}
+
+# rabbit_env I: the environment of RabbitMQ node I of the cluster.
+rabbit_env() {
+	local r=$tmp/rabbitmq i=$1
+	echo HOME="$r/home" ERL_EPMD_PORT="$rabbit_epmd_port" ERL_EPMD_ADDRESS=127.0.0.1 \
+		RABBITMQ_NODENAME="herald-bench-$i@localhost" \
+		RABBITMQ_CONF_ENV_FILE="$r/rabbitmq-env.conf" \
+		RABBITMQ_CONFIG_FILE="$r/rabbitmq-$i.conf" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$r/enabled_plugins" \
+		RABBITMQ_MNESIA_BASE="$r/mnesia-$i" RABBITMQ_LOG_BASE="$r/log-$i" \
+		RABBITMQ_PID_FILE="$r/pid-$i" \
+		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="${rabbit_ports[i - 1]}" \
+		RABBITMQ_DIST_PORT="${rabbit_dist_ports[i - 1]}"
+}
+
+# rabbitmqctl I ARG...: rabbitmqctl against node I.
+rabbitmqctl_on() {
+	local i=$1
+	shift
+	# shellcheck disable=SC2046 # rabbit_env's words are NAME=value pairs
+	env $(rabbit_env "$i") /usr/lib/rabbitmq/bin/rabbitmqctl -n "herald-bench-$i@localhost" "$@"
+}
+
+# start_rabbitmq_cluster: three RabbitMQ nodes with one private epmd on
+# loopback, nodes 2 and 3 joined to node 1; sets rabbit_url (the nodes'
+# AMQP URLs, comma-separated).
+start_rabbitmq_cluster() {
+	local r=$tmp/rabbitmq i vm urls=()
+	mkdir -p "$r/home"
+	# One cookie for the three nodes and rabbitmqctl.
+	python3 -c 'import secrets; print(secrets.token_hex(16).upper(), end="")' > "$r/home/.erlang.cookie"
+	chmod 400 "$r/home/.erlang.cookie"
+	echo '[].' > "$r/enabled_plugins"
+	: > "$r/rabbitmq-env.conf"
+	rabbit_epmd_port=$(free_port)
+	rabbit_ports=() rabbit_dist_ports=()
+	for i in 1 2 3; do
+		rabbit_ports+=("$(free_port)")
+		rabbit_dist_ports+=("$(free_port)")
+		urls+=("amqp://guest:guest@127.0.0.1:${rabbit_ports[i - 1]}/")
+		cat > "$r/rabbitmq-$i.conf" <<-CONF
+			listeners.tcp.1 = 127.0.0.1:${rabbit_ports[i - 1]}
+			loopback_users.guest = true
+			disk_free_limit.absolute = 1GB
+		CONF
+	done
+	epmd -address 127.0.0.1 -port "$rabbit_epmd_port" > "$tmp/epmd.log" 2>&1 &
+	pids+=($!)
+	wait_port "$rabbit_epmd_port" epmd $!
+	local scripts=()
+	for i in 1 2 3; do
+		# shellcheck disable=SC2046
+		env $(rabbit_env "$i") RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+			"$rabbit_server" > "$tmp/rabbitmq-$i.log" 2>&1 &
+		pids+=($!)
+		scripts+=($!)
+	done
+	for i in 1 2 3; do
+		wait_port "${rabbit_ports[i - 1]}" "rabbitmq-$i" "${scripts[i - 1]}"
+		# The script's erl replaces neither it nor its PID; stop the VM itself too.
+		for _ in $(seq 100); do [[ -s $r/pid-$i ]] && break; sleep 0.1; done
+		[[ -s $r/pid-$i ]] && pids+=("$(cat "$r/pid-$i")")
+	done
+	for i in 2 3; do
+		{
+			rabbitmqctl_on "$i" stop_app
+			rabbitmqctl_on "$i" join_cluster herald-bench-1@localhost
+			rabbitmqctl_on "$i" start_app
+		} >> "$tmp/rabbitmq-join.log" 2>&1 || die "rabbitmq-$i could not join the cluster: $(tail -n 20 "$tmp/rabbitmq-join.log")"
+		wait_port "${rabbit_ports[i - 1]}" "rabbitmq-$i" "$(cat "$r/pid-$i")"
+	done
+	vm=$(rabbitmqctl_on 1 cluster_status --formatter json 2>/dev/null |
+		python3 -c 'import json, sys; print(len(json.load(sys.stdin)["running_nodes"]))')
+	[[ $vm == 3 ]] || die "the RabbitMQ cluster has $vm running nodes, not 3: $(rabbitmqctl_on 1 cluster_status 2>&1 | tail -n 20)"
+	rabbit_url=$(join_by , "${urls[@]}")
+	log "rabbitmq: three nodes herald-bench-{1,2,3}@localhost on 127.0.0.1:$(join_by , "${rabbit_ports[@]}"), one cluster"
+}
+
+if [[ $MODE == r3 ]]; then
+	if has herald; then start_herald_cluster herald; fi
+	if has herald-sync; then start_herald_cluster herald-sync --sync-snapshots; fi
+	if has nats-always; then start_nats_cluster nats-always "sync_interval: always"; fi
+	if has nats-default; then start_nats_cluster nats-default ""; fi
+	if has rabbitmq; then start_rabbitmq_cluster; fi
+fi
+
 # --- start the servers -------------------------------------------------------
-if has herald; then
+if [[ $MODE == r1 ]] && has herald; then
 	herald_port=$(free_port)
 	"$tmp/bin/herald" serve --data-dir "$tmp/herald" --listen "127.0.0.1:$herald_port" \
 		--log-level warn > "$tmp/herald.log" 2>&1 &
@@ -196,10 +415,10 @@ start_nats() {
 	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "$mon"
 	log "$name serving on 127.0.0.1:$port, monitoring on 127.0.0.1:$mon (pid ${pids[-1]})"
 }
-if has nats-always; then start_nats nats-always "sync_interval: always"; fi
-if has nats-default; then start_nats nats-default ""; fi
+if [[ $MODE == r1 ]] && has nats-always; then start_nats nats-always "sync_interval: always"; fi
+if [[ $MODE == r1 ]] && has nats-default; then start_nats nats-default ""; fi
 
-if has rabbitmq; then
+if [[ $MODE == r1 ]] && has rabbitmq; then
 	r=$tmp/rabbitmq
 	mkdir -p "$r/home"
 	rabbit_port=$(free_port)
@@ -271,12 +490,52 @@ run_one() {
 	esac
 }
 
+# run_one_r3 SYSTEM BATCH FILE: SYSTEM's three-node cluster, the producers
+# taking its nodes in turn.
+run_one_r3() {
+	local system=$1 batch=$2 file=$3
+	case $system in
+	herald:* | herald-cb:* | herald-sync:*)
+		local cluster=${system%%:*} shards=${system#*:} urls=$herald_urls extra=() label
+		label="R3, $shards shards, async snapshots"
+		[[ $shards == 1 ]] && label="R3, 1 shard, async snapshots"
+		if [[ $cluster == herald-sync ]]; then
+			urls=$herald_sync_urls
+			label=${label/async snapshots/sync snapshots}
+		fi
+		if [[ $cluster == herald-cb ]]; then
+			extra=(--client-batching "$HERALD_CLIENT_BATCHING")
+			label+=", client batching"
+		fi
+		flock "$LOCK" "$tmp/bin/herald" bench publish --server "${urls%%,*}" --through "${urls#*,}" \
+			--topic peers --fresh --shards "$shards" "${load_flags[@]}" --batch "$batch" \
+			--label "$label" "${extra[@]}" --results "$file" > /dev/null
+		"$tmp/bin/herald" --server "${urls%%,*}" topic delete peers > /dev/null
+		;;
+	nats-always)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_always_url" --monitor "$nats_always_mon" \
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	nats-default)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_default_url" --monitor "$nats_default_mon" \
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	rabbitmq)
+		flock "$LOCK" "$tmp/bin/rabbitmq-bench" --url "$rabbit_url" \
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+		;;
+	esac
+}
+
 read -r -a systems <<< "$SYSTEMS"
 read -r -a batches <<< "$BATCHES"
+read -r -a snapshot_batches <<< "$SNAPSHOT_BATCHES"
 runs=()
 for batch in "${batches[@]}"; do
 	for system in "${systems[@]}"; do
-		if [[ $system == herald ]]; then
+		if [[ $system == herald-sync ]]; then
+			continue # below, at the snapshot batches
+		elif [[ $system == herald ]]; then
 			for shards in $HERALD_SHARDS; do
 				runs+=("herald:$shards $batch")
 				if [[ $batch == 1 && $HERALD_CLIENT_BATCHING != 0 ]]; then
@@ -288,6 +547,19 @@ for batch in "${batches[@]}"; do
 		fi
 	done
 done
+if [[ $MODE == r3 ]] && has herald-sync; then
+	# The snapshots experiment: herald-sync against herald (async) at the
+	# snapshot batches, those herald does not run already included.
+	for batch in "${snapshot_batches[@]}"; do
+		for shards in $HERALD_SHARDS; do
+			runs+=("herald-sync:$shards $batch")
+			if has herald && [[ " $BATCHES " != *" $batch "* ]]; then
+				runs+=("herald:$shards $batch")
+			fi
+		done
+	done
+fi
+log "${#runs[@]} runs per round, $ROUNDS rounds"
 start=$(date +%s)
 for ((round = 1; round <= ROUNDS; round++)); do
 	# Rotate the order each round, and reverse it every other round, so that
@@ -306,7 +578,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		read -r system batch <<< "$item"
 		file=$OUT/raw/${system/:/-}-batch$batch-round$round.json
 		log "round $round of $ROUNDS: $system, batch $batch"
-		run_one "$system" "$batch" "$file"
+		if [[ $MODE == r3 ]]; then
+			run_one_r3 "$system" "$batch" "$file"
+		else
+			run_one "$system" "$batch" "$file"
+		fi
 		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, errors %d" % (r["events_per_second"], l["p50"], l["p99"], r["errors"]))' "$file" >&2
 	done
 done
@@ -321,7 +597,34 @@ log "all runs took $(($(date +%s) - start)) s"
 	echo "Versions: $versions"
 	echo "Load: $PRODUCERS producers, $EVENT_BYTES-byte events, $KEYS keys, batches of ${BATCHES// /, }; $DURATION measured after $WARMUP warm-up; median of $ROUNDS rounds"
 	echo
-	"$tmp/bin/bench-table" --summary "$OUT/summary.json" "$OUT"/raw/*.json
+	if [[ $MODE == r1 ]]; then
+		"$tmp/bin/bench-table" --summary "$OUT/summary.json" "$OUT"/raw/*.json
+	else
+		# Two tables: the peers at BATCHES, and the snapshots experiment.
+		peers=() snaps=()
+		for f in "$OUT"/raw/*.json; do
+			name=${f##*/}
+			batch=${name##*-batch}
+			batch=${batch%%-*}
+			if [[ $name != herald-sync-* && " $BATCHES " == *" $batch "* ]]; then
+				peers+=("$f")
+			fi
+			if [[ ($name == herald-sync-* || $name == herald-[0-9]*) && " $SNAPSHOT_BATCHES " == *" $batch "* ]]; then
+				snaps+=("$f")
+			fi
+		done
+		echo "herald: three nodes, --snapshot-entries $SNAPSHOT_ENTRIES; NATS: three servers, R3 stream; RabbitMQ: three nodes, quorum queue of 3 members; producers take the three nodes in turn"
+		echo
+		if ((${#peers[@]})); then
+			"$tmp/bin/bench-table" --targets r3 --summary "$OUT/summary.json" "${peers[@]}"
+			echo
+		fi
+		if ((${#snaps[@]})); then
+			echo "Snapshots: herald R3 with --sync-snapshots vs background (async) snapshots, a snapshot every $SNAPSHOT_ENTRIES entries per shard, batches of ${SNAPSHOT_BATCHES// /, }"
+			echo
+			"$tmp/bin/bench-table" --targets snapshots --summary "$OUT/snapshots-summary.json" "${snaps[@]}"
+		fi
+	fi
 } > "$OUT/table.md"
 cat "$OUT/table.md"
 log "results in $OUT (table.md, summary.json, raw/); plots: python3 scripts/plot-bench.py $OUT/summary.json"

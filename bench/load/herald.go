@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"time"
 
 	"herald/client"
 )
@@ -64,6 +65,23 @@ func PrepareHeraldTopic(ctx context.Context, c *client.Client, name string, attr
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	return t, nil
+}
+
+// WaitForTopic waits until the topic name is known through c, or ctx
+// ends: on a cluster's other nodes, a topic just created through one node
+// appears once they have applied its creation.
+func WaitForTopic(ctx context.Context, c *client.Client, name string) error {
+	for {
+		_, err := c.GetTopic(ctx, name)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s did not appear through every node: %w", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // RunHerald runs the load cfg against topic t through c, and labels the

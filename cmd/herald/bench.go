@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -117,6 +119,9 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if err != nil {
 		return g.explain(err)
 	}
+	if err := waitForTopic(ctx, clients[1:], t.Name); err != nil {
+		return g.explain(err)
+	}
 	res, err := load.RunHeraldThrough(ctx, clients, t, p.cfg)
 	if err != nil {
 		return g.explain(err)
@@ -138,6 +143,20 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 		}
 	}
 	return writeBenchResult(cmd, g, p.results, res)
+}
+
+// waitForTopic waits, for up to 30 seconds, until the topic is known
+// through each of the other nodes cs, which apply its creation a moment
+// after the node it was created through.
+func waitForTopic(ctx context.Context, cs []*client.Client, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, c := range cs {
+		if err := load.WaitForTopic(ctx, c, topic); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeBenchResult prints v for people or as JSON, and writes its JSON to
