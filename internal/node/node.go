@@ -227,7 +227,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.handleMembershipCalls(cfg.Transport)
 		cfg.Transport.Start(h)
 	}
-	n.rejoin = n.rejoining(ctx, epoch)
+	// A joining node is new to the cluster, not one that lost its data:
+	// its replicas join as learners, which do not vote anyway.
+	if !cfg.Join {
+		n.rejoin = n.rejoining(ctx, epoch)
+	}
 	ctrlVoters := cfg.Members
 	if cfg.Join && epoch == 1 {
 		if ctrlVoters, err = n.joinCluster(ctx); err != nil {
