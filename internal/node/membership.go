@@ -539,14 +539,19 @@ func (b *balancer) followPlacement(ctx context.Context, group uint64, m host.Mem
 			return true, h.ChangeMembership(ctx, group, host.AddLearner, id)
 		}
 	}
+	catchingUp := false
 	for _, id := range m.Learners {
-		if !slices.Contains(want, id) {
+		switch {
+		case !slices.Contains(want, id):
 			return true, h.ChangeMembership(ctx, group, host.RemoveMember, id)
-		}
-		if m.CaughtUp(id) {
+		case m.CaughtUp(id):
 			return true, h.ChangeMembership(ctx, group, host.AddVoter, id)
+		default:
+			catchingUp = true
 		}
-		return true, nil // catching up
+	}
+	if catchingUp {
+		return true, nil
 	}
 	for _, id := range m.Voters {
 		if !slices.Contains(want, id) {
