@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"herald/client"
 )
@@ -62,4 +63,42 @@ func TestE2EClusterNodeWithoutAReplicaServes(t *testing.T) {
 		t.Errorf("events came from %d shards, want 4", len(all))
 	}
 	checkConsumedOnce(t, all, acked)
+}
+
+// TestE2EIdleClusterFailsOver: idle shard groups quiesce (no heartbeats);
+// when a node dies while they sleep, the others notice through the
+// node-level liveness checks and the shards it led elect new leaders.
+func TestE2EIdleClusterFailsOver(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	var acked []published
+	seq := make(map[string]int)
+	publish := func(through int) {
+		t.Helper()
+		for k := range 6 {
+			key := fmt.Sprint("k", k)
+			ids, err := c.client(through).Publish(ctx, "orders", client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq[key])})
+			if err != nil {
+				t.Fatalf("publish %s through node %d: %v", key, through+1, err)
+			}
+			acked = append(acked, published{key: key, seq: seq[key], id: ids[0]})
+			seq[key]++
+		}
+	}
+	publish(0)
+	// Idle for longer than a group waits before it quiesces (two
+	// election timeouts): the scenario is a cluster that sleeps.
+	time.Sleep(4 * time.Second)
+	c.nodes[0].kill()
+	start := time.Now()
+	publish(1)
+	t.Logf("first publishes to every shard after killing node 1 in an idle cluster took %v", time.Since(start).Round(time.Millisecond))
+	byShard, unreadable := drainTopic(t, c.client(2), "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
 }

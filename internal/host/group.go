@@ -96,6 +96,11 @@ type group struct {
 	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
 	readdRemoved  map[uint64]bool  // nodes removed for a re-add and not yet added back
 
+	// Quiescence (quiesce.go). Loop fields, but quiescedNow.
+	quiesced    bool
+	quiescedNow atomic.Bool
+	idleTicks   int
+
 	// Background calls of the group (re-add requests), owned by it.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -258,12 +263,16 @@ func (g *group) run() {
 			g.shutdown(ErrClosed)
 			return
 		case p := <-g.propc:
+			g.wake(true)
 			g.proposeOne(p)
 		case <-g.tickc:
-			g.rn.Tick()
-			g.expireForwarded()
-			g.askReadd()
+			g.tick()
 		case m := <-g.recvc:
+			if isQuiesce(m) {
+				g.quiesceFollower(m)
+				break
+			}
+			g.received(m)
 			if m.GetType() == pb.MsgSnap {
 				g.stepSnapshot(m)
 			} else {
@@ -272,6 +281,7 @@ func (g *group) run() {
 		case s := <-g.stagedc:
 			g.stagedDone(s)
 		case r := <-g.reportc:
+			g.wake(true)
 			g.applyReport(r)
 		case fn := <-g.viewc:
 			fn()
@@ -340,6 +350,7 @@ func (g *group) handleReady() error {
 		return nil
 	}
 	rd := g.rn.Ready()
+	g.readyActivity(len(rd.Entries), rd.Messages)
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		if err := g.installSnapshot(rd.Snapshot); err != nil {
 			return err
@@ -749,6 +760,7 @@ func (g *group) status() Status {
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
 		Rebuilding: g.rebuildingNow.Load(),
+		Quiesced:   g.quiescedNow.Load(),
 	}
 	select {
 	case <-g.done:

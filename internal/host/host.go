@@ -89,6 +89,11 @@ type Config struct {
 	Logger           *slog.Logger  // slog.Default()
 	FS               vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
 	BootID           string        // the machine's: identifies this boot for log recovery
+	// PeerAlive says whether a node answers the node-level liveness
+	// checks; a follower whose leader's node does not wakes from
+	// quiescence. nil counts no peer alive: only groups of this node alone
+	// quiesce.
+	PeerAlive func(node uint64) bool
 	// Registerer receives the host's metrics (fsync and snapshot
 	// durations); nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -443,7 +448,9 @@ type Status struct {
 	// Rebuilding means the replica was rebuilt empty and has not caught
 	// up with a leader yet (see rebuild.go).
 	Rebuilding bool
-	Err        error // set when the group stopped on a storage failure
+	// Quiesced means the group is idle and does not tick (see quiesce.go).
+	Quiesced bool
+	Err      error // set when the group stopped on a storage failure
 }
 
 // Leader returns the node that leads a group as this node knows it (0

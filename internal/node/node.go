@@ -151,6 +151,7 @@ type Node struct {
 	endpointFailed   chan struct{} // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64        // see bootEpochFile
 	rejoin           bool          // the node lost its data and rejoins its cluster (see rejoining)
+	live             *liveness     // which members answer (see liveness.go)
 	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
 
 	stop      chan struct{}
@@ -194,8 +195,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		Logger:          cfg.Logger,
 		Registerer:      cfg.Registerer,
 	}
+	live := newLiveness()
 	if cfg.Transport != nil {
 		hc.Transport = cfg.Transport
+		hc.PeerAlive = live.alive
 	}
 	h, err := host.New(hc)
 	if err != nil {
@@ -215,6 +218,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		stop:           make(chan struct{}),
 
 		bootEpoch: epoch,
+		live:      live,
 	}
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
@@ -259,6 +263,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.superviseDispatchers(leadership) })
 	n.wg.Go(n.balance)
+	n.wg.Go(n.checkLiveness)
 	return n, nil
 }
 
