@@ -317,4 +317,95 @@ func TestE2EAddAFourthNode(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("%d acknowledged events were not consumed through node 4", len(want))
 	}
+
+	// And out again: its replicas move back to the other three.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	r := runCLI(wctx, "", "--server", "http://"+c.addrs[1], "cluster", "remove", "4", "--wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "node 4 holds no replica and has left the cluster") {
+		t.Fatalf("cluster remove 4 --wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st = waitStatus(t, c.client(0), "three nodes lead their preferred shards", ledByPreferred)
+	if len(st.Nodes) != 3 {
+		t.Errorf("nodes after removing node 4: %+v", st.Nodes)
+	}
+	for _, s := range st.Shards {
+		if len(s.Replicas) != 3 || slices.ContainsFunc(s.Replicas, func(r client.ClusterReplica) bool { return r.Node == 4 }) {
+			t.Errorf("shard %s on %+v after removing node 4", s.Name, s.Replicas)
+		}
+	}
+	if _, err := c.client(2).Publish(ctx, "after", client.Event{Key: "k", Payload: []byte("z")}); err != nil {
+		t.Errorf("publish after node 4 left: %v", err)
+	}
+}
+
+// TestE2EDrainSurvivesALeaderCrash SIGKILLs the leader of a shard whose
+// replica is moving off a draining node, half way, and restarts it: the
+// drain carries on from where the placement and the group's configuration
+// say it is, and loses no event.
+func TestE2EDrainSurvivesALeaderCrash(t *testing.T) {
+	c := startClusterOf(t, 4)
+	ctx := context.Background()
+	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "4"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c.client(0), "every shard is led by its preferred leader", ledByPreferred)
+	var acked []string
+	for i := range 40 {
+		ids, err := c.client(i%4).Publish(ctx, "orders", client.Event{Key: fmt.Sprint("k", i), Payload: fmt.Appendf(nil, "e%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, ids...)
+	}
+	if err := c.client(0).RemoveNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	var moving client.ClusterShard
+	waitStatus(t, c.client(0), "a replica is moving: a shard has four replicas", func(st *client.ClusterStatus) bool {
+		for _, s := range st.Shards {
+			if len(s.Replicas) == 4 && s.Leader != 0 && s.Leader != 4 {
+				moving = s
+				return true
+			}
+		}
+		return false
+	})
+	victim := int(moving.Leader) - 1
+	t.Logf("killing node %d, the leader of %s, while its replicas are %+v", moving.Leader, moving.Name, moving.Replicas)
+	c.nodes[victim].kill()
+	var err error
+	if c.nodes[victim], err = c.tryStart(victim); err != nil {
+		t.Fatalf("restart node %d: %v", moving.Leader, err)
+	}
+
+	other := (victim + 1) % 3 // a node that stays, not the one restarted
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	r := runCLI(wctx, "", "--server", "http://"+c.addrs[other], "cluster", "remove", "4", "--wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "has left the cluster") {
+		t.Fatalf("cluster remove 4 --wait after the crash: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st := waitStatus(t, c.client(other), "every shard is led by its preferred leader without node 4", ledByPreferred)
+	for _, s := range st.Shards {
+		if len(s.Replicas) != 3 || slices.ContainsFunc(s.Replicas, func(r client.ClusterReplica) bool { return r.Node == 4 }) {
+			t.Errorf("shard %s on %+v after the drain, want three replicas, none on node 4", s.Name, s.Replicas)
+		}
+	}
+	c.nodes[3].kill()
+	byShard, unreadable := drainTopic(t, c.client(other), "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	got := map[string]bool{}
+	for _, ds := range byShard {
+		for _, d := range ds {
+			got[d.ID] = true
+		}
+	}
+	for _, id := range acked {
+		if !got[id] {
+			t.Errorf("acknowledged event %s is missing after the drain", id)
+		}
+	}
 }
