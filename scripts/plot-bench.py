@@ -67,12 +67,17 @@ def load_results(paths):
 def name_of(r):
     """A short name for a setting."""
     system, label = r["system"], r.get("label", "")
+    replicas = (r.get("settings") or {}).get("replicas", "1")
     if system == "herald":
         name = "herald " + label
     elif system == "nats-jetstream":
         name = "JetStream always" if r["fsync_before_ack"] else "JetStream default"
+        if replicas != "1":
+            name = name.replace("JetStream", f"JetStream R{replicas}")
     elif system == "rabbitmq":
         name = "RabbitMQ quorum"
+        if replicas != "1":
+            name += f", {replicas} members"
     else:
         name = f"{system} {label}".strip()
     if not r["fsync_before_ack"]:
