@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -427,18 +428,21 @@ func (n *Node) balance() {
 	})
 	t := time.NewTicker(n.cfg.BalanceInterval)
 	defer t.Stop()
+	settled := make(map[uint64][]uint64)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n.balanceOnce(ctx)
+		n.balanceOnce(ctx, settled)
 	}
 }
 
 // balanceOnce makes at most one change per shard this node leads.
-func (n *Node) balanceOnce(ctx context.Context) {
+// settled, kept from one check to the next, holds the groups found led by
+// their preferred leader (this node) with the placement's configuration.
+func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	n.mu.RLock()
 	members := n.members
 	var led []*shardRuntime
@@ -457,12 +461,17 @@ func (n *Node) balanceOnce(ctx context.Context) {
 	}
 	n.mu.RUnlock()
 	slices.SortFunc(led, func(a, b *shardRuntime) int { return cmp.Compare(a.group, b.group) })
-	b := balancer{n: n, draining: drainingSet(members), load: load}
+	b := balancer{n: n, draining: drainingSet(members), load: load, settled: settled}
 	for _, m := range members {
 		if !m.Draining {
 			b.placeable = append(b.placeable, m.ID)
 		}
 	}
+	hosted := make(map[uint64]bool, len(led))
+	for _, s := range led {
+		hosted[s.group] = true
+	}
+	maps.DeleteFunc(settled, func(group uint64, _ []uint64) bool { return !hosted[group] })
 	for _, s := range led {
 		if leader, err := n.host.Leader(s.group); err != nil || leader != n.cfg.NodeID {
 			continue
@@ -485,15 +494,31 @@ type balancer struct {
 	draining  map[uint64]bool
 	placeable []uint64       // members that take new replicas
 	load      map[uint64]int // replicas placed on each node
+	// settled are the groups this node led, as their preferred leader,
+	// with the placement's configuration, when last checked: by group,
+	// the placement then.
+	settled map[uint64][]uint64
 }
 
 func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
 	n, self := b.n, b.n.cfg.NodeID
+	want := s.replicas
+	// Most checks find nothing to do: the preferred leader leads, and the
+	// group's configuration was seen to match this placement. They skip
+	// asking the group's loop.
+	settled := len(b.draining) == 0 && preferredLeader(want, b.draining) == self
+	if settled && slices.Equal(b.settled[s.group], want) {
+		return nil
+	}
 	m, err := n.host.Membership(ctx, s.group)
 	if err != nil || m.LastIndex == 0 { // not (or no longer) the leader
 		return err
 	}
-	want := s.replicas
+	if settled && len(m.Learners) == 0 && slices.Equal(m.Voters, slices.Sorted(slices.Values(want))) {
+		b.settled[s.group] = want
+		return nil
+	}
+	delete(b.settled, s.group)
 	// A draining leader, or one the placement dropped, hands over first.
 	if b.draining[self] || !slices.Contains(want, self) {
 		return b.handOver(ctx, s.group, m, want)
