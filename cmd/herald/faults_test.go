@@ -93,6 +93,7 @@ func runFaults(t *testing.T, short ...string) {
 		t.Fatal(err)
 	}
 	h := history.New()
+	t.Logf("the history begins at %s (the nodes' logs are in UTC)", time.Now().UTC().Format("15:04:05.000"))
 	nem := &nemesis{t: t, c: c, p: newProber(c, h), rnd: rand.New(rand.NewPCG(seed, seed))}
 	if err := nem.p.serving(time.Minute); err != nil {
 		t.Fatal(err)
@@ -374,6 +375,13 @@ func (n *nemesis) partitionLeader(s int, how cutOff) {
 func (n *nemesis) wipeAndRejoin() {
 	w := n.rnd.IntN(n.c.n)
 	what := fmt.Sprintf("wipe node %d's data directory", w+1)
+	// First large events: the log grows, and fetches carry megabytes and
+	// take long, which widens the windows in which concurrent fetches and
+	// acks race (that found a bug: an acknowledged event handed out again,
+	// after its key's next one).
+	filled := time.Now()
+	n.p.fill(0, 24<<20)
+	n.t.Logf("%s: first 24 MiB of 256 KiB events into shard 0, in %v", what, time.Since(filled).Round(time.Millisecond))
 	n.t.Log(what)
 	led := n.ledBy(w)
 	start := time.Now()

@@ -252,6 +252,33 @@ func (p *prober) probe(s, i int) error {
 	return err
 }
 
+// fill publishes padded events of 256 KiB to shard s through the running
+// nodes in turn until bytes of them were acknowledged.
+func (p *prober) fill(s, bytes int) {
+	const size = 256 << 10
+	p.mu[s].Lock()
+	defer p.mu[s].Unlock()
+	var cl []*client.Client
+	for i := range p.c.n {
+		cl = append(cl, client.New("http://"+p.c.addrs[i], client.WithTimeout(10*time.Second)))
+	}
+	for r, written := 0, 0; written < bytes; r++ {
+		i := r % p.c.n
+		if !p.c.up(i) {
+			continue
+		}
+		key, seq := p.keys[s], p.seq[s]
+		p.seq[s]++
+		ids, err := cl[i].Publish(context.Background(), faultTopic, client.Event{Key: key, Payload: history.PaddedPayload(key, seq, size)})
+		rec := history.Publish{Key: key, Seq: seq, Node: i + 1, Outcome: outcomeOf(err), Err: err}
+		if err == nil {
+			rec.ID = ids[0]
+			written += size
+		}
+		p.h.Published(rec)
+	}
+}
+
 // untilWrites probes shard s through the nodes in through, in turn, until
 // one probe succeeds, and returns when it did. It gives up at deadline.
 func (p *prober) untilWrites(s int, through []int, deadline time.Time) (time.Time, error) {

@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Result is what Check found.
@@ -97,7 +98,8 @@ func (h *History) Check() Result {
 		}
 		idOf[ks] = d.ID
 
-		if seen[d.ID] {
+		dup := seen[d.ID]
+		if dup {
 			r.Duplicates++
 			if at, acked := h.acked[d.ID]; acked && at < d.fetched {
 				r.violate("event %s (key %s seq %d) was handed out again through node %d after its ack had been confirmed", d.ID, key, seq, d.Node)
@@ -108,7 +110,12 @@ func (h *History) Check() Result {
 		if last, ok := maxSeq[key]; ok && seq < last {
 			if p.Outcome == OK {
 				r.Reordered++
-				r.violate("key %s: event %s (seq %d) came after seq %d", key, d.ID, seq, last)
+				again := "for the first time"
+				if dup {
+					again = "again"
+				}
+				r.violate("key %s: event %s (seq %d) came after seq %d, %s, through node %d, %v after the history began",
+					key, d.ID, seq, last, again, d.Node, d.at.Round(time.Millisecond))
 			} else {
 				r.UnknownLate++
 			}

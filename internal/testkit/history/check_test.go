@@ -123,7 +123,7 @@ func TestReorderOfAcknowledgedPublishes(t *testing.T) {
 	if r.Reordered != 1 {
 		t.Errorf("Reordered = %d, want 1", r.Reordered)
 	}
-	wantViolation(t, r, "key a: event t/0/0 (seq 0) came after seq 1")
+	wantViolation(t, r, "key a: event t/0/0 (seq 0) came after seq 1, for the first time, through node 1")
 }
 
 // A publish whose outcome is unknown may be committed late, after the
@@ -196,4 +196,18 @@ func TestTestBugPublishingOneSequenceTwice(t *testing.T) {
 	ok(h, "a", 0, "t/0/0")
 	ok(h, "a", 0, "t/0/1")
 	wantViolation(t, h.Check(), "the test published key a seq 0 twice")
+}
+
+func TestPaddedPayloads(t *testing.T) {
+	h := New()
+	ok(h, "a", 0, "t/0/0")
+	p := PaddedPayload("a", 0, 1000)
+	if len(p) != 1000 {
+		t.Fatalf("PaddedPayload is %d bytes, want 1000", len(p))
+	}
+	h.Delivered(h.Now(), Delivery{ID: "t/0/0", Key: "a", Payload: p})
+	wantClean(t, h.Check())
+	if got := PaddedPayload("a", 12, 1); string(got) != "a 12 " {
+		t.Errorf("PaddedPayload shorter than its text: %q", got)
+	}
 }

@@ -15,10 +15,12 @@
 package history
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Outcome is what a publish call returned.
@@ -72,6 +74,7 @@ type Delivery struct {
 // concurrent use.
 type History struct {
 	mu         sync.Mutex
+	began      time.Time
 	now        Tick
 	publishes  []Publish
 	deliveries []delivery
@@ -84,10 +87,13 @@ type delivery struct {
 	Delivery
 	fetched  Tick // when the fetch that handed it out started
 	received Tick // when the fetch returned it
+	// at is how long after the history began it was received: for
+	// messages only, to line a violation up with the nodes' logs.
+	at time.Duration
 }
 
 // New returns an empty History.
-func New() *History { return &History{acked: make(map[string]Tick)} }
+func New() *History { return &History{began: time.Now(), acked: make(map[string]Tick)} }
 
 // Now returns the current Tick. Take it right before a fetch starts and
 // pass it to Delivered.
@@ -117,7 +123,7 @@ func (h *History) Delivered(fetched Tick, ds ...Delivery) {
 	defer h.mu.Unlock()
 	received := h.tick()
 	for _, d := range ds {
-		h.deliveries = append(h.deliveries, delivery{Delivery: d, fetched: fetched, received: received})
+		h.deliveries = append(h.deliveries, delivery{Delivery: d, fetched: fetched, received: received, at: time.Since(h.began)})
 	}
 }
 
@@ -141,14 +147,24 @@ func (h *History) Acked(ids []string, err error) {
 // Payload is the payload of the event with key's sequence number seq.
 func Payload(key string, seq int) []byte { return fmt.Appendf(nil, "%s %d", key, seq) }
 
-func parsePayload(p []byte) (key string, seq int, err error) {
-	key, n, ok := strings.Cut(string(p), " ")
-	if !ok {
-		return "", 0, fmt.Errorf("payload %q is not \"KEY SEQ\"", p)
+// PaddedPayload is Payload padded to size bytes (when shorter), for tests
+// that need the log to grow.
+func PaddedPayload(key string, seq, size int) []byte {
+	p := fmt.Appendf(nil, "%s %d ", key, seq)
+	if n := size - len(p); n > 0 {
+		p = append(p, bytes.Repeat([]byte{'.'}, n)...)
 	}
-	seq, err = strconv.Atoi(n)
-	if err != nil {
-		return "", 0, fmt.Errorf("payload %q is not \"KEY SEQ\": %w", p, err)
+	return p
+}
+
+func parsePayload(p []byte) (key string, seq int, err error) {
+	key, rest, ok := strings.Cut(string(p), " ")
+	n, _, _ := strings.Cut(rest, " ") // a padded payload goes on
+	if ok {
+		seq, err = strconv.Atoi(n)
+	}
+	if !ok || err != nil {
+		return "", 0, fmt.Errorf("payload %q is not \"KEY SEQ\"", p[:min(len(p), 64)])
 	}
 	return key, seq, nil
 }
