@@ -283,6 +283,16 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 	if len(pending) == 0 {
 		return nil, nil
 	}
+	// pending was read before t.mu was held. Since then, an ack or another
+	// fetch with a newer view may have dropped the lease of an event
+	// acknowledged meanwhile; leasing it again would hand a consumer an
+	// acknowledged event, after its key's next one. Leases are dropped
+	// only once the ack is applied, so a view taken now sees every such
+	// ack.
+	acked, err := n.ackedNow(ctx, s, pending)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	blocked := make(map[string]bool) // keys with an earlier event still out
 	var out []Delivery
@@ -290,7 +300,7 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 		if len(out) >= max {
 			break
 		}
-		if blocked[p.Event.Key] {
+		if blocked[p.Event.Key] || acked[p.Offset] {
 			continue
 		}
 		blocked[p.Event.Key] = true
@@ -305,6 +315,24 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 		})
 	}
 	return out, nil
+}
+
+// ackedNow returns which of pending are acknowledged (or dead-lettered)
+// in the shard's state as it is now.
+func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, error) {
+	acked := make(map[uint64]bool)
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		m := sm.(*shard.Machine)
+		for _, p := range pending {
+			if m.IsAcked(p.Offset) {
+				acked[p.Offset] = true
+			}
+		}
+	})
+	if err != nil {
+		return nil, n.hostError(s.name, err)
+	}
+	return acked, nil
 }
 
 // Ack marks events done. Ids of events already acknowledged are accepted
