@@ -239,6 +239,9 @@ func (h *Host) tick() {
 		case <-t.C:
 			h.mu.RLock()
 			for _, g := range h.groups {
+				if g.quiescedNow.Load() && g.isLeader.Load() {
+					continue // a quiesced leader has nothing to time; only work wakes it
+				}
 				select {
 				case g.tickc <- struct{}{}:
 				default: // the group is busy; a missed tick only delays timeouts
