@@ -110,38 +110,7 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
-	got := make(map[string]client.Delivery)
-	last := make(map[string]int)
-	for _, ds := range byShard {
-		for _, d := range ds {
-			if _, dup := got[d.ID]; dup {
-				t.Errorf("event %s delivered twice", d.ID)
-			}
-			got[d.ID] = d
-			var key string
-			var n int
-			if _, err := fmt.Sscanf(string(d.Payload), "%s %d", &key, &n); err != nil {
-				t.Fatalf("event %s has payload %q", d.ID, d.Payload)
-			}
-			if prev, ok := last[key]; ok && n <= prev {
-				t.Errorf("key %s: event %d came after %d", key, n, prev)
-			}
-			last[key] = n
-		}
-	}
-	for _, a := range acked {
-		d, ok := got[a.id]
-		if !ok {
-			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.id, a.key, a.seq)
-			continue
-		}
-		if want := fmt.Sprintf("%s %d", a.key, a.seq); string(d.Payload) != want {
-			t.Errorf("event %s has payload %q, want %q", a.id, d.Payload, want)
-		}
-	}
-	if len(got) != len(acked) {
-		t.Errorf("consumed %d events, published %d", len(got), len(acked))
-	}
+	checkConsumedOnce(t, byShard, acked)
 }
 
 // TestClusterNodeRefusesUnauthenticatedPeersOffLoopback: with tokens, a
