@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,20 +18,9 @@ func TestE2EClusterNodeWithoutAReplicaServes(t *testing.T) {
 	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "4"}); err != nil {
 		t.Fatal(err)
 	}
-	var acked []published
-	seq := make(map[string]int)
-	for r := range 4 {
-		for k := range 12 {
-			key := fmt.Sprint("k", k)
-			i := (r + k) % 4
-			ids, err := c.client(i).Publish(ctx, "orders", client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq[key])})
-			if err != nil {
-				t.Fatalf("publish %s through node %d: %v", key, i+1, err)
-			}
-			acked = append(acked, published{key: key, seq: seq[key], id: ids[0]})
-			seq[key]++
-		}
-	}
+	p := newKeyedPublisher(c, "orders")
+	p.publish(t, 4, 12, 0, 1, 2, 3)
+	acked := p.acked
 	all := make(map[int][]client.Delivery)
 	for i := range 4 {
 		// Each node consumes a share; whatever it fetches and acks is gone
@@ -74,20 +62,8 @@ func TestE2EIdleClusterFailsOver(t *testing.T) {
 	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "3"}); err != nil {
 		t.Fatal(err)
 	}
-	var acked []published
-	seq := make(map[string]int)
-	publish := func(through int) {
-		t.Helper()
-		for k := range 6 {
-			key := fmt.Sprint("k", k)
-			ids, err := c.client(through).Publish(ctx, "orders", client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq[key])})
-			if err != nil {
-				t.Fatalf("publish %s through node %d: %v", key, through+1, err)
-			}
-			acked = append(acked, published{key: key, seq: seq[key], id: ids[0]})
-			seq[key]++
-		}
-	}
+	p := newKeyedPublisher(c, "orders")
+	publish := func(through int) { t.Helper(); p.publish(t, 1, 6, through) }
 	publish(0)
 	// Idle for longer than a group waits before it quiesces (two
 	// election timeouts): the scenario is a cluster that sleeps.
@@ -100,5 +76,5 @@ func TestE2EIdleClusterFailsOver(t *testing.T) {
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
-	checkConsumedOnce(t, byShard, acked)
+	checkConsumedOnce(t, byShard, p.acked)
 }

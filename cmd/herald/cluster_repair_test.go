@@ -24,23 +24,8 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "3"}); err != nil {
 		t.Fatal(err)
 	}
-	var acked []published
-	seq := make(map[string]int)
-	publish := func(through ...int) {
-		t.Helper()
-		for r := range 5 {
-			for k := range 6 {
-				key := fmt.Sprint("k", k)
-				i := through[(r+k)%len(through)]
-				ids, err := c.client(i).Publish(ctx, "orders", client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq[key])})
-				if err != nil {
-					t.Fatalf("publish %s %d through node %d: %v", key, seq[key], i+1, err)
-				}
-				acked = append(acked, published{key: key, seq: seq[key], id: ids[0]})
-				seq[key]++
-			}
-		}
-	}
+	p := newKeyedPublisher(c, "orders")
+	publish := func(through ...int) { t.Helper(); p.publish(t, 5, 6, through...) }
 	publish(0, 1, 2)
 
 	c.nodes[2].kill()
@@ -81,7 +66,7 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
-	checkConsumedOnce(t, byShard, acked)
+	checkConsumedOnce(t, byShard, p.acked)
 }
 
 // shardFile is the path of name in the directory of shard in dataDir.

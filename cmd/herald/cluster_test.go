@@ -63,6 +63,37 @@ func (c *cluster) client(i int) *client.Client {
 	return client.New("http://"+c.addrs[i], client.WithPublishRetries(20))
 }
 
+// keyedPublisher publishes numbered events per key to a topic through
+// the nodes of a cluster and records what was acknowledged.
+type keyedPublisher struct {
+	c     *cluster
+	topic string
+	seq   map[string]int
+	acked []published
+}
+
+func newKeyedPublisher(c *cluster, topic string) *keyedPublisher {
+	return &keyedPublisher{c: c, topic: topic, seq: make(map[string]int)}
+}
+
+// publish sends rounds × keys events, one request each, spreading the
+// keys over the nodes through; each event's payload is "key seq".
+func (p *keyedPublisher) publish(t *testing.T, rounds, keys int, through ...int) {
+	t.Helper()
+	for r := range rounds {
+		for k := range keys {
+			key := fmt.Sprint("k", k)
+			i := through[(r+k)%len(through)]
+			ids, err := p.c.client(i).Publish(context.Background(), p.topic, client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, p.seq[key])})
+			if err != nil {
+				t.Fatalf("publish %s %d through node %d: %v", key, p.seq[key], i+1, err)
+			}
+			p.acked = append(p.acked, published{key: key, seq: p.seq[key], id: ids[0]})
+			p.seq[key]++
+		}
+	}
+}
+
 // TestE2EClusterSurvivesANodeKill runs three nodes, publishes through
 // every node, SIGKILLs node 1 (the preferred leader of one of the three
 // shards), publishes through the other two, restarts node 1, publishes
@@ -75,23 +106,8 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	const keys, perPhase = 6, 10
-	var acked []published
-	seq := make(map[string]int)
-	publish := func(through ...int) {
-		t.Helper()
-		for r := range perPhase {
-			for k := range keys {
-				key := fmt.Sprint("k", k)
-				i := through[(r+k)%len(through)]
-				ids, err := c.client(i).Publish(ctx, "orders", client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq[key])})
-				if err != nil {
-					t.Fatalf("publish %s %d through node %d: %v", key, seq[key], i+1, err)
-				}
-				acked = append(acked, published{key: key, seq: seq[key], id: ids[0]})
-				seq[key]++
-			}
-		}
-	}
+	p := newKeyedPublisher(c, "orders")
+	publish := func(through ...int) { t.Helper(); p.publish(t, perPhase, keys, through...) }
 	publish(0, 1, 2)
 
 	c.nodes[0].kill()
@@ -110,7 +126,7 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
-	checkConsumedOnce(t, byShard, acked)
+	checkConsumedOnce(t, byShard, p.acked)
 }
 
 // TestClusterNodeRefusesUnauthenticatedPeersOffLoopback: with tokens, a
