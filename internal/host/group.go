@@ -31,6 +31,9 @@ type proposal struct {
 type waiter struct {
 	result chan any
 	since  time.Time // when the proposal was made
+	// term is the raft term in which the group took the proposal; 0
+	// while it still waits in propc.
+	term uint64
 }
 
 // report is what the transport says of messages a group sent.
@@ -329,6 +332,9 @@ func (g *group) drainProposals() {
 
 func (g *group) proposeOne(p proposal) {
 	err := g.rn.Propose(p.data)
+	if err == nil {
+		g.markProposed(p.id)
+	}
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if g.rn.BasicStatus().Lead == raft.None {
 			err = ErrNoLeader
@@ -406,8 +412,11 @@ func (g *group) handleReady() error {
 		g.checkCaughtUp()
 		if changed {
 			// What was proposed under the old leader may be lost or may
-			// yet commit: its proposers must not wait to find out.
-			g.failWaiters(func(waiter) bool { return true })
+			// yet commit: its proposers must not wait to find out. What
+			// this replica took as the new leader is in its log and
+			// commits as usual.
+			term := g.rn.BasicStatus().GetTerm()
+			g.failWaiters(func(w waiter) bool { return w.term != 0 && (!leads || w.term < term) })
 			g.h.leaders.notify(g.id)
 		}
 	}
@@ -691,6 +700,17 @@ func (g *group) deliver(id uint64, result any) {
 	}
 }
 
+// markProposed records the term in which raft took proposal id.
+func (g *group) markProposed(id uint64) {
+	term := g.rn.BasicStatus().GetTerm()
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	if w, ok := g.waiters[id]; ok {
+		w.term = term
+		g.waiters[id] = w
+	}
+}
+
 // failWaiters answers the waiting proposers that match with
 // ErrOutcomeUnknown.
 func (g *group) failWaiters(match func(waiter) bool) {
@@ -714,7 +734,7 @@ func (g *group) expireForwarded() {
 	}
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	now := time.Now()
-	g.failWaiters(func(w waiter) bool { return now.Sub(w.since) > limit })
+	g.failWaiters(func(w waiter) bool { return w.term != 0 && now.Sub(w.since) > limit })
 }
 
 // shutdown fails every waiting proposer with err.

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	raft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"log/slog"
 	"os"
@@ -389,5 +392,90 @@ func TestDeferredSnapshotEncodingRestores(t *testing.T) {
 	cmds := machineState(t, h2, 1)
 	if len(cmds) != 200 || cmds[199] != fmt.Sprintf("entry-%03d-%s", 199, make([]byte, 40)) {
 		t.Fatalf("restored %d commands from a deferred snapshot, want 200", len(cmds))
+	}
+}
+
+// Proposals queued when a replica wins an election are taken by the new
+// leader before it processes its own election; they are in its log and
+// must be answered with their results, not with ErrOutcomeUnknown.
+func TestProposalsTakenByANewLeaderAreAnswered(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.ElectionTicks = 100_000 })
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, h, 1, func(s Status) bool { return s.IsLeader })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A heartbeat of a later term from a node that is not a member makes
+	// the leader step down and follow it.
+	err := h.onLoop(ctx, 1, func(g *group) error {
+		term := g.rn.BasicStatus().GetTerm()
+		return g.rn.Step(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(term + 1)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, h, 1, func(s Status) bool { return !s.IsLeader })
+
+	// The group's only voter campaigns. Raft counts its own vote once the
+	// Ready that persists it is done, so the replica leads from then on,
+	// but the Ready that says so is the next one.
+	if err := h.onLoop(ctx, 1, func(g *group) error { return g.rn.Campaign() }); err != nil {
+		t.Fatal(err)
+	}
+	// Once raft says the replica leads, the loop holds still until every
+	// proposal waits in its queue; the next Ready then takes them together
+	// with the news of the election.
+	const proposers = 8
+	held := make(chan error, 1)
+	holding := make(chan struct{})
+	go func() {
+		for {
+			leads := false
+			err := h.onLoop(ctx, 1, func(g *group) error {
+				if leads = g.rn.BasicStatus().RaftState == raft.StateLeader; !leads {
+					return nil
+				}
+				close(holding)
+				for len(g.propc) < proposers {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					time.Sleep(time.Millisecond)
+				}
+				return nil
+			})
+			if leads || err != nil {
+				held <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-holding:
+	case err := <-held:
+		t.Fatalf("the replica never led: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, proposers)
+	for p := range proposers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.Propose(ctx, 1, []byte(fmt.Sprint("p", p))); err != nil {
+				errs <- fmt.Errorf("proposer %d: %w", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := len(machineState(t, h, 1)); got != proposers {
+		t.Errorf("the group applied %d proposals, want %d", got, proposers)
 	}
 }
