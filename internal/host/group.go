@@ -135,7 +135,7 @@ type snapResult struct {
 // gc.Rejoin) is marked as rebuilding first.
 func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	dir := groupDir(&h.cfg, gc)
-	st, err := raftstore.Open(dir, h.storageOptions())
+	st, err := raftstore.Open(dir, h.storageOptions(gc.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -425,8 +425,11 @@ func (g *group) handleReady() error {
 }
 
 func (g *group) sync() error {
-	g.h.fsync <- struct{}{}
-	defer func() { <-g.h.fsync }()
+	if g.h.wal == nil {
+		// Each group syncs its own files: bound how many at once.
+		g.h.fsync <- struct{}{}
+		defer func() { <-g.h.fsync }()
+	}
 	start := time.Now()
 	err := g.storage.Sync()
 	g.h.observeFsync(time.Since(start))

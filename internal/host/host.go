@@ -30,6 +30,7 @@ import (
 
 	"herald/internal/raftstore"
 	"herald/internal/vfs"
+	"herald/internal/wal"
 )
 
 // StateMachine is what a group replicates. All methods are called from the
@@ -73,15 +74,22 @@ type Transport interface {
 
 // Config configures a Host. Zero values take the defaults shown.
 type Config struct {
-	NodeID           uint64        // 1
-	Dir              string        // required: see GroupConfig.Dir for the layout
-	TickInterval     time.Duration // 100ms
-	ElectionTicks    int           // 10
-	HeartbeatTicks   int           // 1
-	SnapshotEntries  uint64        // DefaultSnapshotEntries applied entries since the last snapshot
-	SnapshotBytes    int64         // 64 MiB of entries since the last snapshot
-	SyncSnapshots    bool          // write snapshots on the apply loop (for comparison benchmarks)
-	SegmentSize      int64         // log segment size; 0 is the log's default
+	NodeID          uint64        // 1
+	Dir             string        // required: see GroupConfig.Dir for the layout
+	TickInterval    time.Duration // 100ms
+	ElectionTicks   int           // 10
+	HeartbeatTicks  int           // 1
+	SnapshotEntries uint64        // DefaultSnapshotEntries applied entries since the last snapshot
+	SnapshotBytes   int64         // 64 MiB of entries since the last snapshot
+	SyncSnapshots   bool          // write snapshots on the apply loop (for comparison benchmarks)
+	SegmentSize     int64         // log segment size; 0 is the log's default
+	// PerGroupSync gives each group its own fdatasync, as before the
+	// node's write-ahead log existed (for comparison benchmarks). By
+	// default every group appends to one WAL in Dir/wal as well, and one
+	// fdatasync of it makes every group's appends durable.
+	PerGroupSync bool
+	// WALSegmentSize is the size of each WAL file; 0 is the log's default.
+	WALSegmentSize   int64
 	FsyncParallelism int           // 64 concurrent fdatasyncs across groups
 	BootParallelism  int           // 8 groups opened at once by AddGroups
 	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
@@ -186,7 +194,8 @@ var (
 // Host runs Raft groups.
 type Host struct {
 	cfg     Config
-	fsync   chan struct{} // semaphore bounding concurrent fdatasyncs
+	fsync   chan struct{} // semaphore bounding concurrent fdatasyncs of groups' own logs
+	wal     *wal.WAL      // the node's write-ahead log; nil with PerGroupSync
 	nextID  atomic.Uint64 // proposal ids; random start so ids from before a restart never match
 	stats   Stats
 	metrics *metrics
@@ -221,9 +230,87 @@ func New(cfg Config) (*Host, error) {
 		stopTicker: make(chan struct{}),
 		tickerDone: make(chan struct{}),
 	}
+	if !cfg.PerGroupSync {
+		h.wal, err = wal.Open(filepath.Join(cfg.Dir, walDir), wal.Options{
+			SegmentSize: cfg.WALSegmentSize, FS: cfg.FS, BootID: cfg.BootID, Logger: cfg.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.replayWAL()
+	}
 	h.nextID.Store(rand.Uint64() >> 1)
 	go h.tick()
 	return h, nil
+}
+
+// walDir, under Config.Dir, holds the node's write-ahead log.
+const walDir = "wal"
+
+// replayWAL replays what the WAL holds into the groups in groupsDir, so
+// that their logs are whole before anything opens them: each group's
+// storage is opened, which replays and flushes, and closed. A group that
+// fails to open is logged here and fails again, named, when it is added.
+// Groups with a Dir of their own take theirs when they are added, before
+// Booted.
+func (h *Host) replayWAL() {
+	pending := h.wal.RecoveredGroups()
+	if len(pending) == 0 {
+		return
+	}
+	dirs := h.groupDirs()
+	var eg errgroup.Group
+	eg.SetLimit(h.cfg.BootParallelism)
+	for _, id := range pending {
+		dir, ok := dirs[id]
+		if !ok {
+			continue
+		}
+		eg.Go(func() error {
+			st, err := raftstore.Open(dir, h.storageOptions(id))
+			if err == nil {
+				err = st.Close()
+			}
+			if err != nil {
+				h.cfg.Logger.Error("replay the write-ahead log into a group", "group", id, "dir", dir, "err", err)
+			}
+			return nil
+		})
+	}
+	eg.Wait()
+}
+
+// groupDirs maps the ids of the groups in groupsDir to their directories.
+func (h *Host) groupDirs() map[uint64]string {
+	dir := filepath.Join(h.cfg.Dir, groupsDir)
+	names, err := h.cfg.FS.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	dirs := make(map[uint64]string, len(names))
+	for _, name := range names {
+		if id, ok := groupDirID(name); ok && !strings.HasSuffix(name, damagedSuffix) {
+			dirs[id] = filepath.Join(dir, name)
+		}
+	}
+	return dirs
+}
+
+// groupDirID parses the group id a directory in groupsDir is named after.
+func groupDirID(name string) (uint64, bool) {
+	idStr, _, ok := strings.Cut(name, "-")
+	id, err := strconv.ParseUint(idStr, 10, 64)
+	return id, ok && err == nil
+}
+
+// Booted says that every group with a Dir of its own that this node had
+// before it restarted has been added (AddGroup), failed or not: the WAL
+// may now drop what it held for groups that no longer exist here, and
+// delete the files holding it.
+func (h *Host) Booted() {
+	if h.wal != nil {
+		h.wal.Booted()
+	}
 }
 
 // tick drives every group's logical clock from one timer: a ticker per
@@ -503,6 +590,11 @@ func (h *Host) Close() error {
 		wg.Go(g.stop)
 	}
 	wg.Wait()
+	if h.wal != nil {
+		if err := h.wal.Close(); err != nil {
+			return fmt.Errorf("close host: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -534,9 +626,8 @@ func (h *Host) SweepGroupDirs(keep func(id uint64) bool) error {
 		return fmt.Errorf("list group directories: %w", err)
 	}
 	for _, name := range names {
-		idStr, _, ok := strings.Cut(name, "-")
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if !ok || err != nil || keep(id) {
+		id, ok := groupDirID(name)
+		if !ok || keep(id) {
 			continue
 		}
 		h.mu.RLock()
@@ -552,8 +643,8 @@ func (h *Host) SweepGroupDirs(keep func(id uint64) bool) error {
 	return nil
 }
 
-func (h *Host) storageOptions() raftstore.Options {
-	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID}
+func (h *Host) storageOptions(group uint64) raftstore.Options {
+	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID, WAL: h.wal, Group: group}
 }
 
 // groupFailed reports whether the group stopped on a failure.

@@ -67,6 +67,13 @@
 //     since it was written. After a clean close, or a process crash in
 //     the same boot, the page cache kept every write, so it is damage.
 //
+// A log whose unsynced records are also held by another log that replays
+// them (Options.UnsyncedElsewhere: a shard's log under the node's WAL) is
+// synced rarely, so a power loss can leave any part of a long unsynced
+// tail; there, after a possible power loss, the last segment is cut at its
+// first bad record whatever follows, and CutFrom tells the caller where,
+// to check that the other log holds everything from there on.
+//
 // Damage is a *CorruptionError naming the file and byte offset; a bad
 // record in any other segment is always damage. Two limits, written down
 // rather than hidden: after a power loss, a bit flipped in the newest

@@ -44,6 +44,14 @@ type Options struct {
 	// kernel's (vfs.BootID). Recovery compares it with the boot that last
 	// wrote the log to know whether a power loss can have torn a write.
 	BootID string
+
+	// UnsyncedElsewhere says that every record not yet synced here is also
+	// held, synced, by another log that replays it (the node's WAL). Then
+	// a power loss may leave any part of the unsynced tail, not only its
+	// end: recovery cuts the last segment at its first bad record even
+	// when valid records follow, and CutFrom says where, for the caller
+	// to check that the other log holds everything from there on.
+	UnsyncedElsewhere bool
 }
 
 // Log is the record log of one shard.
@@ -61,6 +69,8 @@ type Log struct {
 	state   logState // as last written to the state file; guarded by wmu
 	stateOK bool     // state was read or written
 	noTear  string   // why recovery found no write can have been torn; "" if one can
+	covered bool     // Options.UnsyncedElsewhere
+	cutFrom uint64   // index of the first record recovery cut; 0 if none
 
 	// Test hooks, set before the log is shared.
 	writeAt   func(f vfs.File, b []byte, off int64) (int, error)
@@ -135,6 +145,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		dirf:      dirf,
 		segSize:   segSize,
 		bootID:    bootID,
+		covered:   opts.UnsyncedElsewhere,
 		writeAt:   vfs.File.WriteAt,
 		fsyncFile: vfs.File.SyncData,
 	}
@@ -210,7 +221,7 @@ func (l *Log) recover() error {
 		if err != nil {
 			return fmt.Errorf("open segment %s: %w", path, err)
 		}
-		s, t, err := scanSegment(f, path, base, i == len(bases)-1, l.noTear)
+		s, t, err := scanSegment(f, path, base, i == len(bases)-1, l.noTear, l.covered)
 		if err != nil {
 			f.Close()
 			return err
@@ -234,6 +245,7 @@ func (l *Log) recover() error {
 	// Only now that everything checked out, cut away a torn tail.
 	if torn >= 0 {
 		s := l.segs[len(l.segs)-1]
+		l.cutFrom = s.next()
 		if err := s.f.Truncate(torn); err != nil {
 			return fmt.Errorf("open segment %s: truncate torn tail at offset %d: %w", s.path, torn, err)
 		}
@@ -865,6 +877,10 @@ func (l *Log) Segments() int {
 	defer l.mu.RUnlock()
 	return len(l.segs)
 }
+
+// CutFrom returns the index of the first record that recovery cut from
+// the end of the log as a torn write, and whether it cut any.
+func (l *Log) CutFrom() (uint64, bool) { return l.cutFrom, l.cutFrom != 0 }
 
 // SyncCount returns the number of fdatasync calls the log has made on
 // segment files. Directory fsyncs are not counted.

@@ -147,7 +147,7 @@ func (s *segment) read(out []Record, lo, hi uint64) ([]Record, error) {
 //
 // A torn record's offset is returned for the caller to cut; damage is a
 // *CorruptionError naming the file and offset. The file is not modified.
-func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string) (s *segment, torn int64, err error) {
+func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string, covered bool) (s *segment, torn int64, err error) {
 	size, err := f.Size()
 	if err != nil {
 		return nil, 0, fmt.Errorf("stat segment %s: %w", path, err)
@@ -210,7 +210,7 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string)
 				continue
 			}
 		}
-		if err := classifyBad(f, path, off, size, s.next(), last, pastEOF, reason, noTear); err != nil {
+		if err := classifyBad(f, path, off, size, s.next(), last, pastEOF, reason, noTear, covered); err != nil {
 			return nil, 0, err
 		}
 		s.size = off
@@ -223,9 +223,12 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string)
 // classifyBad decides whether the bad record at off, which should hold
 // index want, is a torn write (nil) or damage (a *CorruptionError); see
 // scanSegment for the rules.
-func classifyBad(f vfs.File, path string, off, size int64, want uint64, last, pastEOF bool, reason, noTear string) error {
+func classifyBad(f vfs.File, path string, off, size int64, want uint64, last, pastEOF bool, reason, noTear string, covered bool) error {
 	if !last {
 		return corruptf(path, off, "%s (not the last segment, so this is not a torn write)", reason)
+	}
+	if covered && noTear == "" {
+		return nil // another log holds the unsynced tail; the caller checks it covers the cut
 	}
 	rest := make([]byte, size-off)
 	if _, err := f.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {

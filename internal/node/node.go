@@ -249,6 +249,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
 	}
+	// The shards replayed the write-ahead log when the host opened; the
+	// controller, in a directory of its own, has now too.
+	h.Booted()
 	if err := n.waitControllerCaughtUp(ctx); err != nil {
 		h.Close()
 		return nil, err

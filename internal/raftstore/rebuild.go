@@ -19,8 +19,13 @@ const (
 	rebuildingMagic = "HRSB"
 )
 
-// MarkRebuilding durably records that the replica is being rebuilt.
+// MarkRebuilding durably records that the replica is being rebuilt. The
+// replica starts from nothing: what the node's WAL still holds of the
+// group from before is not replayed into it.
 func (s *Storage) MarkRebuilding() error {
+	if err := s.barrier(); err != nil {
+		return err
+	}
 	if err := vfs.WriteFileAtomic(s.fs, s.dir, rebuildingFile, vfs.Frame(rebuildingMagic, nil)); err != nil {
 		return fmt.Errorf("mark %s as rebuilding: %w", s.dir, err)
 	}

@@ -96,6 +96,9 @@ func (s *Storage) InstallSnapshotWithLog(snap *pb.Snapshot, sl *StagedLog) error
 	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
+	if err := s.barrier(); err != nil {
+		return err
+	}
 	if err := s.writeInstall(md); err != nil {
 		return err
 	}

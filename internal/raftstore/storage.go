@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -28,6 +29,7 @@ import (
 
 	hlog "herald/internal/log"
 	"herald/internal/vfs"
+	"herald/internal/wal"
 )
 
 const (
@@ -54,6 +56,12 @@ type Options struct {
 	CacheBytes  int    // bound of the recent-entry cache; 0 means DefaultCacheBytes
 	FS          vfs.FS // nil means vfs.OS
 	BootID      string // passed to the log; "" means the machine's
+	// WAL, if set, is the node's write-ahead log, shared by every group:
+	// appends go to it as well, Sync syncs it instead of the group's own
+	// log, and the WAL's checkpoints flush the group's log later. Group
+	// is the group's id in it.
+	WAL   *wal.WAL
+	Group uint64
 }
 
 // Storage is the durable state of one Raft group. It is safe for use by the
@@ -62,6 +70,10 @@ type Storage struct {
 	fs         vfs.FS
 	dir        string
 	logOptions hlog.Options
+	wal        *wal.WAL // nil: the group's own log is synced on every Sync
+	group      uint64
+	// closedClean is set once Close has synced and closed the log.
+	closedClean atomic.Bool
 	// log is replaced, under mu, when a snapshot install swaps in a
 	// staged log; readers outside the group's goroutine take it under mu.
 	log *hlog.Log
@@ -98,14 +110,19 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err := recoverStagedLog(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
 	}
-	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID}
+	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil}
 	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{fs: fsys, dir: dir, logOptions: logOpts, log: l, cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+	s := &Storage{fs: fsys, dir: dir, logOptions: logOpts, log: l, wal: opts.WAL, group: opts.Group,
+		cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
 	if s.cacheLimit <= 0 {
 		s.cacheLimit = DefaultCacheBytes
+	}
+	if err := s.replay(); err != nil {
+		l.Close()
+		return nil, err
 	}
 	if err := s.load(); err != nil {
 		l.Close()
@@ -335,6 +352,13 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 	if err := s.log.Append(recs); err != nil {
 		return err
 	}
+	// The WAL record follows the write to the group's log, so that a
+	// checkpoint that covers the record flushes the write too.
+	if s.wal != nil {
+		if err := s.wal.Append(s.group, recs, s); err != nil {
+			return err
+		}
+	}
 	s.cacheAppend(ents)
 	return nil
 }
@@ -385,8 +409,26 @@ func (s *Storage) SetApplied(index uint64) {
 	s.mu.Unlock()
 }
 
-// Sync makes every appended entry durable (one fdatasync for all of them).
-func (s *Storage) Sync() error { return s.Log().Sync() }
+// Sync makes every appended entry durable: one fdatasync of the node's
+// WAL, shared with every other group syncing at the time, or of the
+// group's own log when there is no WAL.
+func (s *Storage) Sync() error {
+	if s.wal != nil {
+		return s.wal.Sync()
+	}
+	return s.Log().Sync()
+}
+
+// Flush makes every appended entry durable in the group's own log: what
+// a WAL checkpoint does before it deletes the WAL files holding them.
+// After a clean Close, which synced the log, there is nothing to do.
+func (s *Storage) Flush() error {
+	err := s.Log().Sync()
+	if errors.Is(err, hlog.ErrClosed) && s.closedClean.Load() {
+		return nil
+	}
+	return err
+}
 
 // SetHardState records hs. The file is rewritten only when the term or
 // vote changed, or when force is set; a newer commit index alone is kept in
@@ -454,6 +496,9 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	md := snap.GetMetadata()
+	if err := s.barrier(); err != nil {
+		return err
+	}
 	if err := s.writeInstall(md); err != nil {
 		return err
 	}
@@ -537,8 +582,18 @@ func (s *Storage) Log() *hlog.Log {
 	return s.log
 }
 
-// Close closes the log.
-func (s *Storage) Close() error { return s.Log().Close() }
+// Close closes the log, which syncs it: the WAL's later checkpoints need
+// not flush it.
+func (s *Storage) Close() error {
+	err := s.Log().Close()
+	if err == nil {
+		s.closedClean.Store(true)
+		if s.wal != nil {
+			s.wal.Forget(s.group)
+		}
+	}
+	return err
+}
 
 func raftError(err error) error {
 	switch {

@@ -1,0 +1,440 @@
+// Package wal is a node's write-ahead log: every Raft group on the node
+// appends its entries to it, so that one fdatasync makes the appends of all
+// groups durable, however many groups there are.
+//
+// A group writes each batch of entries twice: to its own segment log
+// (internal/log), where it is read back by index and deleted by whole
+// segments, and to the WAL. Only the WAL is synced on the hot path; a
+// group's segment log is synced later, off the critical path, by a
+// checkpoint, after which the WAL files that the checkpoint covers are
+// deleted. At open, what the WAL holds is handed back to each group
+// (Recovered), which replays it over its segment log.
+//
+// The WAL is itself a record log of internal/log, with its crash safety:
+// every record is checksummed, and only a record that cannot have been
+// acknowledged (a torn write the log can prove torn) is cut at recovery;
+// anything else is a *log.CorruptionError naming the file and offset. A
+// record is one operation of one group, in the order the group did it:
+//
+//   - entries: a run of consecutive Raft entries, appended at their
+//     index (overwriting a conflicting tail, as the segment log does);
+//   - barrier: everything the group wrote before it is durable in the
+//     group's own files, which are about to change destructively (a
+//     snapshot replacing the log); replay starts after the last barrier.
+//   - flushed: a checkpoint (or a clean close) made every record up to
+//     the one it names durable in the groups' own files; replay skips
+//     them. Its group is 0.
+//
+// Record data: group (8 bytes, little endian), then for entries the index
+// of the first entry (uvarint) and, per entry, its term (uvarint), type (1
+// byte), data length (uvarint) and data; for flushed, the index of the
+// last record it covers (8 bytes).
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	hlog "herald/internal/log"
+	"herald/internal/vfs"
+)
+
+// The kinds of record, kept in the log record's Type.
+const (
+	kindEntries uint8 = 1
+	kindBarrier uint8 = 2
+	kindFlushed uint8 = 3
+)
+
+// walTerm is the term of every WAL record: the WAL's own log has no terms.
+const walTerm = 1
+
+// Options configure a WAL.
+type Options struct {
+	SegmentSize int64  // size of each WAL file; 0 means the log's default (64 MiB)
+	FS          vfs.FS // nil means vfs.OS
+	BootID      string // the machine's boot, for torn-write recovery; "" means the kernel's
+	// CheckpointInterval bounds how long appended entries stay in the WAL
+	// only; 0 means 10 s. A checkpoint also runs whenever a WAL file fills.
+	CheckpointInterval time.Duration
+	Logger             *slog.Logger // slog.Default()
+}
+
+// Flusher is a group's own storage: Flush makes everything the group has
+// appended durable in its segment log.
+type Flusher interface {
+	Flush() error
+}
+
+// Op is one recovered operation of a group: a run of consecutive entries
+// appended at the first one's index.
+type Op struct {
+	Entries []hlog.Record
+	at      uint64 // the WAL record's index
+}
+
+// WAL is a node's write-ahead log. It is safe for concurrent use.
+type WAL struct {
+	log      *hlog.Log
+	segSize  int64
+	interval time.Duration
+	logger   *slog.Logger
+
+	mu        sync.Mutex
+	next      uint64             // index of the next record
+	dirty     map[uint64]Flusher // groups with entries that only the WAL holds
+	sinceCkpt int64              // bytes appended since the last checkpoint started
+	recovered map[uint64][]Op    // what Open found, by group, until taken
+	booted    bool               // unclaimed recovered ops were dropped; checkpoints may delete
+	wbuf      []byte
+
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	closing bool // Close has begun
+	closed  bool // no more appends
+}
+
+// Open opens (creating if needed) the WAL in dir and reads what it holds,
+// to be taken by each group with Recovered. Checkpoints delete nothing
+// until Booted says that every group that will claim its entries has.
+func Open(dir string, opts Options) (*WAL, error) {
+	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID})
+	if err != nil {
+		return nil, fmt.Errorf("open the node's write-ahead log: %w", err)
+	}
+	w := &WAL{
+		log:       l,
+		segSize:   opts.SegmentSize,
+		interval:  opts.CheckpointInterval,
+		logger:    opts.Logger,
+		next:      l.LastIndex() + 1,
+		dirty:     make(map[uint64]Flusher),
+		recovered: make(map[uint64][]Op),
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if w.segSize <= 0 {
+		w.segSize = hlog.DefaultSegmentSize
+	}
+	if w.interval <= 0 {
+		w.interval = 10 * time.Second
+	}
+	if w.logger == nil {
+		w.logger = slog.Default()
+	}
+	if err := w.read(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	go w.run()
+	return w, nil
+}
+
+// read decodes every record into w.recovered.
+func (w *WAL) read() error {
+	const chunk = 16 << 20
+	for lo, last := w.log.FirstIndex(), w.log.LastIndex(); lo <= last; {
+		recs, err := w.log.Entries(lo, last+1, chunk)
+		if err != nil {
+			return fmt.Errorf("read the node's write-ahead log at record %d: %w", lo, err)
+		}
+		for _, r := range recs {
+			if err := w.recover(r); err != nil {
+				return fmt.Errorf("the node's write-ahead log in %s is damaged at record %d: %w; restore the node's data directory from a backup, or, in a cluster, wipe it so the node is rebuilt from its peers",
+					w.log.Dir(), r.Index, err)
+			}
+		}
+		lo = recs[len(recs)-1].Index + 1
+	}
+	return nil
+}
+
+func (w *WAL) recover(r hlog.Record) error {
+	if len(r.Data) < 8 {
+		return fmt.Errorf("record of %d bytes has no group", len(r.Data))
+	}
+	group := binary.LittleEndian.Uint64(r.Data)
+	switch r.Type {
+	case kindFlushed:
+		if len(r.Data) != 16 {
+			return fmt.Errorf("flushed record of %d bytes", len(r.Data))
+		}
+		w.dropFlushed(binary.LittleEndian.Uint64(r.Data[8:]))
+		return nil
+	case kindBarrier:
+		w.recovered[group] = nil
+		return nil
+	case kindEntries:
+		ents, err := decodeEntries(r.Data[8:])
+		if err != nil {
+			return err
+		}
+		w.recovered[group] = append(w.recovered[group], Op{Entries: ents, at: r.Index})
+		return nil
+	}
+	return fmt.Errorf("unknown record kind %d", r.Type)
+}
+
+// dropFlushed forgets the recovered operations of records up to covered.
+func (w *WAL) dropFlushed(covered uint64) {
+	for group, ops := range w.recovered {
+		i := 0
+		for i < len(ops) && ops[i].at <= covered {
+			i++
+		}
+		if i == len(ops) {
+			delete(w.recovered, group)
+		} else {
+			w.recovered[group] = ops[i:]
+		}
+	}
+}
+
+// Recovered returns, once, what the WAL held for group when it was opened,
+// after the group's last barrier, in order. The group replays it over its
+// segment log and makes that durable (Flush) before it appends anything.
+func (w *WAL) Recovered(group uint64) []Op {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ops := w.recovered[group]
+	delete(w.recovered, group)
+	return ops
+}
+
+// RecoveredGroups lists the groups with recovered operations not yet
+// taken.
+func (w *WAL) RecoveredGroups() []uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]uint64, 0, len(w.recovered))
+	for id, ops := range w.recovered {
+		if len(ops) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Booted says that every group that had entries in the WAL has opened and
+// taken them (Recovered): what is left belongs to groups that no longer
+// exist on the node, and checkpoints may now delete the WAL files that
+// hold it.
+func (w *WAL) Booted() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.recovered = nil
+	w.booted = true
+}
+
+// Append records ents, consecutive entries of group appended to its
+// segment log, which f flushes. They are durable once Sync returns.
+func (w *WAL) Append(group uint64, ents []hlog.Record, f Flusher) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wbuf = encodeEntries(w.wbuf[:0], group, ents)
+	if err := w.appendLocked(kindEntries, w.wbuf); err != nil {
+		return fmt.Errorf("append %d entries of group %d at index %d: %w", len(ents), group, ents[0].Index, err)
+	}
+	w.dirty[group] = f
+	return nil
+}
+
+// Barrier durably records that everything group wrote so far is durable
+// in its own files, which the caller has flushed: replay of the group
+// starts after it. The caller is about to replace the group's log (a
+// snapshot install), after which replaying older entries would bring back
+// a tail the snapshot removed.
+func (w *WAL) Barrier(group uint64) error {
+	w.mu.Lock()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], group)
+	err := w.appendLocked(kindBarrier, b[:])
+	delete(w.dirty, group)
+	w.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("write a barrier for group %d: %w", group, err)
+	}
+	return w.Sync()
+}
+
+// Forget drops group from the groups the next checkpoint flushes: its
+// storage has flushed and closed.
+func (w *WAL) Forget(group uint64) {
+	w.mu.Lock()
+	delete(w.dirty, group)
+	w.mu.Unlock()
+}
+
+func (w *WAL) appendLocked(kind uint8, data []byte) error {
+	if w.closed {
+		return hlog.ErrClosed
+	}
+	if err := w.log.Append([]hlog.Record{{Index: w.next, Term: walTerm, Type: kind, Data: data}}); err != nil {
+		return err
+	}
+	w.next++
+	w.sinceCkpt += int64(len(data))
+	if w.sinceCkpt >= w.segSize {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Sync makes every record appended before the call durable. Concurrent
+// calls share one fdatasync (group commit).
+func (w *WAL) Sync() error {
+	if err := w.log.Sync(); err != nil {
+		return fmt.Errorf("sync the node's write-ahead log: %w", err)
+	}
+	return nil
+}
+
+// SyncCount is the number of fdatasyncs the WAL has made.
+func (w *WAL) SyncCount() uint64 { return w.log.SyncCount() }
+
+// Files is the number of WAL files on disk.
+func (w *WAL) Files() int { return w.log.Segments() }
+
+// run checkpoints when a WAL file has filled and every interval.
+func (w *WAL) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		case <-t.C:
+		}
+		if err := w.Checkpoint(); err != nil {
+			w.logger.Error("write-ahead log checkpoint failed; its files are kept and it is retried", "err", err)
+		}
+	}
+}
+
+// Checkpoint flushes every group whose entries only the WAL holds, then
+// deletes the WAL files all of whose records it covered. Until Booted, it
+// flushes but deletes nothing.
+func (w *WAL) Checkpoint() error {
+	w.mu.Lock()
+	covered := w.next - 1
+	dirty := w.dirty
+	w.dirty = make(map[uint64]Flusher, len(dirty))
+	w.sinceCkpt = 0
+	booted := w.booted
+	w.mu.Unlock()
+
+	var errs []error
+	for group, f := range dirty {
+		if err := f.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("flush group %d: %w", group, err))
+			w.mu.Lock()
+			if _, again := w.dirty[group]; !again {
+				w.dirty[group] = f
+			}
+			w.mu.Unlock()
+		}
+	}
+	// Before Booted, recovered operations may not be replayed yet: they
+	// are durable nowhere else, so nothing is marked or deleted.
+	if len(errs) > 0 || !booted || covered == 0 {
+		return errors.Join(errs...)
+	}
+	if err := w.markFlushed(covered); err != nil {
+		return err
+	}
+	if _, err := w.log.DeletePrefix(covered + 1); err != nil {
+		return fmt.Errorf("delete checkpointed write-ahead log files: %w", err)
+	}
+	return nil
+}
+
+// markFlushed records that every record up to covered is durable in the
+// groups' own files, so that a restart does not replay them. It needs no
+// sync of its own: without it, a restart replays more than it must.
+func (w *WAL) markFlushed(covered uint64) error {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[8:], covered)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.appendLocked(kindFlushed, b[:]); err != nil {
+		return fmt.Errorf("mark the write-ahead log flushed up to record %d: %w", covered, err)
+	}
+	return nil
+}
+
+// Close stops checkpoints and closes the WAL, syncing it. The groups'
+// storages close first: each flushes its own segment log.
+func (w *WAL) Close() error {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return hlog.ErrClosed
+	}
+	w.closing = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	// A clean close leaves nothing to replay, unless a group could not
+	// flush (its storage failed): then its entries stay for the restart.
+	ckptErr := w.Checkpoint()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	return errors.Join(ckptErr, w.log.Close())
+}
+
+func encodeEntries(dst []byte, group uint64, ents []hlog.Record) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, group)
+	dst = binary.AppendUvarint(dst, ents[0].Index)
+	for _, e := range ents {
+		dst = binary.AppendUvarint(dst, e.Term)
+		dst = append(dst, e.Type)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
+		dst = append(dst, e.Data...)
+	}
+	return dst
+}
+
+// decodeEntries decodes what encodeEntries wrote after the group. The
+// records' Data share b.
+func decodeEntries(b []byte) ([]hlog.Record, error) {
+	index, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, errors.New("entries record has no first index")
+	}
+	b = b[n:]
+	var ents []hlog.Record
+	for len(b) > 0 {
+		term, n := binary.Uvarint(b)
+		if n <= 0 || len(b) < n+1 {
+			return nil, fmt.Errorf("entry %d has a bad term", index)
+		}
+		typ := b[n]
+		b = b[n+1:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < size {
+			return nil, fmt.Errorf("entry %d has a bad length", index)
+		}
+		ents = append(ents, hlog.Record{Index: index, Term: term, Type: typ, Data: b[n : n+int(size)]})
+		b = b[n+int(size):]
+		index++
+	}
+	if len(ents) == 0 {
+		return nil, errors.New("entries record holds no entry")
+	}
+	return ents, nil
+}
