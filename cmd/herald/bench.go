@@ -32,7 +32,7 @@ acknowledgement. The same load generator drives the peer clients under bench/
 (NATS JetStream, RabbitMQ), so their figures compare directly.`,
 		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s`,
 	}
-	cmd.AddCommand(newBenchPublishCommand(g))
+	cmd.AddCommand(newBenchPublishCommand(g), newBenchShardsCommand(g))
 	return cmd
 }
 

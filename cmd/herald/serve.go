@@ -64,6 +64,8 @@ type serveConfig struct {
 	PushCADir           string        `yaml:"push_ca_dir"`
 	DedupWindow         time.Duration `yaml:"dedup_window"`
 	SNSZonegroup        string        `yaml:"sns_zonegroup"`
+	BootParallelism     int           `yaml:"boot_parallelism"`
+	PprofListen         string        `yaml:"pprof_listen"`
 }
 
 // defaultServeConfig is the one place serve's defaults come from: the flags'
@@ -100,7 +102,8 @@ HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
-HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_SNS_ZONEGROUP), then a YAML config file (--config) with the same names in
+HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_SNS_ZONEGROUP, HERALD_BOOT_PARALLELISM,
+HERALD_PPROF_LISTEN), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
 Without --tokens-file, every caller may do everything, so herald then
@@ -151,6 +154,8 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.String("push-ca-dir", d.PushCADir, "directory that a topic's tls_ca_file must be in (empty: no topic may name a CA file)")
 	f.Duration("dedup-window", d.DedupWindow, "how long a published event's dedup_id is remembered: a repeat within it returns the first event's id")
 	f.String("sns-zonegroup", d.SNSZonegroup, "zonegroup of the SNS-style API's topic ARNs (arn:aws:sns:<zonegroup>::<topic>)")
+	f.Int("boot-parallelism", d.BootParallelism, "shards opened at once when the node starts (0: a number suited to the machine's CPUs)")
+	f.String("pprof-listen", d.PprofListen, "serve Go's profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (empty: off)")
 	return cmd
 }
 
@@ -381,6 +386,11 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		return err
 	}
 	defer sec.reloadOnHangup()()
+	stopPprof, err := startPprof(cfg.PprofListen, logger)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	peers, err := parsePeers(cfg.Peers, cfg.NodeID, sec.peerScheme())
 	if err != nil {
@@ -441,6 +451,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		SyncSnapshots:       cfg.SyncSnapshots,
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DedupWindow:         cfg.DedupWindow,
+		BootParallelism:     cfg.BootParallelism,
 		Logger:              logger,
 		Registerer:          reg,
 		PushGuard:           pushGuard(cfg),

@@ -58,6 +58,7 @@ type Config struct {
 	SnapshotEntries    uint64        // see host.Config
 	SyncSnapshots      bool          // see host.Config
 	SegmentSize        int64         // see host.Config
+	BootParallelism    int           // see host.Config
 	// DeliveryConcurrency bounds a shard's concurrent pushes; events of
 	// one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
@@ -192,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		SnapshotEntries: cfg.SnapshotEntries,
 		SyncSnapshots:   cfg.SyncSnapshots,
 		SegmentSize:     cfg.SegmentSize,
+		BootParallelism: cfg.BootParallelism,
 		Logger:          cfg.Logger,
 		Registerer:      cfg.Registerer,
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseCPUTime(t *testing.T) {
+	// A command name with spaces and parentheses must not shift the fields.
+	stat := "4242 (herald (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 130 0 0 20 0 12 0 100 2000000 5000 18446744073709551615"
+	got, err := parseCPUTime(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3800 * time.Millisecond; got != want { // (250+130) ticks of 10ms
+		t.Errorf("parseCPUTime = %s, want %s", got, want)
+	}
+	for _, bad := range []string{"4242 herald S 1", "4242 (herald) S 1 2 3", "4242 (herald) S 1 4242 4242 0 -1 4194560 1000 0 0 0 x 130 0"} {
+		if _, err := parseCPUTime(bad); err == nil {
+			t.Errorf("parseCPUTime(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	status := "Name:\therald\nVmPeak:\t  900000 kB\nVmRSS:\t  204800 kB\nThreads:\t12\n"
+	got, err := parseVmRSS(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(200 << 20); got != want {
+		t.Errorf("parseVmRSS = %d, want %d", got, want)
+	}
+	for _, bad := range []string{"Name:\therald\n", "VmRSS:\t12 MB\n", "VmRSS:\tlots kB\n"} {
+		if _, err := parseVmRSS(bad); err == nil {
+			t.Errorf("parseVmRSS(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	runs := []shardsRun{
+		{Boot: 3 * time.Second, IdleCPU: 0.3, RSS: 300},
+		{Boot: time.Second, IdleCPU: 0.1, RSS: 100},
+		{Boot: 2 * time.Second, IdleCPU: 0.2, RSS: 200},
+	}
+	if m := medianRun(runs); m.Boot != 2*time.Second || m.IdleCPU != 0.2 || m.RSS != 200 {
+		t.Errorf("median of three = %+v, want the middle run", m)
+	}
+	if m := medianRun(runs[:2]); m.Boot != 2*time.Second || m.RSS != 200 {
+		t.Errorf("median of two = %+v, want their mean", m)
+	}
+}
+
+func TestBenchShardsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "15"}, "multiple of 10"},
+		{[]string{"--shards", "0"}, "multiple of 10"},
+		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--idle-window", "0s"}, "--idle-window"},
+		{[]string{"--settle", "-1s"}, "--settle"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"bench", "shards"}, tc.args...))
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench shards %v: err %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}
