@@ -8,6 +8,8 @@ import (
 	raft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"herald/internal/vfs"
 	"io"
 	"log/slog"
 	"os"
@@ -478,4 +480,63 @@ func TestProposalsTakenByANewLeaderAreAnswered(t *testing.T) {
 	if got := len(machineState(t, h, 1)); got != proposers {
 		t.Errorf("the group applied %d proposals, want %d", got, proposers)
 	}
+}
+
+// Groups persisting at the same moment share one fdatasync of the node's
+// WAL: with sixteen groups each proposing one command at a time, the
+// fdatasyncs made are far fewer than the Readies persisted.
+func TestGroupsShareTheWALsFsyncs(t *testing.T) {
+	// Each fdatasync takes at least a millisecond, as on a fast disk; the
+	// groups that persist meanwhile wait for the next one.
+	slow := slowSyncFS{FS: vfs.OS, delay: time.Millisecond}
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.FS = slow })
+	const groups, each = 16, 40
+	for id := uint64(1); id <= groups; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+		propose(t, h, id, "warm-up")
+	}
+	persisted, walSyncs := h.Stats().Fsyncs.Load(), h.wal.SyncCount()
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= groups; id++ {
+		wg.Go(func() {
+			for i := range each {
+				propose(t, h, id, fmt.Sprint("c", i))
+			}
+		})
+	}
+	wg.Wait()
+	persisted, walSyncs = h.Stats().Fsyncs.Load()-persisted, h.wal.SyncCount()-walSyncs
+	t.Logf("%d Readies persisted with %d WAL fdatasyncs", persisted, walSyncs)
+	if persisted < groups*each {
+		t.Fatalf("only %d Readies persisted for %d proposals made one at a time", persisted, groups*each)
+	}
+	if walSyncs*4 > persisted {
+		t.Fatalf("%d Readies took %d fdatasyncs of the WAL: groups do not share them", persisted, walSyncs)
+	}
+}
+
+// slowSyncFS makes every fdatasync of a file take at least delay longer.
+type slowSyncFS struct {
+	vfs.FS
+	delay time.Duration
+}
+
+func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{File: f, delay: s.delay}, nil
+}
+
+type slowSyncFile struct {
+	vfs.File
+	delay time.Duration
+}
+
+func (f slowSyncFile) SyncData() error {
+	time.Sleep(f.delay)
+	return f.File.SyncData()
 }
