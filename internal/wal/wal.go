@@ -39,6 +39,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	hlog "herald/internal/log"
 	"herald/internal/vfs"
 )
@@ -49,6 +51,10 @@ const (
 	kindBarrier uint8 = 2
 	kindFlushed uint8 = 3
 )
+
+// flushParallelism bounds the groups a checkpoint flushes at once: each
+// flush is an fdatasync, and a disk serves several at a time.
+const flushParallelism = 16
 
 // walTerm is the term of every WAL record: the WAL's own log has no terms.
 const walTerm = 1
@@ -337,17 +343,30 @@ func (w *WAL) Checkpoint() error {
 	booted := w.booted
 	w.mu.Unlock()
 
-	var errs []error
+	var (
+		errMu sync.Mutex
+		errs  []error
+		eg    errgroup.Group
+	)
+	eg.SetLimit(flushParallelism)
 	for group, f := range dirty {
-		if err := f.Flush(); err != nil {
+		eg.Go(func() error {
+			err := f.Flush()
+			if err == nil {
+				return nil
+			}
+			errMu.Lock()
 			errs = append(errs, fmt.Errorf("flush group %d: %w", group, err))
+			errMu.Unlock()
 			w.mu.Lock()
 			if _, again := w.dirty[group]; !again {
 				w.dirty[group] = f
 			}
 			w.mu.Unlock()
-		}
+			return nil
+		})
 	}
+	eg.Wait()
 	// Before Booted, recovered operations may not be replayed yet: they
 	// are durable nowhere else, so nothing is marked or deleted.
 	if len(errs) > 0 || !booted || covered == 0 {
