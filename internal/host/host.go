@@ -237,6 +237,10 @@ func New(cfg Config) (*Host, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := registerWALMetrics(cfg.Registerer, h.wal); err != nil {
+			h.wal.Close()
+			return nil, err
+		}
 		h.replayWAL()
 	}
 	h.nextID.Store(rand.Uint64() >> 1)

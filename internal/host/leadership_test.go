@@ -130,10 +130,17 @@ func TestHostMetricsAreRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fsyncs uint64
+	var walSyncs float64
 	for _, mf := range mfs {
-		if mf.GetName() == "herald_fsync_duration_seconds" {
+		switch mf.GetName() {
+		case "herald_fsync_duration_seconds":
 			fsyncs = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		case "herald_wal_fsyncs_total":
+			walSyncs = mf.GetMetric()[0].GetCounter().GetValue()
 		}
+	}
+	if walSyncs == 0 || walSyncs != float64(h.wal.SyncCount()) {
+		t.Fatalf("herald_wal_fsyncs_total = %v, the WAL made %d fdatasyncs", walSyncs, h.wal.SyncCount())
 	}
 	if fsyncs == 0 || fsyncs != h.Stats().Fsyncs.Load() {
 		t.Fatalf("herald_fsync_duration_seconds counts %d fsyncs, the host made %d", fsyncs, h.Stats().Fsyncs.Load())

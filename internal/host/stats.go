@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"herald/internal/wal"
 )
 
 // Stats are host-wide counters, safe to read at any time.
@@ -33,7 +35,7 @@ var durationBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "herald_fsync_duration_seconds", Help: "Duration of log fdatasyncs (one per group-committed batch).",
+			Name: "herald_fsync_duration_seconds", Help: "Time a group-committed batch waited to become durable: an fdatasync of the node's write-ahead log, which the groups persisting at once share.",
 			Buckets: durationBuckets,
 		}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -50,6 +52,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// registerWALMetrics registers the WAL's series with reg, if not nil.
+func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) error {
+	if reg == nil {
+		return nil
+	}
+	syncs := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "herald_wal_fsyncs_total", Help: "fdatasyncs of the node's write-ahead log; each makes every group's pending appends durable.",
+	}, func() float64 { return float64(w.SyncCount()) })
+	files := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "herald_wal_files", Help: "Files of the node's write-ahead log on disk; checkpoints delete those whose entries are in the shards' own logs.",
+	}, func() float64 { return float64(w.Files()) })
+	for _, c := range []prometheus.Collector{syncs, files} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register write-ahead log metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 func (h *Host) observeFsync(d time.Duration) {
