@@ -43,6 +43,31 @@ func openWALNode(t *testing.T, fs *vfs.MemFS, boot string, groups ...uint64) (*w
 	return n, nil
 }
 
+// newWALGroups opens a node on fs with the given groups, each bootstrapped.
+func newWALGroups(t *testing.T, fs *vfs.MemFS, groups ...uint64) *walNode {
+	t.Helper()
+	n, err := openWALNode(t, fs, "boot-1", groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if err := n.groups[g].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// appendEach appends entries from..to of term 1 one at a time, with data(i).
+func appendEach(t *testing.T, s *Storage, from, to uint64, data func(i uint64) string) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if err := s.Append([]*pb.Entry{entry(i, 1, data(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (n *walNode) dir(g uint64) string { return fmt.Sprintf("/data/shards/%d", g) }
 
 func (n *walNode) close() {
@@ -63,15 +88,7 @@ func (n *walNode) close() {
 func TestWALEntriesSurvivePowerLossWithoutGroupSyncs(t *testing.T) {
 	groups := []uint64{1, 2, 3, 4, 5}
 	fs := vfs.NewMem()
-	n, err := openWALNode(t, fs, "boot-1", groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range groups {
-		if err := n.groups[g].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n := newWALGroups(t, fs, groups...)
 	syncs := n.wal.SyncCount()
 	const perGroup = 200
 	for i := range perGroup {
@@ -130,15 +147,7 @@ func TestWALReplayRepairsTornGroupLogs(t *testing.T) {
 		seed := uint64(trial)
 		t.Run(fmt.Sprint(trial), func(t *testing.T) {
 			fs := vfs.NewMem()
-			n, err := openWALNode(t, fs, "boot-1", 1, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range []uint64{1, 2} {
-				if err := n.groups[g].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			n := newWALGroups(t, fs, 1, 2)
 			rng := rand.New(rand.NewPCG(seed, 7))
 			total := 20 + rng.IntN(200)
 			for i := range total {
@@ -174,19 +183,9 @@ func TestWALReplayRepairsTornGroupLogs(t *testing.T) {
 // come back over the new log at replay.
 func TestWALBarrierKeepsReplacedEntriesOut(t *testing.T) {
 	fs := vfs.NewMem()
-	n, err := openWALNode(t, fs, "boot-1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newWALGroups(t, fs, 1)
 	s := n.groups[1]
-	if err := s.Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(2); i <= 30; i++ {
-		if err := s.Append([]*pb.Entry{entry(i, 1, "old")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEach(t, s, 2, 30, func(uint64) string { return "old" })
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,19 +209,8 @@ func TestWALBarrierKeepsReplacedEntriesOut(t *testing.T) {
 // that nothing can bring back: the group is refused with the log named.
 func TestWALRefusesACutItDoesNotCover(t *testing.T) {
 	fs := vfs.NewMem()
-	n, err := openWALNode(t, fs, "boot-1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := n.groups[1]
-	if err := s.Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(2); i <= 10; i++ {
-		if err := s.Append([]*pb.Entry{entry(i, 1, strings.Repeat("x", 100))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n := newWALGroups(t, fs, 1)
+	appendEach(t, n.groups[1], 2, 10, func(uint64) string { return strings.Repeat("x", 100) })
 	// The checkpoint flushes the group's log and marks the WAL flushed:
 	// the WAL no longer holds these entries for replay.
 	if err := n.wal.Checkpoint(); err != nil {
