@@ -22,6 +22,17 @@ import (
 // takes, so ticks and messages are not starved under load.
 const maxProposalBatch = 4096
 
+// Channel capacities of a group. They are allocated with every group, and
+// a node may run tens of thousands, so they are sized for an idle group,
+// not for load: a proposer that finds propc full waits in the channel's
+// queue, and the loop still takes it in the same batch (a receive moves a
+// waiting sender into the buffer), so batches are not smaller for it.
+// Reports that do not fit are dropped (see Host.report).
+const (
+	proposalQueue = 64
+	reportQueue   = 64
+)
+
 type proposal struct {
 	id   uint64
 	data []byte // envelope: proposal id + command
@@ -166,10 +177,10 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		log:      h.cfg.Logger.With("group", gc.Name),
 		storage:  st,
 		sm:       gc.StateMachine,
-		propc:    make(chan proposal, maxProposalBatch),
+		propc:    make(chan proposal, proposalQueue),
 		tickc:    make(chan struct{}, 1),
 		recvc:    make(chan *pb.Message, 256),
-		reportc:  make(chan report, 1024),
+		reportc:  make(chan report, reportQueue),
 		viewc:    make(chan func()),
 		snapDone: make(chan snapResult, 1),
 		stagedc:  make(chan staged, 1),
