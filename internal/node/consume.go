@@ -232,7 +232,7 @@ func (n *Node) readPending(ctx context.Context, s *shardRuntime, from uint64, li
 	var locs []loc
 	next := from
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := sm.(*shard.Machine)
+		m := machineOf(sm)
 		o := max(from, m.Head())
 		for ; o < m.NextOffset() && len(locs) < limit; o++ {
 			if m.IsAcked(o) { // acknowledged or dead-lettered
@@ -322,7 +322,7 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, error) {
 	acked := make(map[uint64]bool)
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := sm.(*shard.Machine)
+		m := machineOf(sm)
 		for _, p := range pending {
 			if m.IsAcked(p.Offset) {
 				acked[p.Offset] = true

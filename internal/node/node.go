@@ -149,11 +149,12 @@ type Node struct {
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
 	delivery         *deliveryMetrics
-	endpointFailed   chan struct{} // cap 1: a push endpoint failed to open; retry
-	bootEpoch        uint64        // see bootEpochFile
-	rejoin           bool          // the node lost its data and rejoins its cluster (see rejoining)
-	live             *liveness     // which members answer (see liveness.go)
-	nonPersistentSeq atomic.Uint64 // non-persistent events pushed in this epoch
+	endpointFailed   chan struct{}      // cap 1: a push endpoint failed to open; retry
+	bootEpoch        uint64             // see bootEpochFile
+	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
+	live             *liveness          // which members answer (see liveness.go)
+	reserving        *reservationShards // shards holding reservations (see reservations.go)
+	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -221,6 +222,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 		bootEpoch: epoch,
 		live:      live,
+		reserving: newReservationShards(),
 	}
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
@@ -399,7 +401,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 			// controller.Topic.Bootstrap).
 			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
 			toOpen = append(toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
-				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: shard.NewMachine()}))
+				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id)}))
 		}
 	}
 	var toRemove []*shardRuntime

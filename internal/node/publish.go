@@ -241,9 +241,10 @@ func (n *Node) shardOf(topicName string, idx int) (resolvedShard, error) {
 	return resolvedShard{topic: tr, rt: tr.shards[idx], shardCount: len(tr.shards)}, nil
 }
 
-// expireReservations periodically asks every shard this node leads to drop
-// reservations older than the timeout. The cutoff travels in the command,
-// so every replica drops the same ones.
+// expireReservations periodically asks the shards this node leads that
+// hold reservations (see reservations.go) to drop those older than the
+// timeout. The cutoff travels in the command, so every replica drops the
+// same ones.
 func (n *Node) expireReservations() {
 	period := min(n.cfg.ReservationTimeout/4, time.Second)
 	t := time.NewTicker(period)
@@ -254,14 +255,19 @@ func (n *Node) expireReservations() {
 			return
 		case <-t.C:
 		}
+		groups := n.reserving.list()
+		if len(groups) == 0 {
+			continue
+		}
+		var shards []*shardRuntime
 		n.mu.RLock()
-		shards := slices.Collect(func(yield func(*shardRuntime) bool) {
-			for _, s := range n.shards {
-				if s.openErr == nil && !yield(s) {
-					return
-				}
+		for _, g := range groups {
+			if s, ok := n.shards[g]; ok && s.openErr == nil {
+				shards = append(shards, s)
+			} else if !ok {
+				n.reserving.remove(g) // its topic was deleted
 			}
-		})
+		}
 		n.mu.RUnlock()
 		cutoff := time.Now().Add(-n.cfg.ReservationTimeout).UnixNano()
 		for _, s := range shards {
@@ -279,7 +285,10 @@ func (n *Node) expireShard(s *shardRuntime, cutoff int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		oldest, any = sm.(*shard.Machine).OldestReservation()
+		m := sm.(*shardMachine)
+		if oldest, any = m.OldestReservation(); !any {
+			m.untrack()
+		}
 	})
 	if !any || oldest >= cutoff {
 		return

@@ -257,7 +257,7 @@ func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64
 	var dls []shard.DeadLetter
 	wanted := slices.Sorted(maps.Keys(want))
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := sm.(*shard.Machine)
+		m := machineOf(sm)
 		if want == nil {
 			dls = m.DeadLetters(0, max)
 			return

@@ -9,7 +9,6 @@ import (
 
 	"herald/internal/controller"
 	"herald/internal/host"
-	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
@@ -155,7 +154,7 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 		return ss
 	}
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		ss.Stats = QueueStats(sm.(*shard.Machine).Stats())
+		ss.Stats = QueueStats(machineOf(sm).Stats())
 	})
 	if err != nil {
 		ss.Err = err

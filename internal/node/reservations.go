@@ -1,0 +1,93 @@
+package node
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"herald/internal/host"
+	"herald/internal/shard"
+)
+
+// Reservations expire by a command the shard's leader proposes. Few shards
+// hold reservations at any time, so the node keeps the set of those that
+// do, and checks only them: a node with ten thousand shards must not read
+// every one every second to find the few with something to expire.
+
+// shardMachine is a shard's state machine as the node runs it: a
+// shard.Machine that puts its group in the node's set of shards holding
+// reservations when it applies or restores one. Only the group's
+// goroutine calls it (Apply, Restore, and View functions), so tracked
+// needs no lock, and a shard leaves the set (expireShard, in a View) in
+// order with the applies that put it there.
+type shardMachine struct {
+	*shard.Machine
+	group     uint64
+	reserving *reservationShards
+	tracked   bool // the group is in reserving
+}
+
+func (n *Node) newShardMachine(group uint64) *shardMachine {
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving}
+}
+
+// machineOf returns the shard machine a View of a shard's group sees.
+func machineOf(sm host.StateMachine) *shard.Machine { return sm.(*shardMachine).Machine }
+
+func (m *shardMachine) Apply(index uint64, data []byte) any {
+	r := m.Machine.Apply(index, data)
+	m.track()
+	return r
+}
+
+func (m *shardMachine) Restore(data []byte) error {
+	err := m.Machine.Restore(data)
+	m.track()
+	return err
+}
+
+// track adds the group to the set once it holds a reservation. While it
+// is not in the set it holds none, so the check is a look at an empty map.
+func (m *shardMachine) track() {
+	if m.tracked {
+		return
+	}
+	if _, ok := m.OldestReservation(); ok {
+		m.tracked = true
+		m.reserving.add(m.group)
+	}
+}
+
+// untrack takes the group out of the set: it holds no reservation.
+func (m *shardMachine) untrack() {
+	m.tracked = false
+	m.reserving.remove(m.group)
+}
+
+// reservationShards is the set of groups that hold reservations.
+type reservationShards struct {
+	mu     sync.Mutex
+	groups map[uint64]struct{}
+}
+
+func newReservationShards() *reservationShards {
+	return &reservationShards{groups: make(map[uint64]struct{})}
+}
+
+func (r *reservationShards) add(group uint64) {
+	r.mu.Lock()
+	r.groups[group] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *reservationShards) remove(group uint64) {
+	r.mu.Lock()
+	delete(r.groups, group)
+	r.mu.Unlock()
+}
+
+func (r *reservationShards) list() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.groups))
+}
