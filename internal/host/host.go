@@ -398,6 +398,14 @@ func (h *Host) register(g *group) error {
 // borrow a pool other work depends on). It returns one error per group
 // that failed, keyed by group id; the others run.
 func (h *Host) AddGroups(ctx context.Context, gcs []GroupConfig) map[uint64]error {
+	return h.AddGroupsFunc(ctx, gcs, nil)
+}
+
+// AddGroupsFunc is AddGroups that also calls opened, unless it is nil, as
+// each group is added or fails: a caller can serve each group as soon as
+// it runs instead of waiting for them all. opened is called from the
+// workers, concurrently.
+func (h *Host) AddGroupsFunc(ctx context.Context, gcs []GroupConfig, opened func(id uint64, err error)) map[uint64]error {
 	var mu sync.Mutex
 	failed := make(map[uint64]error)
 	eg, ctx := errgroup.WithContext(ctx)
@@ -412,6 +420,9 @@ func (h *Host) AddGroups(ctx context.Context, gcs []GroupConfig) map[uint64]erro
 				mu.Lock()
 				failed[gc.ID] = err
 				mu.Unlock()
+			}
+			if opened != nil {
+				opened(gc.ID, err)
 			}
 			return nil // one broken group must not stop the others
 		})
