@@ -90,6 +90,8 @@ type WAL struct {
 	interval time.Duration
 	logger   *slog.Logger
 
+	ckptMu sync.Mutex // held through a checkpoint
+
 	mu        sync.Mutex
 	next      uint64             // index of the next record
 	dirty     map[uint64]Flusher // groups with entries that only the WAL holds
@@ -335,6 +337,10 @@ func (w *WAL) run() {
 // deletes the WAL files all of whose records it covered. Until Booted, it
 // flushes but deletes nothing.
 func (w *WAL) Checkpoint() error {
+	// One at a time: a second checkpoint would see none of the groups the
+	// first is still flushing and delete files they need.
+	w.ckptMu.Lock()
+	defer w.ckptMu.Unlock()
 	w.mu.Lock()
 	covered := w.next - 1
 	dirty := w.dirty
