@@ -70,7 +70,11 @@ func startServer(t *testing.T, dataDir, addr string, extra ...string) *server {
 // output.
 func tryStartServer(t *testing.T, dataDir, addr string, extra ...string) (*server, error) {
 	t.Helper()
-	return tryStartServerWith(t, client.New("http://"+addr), dataDir, addr, extra...)
+	s, err := tryStartServerWith(t, client.New("http://"+addr), dataDir, addr, extra...)
+	if err == nil {
+		err = waitReadyz(addr, 60*time.Second)
+	}
+	return s, err
 }
 
 // tryStartServerWith is tryStartServer for a server that c reaches (over

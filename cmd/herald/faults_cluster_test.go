@@ -151,7 +151,7 @@ func (c *faultCluster) start(i int) error {
 		_, err := cl.ListTopics(ctx)
 		cancel()
 		if err == nil {
-			return nil
+			return waitReadyz(c.addrs[i], time.Until(deadline))
 		}
 		select {
 		case <-node.done:

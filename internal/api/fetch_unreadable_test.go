@@ -53,6 +53,7 @@ func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-n.Opened() // the damaged shards have failed to open, the others serve
 	srv := httptest.NewUnstartedServer(Handler(n, prometheus.NewRegistry()))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()

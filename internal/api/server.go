@@ -94,18 +94,26 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 // dashboardPath is where Options.Dashboard is served.
 const dashboardPath = "/dashboard/"
 
-// readyz reports ready while the node serves; shards that cannot serve are
-// listed (the node still serves every other shard, so it stays ready).
+// readyz reports ready (200) once the node has opened every shard it had
+// at its start, and until then not ready (503) with how many have opened:
+// each shard serves as soon as it has. Shards that could not be opened
+// are listed; the node serves every other shard, so it is ready all the
+// same.
 func readyz(n *node.Node, w http.ResponseWriter) {
+	r := n.Readiness()
 	broken := n.BrokenShards()
 	w.Header().Set("Content-Type", "application/json")
-	body := map[string]any{"ready": true}
+	body := map[string]any{"ready": r.Ready, "shards_open": r.ShardsOpen, "shards": r.Shards}
 	if len(broken) > 0 {
 		m := make(map[string]string, len(broken))
 		for name, err := range broken {
 			m[name] = err.Error()
 		}
 		body["unavailable_shards"] = m
+	}
+	if !r.Ready {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(body)
 }

@@ -145,7 +145,7 @@ func (n *Node) rejoining(ctx context.Context, epoch uint64) bool {
 
 // leads reports whether this node leads the shard.
 func (n *Node) leads(s *shardRuntime) bool {
-	if !s.local || s.openErr != nil {
+	if !s.serves() {
 		return false
 	}
 	leader, err := n.host.Leader(s.group)
@@ -158,8 +158,8 @@ func (n *Node) shardLeader(s *shardRuntime) (uint64, error) {
 	if !s.local {
 		return 0, notHostedError(s)
 	}
-	if s.openErr != nil {
-		return 0, openFailure(s)
+	if err := s.unservable(); err != nil {
+		return 0, err
 	}
 	leader, err := n.host.Leader(s.group)
 	if err != nil {

@@ -185,8 +185,8 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibil
 	var ctxErr error
 	for i := range tr.shards {
 		s := tr.shards[(start+i)%len(tr.shards)]
-		if s.openErr != nil {
-			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: openFailure(s)})
+		if err := s.unservable(); err != nil {
+			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
 			continue
 		}
 		if len(res.Deliveries) >= max || ctxErr != nil {
@@ -210,13 +210,6 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibil
 		return FetchResult{}, &UnreadableError{Topic: tr.info.Name, Shards: res.Unreadable}
 	}
 	return res, nil
-}
-
-// openFailure says why a shard that could not be opened is unreadable, and
-// what brings it back.
-func openFailure(s *shardRuntime) error {
-	return fmt.Errorf("%w: shard %s could not be opened when the node started, and is not served until a restart finds it repaired: %v",
-		ErrUnavailable, s.name, s.openErr)
 }
 
 // readPending returns up to limit pending events of a shard — neither

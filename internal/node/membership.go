@@ -144,8 +144,8 @@ func (n *Node) localStatus() localStatus {
 	}
 	n.mu.RUnlock()
 	for _, s := range shards {
-		if s.openErr != nil {
-			st.Groups[s.group] = groupLocal{Err: s.openErr.Error()}
+		if err := s.unservable(); err != nil {
+			st.Groups[s.group] = groupLocal{Err: err.Error()}
 			continue
 		}
 		gs, err := n.host.GroupStatus(s.group)
@@ -447,7 +447,7 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	members := n.members
 	var led []*shardRuntime
 	for _, s := range n.shards {
-		if s.openErr == nil {
+		if s.serves() {
 			led = append(led, s)
 		}
 	}

@@ -73,6 +73,11 @@ type Config struct {
 	// addresses, and where their CA files may be. The zero value allows
 	// only public addresses and no CA file.
 	PushGuard endpoint.GuardConfig
+
+	// BeforeShardOpen, if set, is called with a shard's group id as the
+	// group opens, before its state is restored: a hook for tests, which
+	// slow the opening of shards with it.
+	BeforeShardOpen func(group uint64)
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -154,6 +159,9 @@ type Node struct {
 	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
 	live             *liveness          // which members answer (see liveness.go)
 	reserving        *reservationShards // shards holding reservations (see reservations.go)
+	opening          openProgress       // of the local shards (see shardOpen)
+	booted           atomic.Bool        // every shard the node had at its start has opened, or failed to
+	opened           chan struct{}      // closed when booted is set, or the boot was cut short by Close
 	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
 
 	stop      chan struct{}
@@ -222,6 +230,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 		bootEpoch: epoch,
 		live:      live,
+		opened:    make(chan struct{}),
 		reserving: newReservationShards(),
 	}
 	if cfg.Registerer != nil {
@@ -260,18 +269,54 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, err
 	}
-	if err := n.reconcile(ctx); err != nil {
+	// The topics are served from here on; their shards open in the
+	// background, each serving once it has (see Readiness). reconcileMu is
+	// held until they have all opened, by boot.
+	n.reconcileMu.Lock()
+	plan, err := n.planReconcile(ctx)
+	if err != nil {
+		n.reconcileMu.Unlock()
 		h.Close()
 		return nil, err
 	}
+	n.syncDispatchers() // push endpoints open for non-persistent events at once
 	leadership := h.WatchLeadership()
-	n.syncDispatchers()
+	if len(plan.toOpen) == 0 {
+		n.boot(plan) // nothing to open: the node is ready when Open returns
+	} else {
+		n.wg.Go(func() { n.boot(plan) })
+	}
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.superviseDispatchers(leadership) })
 	n.wg.Go(n.balance)
 	n.wg.Go(n.checkLiveness)
 	return n, nil
+}
+
+// boot opens the shards the node held at its start, which planReconcile
+// planned, and then says the node is ready. It releases reconcileMu, which
+// Open took. Close cuts it short.
+func (n *Node) boot(plan *reconcilePlan) {
+	defer close(n.opened)
+	defer n.reconcileMu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.wg.Go(func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	start := time.Now()
+	n.finishReconcile(ctx, plan)
+	if ctx.Err() == nil {
+		n.booted.Store(true)
+		if len(plan.toOpen) > 0 {
+			n.log.Info("every shard has opened", "shards", len(plan.toOpen), "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
 }
 
 // checkWritable fails early, with advice, when the data directory cannot be
@@ -335,11 +380,33 @@ func (n *Node) BrokenShards() map[string]error {
 	defer n.mu.RUnlock()
 	out := make(map[string]error)
 	for _, s := range n.shards {
-		if s.openErr != nil {
-			out[s.name] = s.openErr
+		if err := s.openErr(); err != nil {
+			out[s.name] = err
 		}
 	}
 	return out
+}
+
+// Readiness says how far the node is in opening its shards.
+type Readiness struct {
+	// Ready: every shard the node held when it started has opened, or
+	// could not be opened (BrokenShards lists those). Each shard serves
+	// as soon as it has opened, before the node is ready.
+	Ready bool
+	// ShardsOpen is how many of the node's Shards have finished opening
+	// (those that could not be opened included). Shards of topics being
+	// created count too, after the node is ready.
+	ShardsOpen, Shards int
+}
+
+// Opened returns a channel closed once every shard the node held at its
+// start has opened, or could not be opened (see BrokenShards), or the
+// node was closed first.
+func (n *Node) Opened() <-chan struct{} { return n.opened }
+
+// Readiness returns how far the node is in opening its shards.
+func (n *Node) Readiness() Readiness {
+	return Readiness{Ready: n.booted.Load(), ShardsOpen: int(n.opening.finished.Load()), Shards: int(n.opening.total.Load())}
 }
 
 // watchController reconciles local shard groups whenever the controller
@@ -367,16 +434,36 @@ func (n *Node) watchController() {
 func (n *Node) reconcile(ctx context.Context) error {
 	n.reconcileMu.Lock()
 	defer n.reconcileMu.Unlock()
+	p, err := n.planReconcile(ctx)
+	if err != nil {
+		return err
+	}
+	n.finishReconcile(ctx, p)
+	return nil
+}
+
+// A reconcilePlan is what a reconcile opens and removes.
+type reconcilePlan struct {
+	wanted   map[uint64]*shardRuntime // every local shard, by group
+	toOpen   []host.GroupConfig
+	toRemove []*shardRuntime
+}
+
+// planReconcile reads the controller's topics and publishes them to the
+// request paths at once, with the shards to open marked as opening: they
+// answer that they are still opening until finishReconcile has opened
+// them. The caller holds reconcileMu until finishReconcile returns.
+func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 	var topics []controller.Topic
 	var members []controller.Member
 	if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
 		topics = sm.(*controllerMachine).Topics()
 		members = sm.(*controllerMachine).Members()
 	}); err != nil {
-		return fmt.Errorf("read topics from the controller: %w", err)
+		return nil, fmt.Errorf("read topics from the controller: %w", err)
 	}
 
-	wanted := make(map[uint64]*shardRuntime)
+	p := &reconcilePlan{wanted: make(map[uint64]*shardRuntime)}
 	newTopics := make(map[string]*topicRuntime, len(topics))
 	n.mu.RLock()
 	for _, t := range topics {
@@ -389,63 +476,74 @@ func (n *Node) reconcile(ctx context.Context) error {
 		newTopics[t.Name] = tr
 		for _, s := range tr.shards {
 			if s.local {
-				wanted[s.group] = s
+				p.wanted[s.group] = s
 			}
 		}
 	}
-	var toOpen []host.GroupConfig
-	for id, s := range wanted {
+	for id, s := range p.wanted {
 		if _, ok := n.shards[id]; !ok {
+			// A new runtime (a new topic's, or a copy for a replica moved
+			// here): no request path reads it yet.
+			s.open = n.opening.start()
 			// A replica added by a move starts from the voters the group
 			// was created with, as the first replicas did (see
 			// controller.Topic.Bootstrap).
 			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
-			toOpen = append(toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
+			p.toOpen = append(p.toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
 				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id)}))
 		}
 	}
-	var toRemove []*shardRuntime
 	for id, s := range n.shards {
-		if _, ok := wanted[id]; !ok {
-			toRemove = append(toRemove, s)
+		if _, ok := p.wanted[id]; !ok {
+			p.toRemove = append(p.toRemove, s)
 		}
 	}
 	n.mu.RUnlock()
 
-	failed := n.host.AddGroups(ctx, toOpen)
-	for id, err := range failed {
-		s := wanted[id]
-		s.openErr = err
-		n.log.Error("shard cannot be opened; it stays unavailable while the rest of the node serves", "shard", s.name, "err", err)
-	}
-	for _, s := range toRemove {
-		// A shard that could not be opened is not hosted; the sweep below
-		// removes its data.
-		if s.openErr == nil {
-			if err := n.host.RemoveGroup(s.group, true); err != nil && !errors.Is(err, host.ErrUnknownGroup) {
-				n.log.Error("remove shard of deleted topic", "shard", s.name, "err", err)
-			}
-		}
-	}
-
 	n.mu.Lock()
-	for _, s := range toRemove {
-		delete(n.shards, s.group)
-	}
 	// A shard already open keeps its runtime (wanted holds the same pointer);
 	// a new id means a new topic, whose runtime is new.
-	for id, s := range wanted {
+	for id, s := range p.wanted {
 		n.shards[id] = s
 	}
 	n.topics = newTopics
 	n.members = members
 	n.mu.Unlock()
 	n.connectMembers(members)
+	return p, nil
+}
+
+// finishReconcile opens the shards planReconcile published as opening,
+// each serving as soon as it has opened, then removes the shards of
+// deleted topics.
+func (n *Node) finishReconcile(ctx context.Context, p *reconcilePlan) {
+	n.host.AddGroupsFunc(ctx, p.toOpen, func(id uint64, err error) {
+		s := p.wanted[id]
+		if err != nil {
+			n.log.Error("shard cannot be opened; it stays unavailable while the rest of the node serves", "shard", s.name, "err", err)
+		}
+		s.open.finish(err)
+	})
+	for _, s := range p.toRemove {
+		// A shard that could not be opened is not hosted; the sweep below
+		// removes its data.
+		if s.openErr() == nil {
+			if err := n.host.RemoveGroup(s.group, true); err != nil && !errors.Is(err, host.ErrUnknownGroup) {
+				n.log.Error("remove shard of deleted topic", "shard", s.name, "err", err)
+			}
+		}
+	}
+	n.mu.Lock()
+	for _, s := range p.toRemove {
+		delete(n.shards, s.group)
+		s.open.forget()
+	}
+	n.mu.Unlock()
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,
 	// and once per start for what a crash left between deleting a topic
 	// and its data.
-	if !n.swept || slices.ContainsFunc(toRemove, func(s *shardRuntime) bool { return s.openErr != nil }) {
+	if !n.swept || slices.ContainsFunc(p.toRemove, func(s *shardRuntime) bool { return s.openErr() != nil }) {
 		if err := n.host.SweepGroupDirs(n.hasShard); err != nil {
 			n.log.Error("remove the data of deleted shards", "err", err)
 		} else {
@@ -457,7 +555,6 @@ func (n *Node) reconcile(ctx context.Context) error {
 	default:
 		n.syncDispatchers()
 	}
-	return nil
 }
 
 // hasShard reports whether the group is one of this node's shards,
@@ -490,8 +587,8 @@ func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Com
 	if !s.local {
 		return n.relayPropose(ctx, s, cmd)
 	}
-	if s.openErr != nil {
-		return shard.Result{}, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
+	if err := s.unservable(); err != nil {
+		return shard.Result{}, err
 	}
 	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
 	if err != nil {

@@ -27,6 +27,7 @@ func testConfig(dir string) Config {
 		PushGuard: endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs, CADir: "/"}}
 }
 
+// openNode opens a node and waits until it has opened its shards.
 func openNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	n, err := Open(context.Background(), cfg)
@@ -34,6 +35,7 @@ func openNode(t *testing.T, cfg Config) *Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
+	<-n.Opened() // every shard it had has opened, or failed to
 	return n
 }
 

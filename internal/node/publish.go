@@ -262,7 +262,7 @@ func (n *Node) expireReservations() {
 		var shards []*shardRuntime
 		n.mu.RLock()
 		for _, g := range groups {
-			if s, ok := n.shards[g]; ok && s.openErr == nil {
+			if s, ok := n.shards[g]; ok && s.serves() {
 				shards = append(shards, s)
 			} else if !ok {
 				n.reserving.remove(g) // its topic was deleted

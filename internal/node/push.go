@@ -251,8 +251,8 @@ func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (
 // deadLetters reads a shard's dead letters (only those in want, if not
 // nil) with their events.
 func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64]bool, max int) ([]shard.DeadLetter, []shard.Event, error) {
-	if s.openErr != nil {
-		return nil, nil, fmt.Errorf("%w: shard %s cannot serve: %v", ErrUnavailable, s.name, s.openErr)
+	if err := s.unservable(); err != nil {
+		return nil, nil, err
 	}
 	var dls []shard.DeadLetter
 	wanted := slices.Sorted(maps.Keys(want))

@@ -25,10 +25,13 @@ type shardMachine struct {
 	group     uint64
 	reserving *reservationShards
 	tracked   bool // the group is in reserving
+
+	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
+	restored   bool
 }
 
 func (n *Node) newShardMachine(group uint64) *shardMachine {
-	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving}
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving, beforeOpen: n.cfg.BeforeShardOpen}
 }
 
 // machineOf returns the shard machine a View of a shard's group sees.
@@ -41,6 +44,10 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 }
 
 func (m *shardMachine) Restore(data []byte) error {
+	if !m.restored && m.beforeOpen != nil {
+		m.beforeOpen(m.group)
+	}
+	m.restored = true
 	err := m.Machine.Restore(data)
 	m.track()
 	return err

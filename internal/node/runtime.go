@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,9 @@ func (tr *topicRuntime) withInfo(t controller.Topic, self uint64) *topicRuntime 
 		if r := t.Replicas(i); !slices.Equal(r, s.replicas) {
 			moved := *s
 			moved.replicas, moved.local = r, slices.Contains(r, self)
+			if !moved.local {
+				moved.open = nil
+			}
 			c.shards[i] = &moved
 		}
 	}
@@ -93,8 +97,76 @@ type shardRuntime struct {
 	group    uint64
 	replicas []uint64 // the nodes that hold the shard, the preferred leader first
 	local    bool     // this node holds a replica
-	openErr  error    // set when the shard's group could not be opened
-	leases   *leaseTable
+	// open is the opening of the shard's group on this node, shared by
+	// every runtime of the shard; nil for a shard not held here.
+	open   *shardOpen
+	leases *leaseTable
+}
+
+// shardOpen is the opening of a local shard's group, which runs in the
+// background (at boot, that of every shard, a few at a time): until it
+// has finished, requests to the shard are refused as still opening rather
+// than made to wait.
+type shardOpen struct {
+	done     atomic.Bool
+	err      error // why the group could not be opened; written before done
+	progress *openProgress
+}
+
+// openProgress counts the local shards and those whose opening has
+// finished, for /readyz and for the errors of shards still opening.
+type openProgress struct {
+	finished, total atomic.Int64
+}
+
+func (p *openProgress) start() *shardOpen {
+	p.total.Add(1)
+	return &shardOpen{progress: p}
+}
+
+// finish ends the opening of a shard: it serves, or, with err, it cannot.
+func (o *shardOpen) finish(err error) {
+	o.err = err
+	o.done.Store(true)
+	o.progress.finished.Add(1)
+}
+
+// forget stops counting a shard that is no longer held here.
+func (o *shardOpen) forget() {
+	o.progress.total.Add(-1)
+	if o.done.Load() {
+		o.progress.finished.Add(-1)
+	}
+}
+
+// openErr returns why the shard's group could not be opened: nil if it
+// was, or if it is still opening.
+func (s *shardRuntime) openErr() error {
+	if s.open == nil || !s.open.done.Load() {
+		return nil
+	}
+	return s.open.err
+}
+
+// serves reports whether this node runs the shard's group: it holds a
+// replica, which has opened.
+func (s *shardRuntime) serves() bool {
+	return s.local && s.open != nil && s.open.done.Load() && s.open.err == nil
+}
+
+// unservable returns why a local shard cannot serve now: it is still
+// opening, or could not be opened. nil if it serves.
+func (s *shardRuntime) unservable() error {
+	if !s.local || s.open == nil || s.serves() {
+		return nil
+	}
+	if !s.open.done.Load() {
+		p := s.open.progress
+		return fmt.Errorf("%w: shard %s is still opening (%d of %d open); retry shortly",
+			ErrUnavailable, s.name, p.finished.Load(), p.total.Load())
+	}
+	return fmt.Errorf("%w: shard %s could not be opened when the node started, and is not served until a restart finds it repaired: %v",
+		ErrUnavailable, s.name, s.open.err)
 }
 
 // broadcast wakes every waiter at once: long-polling fetches wait on it.

@@ -149,8 +149,8 @@ func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err e
 }
 
 func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) ShardStats {
-	ss := ShardStats{Shard: s.index, Name: s.name, Err: s.openErr}
-	if s.openErr != nil {
+	ss := ShardStats{Shard: s.index, Name: s.name, Err: s.unservable()}
+	if ss.Err != nil {
 		return ss
 	}
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
