@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -147,6 +148,9 @@ func (g *globals) benchShards(cmd *cobra.Command, p *benchShardsFlags) error {
 
 func benchShardCount(ctx context.Context, progress io.Writer, bin string, p *benchShardsFlags, n int) (shardsResult, error) {
 	res := shardsResult{Shards: n}
+	if err := checkOpenFiles(n); err != nil {
+		return res, err
+	}
 	dir, err := os.MkdirTemp(p.dir, "herald-bench-shards-")
 	if err != nil {
 		return res, fmt.Errorf("make a data directory: %w", err)
@@ -309,6 +313,8 @@ func startBenchServer(bin, dir, addr string, extra []string) (*benchServer, erro
 	s := &benchServer{addr: addr, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s, s
+	// Should the benchmark die, its server dies with it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.start = time.Now()
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", bin, err)
@@ -359,9 +365,13 @@ func (s *benchServer) waitReady(ctx context.Context, limit time.Duration) (ready
 				serving = now
 			}
 			var r struct {
-				Ready bool `json:"ready"`
+				Ready  bool              `json:"ready"`
+				Broken map[string]string `json:"unavailable_shards"`
 			}
 			if json.Unmarshal(body, &r) == nil && r.Ready && status == http.StatusOK {
+				if len(r.Broken) > 0 {
+					return 0, 0, brokenShardsError(r.Broken)
+				}
 				return now, serving, nil
 			}
 		}
@@ -376,6 +386,31 @@ func (s *benchServer) waitReady(ctx context.Context, limit time.Duration) (ready
 			return 0, 0, fmt.Errorf("herald serve was not ready within %s:\n%s", limit, s.output())
 		}
 	}
+}
+
+// brokenShardsError says that shards could not be opened: the figures of
+// a node serving only some of its shards would mean nothing.
+func brokenShardsError(broken map[string]string) error {
+	names := slices.Sorted(maps.Keys(broken))
+	return fmt.Errorf("%d shards could not be opened, %s first: %s", len(names), names[0], broken[names[0]])
+}
+
+// filesPerShard is how many files a shard keeps open: its log's segment
+// and the log's directory.
+const filesPerShard = 2
+
+// checkOpenFiles fails early if the server may not open enough files for
+// n shards (it raises its limit to the hard limit, which it inherits).
+func checkOpenFiles(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("read the open-files limit: %w", err)
+	}
+	if need := uint64(filesPerShard*n + 1000); lim.Max < need {
+		return fmt.Errorf("%d shards need about %d open files (%d each, and some to spare), but the limit is %d; raise it (ulimit -n %d, as root or within the hard limit)",
+			n, need, filesPerShard, lim.Max, need)
+	}
+	return nil
 }
 
 func getReadyz(ctx context.Context, hc *http.Client, addr string) (int, []byte, error) {

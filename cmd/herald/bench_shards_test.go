@@ -75,3 +75,19 @@ func TestBenchShardsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchShardsChecksOpenFiles(t *testing.T) {
+	if err := checkOpenFiles(1 << 40); err == nil || !strings.Contains(err.Error(), "ulimit -n") {
+		t.Fatalf("checkOpenFiles of 2^40 shards: err %v, want one saying to raise ulimit -n", err)
+	}
+	if err := checkOpenFiles(10); err != nil {
+		t.Fatalf("checkOpenFiles of 10 shards: %v", err)
+	}
+}
+
+func TestBrokenShardsError(t *testing.T) {
+	err := brokenShardsError(map[string]string{"b.1": "too many open files", "a.3": "log corrupted"})
+	if want := "2 shards could not be opened, a.3 first: log corrupted"; err.Error() != want {
+		t.Fatalf("brokenShardsError = %q, want %q", err, want)
+	}
+}
