@@ -529,7 +529,11 @@ func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
 	if done, err := b.moveOffDraining(ctx, s, m, want); done || err != nil {
 		return err
 	}
-	if p := preferredLeader(want, b.draining); p != self && p != 0 && slices.Contains(m.Voters, p) && m.CaughtUp(p) {
+	// Pull leases live in the leader's memory, so a transfer would hand
+	// leased events out again, after later ones of their keys: balancing
+	// waits until no consumer holds a lease on the shard.
+	if p := preferredLeader(want, b.draining); p != self && p != 0 && slices.Contains(m.Voters, p) && m.CaughtUp(p) &&
+		s.leases.count(time.Now()) == 0 {
 		n.log.Info("handing the leadership to the shard's preferred leader", "shard", s.name, "to", p)
 		return n.host.TransferLeadership(ctx, s.group, p)
 	}
