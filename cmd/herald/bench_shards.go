@@ -149,7 +149,9 @@ func (g *globals) benchShards(cmd *cobra.Command, p *benchShardsFlags) error {
 func benchShardCount(ctx context.Context, progress io.Writer, bin string, p *benchShardsFlags, n int) (shardsResult, error) {
 	res := shardsResult{Shards: n}
 	if err := checkOpenFiles(n); err != nil {
-		return res, err
+		// A server that keeps fewer files open may do: if it cannot, the
+		// shards it fails to open stop the benchmark.
+		fmt.Fprintf(progress, "warning: %v\n", err)
 	}
 	dir, err := os.MkdirTemp(p.dir, "herald-bench-shards-")
 	if err != nil {
@@ -399,8 +401,8 @@ func brokenShardsError(broken map[string]string) error {
 // and the log's directory.
 const filesPerShard = 2
 
-// checkOpenFiles fails early if the server may not open enough files for
-// n shards (it raises its limit to the hard limit, which it inherits).
+// checkOpenFiles says if the server may not open enough files for n
+// shards (it raises its limit to the hard limit, which it inherits).
 func checkOpenFiles(n int) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
