@@ -14,6 +14,7 @@ type ClusterStatus struct {
 	ControllerLeader uint64         `json:"controller_leader"`
 	Nodes            []ClusterNode  `json:"nodes"`
 	Shards           []ClusterShard `json:"shards"`
+	Rebalancing      bool           `json:"rebalancing,omitempty"` // a rebalance is under way
 }
 
 // ClusterNode is one node of the cluster.
@@ -56,7 +57,8 @@ func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
 		return nil, err
 	}
 	m := resp.Msg
-	st := &ClusterStatus{NodeID: m.GetNodeId(), ControllerLeader: m.GetControllerLeader(), Nodes: []ClusterNode{}, Shards: []ClusterShard{}}
+	st := &ClusterStatus{NodeID: m.GetNodeId(), ControllerLeader: m.GetControllerLeader(), Rebalancing: m.GetRebalancing(),
+		Nodes: []ClusterNode{}, Shards: []ClusterShard{}}
 	for _, n := range m.GetNodes() {
 		st.Nodes = append(st.Nodes, ClusterNode{ID: n.GetId(), Address: n.GetAddress(), Self: n.GetSelf(), Reachable: n.GetReachable(),
 			Draining: n.GetDraining(), Replicas: int(n.GetReplicas()), Error: n.GetError()})
@@ -89,5 +91,16 @@ func (c *Client) RemoveNode(ctx context.Context, id uint64) error {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
 	_, err := c.svc.RemoveNode(ctx, connect.NewRequest(&heraldv1.RemoveNodeRequest{Id: id}))
+	return err
+}
+
+// Rebalance starts moving replicas so that every node holds an even
+// share, one move at a time, then spreads the shards' preferred leaders
+// evenly (admin scope). It returns once the rebalance is recorded;
+// ClusterStatus reports Rebalancing until it is done.
+func (c *Client) Rebalance(ctx context.Context) error {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	_, err := c.svc.Rebalance(ctx, connect.NewRequest(&heraldv1.RebalanceRequest{}))
 	return err
 }

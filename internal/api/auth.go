@@ -43,6 +43,8 @@ var procedureScopes = map[string]auth.Scope{
 	heraldv1connect.HeraldServiceClusterStatusProcedure:      auth.ScopeAdmin,
 	heraldv1connect.HeraldServiceAddNodeProcedure:            auth.ScopeAdmin,
 	heraldv1connect.HeraldServiceRemoveNodeProcedure:         auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceRebalanceProcedure:          auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceShardLeadersProcedure:       anyScope,
 	heraldv1connect.HeraldServiceGetTopicProcedure:           anyScope,
 	heraldv1connect.HeraldServiceListTopicsProcedure:         anyScope,
 	heraldv1connect.HeraldServiceTopicStatsProcedure:         anyScope,

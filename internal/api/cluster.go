@@ -2,14 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 
 	"connectrpc.com/connect"
 
 	"herald/internal/node"
 	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
 )
 
-// The cluster's administration: its status, adding and draining nodes.
+// The cluster's administration: its status, adding, draining and
+// rebalancing nodes; and where each shard's leader is, for clients.
 
 func (s *service) ClusterStatus(ctx context.Context, _ *connect.Request[heraldv1.ClusterStatusRequest]) (*connect.Response[heraldv1.ClusterStatusResponse], error) {
 	st, err := s.node.ClusterStatus(ctx)
@@ -34,7 +37,7 @@ func (s *service) RemoveNode(ctx context.Context, req *connect.Request[heraldv1.
 }
 
 func clusterStatusProto(st node.ClusterStatus) *heraldv1.ClusterStatusResponse {
-	out := &heraldv1.ClusterStatusResponse{NodeId: st.NodeID, ControllerLeader: st.ControllerLeader}
+	out := &heraldv1.ClusterStatusResponse{NodeId: st.NodeID, ControllerLeader: st.ControllerLeader, Rebalancing: st.Rebalancing}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, &heraldv1.ClusterNode{Id: n.ID, Address: n.Address, Self: n.Self, Reachable: n.Reachable,
 			Draining: n.Draining, Replicas: uint32(n.Replicas), Error: n.Err})
@@ -48,4 +51,54 @@ func clusterStatusProto(st node.ClusterStatus) *heraldv1.ClusterStatusResponse {
 		out.Shards = append(out.Shards, sh)
 	}
 	return out
+}
+
+func (s *service) Rebalance(ctx context.Context, _ *connect.Request[heraldv1.RebalanceRequest]) (*connect.Response[heraldv1.RebalanceResponse], error) {
+	if err := s.node.Rebalance(ctx); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.RebalanceResponse{}), nil
+}
+
+// ShardLeaders needs a token of any scope: every client that routes needs
+// it, and it tells no more than where the nodes listen.
+func (s *service) ShardLeaders(_ context.Context, req *connect.Request[heraldv1.ShardLeadersRequest]) (*connect.Response[heraldv1.ShardLeadersResponse], error) {
+	sls, err := s.node.ShardLeaders(req.Msg.Topic)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &heraldv1.ShardLeadersResponse{NodeId: s.node.ID()}
+	for _, sl := range sls {
+		out.Shards = append(out.Shards, &heraldv1.ShardLeader{Shard: uint32(sl.Shard), Leader: sl.Leader,
+			LeaderAddress: sl.LeaderAddress, ReplicaAddresses: sl.ReplicaAddresses})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ForwardedHeader is set ("1") on a Publish response when the node passed
+// some of the events to another node because it does not lead their shard:
+// a client that routes by leader (client.WithLeaderRouting) then knows its
+// map of leaders is stale.
+const ForwardedHeader = "Herald-Forwarded"
+
+func forwardedHeader() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure != heraldv1connect.HeraldServicePublishProcedure {
+				return next(ctx, req)
+			}
+			ctx, forwarded := node.ForwardReport(ctx)
+			resp, err := next(ctx, req)
+			if forwarded() {
+				var ce *connect.Error
+				switch {
+				case err == nil && resp != nil:
+					resp.Header().Set(ForwardedHeader, "1")
+				case errors.As(err, &ce):
+					ce.Meta().Set(ForwardedHeader, "1")
+				}
+			}
+			return resp, err
+		}
+	}
 }

@@ -66,7 +66,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	m := NewMetrics(reg)
 	mux := http.NewServeMux()
 	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
-		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger)),
+		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger), forwardedHeader()),
 		connect.WithReadMaxBytes(MaxRequestBytes),
 		// Gzip only large responses (big Fetch batches): resetting a gzip
 		// writer for every small response costs more than it saves.

@@ -22,6 +22,12 @@ const (
 	OpForgetNode    = "forget-node"    // a drained Node, holding no replica, leaves the cluster
 	OpAddReplica    = "add-replica"    // shard Shard of topic Name gains a replica on Node
 	OpRemoveReplica = "remove-replica" // shard Shard of topic Name loses its replica on Node
+
+	// Rebalancing: spreading replicas and preferred leaders evenly.
+	OpRebalance     = "rebalance"      // a rebalance starts (see State.RebalanceStep)
+	OpRebalanceDone = "rebalance-done" // the rebalance has nothing left to do
+	OpMoveReplica   = "move-replica"   // shard Shard of topic Name gains a replica on To, to replace the one on Node
+	OpSetPreferred  = "set-preferred"  // Node, a replica of shard Shard of topic Name, becomes its preferred leader
 )
 
 // A Command is one change to the controller's state, as proposed to its
@@ -49,6 +55,8 @@ type Command struct {
 	Address string `json:"address,omitempty"`
 	// Shard is the shard of topic Name a replica op is about.
 	Shard int `json:"shard,omitempty"`
+	// To is the node OpMoveReplica moves the replica on Node to.
+	To uint64 `json:"to,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -92,8 +100,13 @@ func (c *Command) checkFields() error {
 			return invalidf("invalid controller command: set of topic %q changes nothing; give at least one attribute", c.Name)
 		}
 	case OpDelete:
-	case OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica:
+	case OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica, OpMoveReplica, OpSetPreferred:
 		return c.checkMembershipFields()
+	case OpRebalance, OpRebalanceDone:
+		if c.Name != "" || c.Node != 0 || c.To != 0 || c.Address != "" || c.Shard != 0 || c.Attributes != nil || c.Changes != nil || c.Members != nil {
+			return invalidf("invalid controller command: %s takes no topic, node, shard, attributes or members", c.Op)
+		}
+		return nil
 	default:
 		return invalidf("invalid controller command: unknown op %q; use %s", c.Op, strings.Join(ops, ", "))
 	}
@@ -116,7 +129,8 @@ func (c *Command) checkFields() error {
 }
 
 // ops are the valid values of Command.Op.
-var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica}
+var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica,
+	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred}
 
 // checkMembershipFields is checkFields for the node and replica ops.
 func (c *Command) checkMembershipFields() error {
@@ -129,7 +143,13 @@ func (c *Command) checkMembershipFields() error {
 	if c.Attributes != nil || c.Changes != nil {
 		return invalidf("invalid controller command: %s of node %d has attributes or changes, which only topic ops take", c.Op, c.Node)
 	}
-	replicaOp := c.Op == OpAddReplica || c.Op == OpRemoveReplica
+	replicaOp := c.Op == OpAddReplica || c.Op == OpRemoveReplica || c.Op == OpMoveReplica || c.Op == OpSetPreferred
+	if c.Op == OpMoveReplica && (c.To == 0 || c.To == c.Node) {
+		return invalidf("invalid controller command: %s of node %d moves it to node %d; name another node, from 1 up", c.Op, c.Node, c.To)
+	}
+	if c.Op != OpMoveReplica && c.To != 0 {
+		return invalidf("invalid controller command: %s of node %d names a node to move to, which only %s takes", c.Op, c.Node, OpMoveReplica)
+	}
 	if !replicaOp && (c.Name != "" || c.Shard != 0) {
 		return invalidf("invalid controller command: %s of node %d names a topic or shard; only replica ops do", c.Op, c.Node)
 	}

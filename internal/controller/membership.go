@@ -198,6 +198,9 @@ func (s *State) removeReplica(c *Command) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
+	if m := s.move; m != nil && m.Topic == c.Name && m.Shard == c.Shard && m.From == c.Node {
+		s.move = nil // the move is done
+	}
 	r := t.Replicas(c.Shard)
 	if !slices.Contains(r, c.Node) {
 		return Result{Topic: t.clone()}
@@ -207,6 +210,7 @@ func (s *State) removeReplica(c *Command) Result {
 	}
 	t.keepBootstrap()
 	t.Placement[c.Shard] = slices.DeleteFunc(t.Placement[c.Shard], func(id uint64) bool { return id == c.Node })
+
 	t.UpdatedAt = c.Time
 	return Result{Topic: t.clone()}
 }

@@ -133,6 +133,10 @@ type State struct {
 	// change on; before that, each proposer's --peers are the members.
 	members  []Member
 	founders []uint64 // see Founders
+	// rebalancing says a rebalance is under way (see RebalanceStep), and
+	// move is the replica it moves, until the move is done (nil then).
+	rebalancing bool
+	move        *Move
 }
 
 // New returns an empty state.
@@ -162,6 +166,9 @@ func (s *State) Apply(index uint64, data []byte) any {
 		return s.drainNode(&c)
 	case OpForgetNode:
 		return s.forgetNode(&c)
+	case OpRebalance, OpRebalanceDone:
+		s.rebalancing = c.Op == OpRebalance
+		return Result{}
 	}
 	if err := topic.ValidateName(c.Name); err != nil {
 		return Result{Err: err}
@@ -175,6 +182,10 @@ func (s *State) Apply(index uint64, data []byte) any {
 		return s.addReplica(&c)
 	case OpRemoveReplica:
 		return s.removeReplica(&c)
+	case OpMoveReplica:
+		return s.moveReplica(&c)
+	case OpSetPreferred:
+		return s.setPreferred(&c)
 	default: // OpDelete: UnmarshalCommand accepts no other op
 		return s.delete(&c)
 	}
@@ -231,6 +242,9 @@ func (s *State) delete(c *Command) Result {
 		return Result{Err: NotFoundError(c.Name)}
 	}
 	delete(s.topics, c.Name)
+	if s.move != nil && s.move.Topic == c.Name {
+		s.move = nil
+	}
 	return Result{Topic: *t} // t is no longer referenced by s
 }
 
@@ -272,6 +286,9 @@ type snapshot struct {
 	Topics    []Topic  `json:"topics"`             // sorted by name
 	Members   []Member `json:"members,omitempty"`  // sorted by id
 	Founders  []uint64 `json:"founders,omitempty"` // sorted
+	// Rebalancing and Move: see State.rebalancing.
+	Rebalancing bool  `json:"rebalancing,omitempty"`
+	Move        *Move `json:"move,omitempty"`
 }
 
 const snapshotVersion = 1
@@ -286,6 +303,9 @@ func (s *State) Snapshot() ([]byte, error) {
 		Topics:    s.Topics(),
 		Members:   s.members,
 		Founders:  s.founders,
+
+		Rebalancing: s.rebalancing,
+		Move:        s.move,
 	})
 }
 
@@ -305,6 +325,7 @@ func (s *State) Restore(data []byte) error {
 	}
 	r := New()
 	r.applied, r.nextGroup, r.members, r.founders = snap.Applied, snap.NextGroup, snap.Members, snap.Founders
+	r.rebalancing, r.move = snap.Rebalancing, snap.Move
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t
@@ -354,6 +375,12 @@ func (snap *snapshot) check() error {
 	for i, id := range snap.Founders {
 		if id == 0 || (i > 0 && snap.Founders[i-1] >= id) {
 			return fmt.Errorf("founders %v are not sorted, unique and from 1 up", snap.Founders)
+		}
+	}
+	if m := snap.Move; m != nil {
+		i, ok := slices.BinarySearchFunc(snap.Topics, m.Topic, func(t Topic, name string) int { return cmp.Compare(t.Name, name) })
+		if !ok || m.Shard < 0 || m.Shard >= snap.Topics[i].Attributes.Shards || m.From == 0 || m.To == 0 {
+			return fmt.Errorf("the replica move %+v names no shard of a topic, or node 0", *m)
 		}
 	}
 	// Each topic's groups lie in [ControllerGroup+1, NextGroup), and no two

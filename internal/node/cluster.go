@@ -203,6 +203,7 @@ func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, vi
 	if leader == n.cfg.NodeID {
 		return n.fetchShard(ctx, s, max, visibility)
 	}
+	n.forwarded(ctx, "fetch")
 	out, err := n.callLeader(ctx, s, leader, opFetch, call)
 	if err != nil {
 		return nil, err
@@ -228,6 +229,7 @@ func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, offsets []uint
 		s.leases.release(offsets, false)
 		return nil
 	}
+	n.forwarded(ctx, "nack")
 	_, err = n.callLeader(ctx, s, leader, opNack, call)
 	return err
 }

@@ -144,6 +144,7 @@ func relayTarget(s *shardRuntime) uint64 {
 // relayPropose has a replica of s propose cmd.
 func (n *Node) relayPropose(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
 	to := relayTarget(s)
+	n.forwarded(ctx, "relay")
 	out, err := n.callLeader(ctx, s, to, opPropose, proposeCall{Topic: s.topic, Shard: s.index, Command: cmd.AppendBinary(nil)})
 	if err != nil {
 		return shard.Result{}, fmt.Errorf("%w (relayed to node %d, which holds the shard; the outcome is unknown: retry, with dedup ids when publishing)", err, to)

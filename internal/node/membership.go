@@ -204,6 +204,8 @@ type ClusterStatus struct {
 	ControllerLeader uint64
 	Nodes            []NodeStatus     // by id
 	Shards           []ShardPlacement // by topic, then shard
+	// Rebalancing means a rebalance (Rebalance) is under way.
+	Rebalancing bool
 }
 
 // statusCallTimeout bounds the wait for each peer's report: a node that
@@ -229,6 +231,9 @@ func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
 	reports := n.gatherLocalStatus(ctx, nodes)
 	out := ClusterStatus{NodeID: n.cfg.NodeID, Nodes: nodes}
 	out.ControllerLeader = reports[n.cfg.NodeID].ControllerLeader
+	if out.Rebalancing, _, _, err = n.rebalanceState(ctx); err != nil {
+		return ClusterStatus{}, err
+	}
 	draining := drainingSet(members)
 	for _, tr := range topics {
 		for _, s := range tr.shards {
@@ -462,6 +467,13 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	n.mu.RUnlock()
 	slices.SortFunc(led, func(a, b *shardRuntime) int { return cmp.Compare(a.group, b.group) })
 	b := balancer{n: n, draining: drainingSet(members), load: load, settled: settled}
+	_, move, moving, err := n.rebalanceState(ctx)
+	if err != nil {
+		return // the controller is not readable (the node is closing): the next check runs again
+	}
+	if moving {
+		b.move = &move
+	}
 	for _, m := range members {
 		if !m.Draining {
 			b.placeable = append(b.placeable, m.ID)
@@ -484,6 +496,9 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 		if err := b.controller(ctx, members); err != nil && ctx.Err() == nil {
 			n.log.Warn("balance the controller's members", "err", err)
 		}
+		if err := n.rebalanceStep(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("rebalance", "err", err)
+		}
 	}
 }
 
@@ -498,9 +513,24 @@ type balancer struct {
 	// with the placement's configuration, when last checked: by group,
 	// the placement then.
 	settled map[uint64][]uint64
+	// move is the replica a rebalance moves, if any: for its shard, the
+	// node it moves from counts as draining.
+	move *controller.Move
 }
 
 func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
+	if m := b.move; m != nil && m.Topic == s.topic && m.Shard == s.index {
+		mb := *b
+		mb.draining = maps.Clone(b.draining)
+		mb.draining[m.From] = true
+		return mb.moving(ctx, s, m.From)
+	}
+	return b.moving(ctx, s, 0)
+}
+
+// moving is shard, for a shard whose replica on node leaving (if not 0)
+// moves to another node.
+func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) error {
 	n, self := b.n, b.n.cfg.NodeID
 	want := s.replicas
 	// Most checks find nothing to do: the preferred leader leads, and the
@@ -519,8 +549,13 @@ func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
 		return nil
 	}
 	delete(b.settled, s.group)
-	// A draining leader, or one the placement dropped, hands over first.
+	// A draining leader, or one the placement dropped, hands over first;
+	// one whose replica a rebalance moves is in no hurry, and waits until
+	// no consumer holds a lease, as below.
 	if b.draining[self] || !slices.Contains(want, self) {
+		if self == leaving && s.leases.count(time.Now()) > 0 {
+			return nil
+		}
 		return b.handOver(ctx, s.group, m, want)
 	}
 	if done, err := b.followPlacement(ctx, s.group, m, want); done || err != nil {

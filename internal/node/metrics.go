@@ -51,11 +51,18 @@ func (m *deliveryMetrics) DeadLettered(topic, scheme, reason string) {
 	m.deadLettered.WithLabelValues(topic, scheme, reason).Inc()
 }
 
+func newForwardsMetric() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_forwarded_requests_total",
+		Help: "Shard requests this node passed to another node because it does not lead the shard, by how: raft (a follower's proposal), relay (from a node holding no replica), fetch, nack.",
+	}, []string{"how"})
+}
+
 // registerMetrics registers the node's series with reg: delivery outcomes
 // and the shards' queue depths.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.delivery
-	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, &depthCollector{node: n}} {
+	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards, &depthCollector{node: n}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register node metrics: %w", err)
 		}

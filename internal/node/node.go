@@ -154,6 +154,7 @@ type Node struct {
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
 	delivery         *deliveryMetrics
+	forwards         *prometheus.CounterVec // herald_forwarded_requests_total, by how (see forwarded)
 	endpointFailed   chan struct{}      // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64             // see bootEpochFile
 	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
@@ -225,6 +226,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		shards:         make(map[uint64]*shardRuntime),
 		push:           make(map[string]*pushTopic),
 		delivery:       newDeliveryMetrics(),
+		forwards:       newForwardsMetric(),
 		endpointFailed: make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 
@@ -589,6 +591,9 @@ func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Com
 	}
 	if err := s.unservable(); err != nil {
 		return shard.Result{}, err
+	}
+	if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
+		n.forwarded(ctx, "raft")
 	}
 	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
 	if err != nil {

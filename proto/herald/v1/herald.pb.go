@@ -2432,8 +2432,10 @@ type ClusterStatusResponse struct {
 	ControllerLeader uint64          `protobuf:"varint,2,opt,name=controller_leader,json=controllerLeader,proto3" json:"controller_leader,omitempty"`
 	Nodes            []*ClusterNode  `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Shards           []*ClusterShard `protobuf:"bytes,4,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// A rebalance (Rebalance) is under way.
+	Rebalancing   bool `protobuf:"varint,5,opt,name=rebalancing,proto3" json:"rebalancing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
@@ -2492,6 +2494,13 @@ func (x *ClusterStatusResponse) GetShards() []*ClusterShard {
 		return x.Shards
 	}
 	return nil
+}
+
+func (x *ClusterStatusResponse) GetRebalancing() bool {
+	if x != nil {
+		return x.Rebalancing
+	}
+	return false
 }
 
 type AddNodeRequest struct {
@@ -2661,6 +2670,248 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
 	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
+}
+
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
+}
+
+type RebalanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
+}
+
+type ShardLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardLeadersRequest) Reset() {
+	*x = ShardLeadersRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardLeadersRequest) ProtoMessage() {}
+
+func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ShardLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ShardLeadersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type ShardLeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The node that leads the shard; 0 when the node asked does not know
+	// (an election runs, or it holds no replica of the shard).
+	Leader uint64 `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// host:port of the leader's API, as in --peers or herald cluster add.
+	LeaderAddress string `protobuf:"bytes,3,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
+	// host:port of each replica's node, the preferred leader first.
+	ReplicaAddresses []string `protobuf:"bytes,4,rep,name=replica_addresses,json=replicaAddresses,proto3" json:"replica_addresses,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ShardLeader) Reset() {
+	*x = ShardLeader{}
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardLeader) ProtoMessage() {}
+
+func (x *ShardLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardLeader.ProtoReflect.Descriptor instead.
+func (*ShardLeader) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ShardLeader) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ShardLeader) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ShardLeader) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
+func (x *ShardLeader) GetReplicaAddresses() []string {
+	if x != nil {
+		return x.ReplicaAddresses
+	}
+	return nil
+}
+
+type ShardLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that answered.
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// One per shard, in shard order.
+	Shards        []*ShardLeader `protobuf:"bytes,2,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardLeadersResponse) Reset() {
+	*x = ShardLeadersResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardLeadersResponse) ProtoMessage() {}
+
+func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ShardLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ShardLeadersResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *ShardLeadersResponse) GetShards() []*ShardLeader {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
 }
 
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
@@ -2844,19 +3095,32 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\x04R\x05group\x125\n" +
 	"\breplicas\x18\x05 \x03(\v2\x19.herald.v1.ClusterReplicaR\breplicas\x12)\n" +
 	"\x10preferred_leader\x18\x06 \x01(\x04R\x0fpreferredLeader\x12\x16\n" +
-	"\x06leader\x18\a \x01(\x04R\x06leader\"\xbc\x01\n" +
+	"\x06leader\x18\a \x01(\x04R\x06leader\"\xde\x01\n" +
 	"\x15ClusterStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12+\n" +
 	"\x11controller_leader\x18\x02 \x01(\x04R\x10controllerLeader\x12,\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x16.herald.v1.ClusterNodeR\x05nodes\x12/\n" +
-	"\x06shards\x18\x04 \x03(\v2\x17.herald.v1.ClusterShardR\x06shards\":\n" +
+	"\x06shards\x18\x04 \x03(\v2\x17.herald.v1.ClusterShardR\x06shards\x12 \n" +
+	"\vrebalancing\x18\x05 \x01(\bR\vrebalancing\":\n" +
 	"\x0eAddNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x11\n" +
 	"\x0fAddNodeResponse\"#\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"\x14\n" +
-	"\x12RemoveNodeResponse2\x8b\v\n" +
+	"\x12RemoveNodeResponse\"\x12\n" +
+	"\x10RebalanceRequest\"\x13\n" +
+	"\x11RebalanceResponse\"+\n" +
+	"\x13ShardLeadersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"\x8f\x01\n" +
+	"\vShardLeader\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12%\n" +
+	"\x0eleader_address\x18\x03 \x01(\tR\rleaderAddress\x12+\n" +
+	"\x11replica_addresses\x18\x04 \x03(\tR\x10replicaAddresses\"_\n" +
+	"\x14ShardLeadersResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12.\n" +
+	"\x06shards\x18\x02 \x03(\v2\x16.herald.v1.ShardLeaderR\x06shards2\xa4\f\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -2879,7 +3143,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rClusterStatus\x12\x1f.herald.v1.ClusterStatusRequest\x1a .herald.v1.ClusterStatusResponse\x12@\n" +
 	"\aAddNode\x12\x19.herald.v1.AddNodeRequest\x1a\x1a.herald.v1.AddNodeResponse\x12I\n" +
 	"\n" +
-	"RemoveNode\x12\x1c.herald.v1.RemoveNodeRequest\x1a\x1d.herald.v1.RemoveNodeResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
+	"RemoveNode\x12\x1c.herald.v1.RemoveNodeRequest\x1a\x1d.herald.v1.RemoveNodeResponse\x12F\n" +
+	"\tRebalance\x12\x1b.herald.v1.RebalanceRequest\x1a\x1c.herald.v1.RebalanceResponse\x12O\n" +
+	"\fShardLeaders\x12\x1e.herald.v1.ShardLeadersRequest\x1a\x1f.herald.v1.ShardLeadersResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -2893,7 +3159,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                      // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
@@ -2942,86 +3208,96 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*AddNodeResponse)(nil),            // 44: herald.v1.AddNodeResponse
 	(*RemoveNodeRequest)(nil),          // 45: herald.v1.RemoveNodeRequest
 	(*RemoveNodeResponse)(nil),         // 46: herald.v1.RemoveNodeResponse
-	nil,                                // 47: herald.v1.Topic.AttributesEntry
-	nil,                                // 48: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 49: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 50: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 51: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 53: google.protobuf.Duration
+	(*RebalanceRequest)(nil),           // 47: herald.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 48: herald.v1.RebalanceResponse
+	(*ShardLeadersRequest)(nil),        // 49: herald.v1.ShardLeadersRequest
+	(*ShardLeader)(nil),                // 50: herald.v1.ShardLeader
+	(*ShardLeadersResponse)(nil),       // 51: herald.v1.ShardLeadersResponse
+	nil,                                // 52: herald.v1.Topic.AttributesEntry
+	nil,                                // 53: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                // 54: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                // 55: herald.v1.PublishEvent.HeadersEntry
+	nil,                                // 56: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 57: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 58: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	47, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	52, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	52, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	52, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	57, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	57, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	53, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	49, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	54, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	52, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	57, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	12, // 10: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	12, // 11: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	50, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	55, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	14, // 13: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	52, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 15: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	51, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	52, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	53, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	53, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	56, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	57, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	58, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	58, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
 	23, // 20: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
 	26, // 21: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
 	23, // 22: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	52, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	57, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
 	31, // 24: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
 	40, // 25: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
 	39, // 26: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
 	41, // 27: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
-	1,  // 28: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 29: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 30: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 31: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 32: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 33: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	15, // 34: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	17, // 35: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	19, // 36: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	21, // 37: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	24, // 38: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	27, // 39: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	29, // 40: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	32, // 41: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	34, // 42: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	36, // 43: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	38, // 44: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	43, // 45: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	45, // 46: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	2,  // 47: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 48: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 49: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 50: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 51: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	13, // 52: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	16, // 53: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	18, // 54: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	20, // 55: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	22, // 56: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	25, // 57: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	28, // 58: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	30, // 59: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	33, // 60: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	35, // 61: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	37, // 62: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	42, // 63: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	44, // 64: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	46, // 65: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	47, // [47:66] is the sub-list for method output_type
-	28, // [28:47] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	50, // 28: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
+	1,  // 29: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 30: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 31: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 32: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 33: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	11, // 34: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	15, // 35: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	17, // 36: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	19, // 37: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	21, // 38: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	24, // 39: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	27, // 40: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	29, // 41: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	32, // 42: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	34, // 43: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	36, // 44: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	38, // 45: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	43, // 46: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	45, // 47: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	47, // 48: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	49, // 49: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	2,  // 50: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 51: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 52: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 53: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 54: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	13, // 55: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	16, // 56: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	18, // 57: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	20, // 58: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	22, // 59: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	25, // 60: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	28, // 61: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	30, // 62: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	33, // 63: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	35, // 64: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	37, // 65: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	42, // 66: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	44, // 67: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	46, // 68: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	48, // 69: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	51, // 70: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -3035,7 +3311,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

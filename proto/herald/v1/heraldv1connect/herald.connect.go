@@ -87,6 +87,11 @@ const (
 	// HeraldServiceRemoveNodeProcedure is the fully-qualified name of the HeraldService's RemoveNode
 	// RPC.
 	HeraldServiceRemoveNodeProcedure = "/herald.v1.HeraldService/RemoveNode"
+	// HeraldServiceRebalanceProcedure is the fully-qualified name of the HeraldService's Rebalance RPC.
+	HeraldServiceRebalanceProcedure = "/herald.v1.HeraldService/Rebalance"
+	// HeraldServiceShardLeadersProcedure is the fully-qualified name of the HeraldService's
+	// ShardLeaders RPC.
+	HeraldServiceShardLeadersProcedure = "/herald.v1.HeraldService/ShardLeaders"
 )
 
 // HeraldServiceClient is a client for the herald.v1.HeraldService service.
@@ -134,6 +139,16 @@ type HeraldServiceClient interface {
 	// time, and then it leaves the cluster. It returns once the drain is
 	// recorded; ClusterStatus shows its progress.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// Rebalance starts moving replicas so that every node holds an even
+	// share, one move at a time, then spreads the shards' preferred leaders
+	// evenly. It returns once the rebalance is recorded; ClusterStatus shows
+	// its progress (rebalancing).
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// ShardLeaders says, per shard of a topic, which node leads it and at
+	// which address, as the node asked knows it: a client sends each
+	// shard's requests there, saving the hop a node that does not lead the
+	// shard takes to forward them.
+	ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error)
 }
 
 // NewHeraldServiceClient constructs a client for the herald.v1.HeraldService service. By default,
@@ -261,6 +276,18 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(heraldServiceMethods.ByName("RemoveNode")),
 			connect.WithClientOptions(opts...),
 		),
+		rebalance: connect.NewClient[v1.RebalanceRequest, v1.RebalanceResponse](
+			httpClient,
+			baseURL+HeraldServiceRebalanceProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("Rebalance")),
+			connect.WithClientOptions(opts...),
+		),
+		shardLeaders: connect.NewClient[v1.ShardLeadersRequest, v1.ShardLeadersResponse](
+			httpClient,
+			baseURL+HeraldServiceShardLeadersProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("ShardLeaders")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -285,6 +312,8 @@ type heraldServiceClient struct {
 	clusterStatus      *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
 	addNode            *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
 	removeNode         *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	rebalance          *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
+	shardLeaders       *connect.Client[v1.ShardLeadersRequest, v1.ShardLeadersResponse]
 }
 
 // CreateTopic calls herald.v1.HeraldService.CreateTopic.
@@ -382,6 +411,16 @@ func (c *heraldServiceClient) RemoveNode(ctx context.Context, req *connect.Reque
 	return c.removeNode.CallUnary(ctx, req)
 }
 
+// Rebalance calls herald.v1.HeraldService.Rebalance.
+func (c *heraldServiceClient) Rebalance(ctx context.Context, req *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return c.rebalance.CallUnary(ctx, req)
+}
+
+// ShardLeaders calls herald.v1.HeraldService.ShardLeaders.
+func (c *heraldServiceClient) ShardLeaders(ctx context.Context, req *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error) {
+	return c.shardLeaders.CallUnary(ctx, req)
+}
+
 // HeraldServiceHandler is an implementation of the herald.v1.HeraldService service.
 type HeraldServiceHandler interface {
 	// CreateTopic creates a topic and all its shards.
@@ -427,6 +466,16 @@ type HeraldServiceHandler interface {
 	// time, and then it leaves the cluster. It returns once the drain is
 	// recorded; ClusterStatus shows its progress.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// Rebalance starts moving replicas so that every node holds an even
+	// share, one move at a time, then spreads the shards' preferred leaders
+	// evenly. It returns once the rebalance is recorded; ClusterStatus shows
+	// its progress (rebalancing).
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// ShardLeaders says, per shard of a topic, which node leads it and at
+	// which address, as the node asked knows it: a client sends each
+	// shard's requests there, saving the hop a node that does not lead the
+	// shard takes to forward them.
+	ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error)
 }
 
 // NewHeraldServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -550,6 +599,18 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(heraldServiceMethods.ByName("RemoveNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldServiceRebalanceHandler := connect.NewUnaryHandler(
+		HeraldServiceRebalanceProcedure,
+		svc.Rebalance,
+		connect.WithSchema(heraldServiceMethods.ByName("Rebalance")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceShardLeadersHandler := connect.NewUnaryHandler(
+		HeraldServiceShardLeadersProcedure,
+		svc.ShardLeaders,
+		connect.WithSchema(heraldServiceMethods.ByName("ShardLeaders")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.HeraldService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldServiceCreateTopicProcedure:
@@ -590,6 +651,10 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceAddNodeHandler.ServeHTTP(w, r)
 		case HeraldServiceRemoveNodeProcedure:
 			heraldServiceRemoveNodeHandler.ServeHTTP(w, r)
+		case HeraldServiceRebalanceProcedure:
+			heraldServiceRebalanceHandler.ServeHTTP(w, r)
+		case HeraldServiceShardLeadersProcedure:
+			heraldServiceShardLeadersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -673,4 +738,12 @@ func (UnimplementedHeraldServiceHandler) AddNode(context.Context, *connect.Reque
 
 func (UnimplementedHeraldServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.RemoveNode is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.Rebalance is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ShardLeaders is not implemented"))
 }

@@ -1,0 +1,82 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"herald/internal/controller"
+	"herald/internal/host"
+	"herald/internal/topic"
+)
+
+// Rebalancing as a node serves it: Rebalance records that one is under
+// way; the node leading the controller proposes its steps
+// (controller.State.RebalanceStep) at each balance check, and the leader
+// of a shard whose replica moves carries the move out as it does a drain
+// (balancer.shard, with the moving replica's node counted as draining for
+// that shard alone). Each step is decided afresh from the controller's
+// state, so a rebalance whose driver crashes is continued by the next
+// leader of the controller, and a second rebalance of a balanced cluster
+// changes nothing.
+
+// ID returns the node's id.
+func (n *Node) ID() uint64 { return n.cfg.NodeID }
+
+// Rebalance starts spreading replicas evenly over the nodes that take
+// them, one move at a time, then their preferred leaders. It returns once
+// the rebalance is recorded; ClusterStatus shows its progress.
+func (n *Node) Rebalance(ctx context.Context) (err error) {
+	defer classify(&err)
+	if n.cfg.Transport == nil {
+		return fmt.Errorf("%w: this node runs alone (it was started without --peers): there is nothing to rebalance", ErrFailedPrecondition)
+	}
+	_, err = n.proposeController(ctx, controller.Command{Op: controller.OpRebalance, Time: time.Now().UnixNano()})
+	return err
+}
+
+// rebalanceState reads whether a rebalance is under way and the replica
+// move it makes, if any.
+func (n *Node) rebalanceState(ctx context.Context) (rebalancing bool, move controller.Move, moving bool, err error) {
+	err = n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
+		c := sm.(*controllerMachine)
+		rebalancing = c.Rebalancing()
+		move, moving = c.CurrentMove()
+	})
+	return rebalancing, move, moving, err
+}
+
+// maxPreferredSteps bounds the preferred-leader changes proposed in one
+// check: each is one controller entry, and cheap.
+const maxPreferredSteps = 64
+
+// rebalanceStep proposes the rebalance's next steps, on the node leading
+// the controller: a replica move (then it waits for the move to be done),
+// preferred-leader changes, or the end.
+func (n *Node) rebalanceStep(ctx context.Context) error {
+	for range maxPreferredSteps {
+		var cmd controller.Command
+		var ok bool
+		if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
+			cmd, ok = sm.(*controllerMachine).RebalanceStep(n.cfg.Members)
+		}); err != nil || !ok {
+			return err
+		}
+		cmd.Time = time.Now().UnixNano()
+		switch cmd.Op {
+		case controller.OpMoveReplica:
+			n.log.Info("rebalance: moving a replica", "shard", topic.ShardName(cmd.Name, cmd.Shard), "from", cmd.Node, "to", cmd.To)
+		case controller.OpSetPreferred:
+			n.log.Info("rebalance: changing a shard's preferred leader", "shard", topic.ShardName(cmd.Name, cmd.Shard), "to", cmd.Node)
+		default:
+			n.log.Info("rebalance: done")
+		}
+		if _, err := n.proposeController(ctx, cmd); err != nil {
+			return fmt.Errorf("rebalance: %s: %w", cmd.Op, err)
+		}
+		if cmd.Op != controller.OpSetPreferred {
+			return nil
+		}
+	}
+	return nil
+}
