@@ -450,6 +450,14 @@ func (n *Node) balance() {
 func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	n.mu.RLock()
 	members := n.members
+	if len(members) <= 1 && len(n.cfg.Members) == 1 {
+		// A node alone (started without --peers, which it needs to be
+		// given others) leads all its groups as their only replica:
+		// there is nothing to hand over or move, and with thousands of
+		// shards, nothing to visit them all for.
+		n.mu.RUnlock()
+		return
+	}
 	var led []*shardRuntime
 	for _, s := range n.shards {
 		if s.serves() {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -155,15 +156,15 @@ type Node struct {
 	push             map[string]*pushTopic // by topic name
 	delivery         *deliveryMetrics
 	forwards         *prometheus.CounterVec // herald_forwarded_requests_total, by how (see forwarded)
-	endpointFailed   chan struct{}      // cap 1: a push endpoint failed to open; retry
-	bootEpoch        uint64             // see bootEpochFile
-	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
-	live             *liveness          // which members answer (see liveness.go)
-	reserving        *reservationShards // shards holding reservations (see reservations.go)
-	opening          openProgress       // of the local shards (see shardOpen)
-	booted           atomic.Bool        // every shard the node had at its start has opened, or failed to
-	opened           chan struct{}      // closed when booted is set, or the boot was cut short by Close
-	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
+	endpointFailed   chan struct{}          // cap 1: a push endpoint failed to open; retry
+	bootEpoch        uint64                 // see bootEpochFile
+	rejoin           bool                   // the node lost its data and rejoins its cluster (see rejoining)
+	live             *liveness              // which members answer (see liveness.go)
+	reserving        *reservationShards     // shards holding reservations (see reservations.go)
+	opening          openProgress           // of the local shards (see shardOpen)
+	booted           atomic.Bool            // every shard the node had at its start has opened, or failed to
+	opened           chan struct{}          // closed when booted is set, or the boot was cut short by Close
+	nonPersistentSeq atomic.Uint64          // non-persistent events pushed in this epoch
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -317,6 +318,10 @@ func (n *Node) boot(plan *reconcilePlan) {
 		n.booted.Store(true)
 		if len(plan.toOpen) > 0 {
 			n.log.Info("every shard has opened", "shards", len(plan.toOpen), "took", time.Since(start).Round(time.Millisecond))
+			// Reading every shard's files left garbage many times the
+			// size of what the shards keep; hand it back to the system
+			// now rather than as the scavenger gets round to it.
+			debug.FreeOSMemory()
 		}
 	}
 }
@@ -596,6 +601,9 @@ func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Com
 		n.forwarded(ctx, "raft")
 	}
 	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
+	// The proposer has its result before the group says it applied the
+	// entry: counters kept for the index before must not be read after.
+	s.stats.forget()
 	if err != nil {
 		return shard.Result{}, n.hostError(s.name, err)
 	}

@@ -58,7 +58,7 @@ func newTopicRuntime(t controller.Topic, self uint64) *topicRuntime {
 		tr.shards = append(tr.shards, &shardRuntime{
 			topic: t.Name, index: i, name: topic.ShardName(t.Name, i),
 			group: t.Group(i), replicas: replicas, local: slices.Contains(replicas, self),
-			leases: newLeaseTable(),
+			leases: newLeaseTable(), stats: new(statsCache),
 		})
 	}
 	return tr
@@ -101,6 +101,40 @@ type shardRuntime struct {
 	// every runtime of the shard; nil for a shard not held here.
 	open   *shardOpen
 	leases *leaseTable
+	stats  *statsCache // shared by every runtime of the shard
+}
+
+// statsCache holds a shard's last counters and the applied index they are
+// of. The counters change only as the group applies entries (or a
+// snapshot), so while that index stays put they are read without waking
+// the group: the dashboard reads every shard every few seconds, and most
+// of ten thousand shards are idle.
+type statsCache struct {
+	mu      sync.Mutex
+	valid   bool
+	applied uint64
+	stats   QueueStats
+}
+
+// get returns the counters if they are of applied.
+func (c *statsCache) get(applied uint64) (QueueStats, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats, c.valid && c.applied == applied
+}
+
+// forget drops the counters: the shard applied, or may have, an entry
+// that the group does not count as applied yet.
+func (c *statsCache) forget() {
+	c.mu.Lock()
+	c.valid = false
+	c.mu.Unlock()
+}
+
+func (c *statsCache) put(applied uint64, st QueueStats) {
+	c.mu.Lock()
+	c.valid, c.applied, c.stats = true, applied, st
+	c.mu.Unlock()
 }
 
 // shardOpen is the opening of a local shard's group, which runs in the

@@ -153,14 +153,20 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 	if ss.Err != nil {
 		return ss
 	}
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+	ss.Leased = s.leases.count(now)
+	if applied, err := n.host.Applied(s.group); err == nil {
+		if st, ok := s.stats.get(applied); ok {
+			ss.Stats = st
+			return ss
+		}
+	}
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, applied uint64) {
 		ss.Stats = QueueStats(machineOf(sm).Stats())
+		s.stats.put(applied, ss.Stats)
 	})
 	if err != nil {
-		ss.Err = err
-		return ss
+		ss.Err, ss.Leased = err, 0
 	}
-	ss.Leased = s.leases.count(now)
 	return ss
 }
 
