@@ -118,15 +118,7 @@ func (c *Client) sendBatch(ctx context.Context, topic string, batch []*publishCa
 	for _, call := range batch {
 		req.Events = append(req.Events, eventsToProto(call.events)...)
 	}
-	ctx, cancel := c.callContext(ctx, 0)
-	resp, err := c.svc.Publish(ctx, connect.NewRequest(req))
-	cancel()
-	var ids []string
-	if err == nil {
-		if ids = resp.Msg.GetIds(); len(ids) != len(req.Events) {
-			err = connect.NewError(connect.CodeInternal, errShortIDs)
-		}
-	}
+	ids, err := c.sendPublish(ctx, req)
 	for _, call := range batch {
 		if err != nil {
 			call.err = err
@@ -135,6 +127,24 @@ func (c *Client) sendBatch(ctx context.Context, topic string, batch []*publishCa
 		}
 		close(call.done)
 	}
+}
+
+// sendPublish sends one publish request: to the leaders of its events'
+// shards with WithLeaderRouting, else to the node given to New.
+func (c *Client) sendPublish(ctx context.Context, req *heraldv1.PublishRequest) ([]string, error) {
+	if c.router != nil {
+		return c.publishRouted(ctx, req.Topic, req.Events)
+	}
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	resp, err := c.svc.Publish(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	if ids := resp.Msg.GetIds(); len(ids) == len(req.Events) {
+		return ids, nil
+	}
+	return nil, connect.NewError(connect.CodeInternal, errShortIDs)
 }
 
 var errShortIDs = errors.New("the server returned fewer ids than events published; the batch's outcome is unknown")

@@ -34,7 +34,8 @@ type Client struct {
 	timeout  time.Duration
 	batchMax int // > 0: WithPublishBatching
 	batchers batchers
-	retries  int // WithPublishRetries
+	retries  int     // WithPublishRetries
+	router   *router // WithLeaderRouting
 }
 
 // An Option configures a Client.
@@ -48,6 +49,8 @@ type config struct {
 	retries    int
 	token      string
 	tls        *tls.Config
+	routing    bool     // WithLeaderRouting
+	seeds      []string // WithLeaderRouting
 }
 
 // WithToken makes the Client send token ("Authorization: Bearer") with
@@ -107,12 +110,18 @@ func New(baseURL string, opts ...Option) *Client {
 	if cfg.token != "" {
 		copts = append(copts, connect.WithInterceptors(bearerToken(cfg.token)))
 	}
-	return &Client{
+	c := &Client{
 		svc:      heraldv1connect.NewHeraldServiceClient(hc, normalizeURL(baseURL), copts...),
 		timeout:  cfg.timeout,
 		batchMax: cfg.batchMax,
 		retries:  cfg.retries,
 	}
+	if cfg.routing {
+		c.router = newRouter(normalizeURL(baseURL), cfg.seeds, func(url string) heraldv1connect.HeraldServiceClient {
+			return heraldv1connect.NewHeraldServiceClient(hc, url, copts...)
+		})
+	}
+	return c
 }
 
 // Service returns the generated Connect client underneath c, for callers

@@ -26,14 +26,7 @@ func (c *Client) publishOnce(ctx context.Context, topic string, events []Event) 
 	if c.batchMax > 0 && len(events) > 0 {
 		return c.publishBatched(ctx, topic, events)
 	}
-	ctx, cancel := c.callContext(ctx, 0)
-	defer cancel()
-	req := &heraldv1.PublishRequest{Topic: topic, Events: eventsToProto(events)}
-	resp, err := c.svc.Publish(ctx, connect.NewRequest(req))
-	if err != nil {
-		return nil, err
-	}
-	return resp.Msg.GetIds(), nil
+	return c.sendPublish(ctx, &heraldv1.PublishRequest{Topic: topic, Events: eventsToProto(events)})
 }
 
 // Reserve holds bytes of space in the shard of key for a later Commit of
