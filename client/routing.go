@@ -74,12 +74,15 @@ type router struct {
 // topicRoutes is one topic's map.
 type topicRoutes struct {
 	// shards holds, per shard, the host:port of its leader, or "" for
-	// via.
-	shards     []string
-	via        string // the node that answered the last question
-	asked      time.Time
-	stale      bool
-	refreshing bool
+	// via. It is replaced, never changed: callers read it unlocked.
+	shards []string
+	via   string // the node that answered the last question
+	asked time.Time
+	stale bool
+	// refreshed, while a call asks for the map, is closed when it has:
+	// calls that know nothing of the topic yet wait for it rather than
+	// send everything to via.
+	refreshed chan struct{}
 }
 
 func newRouter(baseURL string, seeds []string, dial func(string) heraldv1connect.HeraldServiceClient) *router {
@@ -114,8 +117,8 @@ func (r *router) node(hostPort string) heraldv1connect.HeraldServiceClient {
 	return svc
 }
 
-// routes returns where the shards of topic go: a copy of the map and the
-// node for shards it does not place, refreshing it first if it is stale
+// routes returns where the shards of topic go: the map, which the caller
+// must not change, and the node for shards it does not place, refreshing it first if it is stale
 // and no other call is refreshing it. It returns nil shards when nothing
 // is known of the topic: then everything goes to via.
 func (r *router) routes(ctx context.Context, name string) (shards []string, via string) {
@@ -125,13 +128,23 @@ func (r *router) routes(ctx context.Context, name string) (shards []string, via 
 		tr = &topicRoutes{stale: true, via: r.seeds[0]}
 		r.topics[name] = tr
 	}
-	if tr.stale && !tr.refreshing && time.Since(tr.asked) >= r.minRefresh {
-		tr.refreshing = true
+	if wait := tr.refreshed; wait != nil && tr.shards == nil {
+		r.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+	}
+	if tr.stale && tr.refreshed == nil && time.Since(tr.asked) >= r.minRefresh {
+		done := make(chan struct{})
+		tr.refreshed = done
 		seeds := slices.Clone(r.seeds)
 		r.mu.Unlock()
 		shards, via, learned := r.ask(ctx, name, seeds)
 		r.mu.Lock()
-		tr.refreshing, tr.asked = false, time.Now()
+		tr.refreshed, tr.asked = nil, time.Now()
+		close(done)
 		if via != "" {
 			tr.shards, tr.via, tr.stale = shards, via, false
 			for _, a := range learned {
@@ -140,7 +153,7 @@ func (r *router) routes(ctx context.Context, name string) (shards []string, via 
 		}
 	}
 	defer r.mu.Unlock()
-	return slices.Clone(tr.shards), tr.via
+	return tr.shards, tr.via
 }
 
 // ask asks the nodes in seeds, in turn, where the shards of topic are led,
@@ -202,6 +215,7 @@ func (r *router) markStale(name, hostPort string, unreachable bool) {
 	if !unreachable {
 		return
 	}
+	tr.shards = slices.Clone(tr.shards)
 	for i, a := range tr.shards {
 		if a == hostPort {
 			tr.shards[i] = ""

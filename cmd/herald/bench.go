@@ -45,6 +45,7 @@ type benchPublishFlags struct {
 	label   string
 	batched int // > 0: client.WithPublishBatching
 	through []string
+	routing bool // client.WithLeaderRouting
 	results string
 }
 
@@ -70,13 +71,16 @@ first, which also frees the disk space of earlier runs.
 
 With --through, the producers publish through the other nodes of a cluster
 as well as through --server, each node in turn; the topic is made through
---server.
+--server. With --leader-routing, they send each batch straight to the nodes
+that lead its events' shards instead (client.WithLeaderRouting), learning
+where shards are led from --server, or the --through nodes if it is down.
 
 With --output json the result is printed as JSON; --results FILE writes the
 JSON to FILE as well, whatever --output says.`,
 		Example: `  herald bench publish --topic bench --fresh --shards 11 --producers 64 --event-bytes 1024 --duration 20s
   herald bench publish --batch 500 --count 1000000 --results herald.json
   herald bench publish --server http://127.0.0.1:7601 --through http://127.0.0.1:7602,http://127.0.0.1:7603
+  herald bench publish --server http://127.0.0.1:7601 --leader-routing
   herald bench publish --topic np --persistent=false --push-endpoint http://127.0.0.1:9000/`,
 		Args: nArgs(0, false),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,6 +102,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.BoolVar(&p.grpc, "grpc", false, "use gRPC over HTTP/2 instead of the Connect protocol over HTTP/1.1")
 	f.IntVar(&p.batched, "client-batching", 0, "let the producers' concurrent publishes share requests of up to N events (client.WithPublishBatching); each producer still waits for its own acknowledgement (0: off)")
 	f.StringSliceVar(&p.through, "through", nil, "other nodes of the cluster (URLs, comma-separated) that the producers publish through too, taking --server and them in turn")
+	f.BoolVar(&p.routing, "leader-routing", false, "send each batch straight to the nodes leading its events' shards (client.WithLeaderRouting), rather than through --server (and --through), which forward what they do not lead")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
 	return cmd
@@ -109,8 +114,14 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if p.batched > 0 {
 		opts = append(opts, client.WithPublishBatching(p.batched))
 	}
+	servers := append([]string{g.server}, p.through...)
+	if p.routing {
+		// One client, which finds the leaders itself.
+		opts = append(opts, client.WithLeaderRouting(p.through...))
+		servers = servers[:1]
+	}
 	var clients []*client.Client
-	for _, server := range append([]string{g.server}, p.through...) {
+	for _, server := range servers {
 		c, closeIdle := load.HeraldClient(server, p.cfg.Producers, p.grpc, opts...)
 		defer closeIdle()
 		clients = append(clients, c)
@@ -135,6 +146,12 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	}
 	if p.grpc {
 		res.Settings["protocol"] = "grpc"
+	}
+	if p.routing {
+		res.Settings["leader_routing"] = "true"
+		if p.label == "" {
+			res.Label += ", leader routing"
+		}
 	}
 	if p.batched > 0 {
 		res.Settings["client_batching"] = strconv.Itoa(p.batched)

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
+	"herald/bench/load"
 	"herald/client"
 	"herald/internal/topic"
 )
@@ -84,6 +86,10 @@ func TestE2ERoutingClientGoesToShardLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, c.client(0), "every shard is led by its preferred leader", ledByPreferred)
+	if _, err := c.client(0).CreateTopic(ctx, "bench", map[string]string{"shards": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c.client(0), "every shard is led by its preferred leader", ledByPreferred)
 	keys := keysCovering(shards, 4)
 	p := newKeyedPublisher(c, "orders")
 
@@ -94,6 +100,21 @@ func TestE2ERoutingClientGoesToShardLeaders(t *testing.T) {
 	}
 	if got := forwardedRequests(t, c.addrs...) - before; got != 0 {
 		t.Errorf("%d requests forwarded between nodes for %d routed publishes, want 0", int(got), 3*len(keys))
+	}
+
+	// So does herald bench publish --leader-routing.
+	before = forwardedRequests(t, c.addrs...)
+	out := cli(t, "http://"+c.addrs[0], "", "bench", "publish", "--topic", "bench", "--leader-routing", "--through", c.addrs[1],
+		"--producers", "8", "--count", "200", "--warmup", "0s", "-o", "json")
+	var res load.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench output is not a result: %v\n%s", err, out)
+	}
+	if res.Events != 200 || res.Errors != 0 || res.Settings["leader_routing"] != "true" {
+		t.Errorf("bench --leader-routing: events %d errors %d settings %v", res.Events, res.Errors, res.Settings)
+	}
+	if got := forwardedRequests(t, c.addrs...) - before; got != 0 {
+		t.Errorf("%d requests forwarded during bench publish --leader-routing, want 0", int(got))
 	}
 
 	before = forwardedRequests(t, c.addrs...)
