@@ -76,9 +76,9 @@ type topicRoutes struct {
 	// shards holds, per shard, the host:port of its leader, or "" for
 	// via. It is replaced, never changed: callers read it unlocked.
 	shards []string
-	via   string // the node that answered the last question
-	asked time.Time
-	stale bool
+	via    string // the node that answered the last question
+	asked  time.Time
+	stale  bool
 	// refreshed, while a call asks for the map, is closed when it has:
 	// calls that know nothing of the topic yet wait for it rather than
 	// send everything to via.
