@@ -172,10 +172,11 @@ type Node struct {
 	closeErr  error
 }
 
-// Open starts a node on its data directory: it opens the controller group,
-// then every shard group of every topic in parallel. A shard that fails to
-// open (for example a damaged log) is reported by name and stays
-// unavailable; the others serve.
+// Open starts a node on its data directory: it opens the controller group
+// and returns once it has caught up, while the shard groups of every topic
+// open in the background, a few at a time; each serves once it has opened
+// (see Readiness and Opened). A shard that fails to open (for example a
+// damaged log) is reported by name and stays unavailable; the others serve.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	if cfg.DataDir == "" {
