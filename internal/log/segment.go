@@ -167,7 +167,8 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string,
 	}
 	s = &segment{path: path, f: f, base: base, prevTerm: h.prevTerm}
 
-	r := bufio.NewReaderSize(io.NewSectionReader(f, headerSize, size-headerSize), 1<<20)
+	// Sized to the segment: a node opens thousands of small ones at boot.
+	r := bufio.NewReaderSize(io.NewSectionReader(f, headerSize, size-headerSize), int(min(1<<20, max(size-headerSize, 4096))))
 	off := int64(headerSize)
 	var fb [frameSize]byte
 	var body []byte
