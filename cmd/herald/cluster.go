@@ -16,17 +16,19 @@ import (
 func newClusterCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Show the cluster's nodes and shards, add and remove nodes",
-		Long: `Show the cluster's nodes and shards, add nodes and remove (drain) them.
+		Short: "Show the cluster's nodes and shards, add, remove and rebalance nodes",
+		Long: `Show the cluster's nodes and shards, add nodes, remove (drain) them, and
+rebalance replicas onto added nodes.
 
 Every shard has a preferred leader, the first of its replicas; once it is up
 and has caught up, the leader hands it the leadership, so leaders stay spread
 over the nodes after a node restarts. These commands need an admin token.`,
 		Example: `  herald cluster status
   herald cluster add 4 10.0.0.4:7600
-  herald cluster remove 3 --wait`,
+  herald cluster remove 3 --wait
+  herald cluster rebalance --wait`,
 	}
-	cmd.AddCommand(newClusterStatusCommand(g), newClusterAddCommand(g), newClusterRemoveCommand(g))
+	cmd.AddCommand(newClusterStatusCommand(g), newClusterAddCommand(g), newClusterRemoveCommand(g), newClusterRebalanceCommand(g))
 	return cmd
 }
 
@@ -74,7 +76,11 @@ func printClusterStatus(w io.Writer, st *client.ClusterStatus) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ncontroller leader: %s\n\n", nodeText(st.ControllerLeader))
+	fmt.Fprintf(w, "\ncontroller leader: %s\n", nodeText(st.ControllerLeader))
+	if st.Rebalancing {
+		fmt.Fprintln(w, "rebalancing: replicas are moving (herald cluster rebalance)")
+	}
+	fmt.Fprintln(w)
 	if len(st.Shards) == 0 {
 		_, err := fmt.Fprintln(w, "no topics")
 		return err
@@ -111,26 +117,147 @@ func parseNodeID(text string) (uint64, error) {
 }
 
 func newClusterAddCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var rebalance bool
+	cmd := &cobra.Command{
 		Use:   "add ID ADDRESS",
 		Short: "Make a node a member, so that new topics are placed on it",
 		Long: `Make node ID, listening at ADDRESS (host:port), a member of the cluster.
 Topics created from then on are placed on it too; the shards of existing
-topics stay where they are.`,
-		Example: `  herald cluster add 4 10.0.0.4:7600`,
-		Args:    nArgs(2, false),
+topics stay where they are, unless --rebalance is given: then replicas move
+onto it as "herald cluster rebalance" moves them, once it has started and
+joined.`,
+		Example: `  herald cluster add 4 10.0.0.4:7600
+  herald cluster add 4 10.0.0.4:7600 --rebalance`,
+		Args: nArgs(2, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseNodeID(args[0])
 			if err != nil {
 				return err
 			}
-			if err := g.client().AddNode(cmd.Context(), id, args[1]); err != nil {
+			c := g.client()
+			if err := c.AddNode(cmd.Context(), id, args[1]); err != nil {
 				return g.explain(err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d is a member at %s\n", id, args[1])
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "node %d is a member at %s\n", id, args[1])
+			if !rebalance {
+				return nil
+			}
+			if err := c.Rebalance(cmd.Context()); err != nil {
+				return g.explain(err)
+			}
+			_, err = fmt.Fprintln(out, "rebalancing: replicas move onto it once it has joined; herald cluster status shows the progress")
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&rebalance, "rebalance", false, "also start a rebalance (herald cluster rebalance), which moves replicas of existing topics onto the node once it has joined")
+	return cmd
+}
+
+func newClusterRebalanceCommand(g *globals) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Move replicas so that every node holds an even share",
+		Long: `Move shard replicas so that every node holds an even share (within one of
+each other), then spread the shards' preferred leaders evenly: after
+"herald cluster add", the replicas of existing topics stay where they were.
+
+Replicas move one at a time, the way a drain moves them: the new replica
+joins the shard's group as a learner, votes once it has caught up, and only
+then is the old one removed, so a shard never has fewer up-to-date replicas
+than a quorum. A shard whose replica moves off its leader hands the
+leadership over first, once no consumer holds a lease on it. The node
+leading the controller drives the rebalance, deciding each step from the
+cluster's state: if it stops, the next leader carries on. A rebalance waits
+while a node drains. Running it on a balanced cluster moves nothing.
+
+Without --wait it returns once the rebalance is recorded; "herald cluster
+status" shows "rebalancing" until it is done.`,
+		Example: `  herald cluster rebalance
+  herald cluster rebalance --wait`,
+		Args: nArgs(0, false),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := g.client()
+			before, err := c.ClusterStatus(cmd.Context())
+			if err != nil {
+				return g.explain(err)
+			}
+			if err := c.Rebalance(cmd.Context()); err != nil {
+				return g.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			if !wait {
+				_, err := fmt.Fprintln(out, "rebalancing; herald cluster status shows its progress")
+				return err
+			}
+			return waitRebalanced(cmd.Context(), out, c, before)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the rebalance is done, printing each node's replicas as they change")
+	return cmd
+}
+
+// waitRebalanced polls the cluster's status until no rebalance is under
+// way, printing each node's replicas when they change, then what moved.
+func waitRebalanced(ctx context.Context, w io.Writer, c *client.Client, before *client.ClusterStatus) error {
+	shown := ""
+	for {
+		st, err := c.ClusterStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if line := "replicas per node: " + replicasPerNode(st); line != shown {
+			shown = line
+			fmt.Fprintln(w, line)
+		}
+		if !st.Rebalancing {
+			_, err := fmt.Fprintf(w, "rebalanced: %d replicas moved; preferred leaders per node: %s\n", movedReplicas(before, st), leadersPerNode(st))
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped waiting: the rebalance goes on (replicas per node: %s): %w", replicasPerNode(st), ctx.Err())
+		case <-time.After(drainPoll):
+		}
+	}
+}
+
+// replicasPerNode shows how many replicas each node holds, as "1:3 2:3".
+func replicasPerNode(st *client.ClusterStatus) string {
+	parts := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		parts[i] = fmt.Sprintf("%d:%d", n.ID, n.Replicas)
+	}
+	return strings.Join(parts, " ")
+}
+
+// leadersPerNode shows of how many shards each node is the preferred
+// leader.
+func leadersPerNode(st *client.ClusterStatus) string {
+	led := make(map[uint64]int)
+	for _, s := range st.Shards {
+		led[s.PreferredLeader]++
+	}
+	parts := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		parts[i] = fmt.Sprintf("%d:%d", n.ID, led[n.ID])
+	}
+	return strings.Join(parts, " ")
+}
+
+// movedReplicas counts the replicas nodes gained from before to after:
+// a move adds one to the node it goes to.
+func movedReplicas(before, after *client.ClusterStatus) int {
+	had := make(map[uint64]int)
+	for _, n := range before.Nodes {
+		had[n.ID] = n.Replicas
+	}
+	moved := 0
+	for _, n := range after.Nodes {
+		moved += max(0, n.Replicas-had[n.ID])
+	}
+	return moved
 }
 
 func newClusterRemoveCommand(g *globals) *cobra.Command {

@@ -561,7 +561,7 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 	// one whose replica a rebalance moves is in no hurry, and waits until
 	// no consumer holds a lease, as below.
 	if b.draining[self] || !slices.Contains(want, self) {
-		if self == leaving && s.leases.count(time.Now()) > 0 {
+		if self == leaving && n.leased(ctx, s) {
 			return nil
 		}
 		return b.handOver(ctx, s.group, m, want)
@@ -576,11 +576,37 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 	// leased events out again, after later ones of their keys: balancing
 	// waits until no consumer holds a lease on the shard.
 	if p := preferredLeader(want, b.draining); p != self && p != 0 && slices.Contains(m.Voters, p) && m.CaughtUp(p) &&
-		s.leases.count(time.Now()) == 0 {
+		!n.leased(ctx, s) {
 		n.log.Info("handing the leadership to the shard's preferred leader", "shard", s.name, "to", p)
 		return n.host.TransferLeadership(ctx, s.group, p)
 	}
 	return nil
+}
+
+// leased reports whether a consumer holds a lease on an event of the
+// shard that is not acknowledged yet. The lease table alone says more: an
+// event acknowledged through another node keeps its lease here until the
+// next fetch, so under a steady consumer it is never empty.
+func (n *Node) leased(ctx context.Context, s *shardRuntime) bool {
+	now := time.Now()
+	t := s.leases
+	t.mu.Lock()
+	var offsets []uint64
+	for o, until := range t.until {
+		if until.After(now) {
+			offsets = append(offsets, o)
+		}
+	}
+	t.mu.Unlock()
+	if len(offsets) == 0 {
+		return false
+	}
+	held := true
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+		m := machineOf(sm)
+		held = slices.ContainsFunc(offsets, func(o uint64) bool { return !m.IsAcked(o) })
+	})
+	return err != nil || held
 }
 
 // handOver transfers the leadership to a caught-up voter that stays: the
