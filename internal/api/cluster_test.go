@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
 )
 
 // ClusterStatus of a node alone: itself, reachable, leading its shards;
@@ -65,5 +68,60 @@ func TestClusterStatusAndMembershipErrors(t *testing.T) {
 		if connect.CodeOf(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %v saying %q", err, tc.code, tc.want)
 		}
+	}
+}
+
+// ShardLeaders of a node alone: it leads every shard; an unknown topic is
+// not found. Rebalance is refused: there is nothing to balance.
+func TestShardLeadersAndRebalanceOfANodeAlone(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, connect.NewRequest(&heraldv1.CreateTopicRequest{Name: "orders", Attributes: map[string]string{"shards": "3"}})); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.ShardLeaders(ctx, connect.NewRequest(&heraldv1.ShardLeadersRequest{Topic: "orders"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Msg.NodeId != 1 || len(resp.Msg.Shards) != 3 {
+		t.Fatalf("ShardLeaders: %v, want node 1's answer for 3 shards", resp.Msg)
+	}
+	for i, sl := range resp.Msg.Shards {
+		if sl.Shard != uint32(i) || sl.Leader != 1 {
+			t.Errorf("shard %d: %v, want led by node 1", i, sl)
+		}
+	}
+	if _, err := c.ShardLeaders(ctx, connect.NewRequest(&heraldv1.ShardLeadersRequest{Topic: "nope"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("ShardLeaders of an unknown topic: %v, want not found", err)
+	}
+	if _, err := c.Rebalance(ctx, connect.NewRequest(&heraldv1.RebalanceRequest{})); connect.CodeOf(err) != connect.CodeFailedPrecondition ||
+		!strings.Contains(err.Error(), "runs alone") {
+		t.Errorf("Rebalance of a node alone: %v, want failed precondition saying it runs alone", err)
+	}
+	st, err := c.ClusterStatus(ctx, connect.NewRequest(&heraldv1.ClusterStatusRequest{}))
+	if err != nil || st.Msg.Rebalancing {
+		t.Errorf("status after a refused rebalance: %v, rebalancing %v", err, st.Msg.GetRebalancing())
+	}
+}
+
+// Any client that routes may ask where shards are led: a publish or a
+// consume token will do. Rebalancing needs admin.
+func TestShardLeadersNeedsAnyTokenRebalanceAdmin(t *testing.T) {
+	tt := makeTokens(t, time.Now())
+	url, n := startAuthServer(t, Options{Tokens: tt.store})
+	if _, err := n.CreateTopic(context.Background(), "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	leaders := heraldv1connect.HeraldServiceShardLeadersProcedure
+	for _, name := range []string{"publish", "consume"} {
+		if status, body := callJSON(t, url, leaders, tt.secrets[name], `{"topic":"orders"}`); status != http.StatusOK {
+			t.Errorf("ShardLeaders with a %s token: %d %s", name, status, body)
+		}
+	}
+	if status, _ := callJSON(t, url, leaders, "", `{"topic":"orders"}`); status != http.StatusUnauthorized {
+		t.Errorf("ShardLeaders without a token: %d, want 401", status)
+	}
+	if status, _ := callJSON(t, url, heraldv1connect.HeraldServiceRebalanceProcedure, tt.secrets["publish"], `{}`); status != http.StatusForbidden {
+		t.Errorf("Rebalance with a publish token: %d, want 403", status)
 	}
 }
