@@ -697,10 +697,10 @@ func (b *balancer) moveOffDraining(ctx context.Context, s *shardRuntime, m host.
 		}
 	}
 	if slices.Contains(m.Voters, gone) {
-		n.log.Info("removing the replica of a draining node from the shard's group", "shard", s.name, "node", gone)
+		n.log.Info("removing the replica of a draining (or rebalanced) node from the shard's group", "shard", s.name, "node", gone)
 		return true, n.host.ChangeMembership(ctx, s.group, host.RemoveMember, gone)
 	}
-	n.log.Info("the replica of a draining node has moved", "shard", s.name, "node", gone)
+	n.log.Info("the replica of a draining (or rebalanced) node has moved", "shard", s.name, "node", gone)
 	_, err := n.proposeController(ctx, controller.Command{Op: controller.OpRemoveReplica, Name: s.topic, Shard: s.index, Node: gone, Time: time.Now().UnixNano()})
 	return true, err
 }
