@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,9 +133,10 @@ func TestE2ERoutingClientGoesToShardLeaders(t *testing.T) {
 }
 
 // TestE2ERoutingClientFollowsANewLeader: the routing client publishes
-// straight to the leader of a shard; the leader is SIGKILLed; the client's
-// publishes keep succeeding (its retries go elsewhere while it asks again
-// where the shard is led), then go straight to the new leader, and every
+// straight to the leader of each shard; node 1, which leads one and is the
+// node the client was given, is SIGKILLed; the client's publishes keep
+// succeeding (its retries go elsewhere while it asks the other nodes where
+// the shard is led now), then go straight to the new leader, and every
 // acknowledged event is consumed once, in order per key.
 func TestE2ERoutingClientFollowsANewLeader(t *testing.T) {
 	c := startCluster(t)
@@ -149,12 +151,11 @@ func TestE2ERoutingClientFollowsANewLeader(t *testing.T) {
 	routed := client.New("http://"+c.addrs[0], client.WithLeaderRouting(c.addrs[1], c.addrs[2]), client.WithPublishRetries(40))
 	routedPublish(t, routed, p, keys)
 
-	// Kill the leader of shard 0, and publish on to every shard.
-	var victim int
-	for _, s := range st.Shards {
-		if s.Shard == 0 {
-			victim = int(s.Leader) - 1
-		}
+	// Kill node 1, the node the client was given and the leader of a
+	// shard, and publish on to every shard.
+	const victim = 0
+	if !slices.ContainsFunc(st.Shards, func(s client.ClusterShard) bool { return s.Leader == victim+1 }) {
+		t.Fatalf("node 1 leads no shard: %+v", st.Shards)
 	}
 	c.nodes[victim].kill()
 	var live []string
