@@ -107,8 +107,8 @@ func (l *liveLoad) consume() {
 // finish stops the load, consumes what is left through c, and checks that
 // every acknowledged event of every topic was consumed once, in order per
 // key. Events still leased when the load stopped come back once their
-// lease ends: it drains until every acknowledged event is in, for up to a
-// minute.
+// lease ends, and a shard changing leader is read once it has one: it
+// drains until every acknowledged event is in, for up to a minute.
 func (l *liveLoad) finish(t *testing.T, c *client.Client) {
 	t.Helper()
 	close(l.stop)
@@ -119,17 +119,20 @@ func (l *liveLoad) finish(t *testing.T, c *client.Client) {
 	for _, tp := range l.topics {
 		deadline := time.Now().Add(time.Minute)
 		for {
+			// A shard may be between leaders (the leadership follows the
+			// rebalance's preferred leaders): it is read again.
 			byShard, unreadable := drainTopic(t, c, tp)
-			if len(unreadable) > 0 {
-				t.Fatalf("%s: unreadable shards: %v", tp, unreadable)
-			}
 			for sh, ds := range byShard {
 				l.consumed[tp][sh] = append(l.consumed[tp][sh], ds...)
 			}
-			if consumedAll(l.consumed[tp], l.acked[tp]) || time.Now().After(deadline) {
+			if consumedAll(l.consumed[tp], l.acked[tp]) {
 				break
 			}
-			time.Sleep(200 * time.Millisecond) // leases run out
+			if time.Now().After(deadline) {
+				t.Errorf("%s: unreadable shards at the end: %v", tp, unreadable)
+				break
+			}
+			time.Sleep(200 * time.Millisecond) // leases run out, leaders are elected
 		}
 		t.Logf("%s: %d events published and consumed", tp, len(l.acked[tp]))
 		checkConsumedOnce(t, l.consumed[tp], l.acked[tp])

@@ -94,31 +94,34 @@ func (s *State) setPreferred(c *Command) Result {
 	return Result{Topic: t.clone()}
 }
 
-// RebalanceStep returns the next command of the rebalance under way, or
-// false when there is none to propose now: no rebalance is under way, a
-// replica is still moving, or a node is draining (a drain moves replicas
-// too; the rebalance waits for it). proposers are the cluster's nodes as
-// the proposer knows them, used while the state records no members.
+// RebalanceStep returns the next commands of the rebalance under way, to
+// propose in order, or none when there is nothing to propose now: no
+// rebalance is under way, a replica is still moving, or a node is draining
+// (a drain moves replicas too; the rebalance waits for it). proposers are
+// the cluster's nodes as the proposer knows them, used while the state
+// records no members.
 //
 // The steps: while the node holding the most replicas holds at least two
 // more than the one holding the fewest, move one of its replicas there,
-// preferring one it is not the preferred leader of; then, likewise, make
-// the node that is the preferred leader of the fewest shards that of a
-// shard of the node that is of the most; then end the rebalance. Each
-// step narrows the spread, so the rebalance ends; once it has, running it
-// again changes nothing.
-func (s *State) RebalanceStep(proposers []uint64) (Command, bool) {
+// preferring one it is not the preferred leader of; then, while the node
+// that is the preferred leader of the most shards is that of two more
+// than some node it can hand one to, through a chain of shards (each
+// shard's preferred leader becoming another of its replicas, the next
+// link's), hand one along the chain; then end the rebalance. Each step
+// narrows the spread, so the rebalance ends; once it has, running it again
+// changes nothing.
+func (s *State) RebalanceStep(proposers []uint64) []Command {
 	if !s.rebalancing || s.move != nil || slices.ContainsFunc(s.members, func(m Member) bool { return m.Draining }) {
-		return Command{}, false
+		return nil
 	}
 	nodes := s.placeable(proposers)
 	if cmd, ok := s.replicaStep(nodes); ok {
-		return cmd, true
+		return []Command{cmd}
 	}
-	if cmd, ok := s.leaderStep(nodes); ok {
-		return cmd, true
+	if cmds := s.leaderStep(nodes); len(cmds) > 0 {
+		return cmds
 	}
-	return Command{Op: OpRebalanceDone}, true
+	return []Command{{Op: OpRebalanceDone}}
 }
 
 // placedShard is one shard of a topic with a placement.
@@ -179,28 +182,66 @@ func (s *State) replicaStep(nodes []uint64) (Command, bool) {
 	return Command{Op: OpMoveReplica, Name: pick.t.Name, Shard: pick.shard, Node: hi, To: lo}, true
 }
 
-func (s *State) leaderStep(nodes []uint64) (Command, bool) {
+// leaderStep finds a chain of shards along which a node that is the
+// preferred leader of the most shards can hand one to a node that is of
+// at least two fewer: the first shard's preferred leader is the busiest
+// node, and each next shard's is the replica the previous one hands to;
+// the last hands to the other node. Every node on the chain but its ends
+// gives one and takes one. It returns the set-preferred commands, last
+// link first, so that no node is ever the preferred leader of more than
+// it was.
+func (s *State) leaderStep(nodes []uint64) []Command {
 	shards := s.placedShards()
 	led := make(map[uint64]int)
 	for _, ps := range shards {
 		led[ps.t.Placement[ps.shard][0]]++
 	}
+	member := make(map[uint64]bool, len(nodes))
+	for _, id := range nodes {
+		member[id] = true
+	}
 	order := byCount(nodes, led)
-	// The pair furthest apart that some shard can settle: a shard the
-	// busier node is preferred leader of, with a replica on the other.
 	for j := len(order) - 1; j > 0; j-- {
-		for i := 0; i < j; i++ {
-			lo, hi := order[i], order[j]
-			if led[hi]-led[lo] < 2 {
-				break
+		if cmds := s.leaderChain(shards, led, member, order[j]); len(cmds) > 0 {
+			return cmds
+		}
+	}
+	return nil
+}
+
+// leaderChain searches, breadth first, for the shortest chain from hi to
+// a node that is the preferred leader of at least two fewer shards.
+func (s *State) leaderChain(shards []placedShard, led map[uint64]int, member map[uint64]bool, hi uint64) []Command {
+	type link struct {
+		from  uint64 // the node the chain came from
+		shard int    // index in shards of the shard handed over
+	}
+	came := map[uint64]link{hi: {}}
+	queue := []uint64{hi}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for i, ps := range shards {
+			r := ps.t.Placement[ps.shard]
+			if r[0] != u {
+				continue
 			}
-			for _, ps := range shards {
-				r := ps.t.Placement[ps.shard]
-				if r[0] == hi && slices.Contains(r, lo) {
-					return Command{Op: OpSetPreferred, Name: ps.t.Name, Shard: ps.shard, Node: lo}, true
+			for _, v := range r[1:] {
+				if _, seen := came[v]; seen || !member[v] {
+					continue
 				}
+				came[v] = link{from: u, shard: i}
+				if led[v] <= led[hi]-2 {
+					var cmds []Command
+					for at := v; at != hi; at = came[at].from {
+						ps := shards[came[at].shard]
+						cmds = append(cmds, Command{Op: OpSetPreferred, Name: ps.t.Name, Shard: ps.shard, Node: at})
+					}
+					return cmds
+				}
+				queue = append(queue, v)
 			}
 		}
 	}
-	return Command{}, false
+	return nil
 }

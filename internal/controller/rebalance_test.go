@@ -45,11 +45,15 @@ func rebalance(t *testing.T, s *State) []Move {
 		t.Fatalf("rebalance: %v, under way %v", r.Err, s.Rebalancing())
 	}
 	var moves []Move
+	var steps []Command
 	for range 100 {
-		cmd, ok := s.RebalanceStep(nil)
-		if !ok {
-			t.Fatalf("no step while nothing moves")
+		if len(steps) == 0 {
+			if steps = s.RebalanceStep(nil); len(steps) == 0 {
+				t.Fatalf("no step while nothing moves")
+			}
 		}
+		cmd := steps[0]
+		steps = steps[1:]
 		cmd.Time = 8
 		if r := apply(t, s, cmd); r.Err != nil {
 			t.Fatalf("%+v: %v", cmd, r.Err)
@@ -65,8 +69,8 @@ func rebalance(t *testing.T, s *State) []Move {
 			if !ok || m != (Move{Topic: cmd.Name, Shard: cmd.Shard, From: cmd.Node, To: cmd.To}) {
 				t.Fatalf("move %+v recorded as %+v, %v", cmd, m, ok)
 			}
-			if _, ok := s.RebalanceStep(nil); ok {
-				t.Fatal("a second step while a replica moves: one move at a time")
+			if next := s.RebalanceStep(nil); len(next) > 0 {
+				t.Fatalf("step %+v while a replica moves: one move at a time", next)
 			}
 			moves = append(moves, m)
 			if r := apply(t, s, replicaCmd(OpRemoveReplica, cmd.Name, cmd.Shard, cmd.Node)); r.Err != nil {
@@ -123,15 +127,15 @@ func TestRebalanceSpreadsReplicasAndLeaders(t *testing.T) {
 // under way.
 func TestRebalanceWaits(t *testing.T) {
 	s := threeThenFour(t)
-	if _, ok := s.RebalanceStep(nil); ok {
-		t.Fatal("a step with no rebalance under way")
+	if cmds := s.RebalanceStep(nil); len(cmds) > 0 {
+		t.Fatalf("steps %+v with no rebalance under way", cmds)
 	}
 	apply(t, s, Command{Op: OpRebalance, Time: 7})
 	if r := apply(t, s, nodeCmd(OpDrainNode, 1, "")); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if cmd, ok := s.RebalanceStep(nil); ok {
-		t.Fatalf("step %+v while node 1 drains", cmd)
+	if cmds := s.RebalanceStep(nil); len(cmds) > 0 {
+		t.Fatalf("steps %+v while node 1 drains", cmds)
 	}
 }
 
@@ -202,8 +206,11 @@ func TestRebalanceOpErrorsChangeNothing(t *testing.T) {
 func TestRebalanceSnapshot(t *testing.T) {
 	s := threeThenFour(t)
 	apply(t, s, Command{Op: OpRebalance, Time: 7})
-	cmd, _ := s.RebalanceStep(nil)
-	if r := apply(t, s, cmd); r.Err != nil {
+	cmds := s.RebalanceStep(nil)
+	if len(cmds) != 1 || cmds[0].Op != OpMoveReplica {
+		t.Fatalf("first step %+v, want a move", cmds)
+	}
+	if r := apply(t, s, cmds[0]); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	data := mustSnapshot(t, s)
@@ -225,5 +232,40 @@ func TestRebalanceSnapshot(t *testing.T) {
 	}
 	if _, ok := s.CurrentMove(); ok {
 		t.Fatal("the move of a deleted topic is still recorded")
+	}
+}
+
+// When no shard the busiest preferred leader leads has a replica on the
+// idlest node, the preference moves along a chain: node 1 hands a shard to
+// node 2, which hands one of its own to node 4.
+func TestLeaderStepFollowsAChain(t *testing.T) {
+	s := threeThenFour(t)
+	createOn(t, s, "c", 8)
+	s.topics["c"].Placement = [][]uint64{
+		{1, 2, 3}, {1, 2, 3}, {1, 3, 2}, // node 1: none on node 4
+		{2, 4, 3}, {2, 3, 1},
+		{4, 1, 2},
+		{3, 1, 2}, {3, 2, 1}, // node 3: none on node 4 either
+	}
+	delete(s.topics, "a")
+	delete(s.topics, "b")
+	cmds := s.leaderStep([]uint64{1, 2, 3, 4})
+	want := []Command{
+		{Op: OpSetPreferred, Name: "c", Shard: 3, Node: 4},
+		{Op: OpSetPreferred, Name: "c", Shard: 0, Node: 2},
+	}
+	if !reflect.DeepEqual(cmds, want) {
+		t.Fatalf("chain %+v, want %+v", cmds, want)
+	}
+	for _, c := range cmds {
+		if r := apply(t, s, c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if _, led := spread(s); !reflect.DeepEqual(led, map[uint64]int{1: 2, 2: 2, 3: 2, 4: 2}) {
+		t.Errorf("preferred leaders per node %v, want 2 each", led)
+	}
+	if cmds := s.leaderStep([]uint64{1, 2, 3, 4}); len(cmds) != 0 {
+		t.Errorf("more steps %+v once even", cmds)
 	}
 }

@@ -219,7 +219,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
 	defer classify(&err)
 
 	n.mu.RLock()
-	members := n.members
+	members, rebalancing := n.members, n.rebalancing
 	topics := make([]*topicRuntime, 0, len(n.topics))
 	for _, tr := range n.topics {
 		topics = append(topics, tr)
@@ -229,11 +229,8 @@ func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
 
 	nodes := n.memberStatus(members)
 	reports := n.gatherLocalStatus(ctx, nodes)
-	out := ClusterStatus{NodeID: n.cfg.NodeID, Nodes: nodes}
+	out := ClusterStatus{NodeID: n.cfg.NodeID, Nodes: nodes, Rebalancing: rebalancing}
 	out.ControllerLeader = reports[n.cfg.NodeID].ControllerLeader
-	if out.Rebalancing, _, _, err = n.rebalanceState(ctx); err != nil {
-		return ClusterStatus{}, err
-	}
 	draining := drainingSet(members)
 	for _, tr := range topics {
 		for _, s := range tr.shards {
@@ -449,7 +446,7 @@ func (n *Node) balance() {
 // their preferred leader (this node) with the placement's configuration.
 func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	n.mu.RLock()
-	members := n.members
+	members, move := n.members, n.move
 	if len(members) <= 1 && len(n.cfg.Members) == 1 {
 		// A node alone (started without --peers, which it needs to be
 		// given others) leads all its groups as their only replica:
@@ -474,14 +471,10 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	}
 	n.mu.RUnlock()
 	slices.SortFunc(led, func(a, b *shardRuntime) int { return cmp.Compare(a.group, b.group) })
-	b := balancer{n: n, draining: drainingSet(members), load: load, settled: settled}
-	_, move, moving, err := n.rebalanceState(ctx)
-	if err != nil {
-		return // the controller is not readable (the node is closing): the next check runs again
-	}
-	if moving {
-		b.move = &move
-	}
+	// The move and the shards' placements are of one reading of the
+	// controller: a move seen before its placement could make the shard
+	// look a replica short.
+	b := balancer{n: n, draining: drainingSet(members), load: load, settled: settled, move: move}
 	for _, m := range members {
 		if !m.Draining {
 			b.placeable = append(b.placeable, m.ID)

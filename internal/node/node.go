@@ -151,6 +151,11 @@ type Node struct {
 	topics  map[string]*topicRuntime
 	shards  map[uint64]*shardRuntime // by group id, including broken ones
 	members []controller.Member      // as the controller records them; nil until the first membership change
+	// rebalancing: a rebalance is under way, and move the replica it
+	// moves (nil if none), as of the topics above: the cluster's status
+	// and the balancer read them together.
+	rebalancing bool
+	move        *controller.Move
 
 	pushMu           sync.Mutex
 	push             map[string]*pushTopic // by topic name
@@ -464,9 +469,15 @@ type reconcilePlan struct {
 func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 	var topics []controller.Topic
 	var members []controller.Member
+	var rebalancing bool
+	var move *controller.Move
 	if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
 		topics = sm.(*controllerMachine).Topics()
 		members = sm.(*controllerMachine).Members()
+		rebalancing = sm.(*controllerMachine).Rebalancing()
+		if m, ok := sm.(*controllerMachine).CurrentMove(); ok {
+			move = &m
+		}
 	}); err != nil {
 		return nil, fmt.Errorf("read topics from the controller: %w", err)
 	}
@@ -515,7 +526,7 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 		n.shards[id] = s
 	}
 	n.topics = newTopics
-	n.members = members
+	n.members, n.rebalancing, n.move = members, rebalancing, move
 	n.mu.Unlock()
 	n.connectMembers(members)
 	return p, nil

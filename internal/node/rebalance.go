@@ -35,19 +35,8 @@ func (n *Node) Rebalance(ctx context.Context) (err error) {
 	return err
 }
 
-// rebalanceState reads whether a rebalance is under way and the replica
-// move it makes, if any.
-func (n *Node) rebalanceState(ctx context.Context) (rebalancing bool, move controller.Move, moving bool, err error) {
-	err = n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
-		c := sm.(*controllerMachine)
-		rebalancing = c.Rebalancing()
-		move, moving = c.CurrentMove()
-	})
-	return rebalancing, move, moving, err
-}
-
-// maxPreferredSteps bounds the preferred-leader changes proposed in one
-// check: each is one controller entry, and cheap.
+// maxPreferredSteps bounds the chains of preferred-leader changes
+// proposed in one check: each change is one controller entry, and cheap.
 const maxPreferredSteps = 64
 
 // rebalanceStep proposes the rebalance's next steps, on the node leading
@@ -55,28 +44,37 @@ const maxPreferredSteps = 64
 // preferred-leader changes, or the end.
 func (n *Node) rebalanceStep(ctx context.Context) error {
 	for range maxPreferredSteps {
-		var cmd controller.Command
-		var ok bool
+		var cmds []controller.Command
 		if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
-			cmd, ok = sm.(*controllerMachine).RebalanceStep(n.cfg.Members)
-		}); err != nil || !ok {
+			cmds = sm.(*controllerMachine).RebalanceStep(n.cfg.Members)
+		}); err != nil || len(cmds) == 0 {
 			return err
 		}
-		cmd.Time = time.Now().UnixNano()
-		switch cmd.Op {
-		case controller.OpMoveReplica:
-			n.log.Info("rebalance: moving a replica", "shard", topic.ShardName(cmd.Name, cmd.Shard), "from", cmd.Node, "to", cmd.To)
-		case controller.OpSetPreferred:
-			n.log.Info("rebalance: changing a shard's preferred leader", "shard", topic.ShardName(cmd.Name, cmd.Shard), "to", cmd.Node)
-		default:
-			n.log.Info("rebalance: done")
+		for _, cmd := range cmds {
+			if err := n.proposeRebalance(ctx, cmd); err != nil {
+				return err
+			}
 		}
-		if _, err := n.proposeController(ctx, cmd); err != nil {
-			return fmt.Errorf("rebalance: %s: %w", cmd.Op, err)
-		}
-		if cmd.Op != controller.OpSetPreferred {
+		if cmds[0].Op != controller.OpSetPreferred {
 			return nil
 		}
+	}
+	return nil
+}
+
+// proposeRebalance proposes one step of a rebalance.
+func (n *Node) proposeRebalance(ctx context.Context, cmd controller.Command) error {
+	cmd.Time = time.Now().UnixNano()
+	switch cmd.Op {
+	case controller.OpMoveReplica:
+		n.log.Info("rebalance: moving a replica", "shard", topic.ShardName(cmd.Name, cmd.Shard), "from", cmd.Node, "to", cmd.To)
+	case controller.OpSetPreferred:
+		n.log.Info("rebalance: changing a shard's preferred leader", "shard", topic.ShardName(cmd.Name, cmd.Shard), "to", cmd.Node)
+	default:
+		n.log.Info("rebalance: done")
+	}
+	if _, err := n.proposeController(ctx, cmd); err != nil {
+		return fmt.Errorf("rebalance: %s: %w", cmd.Op, err)
 	}
 	return nil
 }
