@@ -209,9 +209,22 @@ func drainTopic(t *testing.T, c *client.Client, topic string) (map[int][]client.
 	t.Helper()
 	ctx := context.Background()
 	got := map[int][]client.Delivery{}
-	unreadable := map[int]string{}
-	for idle := 0; idle < 2; {
+	var unreadable map[int]string
+	// A shard between leaders (an election after a leadership transfer)
+	// is unreadable for a moment: drain until the last fetches list only
+	// shards that stay unreadable, or give up after a while.
+	deadline := time.Now().Add(15 * time.Second)
+	electing := func() bool {
+		for _, reason := range unreadable {
+			if strings.Contains(reason, "no leader yet") {
+				return time.Now().Before(deadline)
+			}
+		}
+		return false
+	}
+	for idle := 0; idle < 2 || electing(); {
 		ds, err := c.Fetch(ctx, topic, client.FetchOptions{MaxEvents: 500, VisibilityTimeout: time.Minute, Wait: 100 * time.Millisecond})
+		unreadable = map[int]string{}
 		var ue *client.UnreadableError
 		if errors.As(err, &ue) {
 			for _, s := range ue.Shards {
