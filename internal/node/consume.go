@@ -50,16 +50,19 @@ func newLeaseTable() *leaseTable {
 	return &leaseTable{until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32)}
 }
 
-func (t *leaseTable) count(now time.Time) int {
+func (t *leaseTable) count(now time.Time) int { return len(t.live(now)) }
+
+// live returns the offsets leased beyond now.
+func (t *leaseTable) live(now time.Time) []uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for _, u := range t.until {
+	var offsets []uint64
+	for o, u := range t.until {
 		if u.After(now) {
-			n++
+			offsets = append(offsets, o)
 		}
 	}
-	return n
+	return offsets
 }
 
 // forgetBelow drops the leases of events before the first pending one:

@@ -419,15 +419,8 @@ func (n *Node) proposeMembership(ctx context.Context, cmd controller.Command) er
 // balance checks, every BalanceInterval until the node stops, the shards
 // this node leads, and the controller if it leads that.
 func (n *Node) balance() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStop()
 	defer cancel()
-	n.wg.Go(func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
 	t := time.NewTicker(n.cfg.BalanceInterval)
 	defer t.Stop()
 	settled := make(map[uint64][]uint64)
@@ -581,16 +574,7 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 // event acknowledged through another node keeps its lease here until the
 // next fetch, so under a steady consumer it is never empty.
 func (n *Node) leased(ctx context.Context, s *shardRuntime) bool {
-	now := time.Now()
-	t := s.leases
-	t.mu.Lock()
-	var offsets []uint64
-	for o, until := range t.until {
-		if until.After(now) {
-			offsets = append(offsets, o)
-		}
-	}
-	t.mu.Unlock()
+	offsets := s.leases.live(time.Now())
 	if len(offsets) == 0 {
 		return false
 	}

@@ -303,14 +303,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// boot opens the shards the node held at its start, which planReconcile
-// planned, and then says the node is ready. It releases reconcileMu, which
-// Open took. Close cuts it short.
-func (n *Node) boot(plan *reconcilePlan) {
-	defer close(n.opened)
-	defer n.reconcileMu.Unlock()
+// untilStop returns a context that ends when the node stops or cancel is
+// called; the goroutine watching for the stop is joined by Close.
+func (n *Node) untilStop() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	n.wg.Go(func() {
 		select {
 		case <-n.stop:
@@ -318,6 +314,17 @@ func (n *Node) boot(plan *reconcilePlan) {
 		case <-ctx.Done():
 		}
 	})
+	return ctx, cancel
+}
+
+// boot opens the shards the node held at its start, which planReconcile
+// planned, and then says the node is ready. It releases reconcileMu, which
+// Open took. Close cuts it short.
+func (n *Node) boot(plan *reconcilePlan) {
+	defer close(n.opened)
+	defer n.reconcileMu.Unlock()
+	ctx, cancel := n.untilStop()
+	defer cancel()
 	start := time.Now()
 	n.finishReconcile(ctx, plan)
 	if ctx.Err() == nil {
