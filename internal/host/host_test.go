@@ -75,16 +75,26 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func newTestHost(t *testing.T, dir string, mod func(*Config)) *Host {
 	t.Helper()
+	h, err := openTestHost(t, dir, mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// openTestHost is newTestHost returning the error: after a crash, the
+// node's write-ahead log may refuse to open.
+func openTestHost(t *testing.T, dir string, mod func(*Config)) (*Host, error) {
 	cfg := Config{Dir: dir, TickInterval: 10 * time.Millisecond, Logger: quietLogger()}
 	if mod != nil {
 		mod(&cfg)
 	}
 	h, err := New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { h.Close() })
-	return h
+	return h, nil
 }
 
 func propose(t *testing.T, h *Host, group uint64, cmd string) int {

@@ -150,7 +150,7 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 		flipped = flipRandomBit(t, crashed, rng)
 	}
 	fs = crashed
-	h2, err := reopenHost(t, cfg(boot))
+	h2, err := openTestHost(t, "/data", cfg(boot))
 	if err == nil {
 		err = h2.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}})
 	}
@@ -168,19 +168,6 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 	checkAcked(t, got, want, flipped)
 	t.Logf("%s: %d acknowledged, %d present after reopen (target %d)", kind, countAcked(want), len(got), target)
 	return false
-}
-
-// reopenHost starts a host after a crash; unlike newTestHost it returns
-// the error, since the node's write-ahead log may refuse to open.
-func reopenHost(t *testing.T, mod func(*Config)) (*Host, error) {
-	cfg := Config{TickInterval: 10 * time.Millisecond, Logger: quietLogger()}
-	mod(&cfg)
-	h, err := New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { h.Close() })
-	return h, nil
 }
 
 // injectAfter makes the n-th write or sync from now, and every one after
