@@ -246,7 +246,6 @@ func New(cfg Config) (*Host, error) {
 			h.wal.Close()
 			return nil, err
 		}
-		h.replayWAL()
 	}
 	h.nextID.Store(rand.Uint64() >> 1)
 	go h.tick()
@@ -256,12 +255,12 @@ func New(cfg Config) (*Host, error) {
 // walDir, under Config.Dir, holds the node's write-ahead log.
 const walDir = "wal"
 
-// replayWAL replays what the WAL holds into the groups in groupsDir, so
-// that their logs are whole before anything opens them: each group's
-// storage is opened, which replays and flushes, and closed. A group that
-// fails to open is logged here and fails again, named, when it is added.
-// Groups with a Dir of their own take theirs when they are added, before
-// Booted.
+// replayWAL replays what the WAL still holds into the groups in
+// groupsDir that were not added (a replica the node's controller did not
+// know of yet at the start), so that their logs are whole before anything
+// opens them: each group's storage is opened, which replays and flushes,
+// and closed. A group that fails to open is logged here and fails again,
+// named, when it is added.
 func (h *Host) replayWAL() {
 	pending := h.wal.RecoveredGroups()
 	if len(pending) == 0 {
@@ -312,12 +311,14 @@ func groupDirID(name string) (uint64, bool) {
 	return id, ok && err == nil
 }
 
-// Booted says that every group with a Dir of its own that this node had
-// before it restarted has been added (AddGroup), failed or not: the WAL
-// may now drop what it held for groups that no longer exist here, and
-// delete the files holding it.
+// Booted says that the groups this node runs after its restart have been
+// added (AddGroup), failed or not, each taking what the WAL held for it.
+// The WAL's records of other groups in groupsDir are replayed into them;
+// what is left, of groups that no longer exist here, is dropped, and the
+// WAL may delete the files holding it.
 func (h *Host) Booted() {
 	if h.wal != nil {
+		h.replayWAL()
 		h.wal.Booted()
 	}
 }

@@ -550,3 +550,34 @@ func (f slowSyncFile) SyncData() error {
 	time.Sleep(f.delay)
 	return f.File.SyncData()
 }
+
+// A group not added before Booted (a replica the node's controller did not
+// know of yet at the start) still gets what the WAL held for it: Booted
+// replays it into the group's directory before the WAL drops it.
+func TestBootedReplaysTheWALIntoGroupsNotYetAdded(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := func(boot string) func(*Config) {
+		return func(c *Config) { c.FS, c.BootID = fs, boot }
+	}
+	h := newTestHost(t, "/data", cfg("boot-1"))
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		propose(t, h, 1, fmt.Sprint("c", i)) // acknowledged: in the WAL, not yet in the group's log
+	}
+	fs = fs.CrashClone(nil)
+	h.Close()
+
+	h2 := newTestHost(t, "/data", cfg("boot-2"))
+	h2.Booted()
+	if err := h2.wal.Checkpoint(); err != nil { // drops what the WAL held
+		t.Fatal(err)
+	}
+	if err := h2.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := machineState(t, h2, 1); len(got) != 20 {
+		t.Fatalf("the group holds %d of its 20 acknowledged commands after a power loss", len(got))
+	}
+}

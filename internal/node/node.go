@@ -271,9 +271,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
 	}
-	// The shards replayed the write-ahead log when the host opened; the
-	// controller, in a directory of its own, has now too.
-	h.Booted()
 	if err := n.waitControllerCaughtUp(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -328,6 +325,9 @@ func (n *Node) boot(plan *reconcilePlan) {
 	start := time.Now()
 	n.finishReconcile(ctx, plan)
 	if ctx.Err() == nil {
+		// Every group the node knew of at its start has taken what the
+		// write-ahead log held for it; the host replays the rest.
+		n.host.Booted()
 		n.booted.Store(true)
 		if len(plan.toOpen) > 0 {
 			n.log.Info("every shard has opened", "shards", len(plan.toOpen), "took", time.Since(start).Round(time.Millisecond))
