@@ -46,7 +46,6 @@ func buildCrashedLog(t *testing.T, dir string, n uint64) map[uint64]recLoc {
 		}
 		s.f.Close()
 	}
-	l.dirf.Close()
 	return locs
 }
 
@@ -337,7 +336,6 @@ func abandon(l *Log) {
 	for _, s := range l.segs {
 		s.f.Close()
 	}
-	l.dirf.Close()
 }
 
 // A length field that points past the end of the file, in the middle of

@@ -63,7 +63,6 @@ type Options struct {
 type Log struct {
 	fs      vfs.FS
 	dir     string
-	dirf    vfs.File // the directory, for fsyncing entry changes
 	segSize int64
 	bootID  string
 	state   logState // as last written to the state file; guarded by wmu
@@ -135,14 +134,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := vfs.MkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	dirf, err := fsys.OpenDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open log %s: %w", dir, err)
-	}
 	l := &Log{
 		fs:        fsys,
 		dir:       dir,
-		dirf:      dirf,
 		segSize:   segSize,
 		bootID:    bootID,
 		covered:   opts.UnsyncedElsewhere,
@@ -152,7 +146,6 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.scond.L = &l.smu
 	st, ok, noTear, err := l.readState()
 	if err != nil {
-		dirf.Close()
 		return nil, err
 	}
 	l.state, l.stateOK, l.noTear = st, ok, noTear
@@ -160,7 +153,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		for _, s := range l.segs {
 			s.f.Close()
 		}
-		dirf.Close()
 		return nil, err
 	}
 	return l, nil
@@ -298,12 +290,12 @@ func (l *Log) fsync(f vfs.File) error {
 	return l.fsyncFile(f)
 }
 
-// syncDir makes the directory's entries durable.
+// syncDir makes the directory's entries durable. The directory is opened
+// for it, not held: entries change only when segments are created,
+// renamed or removed, and a node with thousands of logs would otherwise
+// keep a file open for each of them.
 func (l *Log) syncDir() error {
-	if err := l.dirf.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", l.dir, err)
-	}
-	return nil
+	return vfs.SyncDir(l.fs, l.dir)
 }
 
 // writeSegmentFile creates path holding just a segment header and makes
@@ -925,9 +917,6 @@ func (l *Log) Close() error {
 		if err := s.f.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close segment %s: %w", s.path, err))
 		}
-	}
-	if err := l.dirf.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close log directory %s: %w", l.dir, err))
 	}
 	return errors.Join(errs...)
 }
