@@ -39,11 +39,23 @@ type Delivery struct {
 // leaseTable holds a shard's pull leases. Leases live in the memory of the
 // node that leads the shard: after a restart or a change of leader they are
 // gone and the events are handed out again (at-least-once). Acks, which
-// are what must not be lost, go through the shard's log.
+// are what must not be lost, go through the shard's log, and every replica
+// drops the leases of the events an ack names as it applies it (acked),
+// wherever the ack was made: the leader's table holds no lease on an
+// acknowledged event.
 type leaseTable struct {
+	// fetching serializes the fetches of the shard, so that each reads
+	// which events are acknowledged after the one before has leased; see
+	// fetchShard. It is held across reads of the group's state, which is
+	// why the group's goroutine, applying acks, takes only mu.
+	fetching sync.Mutex
+
 	mu       sync.Mutex
 	until    map[uint64]time.Time // offset → lease expiry
 	attempts map[uint64]uint32    // offset → times handed out
+	// ackedAt is the log index of the last applied ack that dropped a
+	// lease here.
+	ackedAt uint64
 }
 
 func newLeaseTable() *leaseTable {
@@ -66,8 +78,7 @@ func (t *leaseTable) live(now time.Time) []uint64 {
 }
 
 // forgetBelow drops the leases of events before the first pending one:
-// they were acknowledged, perhaps through another node, whose ack did not
-// pass by this table. The caller holds t.mu.
+// they were acknowledged or dead-lettered. The caller holds t.mu.
 func (t *leaseTable) forgetBelow(pending []delivery.Event) {
 	for o := range t.until {
 		if len(pending) == 0 || o < pending[0].Offset {
@@ -80,11 +91,46 @@ func (t *leaseTable) forgetBelow(pending []delivery.Event) {
 func (t *leaseTable) release(offsets []uint64, forget bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.releaseLocked(offsets, forget)
+}
+
+// releaseLocked is release; it reports whether a lease was dropped. The
+// caller holds t.mu.
+func (t *leaseTable) releaseLocked(offsets []uint64, forget bool) bool {
+	dropped := false
 	for _, o := range offsets {
-		delete(t.until, o)
+		if _, ok := t.until[o]; ok {
+			delete(t.until, o)
+			dropped = true
+		}
 		if forget {
 			delete(t.attempts, o)
 		}
+	}
+	return dropped
+}
+
+// acked drops the leases of the events that the command data, applied at
+// index with result res, acknowledged. It runs on the group's goroutine,
+// for every entry: any command but an ack costs a look at its first bytes.
+func (t *leaseTable) acked(index uint64, data []byte, res any) {
+	if op, ok := shard.OpOf(data); !ok || op != shard.OpAck {
+		return
+	}
+	if r, ok := res.(shard.Result); !ok || r.Err != nil {
+		return // a rejected ack changes nothing
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.until) == 0 && len(t.attempts) == 0 {
+		return // as on most followers: nothing to drop, no need to decode
+	}
+	cmd, err := shard.UnmarshalCommand(data)
+	if err != nil {
+		return // cannot happen: the shard applied it
+	}
+	if t.releaseLocked(cmd.Offsets, true) {
+		t.ackedAt = index
 	}
 }
 
@@ -273,22 +319,36 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 		return nil, err
 	}
 	t := s.leases
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.forgetBelow(pending)
+	t.fetching.Lock()
+	defer t.fetching.Unlock()
 	if len(pending) == 0 {
+		t.mu.Lock()
+		t.forgetBelow(pending)
+		t.mu.Unlock()
 		return nil, nil
 	}
-	// pending was read before t.mu was held. Since then, an ack or another
-	// fetch with a newer view may have dropped the lease of an event
-	// acknowledged meanwhile; leasing it again would hand a consumer an
-	// acknowledged event, after its key's next one. Leases are dropped
-	// only once the ack is applied, so a view taken now sees every such
-	// ack.
-	acked, err := n.ackedNow(ctx, s, pending)
-	if err != nil {
-		return nil, err
+	// pending was read before this fetch's turn. Since then an earlier
+	// fetch may have handed out a key's next event, its event in pending
+	// being acknowledged meanwhile: leasing that one again would hand a
+	// consumer an acknowledged event after its key's next one. A view
+	// taken now sees every such ack. An ack applied after the view drops
+	// its lease (see leaseTable.acked) and would make its event look free
+	// to lease again: then look once more.
+	var acked map[uint64]bool
+	for {
+		var at uint64
+		acked, at, err = n.ackedNow(ctx, s, pending)
+		if err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		if t.ackedAt <= at {
+			break
+		}
+		t.mu.Unlock()
 	}
+	defer t.mu.Unlock()
+	t.forgetBelow(pending)
 	now := time.Now()
 	blocked := make(map[string]bool) // keys with an earlier event still out
 	var out []Delivery
@@ -314,21 +374,23 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 }
 
 // ackedNow returns which of pending are acknowledged (or dead-lettered)
-// in the shard's state as it is now.
-func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, error) {
+// in the shard's state as it is now, and the log index of that state.
+func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, uint64, error) {
 	acked := make(map[uint64]bool)
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+	var at uint64
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, applied uint64) {
 		m := machineOf(sm)
 		for _, p := range pending {
 			if m.IsAcked(p.Offset) {
 				acked[p.Offset] = true
 			}
 		}
+		at = applied
 	})
 	if err != nil {
-		return nil, n.hostError(s.name, err)
+		return nil, 0, n.hostError(s.name, err)
 	}
-	return acked, nil
+	return acked, at, nil
 }
 
 // Ack marks events done. Ids of events already acknowledged are accepted
@@ -352,7 +414,6 @@ func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 			}
 			return total, fmt.Errorf("ack in shard %s: %w", s.rt.name, err)
 		}
-		s.rt.leases.release(offsets, true)
 		total += res.Count
 	}
 	return total, nil

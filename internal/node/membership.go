@@ -547,7 +547,7 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 	// one whose replica a rebalance moves is in no hurry, and waits until
 	// no consumer holds a lease, as below.
 	if b.draining[self] || !slices.Contains(want, self) {
-		if self == leaving && n.leased(ctx, s) {
+		if self == leaving && n.leased(s) {
 			return nil
 		}
 		return b.handOver(ctx, s.group, m, want)
@@ -562,7 +562,7 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 	// leased events out again, after later ones of their keys: balancing
 	// waits until no consumer holds a lease on the shard.
 	if p := preferredLeader(want, b.draining); p != self && p != 0 && slices.Contains(m.Voters, p) && m.CaughtUp(p) &&
-		!n.leased(ctx, s) {
+		!n.leased(s) {
 		n.log.Info("handing the leadership to the shard's preferred leader", "shard", s.name, "to", p)
 		return n.host.TransferLeadership(ctx, s.group, p)
 	}
@@ -570,20 +570,10 @@ func (b *balancer) moving(ctx context.Context, s *shardRuntime, leaving uint64) 
 }
 
 // leased reports whether a consumer holds a lease on an event of the
-// shard that is not acknowledged yet. The lease table alone says more: an
-// event acknowledged through another node keeps its lease here until the
-// next fetch, so under a steady consumer it is never empty.
-func (n *Node) leased(ctx context.Context, s *shardRuntime) bool {
-	offsets := s.leases.live(time.Now())
-	if len(offsets) == 0 {
-		return false
-	}
-	held := true
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := machineOf(sm)
-		held = slices.ContainsFunc(offsets, func(o uint64) bool { return !m.IsAcked(o) })
-	})
-	return err != nil || held
+// shard. An acknowledged event holds none, wherever it was acknowledged:
+// the ack drops its lease as the leader applies it.
+func (n *Node) leased(s *shardRuntime) bool {
+	return s.leases.count(time.Now()) > 0
 }
 
 // handOver transfers the leadership to a caught-up voter that stays: the

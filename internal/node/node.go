@@ -516,7 +516,7 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 			// controller.Topic.Bootstrap).
 			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
 			p.toOpen = append(p.toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
-				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id)}))
+				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id, s.leases)}))
 		}
 	}
 	for id, s := range n.shards {

@@ -28,10 +28,12 @@ type shardMachine struct {
 
 	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
 	restored   bool
+
+	leases *leaseTable // drops the leases of acknowledged events
 }
 
-func (n *Node) newShardMachine(group uint64) *shardMachine {
-	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving, beforeOpen: n.cfg.BeforeShardOpen}
+func (n *Node) newShardMachine(group uint64, leases *leaseTable) *shardMachine {
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving, beforeOpen: n.cfg.BeforeShardOpen, leases: leases}
 }
 
 // machineOf returns the shard machine a View of a shard's group sees.
@@ -40,6 +42,7 @@ func machineOf(sm host.StateMachine) *shard.Machine { return sm.(*shardMachine).
 func (m *shardMachine) Apply(index uint64, data []byte) any {
 	r := m.Machine.Apply(index, data)
 	m.track()
+	m.leases.acked(index, data, r)
 	return r
 }
 
