@@ -44,7 +44,7 @@ func buildCrashedLog(t *testing.T, dir string, n uint64) map[uint64]recLoc {
 		for i := s.base; i < s.next(); i++ {
 			locs[i] = recLoc{path: s.path, off: s.pos[i-s.base], end: s.end(i), seg: k, last: k == len(l.segs)-1}
 		}
-		s.f.Close()
+		s.h.close()
 	}
 	return locs
 }
@@ -334,7 +334,7 @@ func TestBadChecksumAtEOF(t *testing.T) {
 // marked clean.
 func abandon(l *Log) {
 	for _, s := range l.segs {
-		s.f.Close()
+		s.h.close()
 	}
 }
 

@@ -48,6 +48,15 @@
 // as one hitting a full disk, is rolled back instead, and the log stays
 // usable.
 //
+// # Open files
+//
+// A log keeps its segment files open, unless it shares a bound
+// (Options.Files, NewFiles) with other logs: then the least recently used
+// segment files no operation is using are closed whenever more than the
+// bound are open, each fdatasynced first if it has unsynced bytes, and
+// opened again when next read or written. The log's directory is opened
+// only to fsync it.
+//
 // # Recovery
 //
 // Open verifies every segment header and record checksum, and never

@@ -45,6 +45,11 @@ type Options struct {
 	// wrote the log to know whether a power loss can have torn a write.
 	BootID string
 
+	// Files bounds the segment files open at once across the logs that
+	// share it; nil means the log keeps its segment files open until it
+	// closes.
+	Files *Files
+
 	// UnsyncedElsewhere says that every record not yet synced here is also
 	// held, synced, by another log that replays it (the node's WAL). Then
 	// a power loss may leave any part of the unsynced tail, not only its
@@ -63,6 +68,7 @@ type Options struct {
 type Log struct {
 	fs      vfs.FS
 	dir     string
+	files   *Files
 	segSize int64
 	bootID  string
 	state   logState // as last written to the state file; guarded by wmu
@@ -134,9 +140,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := vfs.MkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	files := opts.Files
+	if files == nil {
+		files = NewFiles(0)
+	}
 	l := &Log{
 		fs:        fsys,
 		dir:       dir,
+		files:     files,
 		segSize:   segSize,
 		bootID:    bootID,
 		covered:   opts.UnsyncedElsewhere,
@@ -151,7 +162,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.state, l.stateOK, l.noTear = st, ok, noTear
 	if err := l.recover(); err != nil {
 		for _, s := range l.segs {
-			s.f.Close()
+			s.h.close()
 		}
 		return nil, err
 	}
@@ -218,6 +229,7 @@ func (l *Log) recover() error {
 			f.Close()
 			return err
 		}
+		s.h = l.adopt(path, f, false)
 		l.segs = append(l.segs, s)
 		torn = t
 		if i == 0 {
@@ -238,10 +250,13 @@ func (l *Log) recover() error {
 	if torn >= 0 {
 		s := l.segs[len(l.segs)-1]
 		l.cutFrom = s.next()
-		if err := s.f.Truncate(torn); err != nil {
-			return fmt.Errorf("open segment %s: truncate torn tail at offset %d: %w", s.path, torn, err)
-		}
-		if err := l.fsync(s.f); err != nil {
+		err := l.withFile(s, func(f vfs.File) error {
+			if err := f.Truncate(torn); err != nil {
+				return fmt.Errorf("truncate torn tail at offset %d: %w", torn, err)
+			}
+			return l.fsync(f)
+		})
+		if err != nil {
 			return fmt.Errorf("open segment %s: %w", s.path, err)
 		}
 	}
@@ -283,6 +298,23 @@ func (l *Log) finishReset(name string, bases []uint64) (base uint64, done bool, 
 }
 
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
+
+// adopt puts f, open on path, under the log's bound of open files; a
+// pinned file stays open until its handle's put.
+func (l *Log) adopt(path string, f vfs.File, pinned bool) *handle {
+	return l.files.newHandle(l.fs, path, f, l.fsync, pinned)
+}
+
+// withFile runs fn on s's file, which fn changes and makes durable itself
+// (a truncation, say).
+func (l *Log) withFile(s *segment, fn func(f vfs.File) error) error {
+	f, err := s.h.get(true)
+	if err != nil {
+		return err
+	}
+	defer s.h.put(false)
+	return fn(f)
+}
 
 // fsync makes f's data durable, counting the call.
 func (l *Log) fsync(f vfs.File) error {
@@ -342,7 +374,7 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 		l.fail(err)
 		return nil, err
 	}
-	return &segment{path: path, f: f, base: base, prevTerm: prevTerm, size: headerSize}, nil
+	return &segment{path: path, h: l.adopt(path, f, false), base: base, prevTerm: prevTerm, size: headerSize}, nil
 }
 
 // active returns the segment being appended to. The caller holds wmu or mu.
@@ -381,20 +413,21 @@ func (l *Log) writable() error {
 }
 
 // detach marks removed segments as no longer part of the log and drops
-// them from the dirty list. It returns those whose files can be closed
-// now; the others are being synced and the Sync leader closes them. The
-// caller holds mu.
-func (l *Log) detach(removed []*segment) (closeNow []*segment) {
+// them from the dirty list. The caller holds mu, and retires their
+// handles once it has released it: a Sync leader still syncing one of
+// them keeps its file open until it is done. The caller holds mu.
+func (l *Log) detach(removed []*segment) {
 	for _, s := range removed {
 		s.removed = true
-		if s.syncing {
-			s.closeAfterSync = true
-		} else {
-			closeNow = append(closeNow, s)
-		}
 	}
 	l.dirty = slices.DeleteFunc(l.dirty, func(s *segment) bool { return s.removed })
-	return closeNow
+}
+
+// retire lets the files of removed segments close.
+func retire(removed []*segment) {
+	for _, s := range removed {
+		s.h.retire()
+	}
 }
 
 // Append appends recs, which must have consecutive indices. If recs[0]
@@ -473,7 +506,7 @@ func (l *Log) write(recs []Record) error {
 			done = append(done, c)
 			// The full segment must be durable before a later one exists:
 			// recovery forgives a torn record only in the last segment.
-			if err = l.fsync(c.seg.f); err != nil {
+			if err = c.seg.h.sync(); err != nil {
 				err = fmt.Errorf("sync segment %s before rolling: %w", c.seg.path, err)
 				l.fail(err)
 				c = chunk{}
@@ -528,7 +561,13 @@ func (l *Log) flush(c *chunk, buf []byte) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	if _, err := l.writeAt(c.seg.f, buf, c.size); err != nil {
+	f, err := c.seg.h.get(true)
+	if err != nil {
+		return fmt.Errorf("write %d bytes to %s: %w", len(buf), c.seg.path, err)
+	}
+	_, err = l.writeAt(f, buf, c.size)
+	c.seg.h.put(true)
+	if err != nil {
 		return fmt.Errorf("write %d bytes to %s at offset %d: %w", len(buf), c.seg.path, c.size, err)
 	}
 	c.size += int64(len(buf))
@@ -544,7 +583,7 @@ func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) err
 	removed := false
 	for _, c := range done {
 		if c.created {
-			c.seg.f.Close()
+			c.seg.h.retire()
 			l.fs.Remove(c.seg.path)
 			removed = true
 		}
@@ -559,20 +598,22 @@ func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) err
 		}
 	}
 	act := l.active()
-	if terr := act.f.Truncate(size); terr != nil {
-		// The file may now hold part of the batch after the last good
-		// record; appending after it could mix stale and new records.
-		terr = fmt.Errorf("roll back failed append: truncate %s to %d bytes: %w", act.path, size, terr)
-		l.fail(terr)
-		return errors.Join(err, terr)
-	}
-	// The cut must be durable: a batch that spanned segments was synced
-	// into this one before the roll, and must not come back after a crash
-	// as if the failed append had succeeded.
-	if serr := l.fsync(act.f); serr != nil {
-		serr = fmt.Errorf("roll back failed append: %w", serr)
-		l.fail(serr)
-		return errors.Join(err, serr)
+	ferr := l.withFile(act, func(f vfs.File) error {
+		if terr := f.Truncate(size); terr != nil {
+			// The file may now hold part of the batch after the last
+			// good record; appending after it could mix stale and new
+			// records.
+			return fmt.Errorf("truncate %s to %d bytes: %w", act.path, size, terr)
+		}
+		// The cut must be durable: a batch that spanned segments was
+		// synced into this one before the roll, and must not come back
+		// after a crash as if the failed append had succeeded.
+		return l.fsync(f)
+	})
+	if ferr != nil {
+		ferr = fmt.Errorf("roll back failed append: %w", ferr)
+		l.fail(ferr)
+		return errors.Join(err, ferr)
 	}
 	return err
 }
@@ -613,12 +654,9 @@ func (l *Log) truncate(from uint64) error {
 	clear(l.segs[k+1:])
 	l.segs = l.segs[:k+1]
 	s.pos, s.runs, s.size = s.pos[:keep], runs, size
-	closeNow := l.detach(removed)
+	l.detach(removed)
 	l.mu.Unlock()
-
-	for _, r := range closeNow {
-		r.f.Close()
-	}
+	retire(removed)
 	// Remove later segments newest first, and make that durable before
 	// touching s: a crash in between must leave a prefix of the old log,
 	// never a shortened segment followed by the stale ones.
@@ -632,11 +670,15 @@ func (l *Log) truncate(from uint64) error {
 		err = l.syncDir()
 	}
 	if err == nil {
-		if terr := s.f.Truncate(size); terr != nil {
-			err = fmt.Errorf("truncate suffix from index %d: truncate %s: %w", from, s.path, terr)
-		} else if serr := l.fsync(s.f); serr != nil {
-			err = fmt.Errorf("truncate suffix from index %d: %w", from, serr)
-		}
+		err = l.withFile(s, func(f vfs.File) error {
+			if terr := f.Truncate(size); terr != nil {
+				return fmt.Errorf("truncate suffix from index %d: truncate %s: %w", from, s.path, terr)
+			}
+			if serr := l.fsync(f); serr != nil {
+				return fmt.Errorf("truncate suffix from index %d: %w", from, serr)
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		// Memory no longer matches the disk.
@@ -667,12 +709,9 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	}
 	removed := slices.Clone(l.segs[:n])
 	l.segs = slices.Delete(l.segs, 0, n)
-	closeNow := l.detach(removed)
+	l.detach(removed)
 	l.mu.Unlock()
-
-	for _, s := range closeNow {
-		s.f.Close()
-	}
+	retire(removed)
 	var errs []error
 	for _, s := range removed {
 		if err := l.fs.Remove(s.path); err != nil {
@@ -720,16 +759,16 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	}
 
 	// The reset is committed; switch readers over to the new segment.
-	s := &segment{path: path, f: f, base: next, prevTerm: prevTerm, size: headerSize}
+	// Its file stays open (pinned) until it is renamed to the path it
+	// would be opened again by.
+	s := &segment{path: path, h: l.adopt(path, f, true), base: next, prevTerm: prevTerm, size: headerSize}
+	defer s.h.put(false)
 	l.mu.Lock()
 	old := l.segs
 	l.segs = []*segment{s}
-	closeNow := l.detach(old)
+	l.detach(old)
 	l.mu.Unlock()
-
-	for _, o := range closeNow {
-		o.f.Close()
-	}
+	retire(old)
 	var errs []error
 	for _, o := range old {
 		if err := l.fs.Remove(o.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -914,7 +953,7 @@ func (l *Log) Close() error {
 	l.smu.Unlock()
 
 	for _, s := range segs {
-		if err := s.f.Close(); err != nil {
+		if err := s.h.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close segment %s: %w", s.path, err))
 		}
 	}

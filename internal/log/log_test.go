@@ -327,10 +327,10 @@ func TestRollSyncsFullSegment(t *testing.T) {
 		t.Fatal("the batch did not roll")
 	}
 	second := l.segs[1]
-	i := slices.Index(synced, first.f)
-	j := slices.Index(synced, second.f)
+	i := slices.Index(synced, first.h.f)
+	j := slices.Index(synced, second.h.f)
 	if i < 0 || j < 0 || i > j {
-		t.Fatalf("fdatasync order %v: want the full segment %p synced before the new one %p", synced, first.f, second.f)
+		t.Fatalf("fdatasync order %v: want the full segment %p synced before the new one %p", synced, first.h.f, second.h.f)
 	}
 }
 

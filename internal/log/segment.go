@@ -35,7 +35,7 @@ type termRun struct {
 // look past the lengths they observed under the lock.
 type segment struct {
 	path     string
-	f        vfs.File
+	h        *handle // the file
 	base     uint64
 	prevTerm uint64
 
@@ -44,10 +44,8 @@ type segment struct {
 	size int64     // end of the last record; the file's valid length
 
 	// Guarded by Log.mu.
-	dirty          bool // has bytes not yet covered by a Sync
-	syncing        bool // a Sync leader is fdatasyncing f
-	removed        bool // no longer part of the log
-	closeAfterSync bool // removed while syncing; the leader closes f
+	dirty   bool // has bytes not yet covered by a Sync
+	removed bool // no longer part of the log
 }
 
 // segName returns the file name of the segment whose first index is base.
@@ -101,7 +99,13 @@ func (s *segment) end(i uint64) int64 {
 func (s *segment) read(out []Record, lo, hi uint64) ([]Record, error) {
 	start, stop := s.pos[lo-s.base], s.end(hi-1)
 	buf := make([]byte, stop-start)
-	if _, err := s.f.ReadAt(buf, start); err != nil {
+	f, err := s.h.get(false)
+	if err != nil {
+		return out, fmt.Errorf("read segment %s: %w", s.path, err)
+	}
+	_, err = f.ReadAt(buf, start)
+	s.h.put(false)
+	if err != nil {
 		return out, fmt.Errorf("read segment %s at offset %d: %w", s.path, start, err)
 	}
 	for i := lo; i < hi; i++ {
@@ -146,7 +150,8 @@ func (s *segment) read(out []Record, lo, hi uint64) ([]Record, error) {
 //     corruption; otherwise it is torn.
 //
 // A torn record's offset is returned for the caller to cut; damage is a
-// *CorruptionError naming the file and offset. The file is not modified.
+// *CorruptionError naming the file and offset. The file is not modified,
+// and the caller gives the segment its handle.
 func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string, covered bool) (s *segment, torn int64, err error) {
 	size, err := f.Size()
 	if err != nil {
@@ -165,7 +170,7 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string,
 	if h.base != base {
 		return nil, 0, corruptf(path, 8, "header says the segment starts at index %d but its name says %d", h.base, base)
 	}
-	s = &segment{path: path, f: f, base: base, prevTerm: h.prevTerm}
+	s = &segment{path: path, base: base, prevTerm: h.prevTerm}
 
 	// Sized to the segment: a node opens thousands of small ones at boot.
 	r := bufio.NewReaderSize(io.NewSectionReader(f, headerSize, size-headerSize), int(min(1<<20, max(size-headerSize, 4096))))

@@ -49,7 +49,7 @@ func (l *Log) Sync() error {
 	seq := l.written
 	batch := append(l.batch[:0], l.dirty...)
 	for _, s := range batch {
-		s.dirty, s.syncing = false, true
+		s.dirty = false
 	}
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
@@ -58,25 +58,19 @@ func (l *Log) Sync() error {
 	// Lead: fdatasync with only smu released, so readers and Append go on.
 	l.syncing = true
 	l.smu.Unlock()
+	// A segment removed meanwhile keeps its file open until its fdatasync
+	// is done (see handle.retire), or was closed and needs none.
 	var err error
 	for _, s := range batch {
-		if serr := l.fsync(s.f); serr != nil && err == nil {
+		if serr := s.h.sync(); serr != nil && err == nil {
 			err = fmt.Errorf("sync segment %s: %w; the log must be reopened", s.path, serr)
 		}
 	}
 	l.smu.Lock()
 
-	l.mu.Lock()
-	for _, s := range batch {
-		s.syncing = false
-		if s.closeAfterSync {
-			s.f.Close()
-		}
+	if err != nil {
+		l.fail(err)
 	}
-	if err != nil && l.broken == nil {
-		l.broken = err
-	}
-	l.mu.Unlock()
 
 	clear(batch)
 	l.batch = batch[:0]
