@@ -314,6 +314,8 @@ func (g *group) applyReport(r report) {
 		status := raft.SnapshotFinish
 		if r.failed {
 			status = raft.SnapshotFailure
+		} else {
+			g.h.metrics.snapshotsSent.Inc()
 		}
 		g.rn.ReportSnapshot(r.to, status)
 	}
@@ -483,6 +485,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 		if err := g.storage.InstallSnapshotWithLog(snap, s.log); err != nil {
 			return err
 		}
+		g.h.metrics.snapshotEntries.Add(float64(md.GetIndex() - needsFrom + 1))
 	} else if err := g.storage.ApplySnapshot(snap); err != nil {
 		return err
 	}
@@ -495,6 +498,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	g.bytesSinceSnap = 0
 	g.appliedAt.Store(g.applied)
 	g.snapAt.Store(g.snapIndex)
+	g.h.metrics.snapshotInstalls.Inc()
 	return nil
 }
 

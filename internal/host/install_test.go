@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -228,6 +229,11 @@ func TestLaggingReplicaReceivesTheEntriesItsSnapshotNeeds(t *testing.T) {
 	if got := statusOf(t, hosts[follower-1]); got.SnapIndex <= followerLast {
 		t.Fatalf("the follower caught up without a snapshot (snapshot index %d, its log ended at %d): the test did not test installs", got.SnapIndex, followerLast)
 	}
+	sent, installs, entries := counterValue(t, hosts[lead-1].metrics.snapshotsSent),
+		counterValue(t, hosts[follower-1].metrics.snapshotInstalls), counterValue(t, hosts[follower-1].metrics.snapshotEntries)
+	if sent < 1 || installs < 1 || entries < 1 {
+		t.Errorf("metrics: the leader sent %v snapshots; the follower installed %v, with %v entries; want at least one of each", sent, installs, entries)
+	}
 
 	// Make the follower leader: cut whichever other node leads until it does.
 	for attempt := 0; ; attempt++ {
@@ -291,3 +297,15 @@ func statusOf(t *testing.T, h *Host) Status {
 func appliedOf(t *testing.T, h *Host) uint64 { return statusOf(t, h).Applied }
 
 func head(s []uint64) []uint64 { return s[:min(len(s), 5)] }
+
+// counterValue reads a counter as a scrape would.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("gather a counter: %d families, %v", len(mfs), err)
+	}
+	return mfs[0].GetMetric()[0].GetCounter().GetValue()
+}

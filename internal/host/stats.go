@@ -24,6 +24,9 @@ type Stats struct {
 type metrics struct {
 	fsync    prometheus.Histogram
 	snapshot prometheus.Histogram
+	// Snapshots sent to followers too far behind for the log, and
+	// installed from a leader, with the log entries they carried.
+	snapshotsSent, snapshotInstalls, snapshotEntries prometheus.Counter
 }
 
 // durationBuckets span 50µs to about 1.6s: an fdatasync of a fast disk to
@@ -42,11 +45,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "herald_snapshot_duration_seconds", Help: "Duration of writing a snapshot and compacting the log.",
 			Buckets: durationBuckets,
 		}),
+		snapshotsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_snapshots_sent_total", Help: "Snapshots this node's groups sent to followers that were too far behind for the log, and that went out.",
+		}),
+		snapshotInstalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_snapshot_installs_total", Help: "Snapshots from a leader that this node's groups installed, replacing their replica's state.",
+		}),
+		snapshotEntries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_snapshot_install_entries_total", Help: "Log entries fetched with installed snapshots: those from the delivery head up, which hold events not yet acknowledged.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.fsync, m.snapshot} {
+	for _, c := range []prometheus.Collector{m.fsync, m.snapshot, m.snapshotsSent, m.snapshotInstalls, m.snapshotEntries} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register host metrics: %w", err)
 		}
