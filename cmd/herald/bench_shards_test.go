@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,12 +77,27 @@ func TestBenchShardsBadFlags(t *testing.T) {
 	}
 }
 
-func TestBenchShardsChecksOpenFiles(t *testing.T) {
-	if err := checkOpenFiles(1 << 40); err == nil || !strings.Contains(err.Error(), "ulimit -n") {
-		t.Fatalf("checkOpenFiles of 2^40 shards: err %v, want one saying to raise ulimit -n", err)
+func TestOpenFiles(t *testing.T) {
+	// A first file starts whatever the runtime opens with the first one.
+	first, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := checkOpenFiles(10); err != nil {
-		t.Fatalf("checkOpenFiles of 10 shards: %v", err)
+	defer first.Close()
+	n, err := openFiles(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if m, err := openFiles(os.Getpid()); err != nil || m != n+1 {
+		t.Fatalf("openFiles after opening one more file = %d, %v; want %d", m, err, n+1)
+	}
+	if _, err := openFiles(-1); err == nil || !strings.Contains(err.Error(), "/proc") {
+		t.Fatalf("openFiles of no process: %v, want an error naming /proc", err)
 	}
 }
 

@@ -23,12 +23,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/sync/errgroup"
 
+	hlog "herald/internal/log"
 	"herald/internal/raftstore"
 	"herald/internal/vfs"
 	"herald/internal/wal"
@@ -90,7 +92,12 @@ type Config struct {
 	// fdatasync of it makes every group's appends durable.
 	PerGroupSync bool
 	// WALSegmentSize is the size of each WAL file; 0 is the log's default.
-	WALSegmentSize   int64
+	WALSegmentSize int64
+	// OpenSegmentFiles bounds the groups' log segment files open at once
+	// (the least recently used idle ones are closed, and opened again
+	// when needed); 0 means half the process's open-files limit, leaving
+	// the rest to sockets and other files; -1 means no bound.
+	OpenSegmentFiles int
 	FsyncParallelism int           // 64 concurrent fdatasyncs across groups
 	BootParallelism  int           // groups opened at once by AddGroups: 4 per CPU (GOMAXPROCS), 4 to 64
 	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
@@ -127,6 +134,9 @@ func (c *Config) setDefaults() {
 	if c.SnapshotBytes <= 0 {
 		c.SnapshotBytes = 64 << 20
 	}
+	if c.OpenSegmentFiles == 0 {
+		c.OpenSegmentFiles = defaultOpenSegmentFiles()
+	}
 	if c.FsyncParallelism <= 0 {
 		c.FsyncParallelism = 64
 	}
@@ -146,6 +156,17 @@ func (c *Config) setDefaults() {
 	if c.FS == nil {
 		c.FS = vfs.OS
 	}
+}
+
+// defaultOpenSegmentFiles is half the process's limit of open files. Go
+// raises the soft limit to the hard one when a program starts, so this
+// is what the process may really use.
+func defaultOpenSegmentFiles() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+		return 512
+	}
+	return int(min(lim.Cur/2, 1<<30))
 }
 
 // DefaultSnapshotEntries is how many applied entries trigger a snapshot
@@ -201,6 +222,7 @@ type Host struct {
 	cfg     Config
 	fsync   chan struct{} // semaphore bounding concurrent fdatasyncs of groups' own logs
 	wal     *wal.WAL      // the node's write-ahead log; nil with PerGroupSync
+	files   *hlog.Files   // the bound of the groups' open segment files
 	nextID  atomic.Uint64 // proposal ids; random start so ids from before a restart never match
 	stats   Stats
 	metrics *metrics
@@ -231,6 +253,7 @@ func New(cfg Config) (*Host, error) {
 		cfg:        cfg,
 		metrics:    m,
 		fsync:      make(chan struct{}, cfg.FsyncParallelism),
+		files:      hlog.NewFiles(cfg.OpenSegmentFiles),
 		groups:     make(map[uint64]*group),
 		stopTicker: make(chan struct{}),
 		tickerDone: make(chan struct{}),
@@ -675,7 +698,7 @@ func (h *Host) SweepGroupDirs(keep func(id uint64) bool) error {
 }
 
 func (h *Host) storageOptions(group uint64) raftstore.Options {
-	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID, WAL: h.wal, Group: group}
+	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID, WAL: h.wal, Group: group, Files: h.files}
 }
 
 // groupFailed reports whether the group stopped on a failure.

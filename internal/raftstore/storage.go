@@ -62,6 +62,9 @@ type Options struct {
 	// is the group's id in it.
 	WAL   *wal.WAL
 	Group uint64
+	// Files, if set, bounds the log segment files open at once across
+	// every group sharing it; nil keeps the group's files open.
+	Files *hlog.Files
 }
 
 // Storage is the durable state of one Raft group. It is safe for use by the
@@ -110,7 +113,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err := recoverStagedLog(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
 	}
-	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil}
+	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil, Files: opts.Files}
 	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
 		return nil, err
