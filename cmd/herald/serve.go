@@ -51,6 +51,7 @@ type serveConfig struct {
 	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
 	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
 	SyncSnapshots       bool          `yaml:"sync_snapshots"`
+	SegmentSize         int           `yaml:"segment_size"`
 	DeliveryConcurrency int           `yaml:"delivery_concurrency"`
 	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
 	LogLevel            string        `yaml:"log_level"`
@@ -98,7 +99,7 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_JOIN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
-HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_DELIVERY_CONCURRENCY,
+HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_SEGMENT_SIZE, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
@@ -141,6 +142,7 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
 	f.Bool("sync-snapshots", d.SyncSnapshots, "write snapshots on the apply loop (slower; for comparison)")
+	f.Int("segment-size", d.SegmentSize, "bytes at which a shard's log file is closed and the next begun; acknowledged events free disk a whole file at a time (0: 64 MiB)")
 	f.Int("delivery-concurrency", d.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
 	f.Duration("shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may take on shutdown")
 	f.String("log-level", d.LogLevel, "debug, info, warn or error")
@@ -365,10 +367,29 @@ func want(t reflect.Type) string {
 	return "want a " + t.String()
 }
 
+// Bounds of --segment-size: smaller files would be many, and the largest
+// is already 16 times the default.
+const (
+	minSegmentSize = 4 << 10
+	maxSegmentSize = 1 << 30
+)
+
+// checkSegmentSize refuses a segment size out of bounds; 0 is the default.
+func checkSegmentSize(size int) error {
+	if size != 0 && (size < minSegmentSize || size > maxSegmentSize) {
+		return fmt.Errorf("segment size %d: give --segment-size (segment_size, HERALD_SEGMENT_SIZE) in bytes, from %d (4 KiB) to %d (1 GiB), or 0 for the default of 64 MiB",
+			size, minSegmentSize, maxSegmentSize)
+	}
+	return nil
+}
+
 func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte) (int, error) }) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)
+	}
+	if err := checkSegmentSize(cfg.SegmentSize); err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
@@ -449,6 +470,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		ReservationTimeout:  cfg.ReservationTimeout,
 		SnapshotEntries:     cfg.SnapshotEntries,
 		SyncSnapshots:       cfg.SyncSnapshots,
+		SegmentSize:         int64(cfg.SegmentSize),
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DedupWindow:         cfg.DedupWindow,
 		BootParallelism:     cfg.BootParallelism,
