@@ -381,12 +381,21 @@ func (g *group) handleReady() error {
 	for _, e := range rd.Entries {
 		g.bytesSinceSnap += int64(len(e.Data))
 	}
+	// Under the node's WAL the hard state is a WAL record after the
+	// entries, made durable with them by the sync below; otherwise its
+	// file is written once they are durable (see below).
+	walHS := rd.HardState != nil && g.storage.WALHardState()
+	if walHS {
+		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
+			return err
+		}
+	}
 	// Entries committed before this Ready were persisted by an earlier
 	// one, so they can be applied while this Ready's fsync runs.
 	overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
 		rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
 	var synced chan error
-	if rd.MustSync && len(rd.Entries) > 0 {
+	if rd.MustSync && (len(rd.Entries) > 0 || walHS) {
 		synced = make(chan error, 1)
 		go func() { synced <- g.sync() }()
 	}
@@ -402,7 +411,7 @@ func (g *group) handleReady() error {
 	if applyErr != nil {
 		return applyErr
 	}
-	if rd.HardState != nil {
+	if rd.HardState != nil && !walHS {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
 			return err
 		}

@@ -8,11 +8,15 @@
 //	hardstate   term, vote and commit index
 //	snapshot    the latest snapshot (metadata plus state machine bytes)
 //
-// The commit index is volatile in Raft, so the hardstate file is rewritten
+// The commit index is volatile in Raft, so the hard state is recorded
 // only when the term or vote changes (an election) or a snapshot is saved,
 // not on every commit: that keeps one fdatasync per batch of appends on the
 // hot path. On open the commit index is raised to the snapshot index, which
-// is known to be committed.
+// is known to be committed. Under the node's WAL the hard state is recorded
+// as a record of the WAL, durable with the entries before it by the WAL's
+// shared fdatasync, and the hardstate file is rewritten only when the WAL
+// flushes the group (a checkpoint, a barrier, Close): ten thousand groups
+// electing themselves at a node's start rewrite no file each.
 package raftstore
 
 import (
@@ -85,11 +89,17 @@ type Storage struct {
 	// of an older snapshot can never replace a newer one.
 	saveMu sync.Mutex
 
+	// hsMu serializes writes of the hardstate file; taken before mu.
+	hsMu sync.Mutex
+
 	mu        sync.Mutex
 	hardState *pb.HardState // latest, possibly with a commit newer than on disk
-	savedTerm uint64        // term and vote as last written to the hardstate file
+	savedTerm uint64        // term and vote as last recorded (file or WAL)
 	savedVote uint64
-	snap      *pb.Snapshot
+	// hsUnflushed says that the hardstate file is older than the hard
+	// state the WAL holds: the next Flush writes it.
+	hsUnflushed bool
+	snap        *pb.Snapshot
 
 	cache      []*pb.Entry // consecutive newest entries, ending at the log's last index
 	cacheBytes int
@@ -123,18 +133,21 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if s.cacheLimit <= 0 {
 		s.cacheLimit = DefaultCacheBytes
 	}
-	if err := s.replay(); err != nil {
+	state, err := s.replay()
+	if err != nil {
 		l.Close()
 		return nil, err
 	}
-	if err := s.load(); err != nil {
+	if err := s.load(state); err != nil {
 		l.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Storage) load() error {
+// load reads the group's files; walState, if not nil, is the hard state
+// the WAL held for the group, newer than the hardstate file.
+func (s *Storage) load(walState []byte) error {
 	if data, err := s.readFramed(snapshotFile); err != nil {
 		return err
 	} else if data != nil {
@@ -153,6 +166,24 @@ func (s *Storage) load() error {
 		}
 		s.hardState = hs
 		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
+	}
+	if walState != nil && raft.IsEmptySnap(s.snap) && s.log.LastIndex() == 0 {
+		// The group's directory is new: the state is of the files it
+		// replaces (a damaged replica moved aside to be rebuilt), as are
+		// the entries replay skipped for the gap they would leave.
+		walState = nil
+	}
+	if walState != nil {
+		hs := &pb.HardState{}
+		if err := proto.Unmarshal(walState, hs); err != nil {
+			return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; restore this shard from a replica or backup", s.dir, err))
+		}
+		s.hardState = hs
+		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
+		// Durable in the WAL only: the next checkpoint writes the file
+		// before it deletes the WAL file holding it.
+		s.hsUnflushed = true
+		s.wal.Unflushed(s.group, s)
 	}
 	if err := s.checkSnapshotInLog(); err != nil {
 		return err
@@ -422,39 +453,93 @@ func (s *Storage) Sync() error {
 	return s.Log().Sync()
 }
 
-// Flush makes every appended entry durable in the group's own log: what
-// a WAL checkpoint does before it deletes the WAL files holding them.
-// After a clean Close, which synced the log, there is nothing to do.
+// Flush makes every appended entry durable in the group's own log, and
+// the hard state in its file: what a WAL checkpoint does before it
+// deletes the WAL files holding them. After a clean Close, which flushed,
+// there is nothing to do.
 func (s *Storage) Flush() error {
-	err := s.Log().Sync()
+	s.hsMu.Lock()
+	defer s.hsMu.Unlock()
+	// The hard state is taken before the log is synced: its commit index
+	// never names an entry appended after it, so once the sync is done
+	// the file never says more is committed than the log holds.
+	s.mu.Lock()
+	unflushed, hs := s.hsUnflushed, proto.Clone(s.hardState).(*pb.HardState)
+	s.hsUnflushed = false
+	l := s.log
+	s.mu.Unlock()
+	err := l.Sync()
 	if errors.Is(err, hlog.ErrClosed) && s.closedClean.Load() {
 		return nil
+	}
+	if err == nil && unflushed {
+		err = s.writeHardState(hs)
+	}
+	if err != nil && unflushed {
+		s.mu.Lock()
+		s.hsUnflushed = true
+		s.mu.Unlock()
 	}
 	return err
 }
 
-// SetHardState records hs. The file is rewritten only when the term or
-// vote changed, or when force is set; a newer commit index alone is kept in
-// memory (see the package comment).
+// WALHardState reports whether SetHardState records a changed hard state
+// in the node's WAL, durable with the next Sync, rather than in a file
+// durable when it returns. Under the WAL the hard state goes in before
+// the Sync of a Ready's entries; otherwise its file is written after it,
+// so that it never names as committed an entry not yet durable.
+func (s *Storage) WALHardState() bool { return s.wal != nil }
+
+// SetHardState records hs when the term or vote changed, or when force is
+// set; a newer commit index alone is kept in memory (see the package
+// comment). Under the WAL, hs is durable after the next Sync (force also
+// writes the file at once); otherwise the file is rewritten before
+// SetHardState returns.
 func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
+	if force || s.wal == nil {
+		s.hsMu.Lock()
+		defer s.hsMu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hardState = proto.Clone(hs).(*pb.HardState)
 	if !force && hs.GetTerm() == s.savedTerm && hs.GetVote() == s.savedVote {
 		return nil
 	}
-	return s.writeHardStateLocked()
+	if s.wal != nil {
+		data, err := proto.Marshal(s.hardState)
+		if err != nil {
+			return fmt.Errorf("encode hard state: %w", err)
+		}
+		// Recorded even when the file is written too: the WAL's latest
+		// record must never be older than the file.
+		if err := s.wal.SetState(s.group, data, s); err != nil {
+			return fmt.Errorf("save hard state of %s: %w", s.dir, err)
+		}
+		s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
+		s.hsUnflushed = true
+		if !force {
+			return nil
+		}
+	}
+	if err := s.writeHardState(s.hardState); err != nil {
+		return err
+	}
+	s.hsUnflushed = false
+	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
+	return nil
 }
 
-func (s *Storage) writeHardStateLocked() error {
-	data, err := proto.Marshal(s.hardState)
+// writeHardState replaces the hardstate file with hs. The caller holds
+// hsMu.
+func (s *Storage) writeHardState(hs *pb.HardState) error {
+	data, err := proto.Marshal(hs)
 	if err != nil {
 		return fmt.Errorf("encode hard state: %w", err)
 	}
 	if err := vfs.WriteFileAtomic(s.fs, s.dir, hardStateFile, vfs.Frame(fileMagic, data)); err != nil {
 		return fmt.Errorf("save hard state of %s: %w", s.dir, err)
 	}
-	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
 	return nil
 }
 
@@ -585,10 +670,16 @@ func (s *Storage) Log() *hlog.Log {
 	return s.log
 }
 
-// Close closes the log, which syncs it: the WAL's later checkpoints need
-// not flush it.
+// Close flushes the group and closes its log: the WAL's later
+// checkpoints need not flush it.
 func (s *Storage) Close() error {
-	err := s.Log().Close()
+	var err error
+	if s.wal != nil {
+		err = s.Flush()
+	}
+	if cerr := s.Log().Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		s.closedClean.Store(true)
 		if s.wal != nil {

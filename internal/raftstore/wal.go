@@ -18,19 +18,26 @@ import (
 // once (an overwrite truncates at once): parts below the log's first index
 // were compacted after the fact and are skipped, and an operation that
 // would leave a gap is skipped because a later operation, also replayed,
-// overwrote the entries it followed.
-func (s *Storage) replay() error {
+// overwrote the entries it followed. It returns the last hard state the
+// WAL recorded for the group, nil if none.
+func (s *Storage) replay() (state []byte, err error) {
 	if s.wal == nil {
-		return nil
+		return nil, nil
 	}
 	ops := s.wal.Recovered(s.group)
 	if err := s.checkCutCovered(ops); err != nil {
-		return err
+		return nil, err
 	}
 	if len(ops) == 0 {
-		return nil
+		return nil, nil
 	}
+	appended := false
 	for _, op := range ops {
+		if len(op.Entries) == 0 {
+			state = op.State
+			continue
+		}
+		appended = true
 		ents := op.Entries
 		if first := s.log.FirstIndex(); ents[0].Index < first {
 			skip := first - ents[0].Index
@@ -43,13 +50,15 @@ func (s *Storage) replay() error {
 			continue
 		}
 		if err := s.log.Append(ents); err != nil && !errors.Is(err, hlog.ErrCompacted) {
-			return fmt.Errorf("replay the node's write-ahead log into %s at index %d: %w", s.dir, ents[0].Index, err)
+			return nil, fmt.Errorf("replay the node's write-ahead log into %s at index %d: %w", s.dir, ents[0].Index, err)
 		}
 	}
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("replay the node's write-ahead log into %s: %w", s.dir, err)
+	if appended {
+		if err := s.log.Sync(); err != nil {
+			return nil, fmt.Errorf("replay the node's write-ahead log into %s: %w", s.dir, err)
+		}
 	}
-	return nil
+	return state, nil
 }
 
 // checkCutCovered fails if the log's recovery cut records that ops do not
@@ -63,7 +72,7 @@ func (s *Storage) checkCutCovered(ops []wal.Op) error {
 	}
 	covers := false
 	for _, op := range ops {
-		covers = covers || op.Entries[0].Index <= from
+		covers = covers || (len(op.Entries) > 0 && op.Entries[0].Index <= from)
 	}
 	if !covers {
 		return Damaged(fmt.Errorf("the log in %s is damaged: recovery found a bad record at index %d after a power loss, and the node's write-ahead log does not hold the entries from there on; restore this shard from a replica or backup",

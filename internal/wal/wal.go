@@ -24,11 +24,16 @@
 //   - flushed: a checkpoint (or a clean close) made every record up to
 //     the one it names durable in the groups' own files; replay skips
 //     them. Its group is 0.
+//   - state: a small state of the group that replaces its previous one
+//     (its Raft hard state: term, vote, commit), opaque to the WAL. A
+//     group's election then costs no file of its own rewritten and
+//     fsynced: the record is durable with the WAL's next fdatasync, and
+//     the group writes its own file at the next checkpoint (Flush).
 //
 // Record data: group (8 bytes, little endian), then for entries the index
 // of the first entry (uvarint) and, per entry, its term (uvarint), type (1
 // byte), data length (uvarint) and data; for flushed, the index of the
-// last record it covers (8 bytes).
+// last record it covers (8 bytes); for state, the state's bytes.
 package wal
 
 import (
@@ -50,6 +55,7 @@ const (
 	kindEntries uint8 = 1
 	kindBarrier uint8 = 2
 	kindFlushed uint8 = 3
+	kindState   uint8 = 4
 )
 
 // flushParallelism bounds the groups a checkpoint flushes at once: each
@@ -71,15 +77,17 @@ type Options struct {
 }
 
 // Flusher is a group's own storage: Flush makes everything the group has
-// appended durable in its segment log.
+// appended, and its latest state, durable in its own files.
 type Flusher interface {
 	Flush() error
 }
 
 // Op is one recovered operation of a group: a run of consecutive entries
-// appended at the first one's index.
+// appended at the first one's index, or, if Entries is empty, a state
+// (SetState) replacing the group's previous one.
 type Op struct {
 	Entries []hlog.Record
+	State   []byte
 	at      uint64 // the WAL record's index
 }
 
@@ -185,6 +193,12 @@ func (w *WAL) recover(r hlog.Record) error {
 		}
 		w.recovered[group] = append(w.recovered[group], Op{Entries: ents, at: r.Index})
 		return nil
+	case kindState:
+		if len(r.Data) == 8 {
+			return errors.New("state record holds no state")
+		}
+		w.recovered[group] = append(w.recovered[group], Op{State: r.Data[8:], at: r.Index})
+		return nil
 	}
 	return fmt.Errorf("unknown record kind %d", r.Type)
 }
@@ -254,6 +268,35 @@ func (w *WAL) Append(group uint64, ents []hlog.Record, f Flusher) error {
 	}
 	w.dirty[group] = f
 	return nil
+}
+
+// SetState records state, which replaces the previous state of group and
+// which f flushes to the group's own files. It is durable once Sync
+// returns, and ordered with the group's entries: a recovery that finds it
+// finds every entry appended before it.
+func (w *WAL) SetState(group uint64, state []byte, f Flusher) error {
+	if len(state) == 0 {
+		return fmt.Errorf("record the state of group %d: the state is empty", group)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wbuf = binary.LittleEndian.AppendUint64(w.wbuf[:0], group)
+	w.wbuf = append(w.wbuf, state...)
+	if err := w.appendLocked(kindState, w.wbuf); err != nil {
+		return fmt.Errorf("record the state of group %d: %w", group, err)
+	}
+	w.dirty[group] = f
+	return nil
+}
+
+// Unflushed says that group holds, in memory, what the WAL recovered for
+// it without having made it durable in its own files yet (a state):
+// the next checkpoint flushes it with f before deleting the WAL files
+// that hold it.
+func (w *WAL) Unflushed(group uint64, f Flusher) {
+	w.mu.Lock()
+	w.dirty[group] = f
+	w.mu.Unlock()
 }
 
 // Barrier durably records that everything group wrote so far is durable

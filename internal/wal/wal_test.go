@@ -50,6 +50,10 @@ func openMem(t *testing.T, fs vfs.FS, boot string) *WAL {
 func describe(ops []Op) string {
 	var b strings.Builder
 	for _, op := range ops {
+		if len(op.Entries) == 0 {
+			fmt.Fprintf(&b, "[state %s]", op.State)
+			continue
+		}
 		fmt.Fprintf(&b, "[%d:", op.Entries[0].Index)
 		for _, e := range op.Entries {
 			fmt.Fprintf(&b, " %s/%d", e.Data, e.Term)
@@ -202,4 +206,47 @@ func TestDamagedRecordIsNamed(t *testing.T) {
 		t.Fatalf("open over a flipped bit = %v; want a corruption error naming %s", err, seg)
 	}
 	w.Close()
+}
+
+// A group's states come back in order with its entries after a power
+// loss, from after its last barrier; an empty state is refused and
+// records nothing; a state registered as unflushed is flushed by the
+// next checkpoint.
+func TestStatesRecoveredInOrderWithEntries(t *testing.T) {
+	fs := vfs.NewMem()
+	w := openMem(t, fs, "b1")
+	f := &countingFlusher{}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.SetState(7, []byte("s1"), f))
+	must(w.Append(7, recs(1, "a"), f))
+	must(w.SetState(7, []byte("s2"), f))
+	must(w.SetState(9, []byte("gone"), f))
+	must(w.Barrier(9))
+	must(w.SetState(9, []byte("kept"), f))
+	if err := w.SetState(7, nil, f); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("SetState with an empty state: %v, want an error saying it is empty", err)
+	}
+	must(w.Sync())
+	must(w.SetState(7, []byte("unsynced"), f))
+
+	w2 := openMem(t, fs.CrashClone(nil), "b2")
+	defer w2.Close()
+	if got, want := describe(w2.Recovered(7)), "[state s1][1: a/3][state s2]"; got != want {
+		t.Fatalf("group 7 recovered %s, want %s", got, want)
+	}
+	if got, want := describe(w2.Recovered(9)), "[state kept]"; got != want {
+		t.Fatalf("group 9 recovered %s, want %s", got, want)
+	}
+	w2.Booted()
+	g := &countingFlusher{}
+	w2.Unflushed(7, g)
+	must(w2.Checkpoint())
+	if g.count() != 1 {
+		t.Fatalf("the checkpoint flushed the unflushed group %d times, want 1", g.count())
+	}
 }
