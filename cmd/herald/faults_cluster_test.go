@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +42,15 @@ type faultCluster struct {
 
 	mu    sync.Mutex
 	nodes []*faultNode // nil while a node is down
+	// installs sums, over the nodes' runs that ended, the snapshots their
+	// replicas installed from a leader and the log entries fetched with
+	// them (each run's counters start at zero).
+	installs installCount
 }
+
+// installCount is what herald_snapshot_installs_total and
+// herald_snapshot_install_entries_total count.
+type installCount struct{ snapshots, entries float64 }
 
 // faultNode is one running herald serve.
 type faultNode struct {
@@ -165,8 +175,16 @@ func (c *faultCluster) start(i int) error {
 }
 
 // kill SIGKILLs node i and waits for it to exit; a node that is down
-// stays down.
+// stays down. What the node counted of snapshot installs is kept first.
 func (c *faultCluster) kill(i int) {
+	if c.up(i) {
+		if n, err := c.installCountOf(i); err == nil {
+			c.mu.Lock()
+			c.installs.snapshots += n.snapshots
+			c.installs.entries += n.entries
+			c.mu.Unlock()
+		}
+	}
 	c.mu.Lock()
 	node := c.nodes[i]
 	c.nodes[i] = nil
@@ -177,6 +195,61 @@ func (c *faultCluster) kill(i int) {
 	node.cmd.Process.Signal(syscall.SIGKILL)
 	<-node.done
 	c.leaders.forget(i)
+}
+
+// installCountOf reads node i's counts of snapshot installs from its
+// metrics.
+func (c *faultCluster) installCountOf(i int) (installCount, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addrs[i]+"/metrics", nil)
+	if err != nil {
+		return installCount{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return installCount{}, err
+	}
+	defer resp.Body.Close()
+	var n installCount
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		var into *float64
+		switch name {
+		case "herald_snapshot_installs_total":
+			into = &n.snapshots
+		case "herald_snapshot_install_entries_total":
+			into = &n.entries
+		}
+		if ok && into != nil {
+			if *into, err = strconv.ParseFloat(value, 64); err != nil {
+				return installCount{}, fmt.Errorf("node %d's metrics: %q: %w", i+1, sc.Text(), err)
+			}
+		}
+	}
+	return n, sc.Err()
+}
+
+// snapshotInstalls returns the snapshots the nodes' replicas installed
+// from a leader since the cluster started, and the log entries fetched
+// with them: those of the runs that ended, and those of the nodes up now.
+func (c *faultCluster) snapshotInstalls() (installCount, error) {
+	c.mu.Lock()
+	total := c.installs
+	c.mu.Unlock()
+	for i := range c.n {
+		if !c.up(i) {
+			continue
+		}
+		n, err := c.installCountOf(i)
+		if err != nil {
+			return total, err
+		}
+		total.snapshots += n.snapshots
+		total.entries += n.entries
+	}
+	return total, nil
 }
 
 // up reports whether node i is running: started, neither killed nor

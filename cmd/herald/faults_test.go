@@ -25,7 +25,10 @@ import (
 // again. At the end it drains the topic and checks the history of
 // everything the clients saw: no acknowledged publish lost, nothing
 // consumed that was never published, each key in order, duplicates only
-// of events in flight.
+// of events in flight. While a node is down or cut off, the leaders of
+// its shards compact their logs past its end: it catches up through a
+// snapshot and the log entries from the delivery head up, and the suite
+// checks from the nodes' metrics that such installs happened.
 //
 // The short form, run by `make test`, applies each fault once. The long
 // form loops random faults, a wiped data directory and partitions that
@@ -85,9 +88,11 @@ func runFaults(t *testing.T, short ...string) {
 		faults = append(faults, faultKinds[i])
 	}
 
-	// Small snapshots, so that the log is compacted under the load and a
-	// replica that lost its data is rebuilt from a snapshot.
-	c := newFaultCluster(t, "--snapshot-entries", "100")
+	// Small snapshots and log files, so that the log is compacted under
+	// the load, past the end of a follower's log while it is down or cut
+	// off: it catches up through a snapshot and the entries from the
+	// delivery head up (as does a replica that lost its data).
+	c := newFaultCluster(t, "--snapshot-entries", "100", "--segment-size", "4096")
 	admin := client.New("http://"+c.addrs[0], client.WithTimeout(10*time.Second))
 	if _, err := admin.CreateTopic(context.Background(), faultTopic, map[string]string{"shards": strconv.Itoa(faultShards)}); err != nil {
 		t.Fatal(err)
@@ -131,6 +136,17 @@ func runFaults(t *testing.T, short ...string) {
 	}
 	nem.w.drain(t, 2*time.Minute)
 	nem.replicasAgree(time.Minute)
+	if n, err := c.snapshotInstalls(); err != nil {
+		t.Errorf("count snapshot installs: %v", err)
+	} else {
+		t.Logf("replicas installed %v snapshots from their leaders, with %v log entries", n.snapshots, n.entries)
+		switch {
+		case n.snapshots == 0:
+			t.Errorf("no replica installed a snapshot: the suite did not exercise a follower catching up past its leader's compacted log")
+		case n.entries == 0:
+			t.Errorf("no snapshot installed carried log entries: the suite did not exercise a replica fetching the events from the delivery head up with its snapshot")
+		}
+	}
 
 	r := h.Check()
 	t.Logf("history: %s", r)
@@ -287,6 +303,7 @@ func (n *nemesis) killLeader(s int) {
 	start := time.Now()
 	n.c.kill(l)
 	n.failover(led, n.others(l), start, &n.failovers, what)
+	n.behind(s, l, what)
 	n.progress(30)
 	n.restart(l, what)
 	n.healed(what)
@@ -306,9 +323,26 @@ func (n *nemesis) killFollower(s int) {
 		n.t.Errorf("%s: its leader, node %d, should take writes on: %v", what, l+1, err)
 	}
 	n.failover(led, n.others(f), start, &n.failovers, what)
+	n.behind(s, f, what)
 	n.progress(30)
 	n.restart(f, what)
 	n.healed(what)
+}
+
+// behindCompaction is how many entries a fault writes to a shard while
+// one of its replicas is down or cut off: with the suite's snapshots every
+// 100 entries and log files of 4 KiB (some 40 entries), its leader
+// compacts its log past the replica's end, and the replica catches up
+// through a snapshot.
+const behindCompaction = 200
+
+// behind writes behindCompaction entries' worth of probes to shard s
+// through the nodes other than node, which is down or cut off.
+func (n *nemesis) behind(s, node int, what string) {
+	n.t.Helper()
+	start := time.Now()
+	ok := n.p.burst(s, n.others(node), behindCompaction/2) // each probe is acknowledged too
+	n.t.Logf("%s: %d probes to shard %d acknowledged in %v while node %d is away", what, ok, s, time.Since(start).Round(time.Millisecond), node+1)
 }
 
 // killTwo SIGKILLs the leader of shard s, then a second node: the one
@@ -323,6 +357,7 @@ func (n *nemesis) killTwo(s int) {
 	start := time.Now()
 	n.c.kill(a)
 	n.failover(led, n.others(a), start, &n.failovers, what)
+	n.behind(s, a, what)
 	n.progress(10)
 	n.c.kill(b)
 	if err := n.p.probe(s, last); err == nil {
@@ -364,6 +399,7 @@ func (n *nemesis) partitionLeader(s int, how cutOff) {
 			n.t.Errorf("%s: it acknowledged a write to shard %d", what, s)
 		}
 	}
+	n.behind(s, x, what)
 	n.progress(15) // slowly: a third of the publishes go to the cut-off node and time out
 	n.healed(what)
 }

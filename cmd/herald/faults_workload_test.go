@@ -252,6 +252,20 @@ func (p *prober) probe(s, i int) error {
 	return err
 }
 
+// burst publishes count probes to shard s through the nodes in through,
+// one after the other, and returns how many were acknowledged: entries
+// enough for the shard's leader to snapshot and compact its log past the
+// end of a replica that is down or cut off meanwhile.
+func (p *prober) burst(s int, through []int, count int) int {
+	ok := 0
+	for r := range count {
+		if p.probe(s, through[r%len(through)]) == nil {
+			ok++
+		}
+	}
+	return ok
+}
+
 // fill publishes padded events of 256 KiB to shard s through the running
 // nodes in turn until bytes of them were acknowledged.
 func (p *prober) fill(s, bytes int) {
