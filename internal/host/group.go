@@ -134,6 +134,11 @@ type group struct {
 	replayTo  uint64
 	soleVoter bool // a group of one also waits until it has elected itself
 	caughtUp  chan struct{}
+	// applyTo is the commit index the group knew at open: what it
+	// applies without waiting for an election. applied is closed once
+	// it has (see AddGroupsFunc).
+	applyTo    uint64
+	appliedOld chan struct{}
 }
 
 type snapResult struct {
@@ -249,6 +254,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		g.soleVoter = true
 	}
 	g.caughtUp = make(chan struct{})
+	g.applyTo = hs.GetCommit()
+	g.appliedOld = make(chan struct{})
 	g.checkCaughtUp()
 	return g, nil
 }
@@ -819,6 +826,13 @@ func (g *group) status() Status {
 }
 
 func (g *group) checkCaughtUp() {
+	if g.applied >= g.applyTo {
+		select {
+		case <-g.appliedOld:
+		default:
+			close(g.appliedOld)
+		}
+	}
 	if g.applied >= g.replayTo && (!g.soleVoter || g.isLeader.Load()) {
 		select {
 		case <-g.caughtUp:
@@ -837,6 +851,19 @@ func (g *group) waitCaughtUp(ctx context.Context) error {
 		return g.closedErr()
 	case <-ctx.Done():
 		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replayTo, ctx.Err())
+	}
+}
+
+// waitAppliedOld waits until the group has applied what it knew was
+// committed when it opened.
+func (g *group) waitAppliedOld(ctx context.Context) error {
+	select {
+	case <-g.appliedOld:
+		return nil
+	case <-g.done:
+		return g.closedErr()
+	case <-ctx.Done():
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.applyTo, ctx.Err())
 	}
 }
 

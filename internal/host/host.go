@@ -156,6 +156,10 @@ func (c *Config) setDefaults() {
 	if c.FS == nil {
 		c.FS = vfs.OS
 	}
+	if c.BootID == "" {
+		// Read once, not by each of the thousands of logs opened.
+		c.BootID = vfs.BootID()
+	}
 }
 
 // defaultOpenSegmentFiles is half the process's limit of open files. Go
@@ -376,37 +380,46 @@ func (h *Host) tick() {
 // it has replayed the log it already had, so callers never see it half
 // recovered.
 func (h *Host) AddGroup(gc GroupConfig) error {
+	g, err := h.startGroup(gc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ReplayTimeout)
+	defer cancel()
+	return g.waitCaughtUp(ctx)
+}
+
+// startGroup opens (or creates) a group and starts running it.
+func (h *Host) startGroup(gc GroupConfig) (*group, error) {
 	if gc.ID == 0 || gc.Name == "" || gc.StateMachine == nil {
-		return fmt.Errorf("add group: id, name and state machine are required")
+		return nil, fmt.Errorf("add group: id, name and state machine are required")
 	}
 	if gc.Dir == "" && strings.ContainsRune(gc.Name, filepath.Separator) {
-		return fmt.Errorf("add group %s: a name with a path separator needs a Dir of its own", gc.Name)
+		return nil, fmt.Errorf("add group %s: a name with a path separator needs a Dir of its own", gc.Name)
 	}
 	h.mu.RLock()
 	_, exists := h.groups[gc.ID]
 	closed := h.closed
 	h.mu.RUnlock()
 	if closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if exists {
-		return fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
+		return nil, fmt.Errorf("add group %s: id %d is already hosted", gc.Name, gc.ID)
 	}
 	g, err := openGroup(h, gc, false)
 	if err != nil && h.mayRebuild(gc, err) {
 		g, err = h.rebuild(gc, err)
 	}
 	if err != nil {
-		return fmt.Errorf("open group %s: %w", gc.Name, err)
+		return nil, fmt.Errorf("open group %s: %w", gc.Name, err)
 	}
 	if err := h.register(g); err != nil {
 		g.storage.Close()
-		return err
+		return nil, err
 	}
 	go g.run()
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ReplayTimeout)
-	defer cancel()
-	return g.waitCaughtUp(ctx)
+	return g, nil
 }
 
 func (h *Host) register(g *group) error {
@@ -431,32 +444,54 @@ func (h *Host) AddGroups(ctx context.Context, gcs []GroupConfig) map[uint64]erro
 }
 
 // AddGroupsFunc is AddGroups that also calls opened, unless it is nil, as
-// each group is added or fails: a caller can serve each group as soon as
-// it runs instead of waiting for them all. opened is called from the
-// workers, concurrently.
+// each group is added (has caught up, as AddGroup returns) or fails: a
+// caller can serve each group as soon as it runs instead of waiting for
+// them all. opened is called concurrently.
+//
+// A worker opens a group and waits while it applies what it knew was
+// committed (reading its files and its log is the boot's CPU and memory,
+// which the workers bound); what remains, a group of one electing itself
+// and applying what that commits, waits for an fdatasync of the WAL, and
+// is waited for off the workers, so that the elections of every group
+// opened meanwhile share one.
 func (h *Host) AddGroupsFunc(ctx context.Context, gcs []GroupConfig, opened func(id uint64, err error)) map[uint64]error {
 	var mu sync.Mutex
 	failed := make(map[uint64]error)
-	eg, ctx := errgroup.WithContext(ctx)
+	done := func(id uint64, err error) {
+		if err != nil {
+			mu.Lock()
+			failed[id] = err
+			mu.Unlock()
+		}
+		if opened != nil {
+			opened(id, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ReplayTimeout)
+	defer cancel()
+	var waits sync.WaitGroup
+	var eg errgroup.Group
 	eg.SetLimit(h.cfg.BootParallelism)
 	for _, gc := range gcs {
 		eg.Go(func() error {
 			err := ctx.Err()
+			var g *group
 			if err == nil {
-				err = h.AddGroup(gc)
+				g, err = h.startGroup(gc)
+			}
+			if err == nil {
+				err = g.waitAppliedOld(ctx)
 			}
 			if err != nil {
-				mu.Lock()
-				failed[gc.ID] = err
-				mu.Unlock()
+				done(gc.ID, err)
+				return nil // one broken group must not stop the others
 			}
-			if opened != nil {
-				opened(gc.ID, err)
-			}
-			return nil // one broken group must not stop the others
+			waits.Go(func() { done(gc.ID, g.waitCaughtUp(ctx)) })
+			return nil
 		})
 	}
 	eg.Wait()
+	waits.Wait()
 	return failed
 }
 
