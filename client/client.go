@@ -96,10 +96,11 @@ func New(baseURL string, opts ...Option) *Client {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	hc := cfg.httpClient
-	if hc == nil {
+	var hc connect.HTTPClient = cfg.httpClient
+	if cfg.httpClient == nil {
 		hc = defaultHTTPClient(cfg.grpc, cfg.tls)
 	}
+	hc = oneWriteClient{next: hc}
 	// Events are mostly small and the server is usually near: compressing
 	// every request costs more CPU than it saves (gzip state is reset per
 	// message).

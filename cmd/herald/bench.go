@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -38,15 +39,16 @@ acknowledgement. The same load generator drives the peer clients under bench/
 
 type benchPublishFlags struct {
 	attrFlags
-	cfg     load.Config
-	topic   string
-	fresh   bool
-	grpc    bool
-	label   string
-	batched int // > 0: client.WithPublishBatching
-	through []string
-	routing bool // client.WithLeaderRouting
-	results string
+	cfg        load.Config
+	topic      string
+	fresh      bool
+	grpc       bool
+	label      string
+	batched    int // > 0: client.WithPublishBatching
+	through    []string
+	routing    bool // client.WithLeaderRouting
+	results    string
+	cpuProfile string
 }
 
 func newBenchPublishCommand(g *globals) *cobra.Command {
@@ -105,6 +107,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.BoolVar(&p.routing, "leader-routing", false, "send each batch straight to the nodes leading its events' shards (client.WithLeaderRouting), rather than through --server (and --through), which forward what they do not lead")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
+	f.StringVar(&p.cpuProfile, "cpu-profile", "", "write a CPU profile of the load generator over the whole run (warm-up included) to this file, for go tool pprof")
 	return cmd
 }
 
@@ -133,7 +136,14 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if err := waitForTopic(ctx, clients[1:], t.Name); err != nil {
 		return g.explain(err)
 	}
+	stopProfile, err := startCPUProfile(p.cpuProfile)
+	if err != nil {
+		return err
+	}
 	res, err := load.RunHeraldThrough(ctx, clients, t, p.cfg)
+	if perr := stopProfile(); perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil {
 		return g.explain(err)
 	}
@@ -203,4 +213,29 @@ func writeJSONFile(name string, v any) error {
 		return fmt.Errorf("--results: %w", err)
 	}
 	return nil
+}
+
+// startCPUProfile profiles this process into the file name until the
+// returned function is called; with an empty name it does nothing. The
+// load generator shares the machine with the server, so its own cost is
+// half of what a benchmark on one machine measures.
+func startCPUProfile(name string) (stop func() error, err error) {
+	if name == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", name, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpu-profile %s: %w", name, err)
+		}
+		return nil
+	}, nil
 }
