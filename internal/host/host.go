@@ -236,6 +236,12 @@ type Host struct {
 	groups map[uint64]*group
 	closed bool
 
+	// ticking holds the groups the ticker visits: every group but the
+	// quiesced leaders, which have nothing to time (quiesce.go), so that
+	// an idle node's ticks cost nothing per group. Taken after mu.
+	tickMu  sync.Mutex
+	ticking map[uint64]*group
+
 	stopTicker chan struct{}
 	tickerDone chan struct{}
 }
@@ -259,6 +265,7 @@ func New(cfg Config) (*Host, error) {
 		fsync:      make(chan struct{}, cfg.FsyncParallelism),
 		files:      hlog.NewFiles(cfg.OpenSegmentFiles),
 		groups:     make(map[uint64]*group),
+		ticking:    make(map[uint64]*group),
 		stopTicker: make(chan struct{}),
 		tickerDone: make(chan struct{}),
 	}
@@ -361,17 +368,14 @@ func (h *Host) tick() {
 		case <-h.stopTicker:
 			return
 		case <-t.C:
-			h.mu.RLock()
-			for _, g := range h.groups {
-				if g.quiescedNow.Load() && g.isLeader.Load() {
-					continue // a quiesced leader has nothing to time; only work wakes it
-				}
+			h.tickMu.Lock()
+			for _, g := range h.ticking {
 				select {
 				case g.tickc <- struct{}{}:
 				default: // the group is busy; a missed tick only delays timeouts
 				}
 			}
-			h.mu.RUnlock()
+			h.tickMu.Unlock()
 		}
 	}
 }
@@ -432,7 +436,24 @@ func (h *Host) register(g *group) error {
 		return fmt.Errorf("add group %s: id %d is already hosted", g.name, g.id)
 	}
 	h.groups[g.id] = g
+	h.tickMu.Lock()
+	h.ticking[g.id] = g
+	h.tickMu.Unlock()
 	return nil
+}
+
+// setTicking adds a group that is still hosted to the groups the ticker
+// visits, or removes it.
+func (h *Host) setTicking(g *group, on bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	h.tickMu.Lock()
+	defer h.tickMu.Unlock()
+	if on && h.groups[g.id] == g {
+		h.ticking[g.id] = g
+	} else if !on {
+		delete(h.ticking, g.id)
+	}
 }
 
 // AddGroups opens many groups in parallel on a temporary, bounded set of
@@ -500,6 +521,9 @@ func (h *Host) RemoveGroup(id uint64, deleteData bool) error {
 	h.mu.Lock()
 	g, ok := h.groups[id]
 	delete(h.groups, id)
+	h.tickMu.Lock()
+	delete(h.ticking, id)
+	h.tickMu.Unlock()
 	h.mu.Unlock()
 	if !ok {
 		return ErrUnknownGroup

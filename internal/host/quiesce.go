@@ -20,8 +20,16 @@ import (
 // It has the form of a heartbeat but is never stepped into raft.
 var quiesceContext = []byte("herald.quiesce")
 
-// quiesceAfter is how many idle ticks a leader waits before quiescing.
-func (g *group) quiesceAfter() int { return 2 * g.h.cfg.ElectionTicks }
+// quiesceAfter is how many idle ticks a leader waits before quiescing: a
+// group of this node alone has no follower to tell, nothing to lose by
+// quiescing early and waking at once, and is quiesced after two.
+func (g *group) quiesceAfter() int {
+	cs := g.confState
+	if vs := cs.GetVoters(); len(vs) == 1 && vs[0] == g.h.cfg.NodeID && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
+		return 2
+	}
+	return 2 * g.h.cfg.ElectionTicks
+}
 
 // tick advances the group's clock, unless it is quiesced.
 func (g *group) tick() {
@@ -47,6 +55,7 @@ func (g *group) wake(active bool) {
 	if g.quiesced {
 		g.quiesced = false
 		g.quiescedNow.Store(false)
+		g.h.setTicking(g, true)
 	}
 	if active {
 		g.idleTicks = 0
@@ -98,6 +107,7 @@ func (g *group) maybeQuiesce() bool {
 	g.send(msgs)
 	g.quiesced = true
 	g.quiescedNow.Store(true)
+	g.h.setTicking(g, false) // a quiesced leader has nothing to time; only work wakes it
 	return true
 }
 
