@@ -530,6 +530,9 @@ func (h *Host) RemoveGroup(id uint64, deleteData bool) error {
 	}
 	g.stop()
 	if deleteData {
+		if h.wal != nil {
+			h.wal.Remove(id)
+		}
 		if err := vfs.RemoveAllDurable(h.cfg.FS, g.dir); err != nil {
 			return fmt.Errorf("remove data of group %s: %w", g.name, err)
 		}

@@ -726,6 +726,21 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	return n, errors.Join(errs...)
 }
 
+// PrefixEnd returns the index of the first record DeletePrefix(below)
+// would keep: the records below it are in the segments it would delete.
+func (l *Log) PrefixEnd(below uint64) uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0
+	}
+	n := 0
+	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
+		n++
+	}
+	return l.segs[n].base
+}
+
 // Reset drops every record. The next Append must start at index next, and
 // Term(next-1) answers prevTerm; this is how a Raft snapshot replaces the
 // log. Reset is durable when it returns, and atomic across a crash: the

@@ -1,7 +1,9 @@
 package raftstore
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -42,8 +44,9 @@ func wantHardState(t *testing.T, s *Storage, term, vote, commit uint64) {
 
 // Under the WAL an election's hard state is a WAL record, not a file
 // rewritten: it survives a power loss once the WAL is synced, with the
-// entries before it; one not synced yet is lost with them; and a
-// checkpoint writes it to the group's file before the WAL drops it.
+// entries before it; one not synced yet is lost with them; and the WAL
+// keeps it through checkpoints that delete the files it was in, power
+// losses and a clean close, with the group's file never rewritten.
 func TestWALHardStateSurvivesPowerLoss(t *testing.T) {
 	fs := vfs.NewMem()
 	n := newWALGroups(t, fs, 1, 2)
@@ -57,9 +60,6 @@ func TestWALHardStateSurvivesPowerLoss(t *testing.T) {
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
-	}
-	if hs := fileHardState(t, fs, n, 1); hs.GetTerm() != 1 {
-		t.Fatalf("the election rewrote the hardstate file (term %d): it should be a WAL record", hs.GetTerm())
 	}
 	// Not synced: lost at the power loss, with nothing else lost.
 	if err := s.SetHardState(hardState(6, 2, 4), false); err != nil {
@@ -76,33 +76,37 @@ func TestWALHardStateSurvivesPowerLoss(t *testing.T) {
 	if last, _ := n2.groups[1].LastIndex(); last != 4 {
 		t.Fatalf("last index %d after the power loss, want 4", last)
 	}
+
+	// Group 2 fills WAL files, which checkpoints delete.
+	appendEach(t, n2.groups[2], 2, 300, func(i uint64) string { return fmt.Sprintf("g2-%d-%s", i, strings.Repeat("x", 30)) })
+	if err := n2.groups[2].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	files := n2.wal.Files()
 	if err := n2.wal.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if hs := fileHardState(t, crashed, n2, 1); hs.GetTerm() != 5 || hs.GetVote() != 1 {
-		t.Fatalf("after a checkpoint the hardstate file holds term %d vote %d, want 5 and 1", hs.GetTerm(), hs.GetVote())
-	}
-	if n2.wal.Files() != 1 {
-		t.Fatalf("%d WAL files after the checkpoint, want 1", n2.wal.Files())
-	}
-
-	// Recorded and synced after the checkpoint, then another power loss.
-	if err := n2.groups[1].SetHardState(hardState(7, 1, 4), false); err != nil {
-		t.Fatal(err)
-	}
-	if err := n2.groups[1].Sync(); err != nil {
-		t.Fatal(err)
+	if files < 3 || n2.wal.Files() >= files {
+		t.Fatalf("WAL files %d before the checkpoint and %d after: want several, then fewer", files, n2.wal.Files())
 	}
 	n3, err := openWALNode(t, crashed.CrashClone(nil), "boot-3", 1, 2)
 	if err != nil {
-		t.Fatalf("reopen after a second power loss: %v", err)
+		t.Fatalf("reopen after a checkpoint and a power loss: %v", err)
 	}
-	wantHardState(t, n3.groups[1], 7, 1, 4)
-	// A clean close writes the file: nothing is left for the WAL to hold.
-	n3.close()
-	if hs := fileHardState(t, n3.fs, n3, 1); hs.GetTerm() != 7 {
-		t.Fatalf("after a clean close the hardstate file holds term %d, want 7", hs.GetTerm())
+	wantHardState(t, n3.groups[1], 5, 1, 1)
+	if hs := fileHardState(t, n3.fs, n3, 1); hs.GetTerm() != 1 {
+		t.Fatalf("the hardstate file holds term %d: the group's file was rewritten, want the state kept in the WAL", hs.GetTerm())
 	}
+	if err := n3.groups[1].SetHardState(hardState(7, 1, 4), false); err != nil {
+		t.Fatal(err)
+	}
+	n3.close() // a clean close
+	n4, err := openWALNode(t, n3.fs, "boot-3", 1, 2)
+	if err != nil {
+		t.Fatalf("reopen after a clean close: %v", err)
+	}
+	defer n4.close()
+	wantHardState(t, n4.groups[1], 7, 1, 4)
 }
 
 // A hard state in the WAL for a group whose directory was replaced by an

@@ -12,11 +12,12 @@
 // only when the term or vote changes (an election) or a snapshot is saved,
 // not on every commit: that keeps one fdatasync per batch of appends on the
 // hot path. On open the commit index is raised to the snapshot index, which
-// is known to be committed. Under the node's WAL the hard state is recorded
-// as a record of the WAL, durable with the entries before it by the WAL's
-// shared fdatasync, and the hardstate file is rewritten only when the WAL
-// flushes the group (a checkpoint, a barrier, Close): ten thousand groups
-// electing themselves at a node's start rewrite no file each.
+// is known to be committed. Under the node's WAL the hard state is a
+// record of the WAL, durable with the entries before it by the WAL's
+// shared fdatasync, and the WAL keeps it (see wal.SetState); the
+// hardstate file holds the state the group was created with: ten
+// thousand groups electing themselves at a node's start rewrite no file
+// each, then or later.
 package raftstore
 
 import (
@@ -89,17 +90,11 @@ type Storage struct {
 	// of an older snapshot can never replace a newer one.
 	saveMu sync.Mutex
 
-	// hsMu serializes writes of the hardstate file; taken before mu.
-	hsMu sync.Mutex
-
 	mu        sync.Mutex
 	hardState *pb.HardState // latest, possibly with a commit newer than on disk
 	savedTerm uint64        // term and vote as last recorded (file or WAL)
 	savedVote uint64
-	// hsUnflushed says that the hardstate file is older than the hard
-	// state the WAL holds: the next Flush writes it.
-	hsUnflushed bool
-	snap        *pb.Snapshot
+	snap      *pb.Snapshot
 
 	cache      []*pb.Entry // consecutive newest entries, ending at the log's last index
 	cacheBytes int
@@ -180,10 +175,6 @@ func (s *Storage) load(walState []byte) error {
 		}
 		s.hardState = hs
 		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
-		// Durable in the WAL only: the next checkpoint writes the file
-		// before it deletes the WAL file holding it.
-		s.hsUnflushed = true
-		s.wal.Unflushed(s.group, s)
 	}
 	if err := s.checkSnapshotInLog(); err != nil {
 		return err
@@ -453,32 +444,13 @@ func (s *Storage) Sync() error {
 	return s.Log().Sync()
 }
 
-// Flush makes every appended entry durable in the group's own log, and
-// the hard state in its file: what a WAL checkpoint does before it
-// deletes the WAL files holding them. After a clean Close, which flushed,
-// there is nothing to do.
+// Flush makes every appended entry durable in the group's own log: what
+// a WAL checkpoint does before it deletes the WAL files holding them.
+// After a clean Close, which synced the log, there is nothing to do.
 func (s *Storage) Flush() error {
-	s.hsMu.Lock()
-	defer s.hsMu.Unlock()
-	// The hard state is taken before the log is synced: its commit index
-	// never names an entry appended after it, so once the sync is done
-	// the file never says more is committed than the log holds.
-	s.mu.Lock()
-	unflushed, hs := s.hsUnflushed, proto.Clone(s.hardState).(*pb.HardState)
-	s.hsUnflushed = false
-	l := s.log
-	s.mu.Unlock()
-	err := l.Sync()
+	err := s.Log().Sync()
 	if errors.Is(err, hlog.ErrClosed) && s.closedClean.Load() {
 		return nil
-	}
-	if err == nil && unflushed {
-		err = s.writeHardState(hs)
-	}
-	if err != nil && unflushed {
-		s.mu.Lock()
-		s.hsUnflushed = true
-		s.mu.Unlock()
 	}
 	return err
 }
@@ -496,10 +468,6 @@ func (s *Storage) WALHardState() bool { return s.wal != nil }
 // writes the file at once); otherwise the file is rewritten before
 // SetHardState returns.
 func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
-	if force || s.wal == nil {
-		s.hsMu.Lock()
-		defer s.hsMu.Unlock()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hardState = proto.Clone(hs).(*pb.HardState)
@@ -512,12 +480,12 @@ func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 			return fmt.Errorf("encode hard state: %w", err)
 		}
 		// Recorded even when the file is written too: the WAL's latest
-		// record must never be older than the file.
-		if err := s.wal.SetState(s.group, data, s); err != nil {
+		// record, which recovery prefers, must never be older than the
+		// file.
+		if err := s.wal.SetState(s.group, data); err != nil {
 			return fmt.Errorf("save hard state of %s: %w", s.dir, err)
 		}
 		s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
-		s.hsUnflushed = true
 		if !force {
 			return nil
 		}
@@ -525,13 +493,11 @@ func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 	if err := s.writeHardState(s.hardState); err != nil {
 		return err
 	}
-	s.hsUnflushed = false
 	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
 	return nil
 }
 
-// writeHardState replaces the hardstate file with hs. The caller holds
-// hsMu.
+// writeHardState replaces the hardstate file with hs.
 func (s *Storage) writeHardState(hs *pb.HardState) error {
 	data, err := proto.Marshal(hs)
 	if err != nil {
@@ -670,16 +636,10 @@ func (s *Storage) Log() *hlog.Log {
 	return s.log
 }
 
-// Close flushes the group and closes its log: the WAL's later
-// checkpoints need not flush it.
+// Close closes the log, which syncs it: the WAL's later checkpoints need
+// not flush it. The WAL keeps the group's hard state.
 func (s *Storage) Close() error {
-	var err error
-	if s.wal != nil {
-		err = s.Flush()
-	}
-	if cerr := s.Log().Close(); err == nil {
-		err = cerr
-	}
+	err := s.Log().Close()
 	if err == nil {
 		s.closedClean.Store(true)
 		if s.wal != nil {

@@ -27,8 +27,11 @@
 //   - state: a small state of the group that replaces its previous one
 //     (its Raft hard state: term, vote, commit), opaque to the WAL. A
 //     group's election then costs no file of its own rewritten and
-//     fsynced: the record is durable with the WAL's next fdatasync, and
-//     the group writes its own file at the next checkpoint (Flush).
+//     fsynced: the record is durable with the WAL's next fdatasync. The
+//     WAL is where the state lives from then on: a checkpoint about to
+//     delete the WAL file holding a group's latest state writes it again
+//     first (so an idle node's checkpoints carry nothing, and a node
+//     whose WAL rolls carries a record per group, not a file per group).
 //
 // Record data: group (8 bytes, little endian), then for entries the index
 // of the first entry (uvarint) and, per entry, its term (uvarint), type (1
@@ -41,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,6 +86,13 @@ type Flusher interface {
 	Flush() error
 }
 
+// state is the latest state of a group and the index of the record that
+// holds it.
+type state struct {
+	data []byte
+	at   uint64
+}
+
 // Op is one recovered operation of a group: a run of consecutive entries
 // appended at the first one's index, or, if Entries is empty, a state
 // (SetState) replacing the group's previous one.
@@ -105,6 +116,7 @@ type WAL struct {
 	dirty     map[uint64]Flusher // groups with entries that only the WAL holds
 	sinceCkpt int64              // bytes appended since the last checkpoint started
 	recovered map[uint64][]Op    // what Open found, by group, until taken
+	states    map[uint64]state   // each group's latest state (SetState), and where it is
 	booted    bool               // unclaimed recovered ops were dropped; checkpoints may delete
 	wbuf      []byte
 
@@ -131,6 +143,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		next:      l.LastIndex() + 1,
 		dirty:     make(map[uint64]Flusher),
 		recovered: make(map[uint64][]Op),
+		states:    make(map[uint64]state),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -203,17 +216,16 @@ func (w *WAL) recover(r hlog.Record) error {
 	return fmt.Errorf("unknown record kind %d", r.Type)
 }
 
-// dropFlushed forgets the recovered operations of records up to covered.
+// dropFlushed forgets the recovered entries of records up to covered:
+// they are in the groups' own logs. States are kept: the WAL is where
+// they live.
 func (w *WAL) dropFlushed(covered uint64) {
 	for group, ops := range w.recovered {
-		i := 0
-		for i < len(ops) && ops[i].at <= covered {
-			i++
-		}
-		if i == len(ops) {
+		ops = slices.DeleteFunc(ops, func(op Op) bool { return op.at <= covered && len(op.Entries) > 0 })
+		if len(ops) == 0 {
 			delete(w.recovered, group)
 		} else {
-			w.recovered[group] = ops[i:]
+			w.recovered[group] = ops
 		}
 	}
 }
@@ -221,11 +233,18 @@ func (w *WAL) dropFlushed(covered uint64) {
 // Recovered returns, once, what the WAL held for group when it was opened,
 // after the group's last barrier, in order. The group replays it over its
 // segment log and makes that durable (Flush) before it appends anything.
+// The group's latest state stays the WAL's to keep.
 func (w *WAL) Recovered(group uint64) []Op {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ops := w.recovered[group]
 	delete(w.recovered, group)
+	for i := len(ops) - 1; i >= 0; i-- {
+		if len(ops[i].Entries) == 0 {
+			w.states[group] = state{data: slices.Clone(ops[i].State), at: ops[i].at}
+			break
+		}
+	}
 	return ops
 }
 
@@ -270,32 +289,39 @@ func (w *WAL) Append(group uint64, ents []hlog.Record, f Flusher) error {
 	return nil
 }
 
-// SetState records state, which replaces the previous state of group and
-// which f flushes to the group's own files. It is durable once Sync
-// returns, and ordered with the group's entries: a recovery that finds it
-// finds every entry appended before it.
-func (w *WAL) SetState(group uint64, state []byte, f Flusher) error {
-	if len(state) == 0 {
+// SetState records data as the state of group, replacing its previous
+// one. It is durable once Sync returns, and ordered with the group's
+// entries: a recovery that finds it finds every entry appended before
+// it. The WAL keeps it until a later SetState or Remove, writing it again
+// before it deletes the file holding it.
+func (w *WAL) SetState(group uint64, data []byte) error {
+	if len(data) == 0 {
 		return fmt.Errorf("record the state of group %d: the state is empty", group)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wbuf = binary.LittleEndian.AppendUint64(w.wbuf[:0], group)
-	w.wbuf = append(w.wbuf, state...)
-	if err := w.appendLocked(kindState, w.wbuf); err != nil {
+	if err := w.appendStateLocked(group, slices.Clone(data)); err != nil {
 		return fmt.Errorf("record the state of group %d: %w", group, err)
 	}
-	w.dirty[group] = f
 	return nil
 }
 
-// Unflushed says that group holds, in memory, what the WAL recovered for
-// it without having made it durable in its own files yet (a state):
-// the next checkpoint flushes it with f before deleting the WAL files
-// that hold it.
-func (w *WAL) Unflushed(group uint64, f Flusher) {
+func (w *WAL) appendStateLocked(group uint64, data []byte) error {
+	w.wbuf = binary.LittleEndian.AppendUint64(w.wbuf[:0], group)
+	w.wbuf = append(w.wbuf, data...)
+	if err := w.appendLocked(kindState, w.wbuf); err != nil {
+		return err
+	}
+	w.states[group] = state{data: data, at: w.next - 1}
+	return nil
+}
+
+// Remove forgets group, whose files are deleted: its state is not kept
+// any more, and nothing of it is flushed.
+func (w *WAL) Remove(group uint64) {
 	w.mu.Lock()
-	w.dirty[group] = f
+	delete(w.dirty, group)
+	delete(w.states, group)
 	w.mu.Unlock()
 }
 
@@ -310,6 +336,10 @@ func (w *WAL) Barrier(group uint64) error {
 	binary.LittleEndian.PutUint64(b[:], group)
 	err := w.appendLocked(kindBarrier, b[:])
 	delete(w.dirty, group)
+	if st, ok := w.states[group]; ok && err == nil {
+		// Replay starts after the barrier: the state must follow it.
+		err = w.appendStateLocked(group, st.data)
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("write a barrier for group %d: %w", group, err)
@@ -421,6 +451,9 @@ func (w *WAL) Checkpoint() error {
 	if len(errs) > 0 || !booted || covered == 0 {
 		return errors.Join(errs...)
 	}
+	if err := w.carryStates(covered); err != nil {
+		return err
+	}
 	if err := w.markFlushed(covered); err != nil {
 		return err
 	}
@@ -428,6 +461,29 @@ func (w *WAL) Checkpoint() error {
 		return fmt.Errorf("delete checkpointed write-ahead log files: %w", err)
 	}
 	return nil
+}
+
+// carryStates writes again, durably, the states whose records are in the
+// WAL files that deleting what covered covers would delete.
+func (w *WAL) carryStates(covered uint64) error {
+	keep := w.log.PrefixEnd(covered + 1)
+	w.mu.Lock()
+	carried := 0
+	for group, st := range w.states {
+		if st.at >= keep {
+			continue
+		}
+		if err := w.appendStateLocked(group, st.data); err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("carry the state of group %d to a newer write-ahead log file: %w", group, err)
+		}
+		carried++
+	}
+	w.mu.Unlock()
+	if carried == 0 {
+		return nil
+	}
+	return w.Sync()
 }
 
 // markFlushed records that every record up to covered is durable in the

@@ -209,9 +209,8 @@ func TestDamagedRecordIsNamed(t *testing.T) {
 }
 
 // A group's states come back in order with its entries after a power
-// loss, from after its last barrier; an empty state is refused and
-// records nothing; a state registered as unflushed is flushed by the
-// next checkpoint.
+// loss, from after its last barrier (the state a barrier finds is kept
+// after it); an empty state is refused and records nothing.
 func TestStatesRecoveredInOrderWithEntries(t *testing.T) {
 	fs := vfs.NewMem()
 	w := openMem(t, fs, "b1")
@@ -222,31 +221,70 @@ func TestStatesRecoveredInOrderWithEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(w.SetState(7, []byte("s1"), f))
+	must(w.SetState(7, []byte("s1")))
 	must(w.Append(7, recs(1, "a"), f))
-	must(w.SetState(7, []byte("s2"), f))
-	must(w.SetState(9, []byte("gone"), f))
+	must(w.SetState(7, []byte("s2")))
+	must(w.SetState(9, []byte("old")))
+	must(w.Append(9, recs(1, "x"), f))
 	must(w.Barrier(9))
-	must(w.SetState(9, []byte("kept"), f))
-	if err := w.SetState(7, nil, f); err == nil || !strings.Contains(err.Error(), "empty") {
+	must(w.SetState(10, []byte("gone")))
+	must(w.Barrier(10))
+	w.Remove(10)
+	if err := w.SetState(7, nil); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("SetState with an empty state: %v, want an error saying it is empty", err)
 	}
 	must(w.Sync())
-	must(w.SetState(7, []byte("unsynced"), f))
+	must(w.SetState(7, []byte("unsynced")))
 
 	w2 := openMem(t, fs.CrashClone(nil), "b2")
 	defer w2.Close()
 	if got, want := describe(w2.Recovered(7)), "[state s1][1: a/3][state s2]"; got != want {
 		t.Fatalf("group 7 recovered %s, want %s", got, want)
 	}
-	if got, want := describe(w2.Recovered(9)), "[state kept]"; got != want {
+	if got, want := describe(w2.Recovered(9)), "[state old]"; got != want {
 		t.Fatalf("group 9 recovered %s, want %s", got, want)
 	}
-	w2.Booted()
-	g := &countingFlusher{}
-	w2.Unflushed(7, g)
-	must(w2.Checkpoint())
-	if g.count() != 1 {
-		t.Fatalf("the checkpoint flushed the unflushed group %d times, want 1", g.count())
+	if got, want := describe(w2.Recovered(10)), "[state gone]"; got != want {
+		t.Fatalf("group 10 recovered %s, want %s", got, want)
+	}
+}
+
+// The WAL keeps each group's latest state: a checkpoint that deletes the
+// file holding it writes it again first, so it survives any number of
+// checkpoints and power losses with no file of the group's own written;
+// a removed group's state is dropped.
+func TestStatesCarriedAcrossCheckpoints(t *testing.T) {
+	fs := vfs.NewMem()
+	w := openMem(t, fs, "b1")
+	f := &countingFlusher{}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Booted()
+	must(w.SetState(1, []byte("one")))
+	must(w.SetState(2, []byte("two")))
+	must(w.SetState(3, []byte("removed")))
+	w.Remove(3)
+	// Fill several WAL files with group 4's entries, checkpointing as we go.
+	for i := uint64(1); i <= 200; i++ {
+		must(w.Append(4, recs(i, strings.Repeat("x", 40)), f))
+		if i%50 == 0 {
+			must(w.Checkpoint())
+		}
+	}
+	must(w.Sync())
+	must(w.Checkpoint())
+	if n := w.Files(); n > 2 {
+		t.Fatalf("%d WAL files after checkpoints, want the old ones deleted", n)
+	}
+	w2 := openMem(t, fs.CrashClone(nil), "b2")
+	defer w2.Close()
+	for group, want := range map[uint64]string{1: "[state one]", 2: "[state two]", 3: ""} {
+		if got := describe(w2.Recovered(group)); got != want {
+			t.Fatalf("group %d recovered %q after checkpoints and a power loss, want %q", group, got, want)
+		}
 	}
 }
