@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
 )
 
 // Publish appends events to topic, each routed to its shard by key, and
@@ -77,27 +79,45 @@ func (c *Client) Abort(ctx context.Context, reservationID string) error {
 // handle the events, then the error. When no shard could be read, it
 // returns no events and an *UnreadableError whose All method reports true.
 func (c *Client) Fetch(ctx context.Context, topic string, opts FetchOptions) ([]Delivery, error) {
+	if c.router != nil {
+		return c.fetchRouted(ctx, topic, opts)
+	}
+	ds, unread, _, err := c.fetchFrom(ctx, c.svc, topic, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(unread) > 0 {
+		return ds, &UnreadableError{Topic: topic, Shards: unread}
+	}
+	return ds, nil
+}
+
+// fetchFrom sends one fetch to svc: of the shards at the indexes in
+// shards, or of every shard if shards is nil. It returns the events and
+// the shards the node could not read; when it could read none, the error
+// is an *UnreadableError.
+func (c *Client) fetchFrom(ctx context.Context, svc heraldv1connect.HeraldServiceClient, topic string, opts FetchOptions, shards []int) ([]Delivery, []UnreadableShard, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, opts.Wait)
 	defer cancel()
-	req := &heraldv1.FetchRequest{Topic: topic, MaxEvents: toUint32(opts.MaxEvents)}
+	req := connect.NewRequest(&heraldv1.FetchRequest{Topic: topic, MaxEvents: toUint32(opts.MaxEvents)})
 	if opts.VisibilityTimeout > 0 {
-		req.VisibilityTimeout = durationpb.New(opts.VisibilityTimeout)
+		req.Msg.VisibilityTimeout = durationpb.New(opts.VisibilityTimeout)
 	}
 	if opts.Wait > 0 {
-		req.Wait = durationpb.New(opts.Wait)
+		req.Msg.Wait = durationpb.New(opts.Wait)
 	}
-	resp, err := c.svc.Fetch(ctx, connect.NewRequest(req))
+	if shards != nil {
+		req.Header().Set(shardsHeader, joinInts(shards))
+	}
+	resp, err := svc.Fetch(ctx, req)
 	if err != nil {
-		return nil, fetchError(topic, err)
+		return nil, nil, errorMeta(err), fetchError(topic, err)
 	}
 	deliveries := make([]Delivery, 0, len(resp.Msg.GetEvents()))
 	for _, e := range resp.Msg.GetEvents() {
 		deliveries = append(deliveries, deliveryFromProto(e))
 	}
-	if u := resp.Msg.GetUnreadableShards(); len(u) > 0 {
-		return deliveries, &UnreadableError{Topic: topic, Shards: unreadableFromProto(u)}
-	}
-	return deliveries, nil
+	return deliveries, unreadableFromProto(resp.Msg.GetUnreadableShards()), resp.Header(), nil
 }
 
 // fetchError returns the error of a fetch that could read no shard, whose
@@ -118,21 +138,52 @@ func fetchError(topic string, err error) error {
 }
 
 // Ack marks the events ids as done; they are never handed out again. It
-// returns how many were newly acknowledged.
+// returns how many were newly acknowledged. With WithLeaderRouting, each
+// id goes to the leader of its event's shard.
 func (c *Client) Ack(ctx context.Context, ids ...string) (int, error) {
-	ctx, cancel := c.callContext(ctx, 0)
-	defer cancel()
-	resp, err := c.svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids}))
-	if err != nil {
-		return 0, err
+	if c.router != nil {
+		return c.ackRouted(ctx, ids)
 	}
-	return int(resp.Msg.GetAcked()), nil
+	n, _, err := c.ackTo(ctx, c.svc, ids)
+	return n, err
 }
 
-// Nack ends the leases of the events ids early so they can be fetched again.
-func (c *Client) Nack(ctx context.Context, ids ...string) error {
+func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (int, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	_, err := c.svc.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{Ids: ids}))
+	resp, err := svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids}))
+	if err != nil {
+		return 0, errorMeta(err), err
+	}
+	return int(resp.Msg.GetAcked()), resp.Header(), nil
+}
+
+// Nack ends the leases of the events ids early so they can be fetched
+// again. With WithLeaderRouting, each id goes to the leader of its event's
+// shard.
+func (c *Client) Nack(ctx context.Context, ids ...string) error {
+	if c.router != nil {
+		return c.nackRouted(ctx, ids)
+	}
+	_, err := c.nackTo(ctx, c.svc, ids)
 	return err
+}
+
+func (c *Client) nackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (http.Header, error) {
+	ctx, cancel := c.callContext(ctx, 0)
+	defer cancel()
+	resp, err := svc.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{Ids: ids}))
+	if err != nil {
+		return errorMeta(err), err
+	}
+	return resp.Header(), nil
+}
+
+// errorMeta returns the headers of an error's response, if it had any.
+func errorMeta(err error) http.Header {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Meta()
+	}
+	return nil
 }

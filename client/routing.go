@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -32,9 +34,8 @@ import (
 //     before the next publish: with WithPublishRetries, the retry goes
 //     to the new leader.
 //
-// Only publishes are routed: Fetch reads every shard of a topic in one
-// call, which the node asked splits among the shards' leaders itself, and
-// Reserve, Commit, Abort, Ack and Nack go to the address given to New.
+// Publishes, fetches, acks and nacks are routed (see consume_routed.go);
+// Reserve, Commit and Abort go to the address given to New.
 
 // forwardedHeader is the response header a node sets on a publish it
 // passed partly to another node (internal/api.ForwardedHeader).
@@ -64,6 +65,10 @@ type router struct {
 	scheme     string // "http" or "https", from New's base URL
 	dial       func(baseURL string) heraldv1connect.HeraldServiceClient
 	minRefresh time.Duration
+
+	// turn advances at each routed fetch: when a fetch's events are too
+	// few to ask every node, each gets its turn.
+	turn atomic.Uint32
 
 	mu     sync.Mutex
 	seeds  []string // host:port of the nodes to ask, New's first; then those learned
@@ -103,6 +108,13 @@ func (r *router) learn(hostPort string) {
 	if hostPort != "" && !slices.Contains(r.seeds, hostPort) {
 		r.seeds = append(r.seeds, hostPort)
 	}
+}
+
+// home returns the node given to New.
+func (r *router) home() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seeds[0]
 }
 
 // node returns the client of the node at hostPort.
@@ -285,21 +297,26 @@ func (c *Client) publishTo(ctx context.Context, name, hostPort string, events []
 	cctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
 	resp, err := c.router.node(hostPort).Publish(cctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: name, Events: events}))
-	var ce *connect.Error
-	switch {
-	case err == nil:
-		if resp.Header().Get(forwardedHeader) != "" {
-			c.router.markStale(name, hostPort, false)
-		}
-		if ids := resp.Msg.GetIds(); len(ids) == len(events) {
-			return ids, nil
-		}
-		return nil, connect.NewError(connect.CodeInternal, errShortIDs)
-	case connect.CodeOf(err) != connect.CodeResourceExhausted && retryablePublish(ctx, err):
-		// Down, restarting, or without a leader for a shard: ask again.
-		c.router.markStale(name, hostPort, true)
-	case errors.As(err, &ce) && ce.Meta().Get(forwardedHeader) != "":
-		c.router.markStale(name, hostPort, false)
+	if err != nil {
+		c.router.learnFrom(ctx, name, hostPort, errorMeta(err), err)
+		return nil, err
 	}
-	return nil, err
+	c.router.learnFrom(ctx, name, hostPort, resp.Header(), nil)
+	if ids := resp.Msg.GetIds(); len(ids) == len(events) {
+		return ids, nil
+	}
+	return nil, connect.NewError(connect.CodeInternal, errShortIDs)
+}
+
+// learnFrom updates topic's map from a call to the node at hostPort, which
+// answered header and err.
+func (r *router) learnFrom(ctx context.Context, name, hostPort string, header http.Header, err error) {
+	var unreadable *UnreadableError
+	switch {
+	case err != nil && !errors.As(err, &unreadable) && connect.CodeOf(err) != connect.CodeResourceExhausted && retryablePublish(ctx, err):
+		// Down, restarting, or without a leader for a shard: ask again.
+		r.markStale(name, hostPort, true)
+	case header.Get(forwardedHeader) != "":
+		r.markStale(name, hostPort, false)
+	}
 }

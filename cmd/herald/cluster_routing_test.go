@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/bench/load"
 	"herald/client"
@@ -190,4 +191,140 @@ func TestE2ERoutingClientFollowsANewLeader(t *testing.T) {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
 	checkConsumedOnce(t, byShard, p.acked)
+}
+
+// routedConsumer fetches and acknowledges through a client, retrying an
+// ack that fails (its node went down) until it succeeds, and keeps what
+// it got in the order it got it.
+type routedConsumer struct {
+	c   *client.Client
+	got []client.Delivery
+}
+
+// round fetches once and acknowledges what it got; it returns how many
+// events it got.
+func (r *routedConsumer) round(t *testing.T) int {
+	t.Helper()
+	ds := r.fetch()
+	r.ack(t, ds)
+	return len(ds)
+}
+
+func (r *routedConsumer) fetch() []client.Delivery {
+	ds, _ := r.c.Fetch(context.Background(), "orders", client.FetchOptions{MaxEvents: 20, VisibilityTimeout: 5 * time.Second, Wait: 200 * time.Millisecond})
+	return ds
+}
+
+// ack acknowledges ds, again and again until it succeeds, and keeps them.
+func (r *routedConsumer) ack(t *testing.T, ds []client.Delivery) {
+	t.Helper()
+	if len(ds) == 0 {
+		return
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, err := r.c.Ack(context.Background(), ids...); err != nil; _, err = r.c.Ack(context.Background(), ids...) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ack of %d events still fails after a minute: %v", len(ids), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.got = append(r.got, ds...)
+}
+
+// until consumes until every event in acked was consumed, for up to a
+// minute.
+func (r *routedConsumer) until(t *testing.T, acked []published) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !consumedAll(map[int][]client.Delivery{0: r.got}, acked) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, %d deliveries and not every one of %d acknowledged events", len(r.got), len(acked))
+		}
+		r.round(t)
+	}
+}
+
+// checkAtLeastOnceInOrder checks that every acknowledged event was
+// consumed, with its payload, and that each key's events came in order:
+// an event handed out again (its lease was on a leader that died) comes
+// before the key's next one.
+func checkAtLeastOnceInOrder(t *testing.T, got []client.Delivery, acked []published) {
+	t.Helper()
+	byID := make(map[string]client.Delivery)
+	last := make(map[string]int)
+	for _, d := range got {
+		byID[d.ID] = d
+		var key string
+		var n int
+		if _, err := fmt.Sscanf(string(d.Payload), "%s %d", &key, &n); err != nil {
+			t.Fatalf("event %s has payload %q", d.ID, d.Payload)
+		}
+		if prev, ok := last[key]; ok && n < prev {
+			t.Errorf("key %s: event %d came after %d", key, n, prev)
+		}
+		last[key] = n
+	}
+	for _, a := range acked {
+		d, ok := byID[a.id]
+		if !ok {
+			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.id, a.key, a.seq)
+		} else if want := fmt.Sprintf("%s %d", a.key, a.seq); string(d.Payload) != want {
+			t.Errorf("event %s has payload %q, want %q", a.id, d.Payload, want)
+		}
+	}
+}
+
+// TestE2ERoutingClientConsumesFromShardLeaders: a client with leader
+// routing, given one node of three, fetches each shard from its leader and
+// acknowledges there: no request is forwarded between nodes, and every
+// event comes once, in order per key. Then node 1, which leads shards and
+// is the node the client was given, is SIGKILLed while the client
+// consumes: every acknowledged event is still consumed, at least once and
+// in order per key.
+func TestE2ERoutingClientConsumesFromShardLeaders(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	const shards = 6
+	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": fmt.Sprint(shards)}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, c.client(0), "every shard is led by its preferred leader", ledByPreferred)
+	keys := keysCovering(shards, 3)
+	p := newKeyedPublisher(c, "orders")
+	routed := client.New("http://"+c.addrs[0], client.WithLeaderRouting(c.addrs[1], c.addrs[2]), client.WithPublishRetries(40))
+	for range 4 {
+		routedPublish(t, routed, p, keys)
+	}
+
+	cons := &routedConsumer{c: routed}
+	cons.round(t) // learns the topic's leaders
+	before := forwardedRequests(t, c.addrs...)
+	cons.until(t, p.acked)
+	if got := forwardedRequests(t, c.addrs...) - before; got != 0 {
+		t.Errorf("%d requests forwarded between nodes while the routing client consumed, want 0", int(got))
+	}
+	t.Logf("%d events consumed from their shards' leaders, nothing forwarded", len(cons.got))
+	checkConsumedOnce(t, map[int][]client.Delivery{0: cons.got}, p.acked)
+
+	// Kill node 1 while events are leased and the client consumes.
+	const victim = 0
+	if !slices.ContainsFunc(st.Shards, func(s client.ClusterShard) bool { return s.Leader == victim+1 }) {
+		t.Fatalf("node 1 leads no shard: %+v", st.Shards)
+	}
+	for range 4 {
+		routedPublish(t, routed, p, keys)
+	}
+	leased := cons.fetch() // node 1's shards' among them: their leases die with it
+	c.nodes[victim].kill()
+	cons.ack(t, leased)
+	for range 2 {
+		routedPublish(t, routed, p, keys)
+	}
+	cons.until(t, p.acked)
+	checkAtLeastOnceInOrder(t, cons.got, p.acked)
+	t.Logf("%d events published, %d deliveries", len(p.acked), len(cons.got))
 }

@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -75,17 +78,38 @@ func (s *service) ShardLeaders(_ context.Context, req *connect.Request[heraldv1.
 	return connect.NewResponse(out), nil
 }
 
-// ForwardedHeader is set ("1") on a Publish response when the node passed
-// some of the events to another node because it does not lead their shard:
-// a client that routes by leader (client.WithLeaderRouting) then knows its
-// map of leaders is stale.
+// ForwardedHeader is set ("1") on the response to a Publish, Fetch, Ack
+// or Nack when the node passed some of it to another node because it does
+// not lead a shard: a client that routes by leader
+// (client.WithLeaderRouting) then knows its map of leaders is stale.
 const ForwardedHeader = "Herald-Forwarded"
+
+// ShardsHeader on a Fetch request limits it to some shards of the topic,
+// by index, comma-separated ("0,3"): a client that routes by leader sends
+// each node the fetch of the shards it leads.
+const ShardsHeader = "Herald-Shards"
+
+// routed are the procedures whose requests a routing client sends to the
+// shards' leaders.
+var routed = map[string]bool{
+	heraldv1connect.HeraldServicePublishProcedure: true,
+	heraldv1connect.HeraldServiceFetchProcedure:   true,
+	heraldv1connect.HeraldServiceAckProcedure:     true,
+	heraldv1connect.HeraldServiceNackProcedure:    true,
+}
 
 func forwardedHeader() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if req.Spec().Procedure != heraldv1connect.HeraldServicePublishProcedure {
+			if !routed[req.Spec().Procedure] {
 				return next(ctx, req)
+			}
+			if v := req.Header().Get(ShardsHeader); v != "" && req.Spec().Procedure == heraldv1connect.HeraldServiceFetchProcedure {
+				shards, err := parseShards(v)
+				if err != nil {
+					return nil, connect.NewError(connect.CodeInvalidArgument, err)
+				}
+				ctx = node.OnlyShards(ctx, shards)
 			}
 			ctx, forwarded := node.ForwardReport(ctx)
 			resp, err := next(ctx, req)
@@ -101,4 +125,17 @@ func forwardedHeader() connect.UnaryInterceptorFunc {
 			return resp, err
 		}
 	}
+}
+
+// parseShards reads a ShardsHeader value.
+func parseShards(v string) ([]int, error) {
+	var shards []int
+	for f := range strings.SplitSeq(v, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("header %s: %q: want shard indexes, comma-separated, such as 0,3", ShardsHeader, v)
+		}
+		shards = append(shards, i)
+	}
+	return shards, nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,65 @@ func TestShardLeadersNeedsAnyTokenRebalanceAdmin(t *testing.T) {
 	}
 	if status, _ := callJSON(t, url, heraldv1connect.HeraldServiceRebalanceProcedure, tt.secrets["publish"], `{}`); status != http.StatusForbidden {
 		t.Errorf("Rebalance with a publish token: %d, want 403", status)
+	}
+}
+
+// A Fetch with Herald-Shards reads only the shards it names: events of
+// the others stay, and come to a fetch without it. A header that names no
+// shard index, or an index the topic lacks, is refused, leasing nothing.
+func TestFetchOfSomeShards(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, connect.NewRequest(&heraldv1.CreateTopicRequest{Name: "orders", Attributes: map[string]string{"shards": "3"}})); err != nil {
+		t.Fatal(err)
+	}
+	var events []*heraldv1.PublishEvent
+	for i := range 30 {
+		events = append(events, &heraldv1.PublishEvent{Key: "k" + strconv.Itoa(i), Payload: []byte("x")})
+	}
+	pub, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "orders", Events: events}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perShard := map[string]int{}
+	for _, id := range pub.Msg.Ids {
+		perShard[strings.Split(id, "/")[1]]++
+	}
+	fetch := func(shards string) (*connect.Response[heraldv1.FetchResponse], error) {
+		req := connect.NewRequest(&heraldv1.FetchRequest{Topic: "orders", MaxEvents: 100})
+		if shards != "" {
+			req.Header().Set(ShardsHeader, shards)
+		}
+		return c.Fetch(ctx, req)
+	}
+
+	for _, tc := range []struct{ header, want string }{
+		{"x", `header Herald-Shards: "x": want shard indexes, comma-separated, such as 0,3`},
+		{"0,-1", `header Herald-Shards: "0,-1": want shard indexes`},
+		{"0,3", `topic "orders" has no shard 3: it has 3 (0 to 2)`},
+	} {
+		_, err := fetch(tc.header)
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("fetch with %s %q: %v, want invalid argument saying %q", ShardsHeader, tc.header, err, tc.want)
+		}
+	}
+
+	resp, err := fetch("0, 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, e := range resp.Msg.Events {
+		got[strings.Split(e.Id, "/")[1]]++
+	}
+	if got["0"] != perShard["0"] || got["1"] != 0 || got["2"] != perShard["2"] {
+		t.Errorf("fetch of shards 0 and 2 got %v events per shard, of %v published", got, perShard)
+	}
+	resp, err = fetch("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.Msg.Events); n != perShard["1"] {
+		t.Errorf("a fetch of every shard then got %d events, want shard 1's %d", n, perShard["1"])
 	}
 }

@@ -154,7 +154,7 @@ type FetchResult struct {
 // It is an ErrUnavailable.
 type UnreadableError struct {
 	Topic  string
-	Shards []UnreadableShard // every shard of the topic, by index
+	Shards []UnreadableShard // every shard of the topic (or of those fetched from, see OnlyShards), by index
 }
 
 func (e *UnreadableError) Error() string {
@@ -179,10 +179,16 @@ func (e *UnreadableError) Unwrap() error { return ErrUnavailable }
 // Shards that cannot be read are listed in the result, beside the events of
 // the others; when no shard can be read, Fetch returns an *UnreadableError
 // instead, so that an unreadable topic never looks empty.
+//
+// A ctx made by OnlyShards limits the fetch to some shards of the topic.
 func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) (_ FetchResult, err error) {
 	defer classify(&err)
 
 	tr, err := n.lookup(topicName)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	shards, err := fetchedShards(ctx, tr)
 	if err != nil {
 		return FetchResult{}, err
 	}
@@ -201,7 +207,7 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 	deadline := time.Now().Add(wait)
 	for {
 		woken := tr.events.wait()
-		res, err := n.fetchOnce(ctx, tr, max, visibility)
+		res, err := n.fetchOnce(ctx, tr, shards, max, visibility)
 		// The last look decides what is reported: a wait that ends with
 		// nothing still names the shards it could not read.
 		if err != nil || len(res.Deliveries) > 0 || !time.Now().Before(deadline) {
@@ -224,16 +230,49 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 	}
 }
 
-// fetchOnce visits the shards round-robin, starting one further each call
-// so no shard is starved. Every shard that could not be opened is listed as
+// onlyShardsKey is the context key of the shards OnlyShards limits a
+// fetch to.
+type onlyShardsKey struct{}
+
+// OnlyShards returns a context that limits a Fetch to the shards of the
+// topic at the indexes given: a client that routes by leader sends each
+// node the fetch of the shards it leads.
+func OnlyShards(ctx context.Context, indexes []int) context.Context {
+	return context.WithValue(ctx, onlyShardsKey{}, indexes)
+}
+
+// fetchedShards returns the shards of tr that a fetch in ctx reads: all,
+// or those OnlyShards names.
+func fetchedShards(ctx context.Context, tr *topicRuntime) ([]*shardRuntime, error) {
+	indexes, ok := ctx.Value(onlyShardsKey{}).([]int)
+	if !ok {
+		return tr.shards, nil
+	}
+	var out []*shardRuntime
+	for _, i := range indexes {
+		if i < 0 || i >= len(tr.shards) {
+			return nil, fmt.Errorf("%w: topic %q has no shard %d: it has %d (0 to %d)", errInvalidRequest, tr.info.Name, i, len(tr.shards), len(tr.shards)-1)
+		}
+		if !slices.Contains(out, tr.shards[i]) {
+			out = append(out, tr.shards[i])
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no shard of topic %q named to fetch from", errInvalidRequest, tr.info.Name)
+	}
+	return out, nil
+}
+
+// fetchOnce visits shards round-robin, starting one further each call so
+// no shard is starved. Every shard that could not be opened is listed as
 // unreadable, even once max events are in hand: that costs no I/O, and a
 // consumer then hears about it on every fetch.
-func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibility time.Duration) (FetchResult, error) {
+func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, max int, visibility time.Duration) (FetchResult, error) {
 	var res FetchResult
 	start := int(tr.rr.Add(1))
 	var ctxErr error
-	for i := range tr.shards {
-		s := tr.shards[(start+i)%len(tr.shards)]
+	for i := range shards {
+		s := shards[(start+i)%len(shards)]
 		if err := s.unservable(); err != nil {
 			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
 			continue
@@ -255,7 +294,7 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, max int, visibil
 		return FetchResult{}, ctxErr
 	}
 	slices.SortFunc(res.Unreadable, func(a, b UnreadableShard) int { return cmp.Compare(a.Shard, b.Shard) })
-	if len(res.Unreadable) == len(tr.shards) {
+	if len(res.Unreadable) == len(shards) {
 		return FetchResult{}, &UnreadableError{Topic: tr.info.Name, Shards: res.Unreadable}
 	}
 	return res, nil
