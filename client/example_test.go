@@ -56,13 +56,24 @@ func ExampleClient_Reserve() {
 	}
 }
 
-// A client of a three-node cluster that publishes straight to each shard's
-// leader, asking node 1 (or, if it is down, node 2 or 3) where they are.
+// A client of a three-node cluster that publishes to, fetches from and
+// acknowledges on each shard's leader, asking node 1 (or, if it is down,
+// node 2 or 3) where they are.
 func ExampleWithLeaderRouting() {
 	c := client.New("http://127.0.0.1:7601",
 		client.WithLeaderRouting("127.0.0.1:7602", "127.0.0.1:7603"),
 		client.WithPublishRetries(20))
-	if _, err := c.Publish(context.Background(), "orders", client.Event{Key: "customer-42", Payload: []byte("{}")}); err != nil {
+	ctx := context.Background()
+	if _, err := c.Publish(ctx, "orders", client.Event{Key: "customer-42", Payload: []byte("{}")}); err != nil {
 		log.Fatal(err)
+	}
+	ds, err := c.Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10, Wait: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		if _, err := c.Ack(ctx, d.ID); err != nil {
+			log.Fatal(err)
+		}
 	}
 }

@@ -47,7 +47,8 @@ const minRefresh = 200 * time.Millisecond
 
 // WithLeaderRouting makes Publish send each event straight to the node
 // that leads its shard, rather than to the node given to New, which would
-// forward it. The Client learns where shards are led from the node given
+// forward it; Fetch asks each leader for the shards it leads, and Ack and
+// Nack send each id to the leader of its event's shard. The Client learns where shards are led from the node given
 // to New, or, when that one cannot answer, from the nodes in more
 // (addresses such as "127.0.0.1:7601", or base URLs) and those it learned
 // of. Nodes are reached at the address they were given in --peers (or
