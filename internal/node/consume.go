@@ -53,9 +53,8 @@ type leaseTable struct {
 	mu       sync.Mutex
 	until    map[uint64]time.Time // offset → lease expiry
 	attempts map[uint64]uint32    // offset → times handed out
-	// ackedAt is the log index of the last applied ack that dropped a
-	// lease here.
-	ackedAt uint64
+	// drops counts the applied acks that dropped a lease here.
+	drops uint64
 }
 
 func newLeaseTable() *leaseTable {
@@ -110,10 +109,10 @@ func (t *leaseTable) releaseLocked(offsets []uint64, forget bool) bool {
 	return dropped
 }
 
-// acked drops the leases of the events that the command data, applied at
-// index with result res, acknowledged. It runs on the group's goroutine,
-// for every entry: any command but an ack costs a look at its first bytes.
-func (t *leaseTable) acked(index uint64, data []byte, res any) {
+// acked drops the leases of the events that the command data, applied
+// with result res, acknowledged. It runs on the group's goroutine, for
+// every entry: any command but an ack costs a look at its first bytes.
+func (t *leaseTable) acked(data []byte, res any) {
 	if op, ok := shard.OpOf(data); !ok || op != shard.OpAck {
 		return
 	}
@@ -130,7 +129,7 @@ func (t *leaseTable) acked(index uint64, data []byte, res any) {
 		return // cannot happen: the shard applied it
 	}
 	if t.releaseLocked(cmd.Offsets, true) {
-		t.ackedAt = index
+		t.drops++
 	}
 }
 
@@ -375,13 +374,15 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 	// to lease again: then look once more.
 	var acked map[uint64]bool
 	for {
-		var at uint64
-		acked, at, err = n.ackedNow(ctx, s, pending)
+		t.mu.Lock()
+		drops := t.drops
+		t.mu.Unlock()
+		acked, err = n.ackedNow(ctx, s, pending)
 		if err != nil {
 			return nil, err
 		}
 		t.mu.Lock()
-		if t.ackedAt <= at {
+		if t.drops == drops {
 			break
 		}
 		t.mu.Unlock()
@@ -413,23 +414,21 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 }
 
 // ackedNow returns which of pending are acknowledged (or dead-lettered)
-// in the shard's state as it is now, and the log index of that state.
-func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, uint64, error) {
+// in the shard's state as it is now.
+func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, error) {
 	acked := make(map[uint64]bool)
-	var at uint64
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, applied uint64) {
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
 		m := machineOf(sm)
 		for _, p := range pending {
 			if m.IsAcked(p.Offset) {
 				acked[p.Offset] = true
 			}
 		}
-		at = applied
 	})
 	if err != nil {
-		return nil, 0, n.hostError(s.name, err)
+		return nil, n.hostError(s.name, err)
 	}
-	return acked, at, nil
+	return acked, nil
 }
 
 // Ack marks events done. Ids of events already acknowledged are accepted

@@ -42,7 +42,7 @@ func machineOf(sm host.StateMachine) *shard.Machine { return sm.(*shardMachine).
 func (m *shardMachine) Apply(index uint64, data []byte) any {
 	r := m.Machine.Apply(index, data)
 	m.track()
-	m.leases.acked(index, data, r)
+	m.leases.acked(data, r)
 	return r
 }
 
