@@ -64,7 +64,9 @@
 // have acknowledged it. A small state file beside the segments records the
 // boot of the machine that last wrote the log and whether it was closed
 // cleanly (it is written before the first change after Open and at
-// Close, not on the hot path). In the last segment, a bad record is
+// Close, not on the hot path; a log whose writes another log holds too
+// writes it only at Close, and takes the other log's word for the rest,
+// see Options.ElsewhereNoTear). In the last segment, a bad record is
 //
 //   - damage if any valid record of a later index follows it, or if its
 //     data up to the end of the file checks out (a flipped length);

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"container/list"
 	"fmt"
 	"os"
 	"sync"
@@ -26,9 +25,13 @@ type Files struct {
 	max int // 0: unbounded
 
 	mu   sync.Mutex
-	cond sync.Cond  // signalled when a handle stops being busy
-	open int        // handles with a file open, or being opened
-	idle *list.List // open handles no operation uses, most recent first
+	cond sync.Cond // signalled when a handle stops being busy
+	open int       // handles with a file open, or being opened
+	// idle lists the open handles no operation uses, most recently used
+	// first: a ring through handle.prev and next, of which idle is the
+	// head, not a handle. Linked in place, so that a read or write of a
+	// busy log allocates nothing here.
+	idle handle
 
 	reopens atomic.Uint64 // files opened again after the bound closed them
 	closes  atomic.Uint64 // files the bound closed
@@ -37,8 +40,9 @@ type Files struct {
 // NewFiles returns a bound of max open segment files, shared by every log
 // opened with it (Options.Files). max < 1 means no bound.
 func NewFiles(max int) *Files {
-	f := &Files{max: max, idle: list.New()}
+	f := &Files{max: max}
 	f.cond.L = &f.mu
+	f.idle.prev, f.idle.next = &f.idle, &f.idle
 	return f
 }
 
@@ -75,7 +79,25 @@ type handle struct {
 	unsynced bool // written through since its last fdatasync
 	retired  bool // its segment left the log: close it when unpinned
 	err      error
-	elem     *list.Element // in files.idle while open and unpinned
+	// prev and next link the handle into files.idle while it is open and
+	// unpinned; nil otherwise.
+	prev, next *handle
+}
+
+// pushIdle puts h at the front of the idle list. The caller holds mu.
+func (fs *Files) pushIdle(h *handle) {
+	h.prev, h.next = &fs.idle, fs.idle.next
+	h.next.prev = h
+	fs.idle.next = h
+}
+
+// unidle takes h off the idle list if it is on it. The caller holds mu.
+func (fs *Files) unidle(h *handle) {
+	if h.next == nil {
+		return
+	}
+	h.prev.next, h.next.prev = h.next, h.prev
+	h.prev, h.next = nil, nil
 }
 
 // newHandle registers f, open on path, with the bound. A pinned handle
@@ -88,7 +110,7 @@ func (fs *Files) newHandle(fsys vfs.FS, path string, f vfs.File, fsync func(vfs.
 	if pinned {
 		h.pins = 1
 	} else {
-		h.elem = fs.idle.PushFront(h)
+		fs.pushIdle(h)
 		victims = fs.evictLocked()
 	}
 	fs.mu.Unlock()
@@ -111,10 +133,7 @@ func (h *handle) get(write bool) (vfs.File, error) {
 	}
 	if h.f != nil {
 		h.pins++
-		if h.elem != nil {
-			fs.idle.Remove(h.elem)
-			h.elem = nil
-		}
+		fs.unidle(h)
 		f := h.f
 		fs.mu.Unlock()
 		return f, nil
@@ -158,7 +177,7 @@ func (h *handle) put(wrote bool) {
 				fs.open--
 			}
 		case h.err == nil:
-			h.elem = fs.idle.PushFront(h)
+			fs.pushIdle(h)
 			victims = fs.evictLocked()
 		}
 	}
@@ -188,10 +207,7 @@ func (h *handle) sync() error {
 	}
 	f := h.f
 	h.pins++
-	if h.elem != nil {
-		fs.idle.Remove(h.elem)
-		h.elem = nil
-	}
+	fs.unidle(h)
 	// Cleared before the fdatasync: a write that lands during it sets it
 	// again, and the fdatasync may not cover that write.
 	h.unsynced = false
@@ -210,10 +226,7 @@ func (h *handle) retire() {
 		fs.cond.Wait()
 	}
 	h.retired = true
-	if h.elem != nil {
-		fs.idle.Remove(h.elem)
-		h.elem = nil
-	}
+	fs.unidle(h)
 	var closeNow vfs.File
 	if h.pins == 0 && h.f != nil {
 		closeNow, h.f = h.f, nil
@@ -234,10 +247,7 @@ func (h *handle) close() error {
 		fs.cond.Wait()
 	}
 	h.retired = true
-	if h.elem != nil {
-		fs.idle.Remove(h.elem)
-		h.elem = nil
-	}
+	fs.unidle(h)
 	f := h.f
 	h.f = nil
 	if f != nil {
@@ -259,13 +269,11 @@ func (fs *Files) evictLocked() []*handle {
 	}
 	var victims []*handle
 	for fs.open-len(victims) > fs.max {
-		e := fs.idle.Back()
-		if e == nil {
+		h := fs.idle.prev // the least recently used
+		if h == &fs.idle {
 			break
 		}
-		h := e.Value.(*handle)
-		fs.idle.Remove(e)
-		h.elem = nil
+		fs.unidle(h)
 		h.busy = true
 		victims = append(victims, h)
 	}

@@ -57,6 +57,16 @@ type Options struct {
 	// when valid records follow, and CutFrom says where, for the caller
 	// to check that the other log holds everything from there on.
 	UnsyncedElsewhere bool
+
+	// ElsewhereNoTear, for a log with UnsyncedElsewhere, is the other
+	// log's NoTear as it opened: why none of its writes (and so none of
+	// this log's, which it holds too) can have been torn, "" if one can.
+	// Such a log records nothing in its state file before its first
+	// change after it was opened, only at Close: a node with thousands of
+	// such logs would otherwise rewrite thousands of state files at each
+	// start after a clean stop. Recovery then finds a tear possible if
+	// either this log's state file or the other log says so.
+	ElsewhereNoTear string
 }
 
 // Log is the record log of one shard.
@@ -158,6 +168,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	st, ok, noTear, err := l.readState()
 	if err != nil {
 		return nil, err
+	}
+	if opts.UnsyncedElsewhere && opts.ElsewhereNoTear == "" {
+		// Written, maybe, since its state file said otherwise: see
+		// markWriting.
+		noTear = ""
 	}
 	l.state, l.stateOK, l.noTear = st, ok, noTear
 	if err := l.recover(); err != nil {
@@ -924,6 +939,11 @@ func (l *Log) Segments() int {
 	return len(l.segs)
 }
 
+// NoTear says why recovery found that no write of the log can have been
+// torn by a power loss (it was closed cleanly, or written in this boot),
+// "" if one can.
+func (l *Log) NoTear() string { return l.noTear }
+
 // CutFrom returns the index of the first record that recovery cut from
 // the end of the log as a torn write, and whether it cut any.
 func (l *Log) CutFrom() (uint64, bool) { return l.cutFrom, l.cutFrom != 0 }
@@ -938,7 +958,14 @@ func (l *Log) Dir() string { return l.dir }
 // Close syncs the log and releases its files. If the log failed earlier it
 // is not synced and Close reports the failure. Using the log afterwards
 // returns ErrClosed.
-func (l *Log) Close() error {
+func (l *Log) Close() error { return l.close(true) }
+
+// CloseUnclean is Close, but leaves the log marked as written in this
+// boot, as a crash would: for a log whose NoTear others rely on
+// (Options.ElsewhereNoTear) when one of them could not be synced.
+func (l *Log) CloseUnclean() error { return l.close(false) }
+
+func (l *Log) close(clean bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.RLock()
@@ -952,6 +979,10 @@ func (l *Log) Close() error {
 		errs = append(errs, fmt.Errorf("close log %s: not synced, it failed earlier: %w", l.dir, broken))
 	} else if err := l.Sync(); err != nil {
 		errs = append(errs, err)
+	} else if !clean {
+		if err := l.setState(logState{bootID: l.bootID}); err != nil {
+			errs = append(errs, fmt.Errorf("close log %s: record that it was not closed cleanly: %w", l.dir, err))
+		}
 	} else if err := l.markClean(); err != nil {
 		errs = append(errs, fmt.Errorf("close log %s: %w", l.dir, err))
 	}

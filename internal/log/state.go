@@ -69,9 +69,13 @@ func noTearReason(st logState, bootID string) string {
 }
 
 // markWriting records, before the first change to the log's files since
-// it was opened, that this boot is writing it and it is not clean. The
-// caller holds wmu.
+// it was opened, that this boot is writing it and it is not clean. A log
+// whose writes another log holds too records nothing: that log's state
+// says the same for both (Options.ElsewhereNoTear). The caller holds wmu.
 func (l *Log) markWriting() error {
+	if l.covered {
+		return nil
+	}
 	if err := l.setState(logState{bootID: l.bootID}); err != nil {
 		return fmt.Errorf("record the log's state: %w", err)
 	}

@@ -119,6 +119,9 @@ func Open(dir string, opts Options) (*Storage, error) {
 		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
 	}
 	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil, Files: opts.Files}
+	if opts.WAL != nil {
+		logOpts.ElsewhereNoTear = opts.WAL.NoTear()
+	}
 	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,8 @@ import (
 // once (an overwrite truncates at once): parts below the log's first index
 // were compacted after the fact and are skipped, and an operation that
 // would leave a gap is skipped because a later operation, also replayed,
-// overwrote the entries it followed. It returns the last hard state the
+// overwrote the entries it followed; entries the log already holds are
+// not written again. It returns the last hard state the
 // WAL recorded for the group, nil if none.
 func (s *Storage) replay() (state []byte, err error) {
 	if s.wal == nil {
@@ -37,7 +38,6 @@ func (s *Storage) replay() (state []byte, err error) {
 			state = op.State
 			continue
 		}
-		appended = true
 		ents := op.Entries
 		if first := s.log.FirstIndex(); ents[0].Index < first {
 			skip := first - ents[0].Index
@@ -46,9 +46,20 @@ func (s *Storage) replay() (state []byte, err error) {
 			}
 			ents = ents[skip:]
 		}
-		if ents[0].Index > s.log.LastIndex()+1 {
+		// An entry the log holds with the same term is the same entry
+		// (Raft's log matching): appending it again would truncate and
+		// resync the log for nothing, which is what every group did when
+		// a node was killed before the checkpoint after its start.
+		for len(ents) > 0 && ents[0].Index <= s.log.LastIndex() {
+			if t, err := s.log.Term(ents[0].Index); err != nil || t != ents[0].Term {
+				break
+			}
+			ents = ents[1:]
+		}
+		if len(ents) == 0 || ents[0].Index > s.log.LastIndex()+1 {
 			continue
 		}
+		appended = true
 		if err := s.log.Append(ents); err != nil && !errors.Is(err, hlog.ErrCompacted) {
 			return nil, fmt.Errorf("replay the node's write-ahead log into %s at index %d: %w", s.dir, ents[0].Index, err)
 		}

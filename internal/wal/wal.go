@@ -382,6 +382,12 @@ func (w *WAL) Sync() error {
 	return nil
 }
 
+// NoTear says why no write of the WAL, and so of any group's log it
+// holds, can have been torn by a power loss before it opened (it was
+// closed cleanly, or the machine has not restarted since it was last
+// written), "" if one can (see log.Options.ElsewhereNoTear).
+func (w *WAL) NoTear() string { return w.log.NoTear() }
+
 // SyncCount is the number of fdatasyncs the WAL has made.
 func (w *WAL) SyncCount() uint64 { return w.log.SyncCount() }
 
@@ -518,7 +524,12 @@ func (w *WAL) Close() error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	return errors.Join(ckptErr, w.log.Close())
+	if ckptErr != nil {
+		// A group's log may hold unsynced writes: the WAL must not say
+		// that nothing of it can have been torn.
+		return errors.Join(ckptErr, w.log.CloseUnclean())
+	}
+	return w.log.Close()
 }
 
 func encodeEntries(dst []byte, group uint64, ents []hlog.Record) []byte {

@@ -288,3 +288,29 @@ func TestStatesCarriedAcrossCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// A WAL closed after every group flushed says no write can have been
+// torn; one whose closing checkpoint could not flush a group does not,
+// as after a crash: the groups' logs rely on it (log.Options.ElsewhereNoTear).
+func TestNoTearOnlyAfterEveryGroupFlushed(t *testing.T) {
+	for _, tc := range []struct {
+		flushErr error
+		noTear   bool
+	}{{nil, true}, {errors.New("disk full"), false}} {
+		fs := vfs.NewMem()
+		w := openMem(t, fs, "b1")
+		f := &countingFlusher{err: tc.flushErr}
+		if err := w.Append(1, recs(1, "a"), f); err != nil {
+			t.Fatal(err)
+		}
+		w.Booted()
+		if err := w.Close(); (err != nil) != (tc.flushErr != nil) {
+			t.Fatalf("Close with a flush failing with %v: %v", tc.flushErr, err)
+		}
+		w2 := openMem(t, fs, "b2")
+		if got := w2.NoTear() != ""; got != tc.noTear {
+			t.Fatalf("flush error %v: NoTear %q after reopening in another boot, want a reason: %v", tc.flushErr, w2.NoTear(), tc.noTear)
+		}
+		w2.Close()
+	}
+}
