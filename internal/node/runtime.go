@@ -151,6 +151,7 @@ type shardOpen struct {
 // finished, for /readyz and for the errors of shards still opening.
 type openProgress struct {
 	finished, total atomic.Int64
+	failed          atomic.Int64 // finished with an error
 }
 
 func (p *openProgress) start() *shardOpen {
@@ -162,6 +163,9 @@ func (p *openProgress) start() *shardOpen {
 func (o *shardOpen) finish(err error) {
 	o.err = err
 	o.done.Store(true)
+	if err != nil {
+		o.progress.failed.Add(1)
+	}
 	o.progress.finished.Add(1)
 }
 
@@ -170,6 +174,9 @@ func (o *shardOpen) forget() {
 	o.progress.total.Add(-1)
 	if o.done.Load() {
 		o.progress.finished.Add(-1)
+		if o.err != nil {
+			o.progress.failed.Add(-1)
+		}
 	}
 }
 
