@@ -377,6 +377,7 @@ func (g *group) handleReady() error {
 	}
 	rd := g.rn.Ready()
 	g.readyActivity(len(rd.Entries), rd.Messages)
+	g.h.metrics.countReady(len(rd.Entries), len(rd.Messages))
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		if err := g.installSnapshot(rd.Snapshot); err != nil {
 			return err

@@ -117,7 +117,7 @@ func TestSweepGroupDirs(t *testing.T) {
 }
 
 // TestHostMetricsAreRegistered: the fsync histogram a scrape shows counts
-// the host's fsyncs.
+// the host's fsyncs, and the raft round counters count its Readies.
 func TestHostMetricsAreRegistered(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Registerer = reg })
@@ -130,14 +130,25 @@ func TestHostMetricsAreRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fsyncs uint64
-	var walSyncs float64
+	var walSyncs, readies, appended, sent float64
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "herald_fsync_duration_seconds":
 			fsyncs = mf.GetMetric()[0].GetHistogram().GetSampleCount()
 		case "herald_wal_fsyncs_total":
 			walSyncs = mf.GetMetric()[0].GetCounter().GetValue()
+		case "herald_raft_readies_total":
+			readies = mf.GetMetric()[0].GetCounter().GetValue()
+		case "herald_raft_appended_entries_total":
+			appended = mf.GetMetric()[0].GetCounter().GetValue()
+		case "herald_raft_messages_sent_total":
+			sent = mf.GetMetric()[0].GetCounter().GetValue()
 		}
+	}
+	// The group's first leader appends an empty entry, then "a"; a group
+	// of one node sends nothing.
+	if readies < 2 || appended < 2 || sent != 0 {
+		t.Fatalf("readies %v, appended entries %v, messages sent %v: want at least 2 Readies persisting the 2 entries and no message", readies, appended, sent)
 	}
 	if walSyncs == 0 || walSyncs != float64(h.wal.SyncCount()) {
 		t.Fatalf("herald_wal_fsyncs_total = %v, the WAL made %d fdatasyncs", walSyncs, h.wal.SyncCount())
