@@ -488,8 +488,6 @@ func (h *Host) AddGroupsFunc(ctx context.Context, gcs []GroupConfig, opened func
 			opened(id, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.ReplayTimeout)
-	defer cancel()
 	var waits sync.WaitGroup
 	var eg errgroup.Group
 	eg.SetLimit(h.cfg.BootParallelism)
@@ -500,14 +498,21 @@ func (h *Host) AddGroupsFunc(ctx context.Context, gcs []GroupConfig, opened func
 			if err == nil {
 				g, err = h.startGroup(gc)
 			}
-			if err == nil {
-				err = g.waitAppliedOld(ctx)
-			}
 			if err != nil {
 				done(gc.ID, err)
 				return nil // one broken group must not stop the others
 			}
-			waits.Go(func() { done(gc.ID, g.waitCaughtUp(ctx)) })
+			// Each group has ReplayTimeout, as with AddGroup.
+			gctx, cancel := context.WithTimeout(ctx, h.cfg.ReplayTimeout)
+			if err := g.waitAppliedOld(gctx); err != nil {
+				cancel()
+				done(gc.ID, err)
+				return nil
+			}
+			waits.Go(func() {
+				defer cancel()
+				done(gc.ID, g.waitCaughtUp(gctx))
+			})
 			return nil
 		})
 	}
