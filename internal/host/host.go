@@ -442,6 +442,23 @@ func (h *Host) register(g *group) error {
 	return nil
 }
 
+// PeerDown tells the host that node stopped answering the node-level
+// liveness checks. Quiesced leaders, which the ticker does not visit,
+// are visited again: those with a follower on that node wake and tick,
+// and step down if they have lost their quorum (CheckQuorum); the others
+// leave the ticker's set at their next tick.
+func (h *Host) PeerDown(node uint64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	h.tickMu.Lock()
+	defer h.tickMu.Unlock()
+	for id, g := range h.groups {
+		if g.quiescedNow.Load() && g.isLeader.Load() {
+			h.ticking[id] = g
+		}
+	}
+}
+
 // setTicking adds a group that is still hosted to the groups the ticker
 // visits, or removes it.
 func (h *Host) setTicking(g *group, on bool) {

@@ -31,9 +31,13 @@ func (g *group) quiesceAfter() int {
 	return 2 * g.h.cfg.ElectionTicks
 }
 
-// tick advances the group's clock, unless it is quiesced.
+// tick advances the group's clock, unless it is quiesced and the nodes
+// it depends on answer.
 func (g *group) tick() {
-	if g.quiesced && (g.isLeader.Load() || g.leaderAlive()) {
+	if g.quiesced && g.stillQuiet() {
+		if g.isLeader.Load() {
+			g.h.setTicking(g, false) // woken by PeerDown for another group's node
+		}
 		return
 	}
 	g.wake(false)
@@ -43,6 +47,22 @@ func (g *group) tick() {
 	g.rn.Tick()
 	g.expireForwarded()
 	g.askReadd()
+}
+
+// stillQuiet reports whether a quiesced group may stay so: a follower
+// while its leader's node answers, a leader while every follower's does.
+// A leader cut off from its followers must tick again, or CheckQuorum
+// never makes it step down and it goes on answering reads as the leader.
+func (g *group) stillQuiet() bool {
+	if !g.isLeader.Load() {
+		return g.leaderAlive()
+	}
+	for _, id := range g.confState.GetVoters() {
+		if id != g.h.cfg.NodeID && !g.h.peerAlive(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *group) leaderAlive() bool {

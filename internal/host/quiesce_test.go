@@ -119,3 +119,23 @@ func TestGroupAloneQuiesces(t *testing.T) {
 		}
 	}
 }
+
+// TestQuiescedLeaderCutOffStepsDown: a quiesced leader whose followers'
+// nodes stop answering wakes when told (PeerDown), ticks, and steps down
+// for want of a quorum (CheckQuorum), instead of leading on, asleep.
+func TestQuiescedLeaderCutOffStepsDown(t *testing.T) {
+	net, hosts, _ := startQuiescingCluster(t)
+	lead := leaderOf(t, hosts)
+	propose(t, hosts[lead-1], 1, "pub 1")
+	waitQuiesced(t, hosts...)
+
+	var followers []uint64
+	for id := uint64(1); id <= 3; id++ {
+		if id != lead {
+			followers = append(followers, id)
+			net.setCut(id, true)
+		}
+	}
+	hosts[lead-1].PeerDown(followers[0])
+	waitFor(t, hosts[lead-1], 1, func(st Status) bool { return !st.IsLeader })
+}

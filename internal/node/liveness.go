@@ -69,6 +69,7 @@ func (n *Node) checkLiveness() {
 func (n *Node) pingMember(ctx context.Context, id uint64) {
 	t := time.NewTicker(livenessInterval)
 	defer t.Stop()
+	wasAlive := false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, livenessWindow/2)
 		_, err := n.cfg.Transport.Call(pctx, id, opPing, nil)
@@ -76,6 +77,11 @@ func (n *Node) pingMember(ctx context.Context, id uint64) {
 		if err == nil {
 			n.live.answered(id)
 		}
+		alive := n.live.alive(id)
+		if wasAlive && !alive {
+			n.host.PeerDown(id)
+		}
+		wasAlive = alive
 		select {
 		case <-ctx.Done():
 			return
