@@ -21,8 +21,9 @@ const maxOneWriteBody = 256 << 10
 // (bytes.Reader, bytes.Buffer, strings.Reader). Connect's unary bodies are
 // its own type, so every publish cost two writes on the client, and on the
 // server two reads with a wake-up between them. At one event per request
-// that extra system call pair was a fifth of the CPU of both ends. Copying
-// a body of a few KiB is much cheaper than a system call.
+// sending it in one write cut the load generator's CPU per event by a
+// fifth (BENCHMARKS.md). Copying a body of a few KiB is much cheaper than
+// a system call.
 type oneWriteClient struct {
 	next connect.HTTPClient
 }

@@ -236,7 +236,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.rn = rn
 	// A group whose only voter is this node need not wait an election
 	// timeout after a restart.
-	if vs := g.confState.GetVoters(); (len(vs) == 1 && vs[0] == h.cfg.NodeID) || (created && gc.Campaign && !rebuilding) {
+	g.soleVoter = onlyVoter(g.confState, h.cfg.NodeID)
+	if g.soleVoter || (created && gc.Campaign && !rebuilding) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
@@ -249,9 +250,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
 	g.replayTo = hs.GetCommit()
-	if vs := g.confState.GetVoters(); len(vs) == 1 && vs[0] == h.cfg.NodeID {
+	if g.soleVoter {
 		g.replayTo = st.Log().LastIndex()
-		g.soleVoter = true
 	}
 	g.caughtUp = make(chan struct{})
 	g.applyTo = hs.GetCommit()
@@ -847,6 +847,12 @@ func (g *group) status() Status {
 	default:
 	}
 	return st
+}
+
+// onlyVoter reports whether node is the only voter of cs.
+func onlyVoter(cs *pb.ConfState, node uint64) bool {
+	vs := cs.GetVoters()
+	return len(vs) == 1 && vs[0] == node
 }
 
 func (g *group) checkCaughtUp() {

@@ -25,7 +25,7 @@ var quiesceContext = []byte("herald.quiesce")
 // quiescing early and waking at once, and is quiesced after two.
 func (g *group) quiesceAfter() int {
 	cs := g.confState
-	if vs := cs.GetVoters(); len(vs) == 1 && vs[0] == g.h.cfg.NodeID && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
+	if onlyVoter(cs, g.h.cfg.NodeID) && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return 2
 	}
 	return 2 * g.h.cfg.ElectionTicks
