@@ -572,6 +572,9 @@ func (g *group) apply(ents []*pb.Entry) error {
 			if len(e.Data) > 0 {
 				id, cmd := decodeEnvelope(e.Data)
 				result := g.sm.Apply(idx, cmd)
+				// Published before the result: a proposer that reads
+				// Applied once answered sees its own entry counted.
+				g.appliedAt.Store(idx)
 				g.deliver(id, result)
 			}
 		case pb.EntryConfChange:

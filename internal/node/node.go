@@ -625,9 +625,6 @@ func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Com
 		n.forwarded(ctx, "raft")
 	}
 	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
-	// The proposer has its result before the group says it applied the
-	// entry: counters kept for the index before must not be read after.
-	s.stats.forget()
 	if err != nil {
 		return shard.Result{}, n.hostError(s.name, err)
 	}

@@ -123,14 +123,6 @@ func (c *statsCache) get(applied uint64) (QueueStats, bool) {
 	return c.stats, c.valid && c.applied == applied
 }
 
-// forget drops the counters: the shard applied, or may have, an entry
-// that the group does not count as applied yet.
-func (c *statsCache) forget() {
-	c.mu.Lock()
-	c.valid = false
-	c.mu.Unlock()
-}
-
 func (c *statsCache) put(applied uint64, st QueueStats) {
 	c.mu.Lock()
 	c.valid, c.applied, c.stats = true, applied, st
