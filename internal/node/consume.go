@@ -109,26 +109,12 @@ func (t *leaseTable) releaseLocked(offsets []uint64, forget bool) bool {
 	return dropped
 }
 
-// acked drops the leases of the events that the command data, applied
-// with result res, acknowledged. It runs on the group's goroutine, for
-// every entry: any command but an ack costs a look at its first bytes.
-func (t *leaseTable) acked(data []byte, res any) {
-	if op, ok := shard.OpOf(data); !ok || op != shard.OpAck {
-		return
-	}
-	if r, ok := res.(shard.Result); !ok || r.Err != nil {
-		return // a rejected ack changes nothing
-	}
+// acked drops the leases of the events an applied ack acknowledged. It
+// runs on the group's goroutine.
+func (t *leaseTable) acked(offsets []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.until) == 0 && len(t.attempts) == 0 {
-		return // as on most followers: nothing to drop, no need to decode
-	}
-	cmd, err := shard.UnmarshalCommand(data)
-	if err != nil {
-		return // cannot happen: the shard applied it
-	}
-	if t.releaseLocked(cmd.Offsets, true) {
+	if t.releaseLocked(offsets, true) {
 		t.drops++
 	}
 }

@@ -40,9 +40,12 @@ func (n *Node) newShardMachine(group uint64, leases *leaseTable) *shardMachine {
 func machineOf(sm host.StateMachine) *shard.Machine { return sm.(*shardMachine).Machine }
 
 func (m *shardMachine) Apply(index uint64, data []byte) any {
-	r := m.Machine.Apply(index, data)
+	cmd, err := shard.UnmarshalCommand(data)
+	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
-	m.leases.acked(data, r)
+	if cmd.Op == shard.OpAck && r.Err == nil { // a rejected ack changes nothing
+		m.leases.acked(cmd.Offsets)
+	}
 	return r
 }
 

@@ -19,6 +19,12 @@ func NewMachine() *Machine { return &Machine{State: New()} }
 // replicas stay identical.
 func (m *Machine) Apply(index uint64, data []byte) any {
 	cmd, err := UnmarshalCommand(data)
+	return m.ApplyDecoded(index, &cmd, err)
+}
+
+// ApplyDecoded is Apply for an applier that decodes the entry itself, to
+// act on the command too: cmd and err are what UnmarshalCommand returned.
+func (m *Machine) ApplyDecoded(index uint64, cmd *Command, err error) Result {
 	if err != nil {
 		r := m.State.Apply(index, nil)
 		if r.Err == nil {
@@ -26,7 +32,7 @@ func (m *Machine) Apply(index uint64, data []byte) any {
 		}
 		return r
 	}
-	return m.State.Apply(index, &cmd)
+	return m.State.Apply(index, cmd)
 }
 
 // Snapshot encodes the shard's metadata.
