@@ -135,7 +135,7 @@ type group struct {
 	soleVoter bool // a group of one also waits until it has elected itself
 	caughtUp  chan struct{}
 	// applyTo is the commit index the group knew at open: what it
-	// applies without waiting for an election. applied is closed once
+	// applies without waiting for an election. appliedOld is closed once
 	// it has (see AddGroupsFunc).
 	applyTo    uint64
 	appliedOld chan struct{}

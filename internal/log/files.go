@@ -19,8 +19,8 @@ import (
 // its segment opens it again.
 //
 // The bound is soft: a file in use is never closed, and a file whose
-// sync failed stays open (its log reports the failure and must be
-// reopened), so more may be open for a moment.
+// sync before closing failed stays open (its log reports the failure and
+// must be reopened), so more may be open for a moment.
 type Files struct {
 	max int // 0: unbounded
 

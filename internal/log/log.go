@@ -430,7 +430,7 @@ func (l *Log) writable() error {
 // detach marks removed segments as no longer part of the log and drops
 // them from the dirty list. The caller holds mu, and retires their
 // handles once it has released it: a Sync leader still syncing one of
-// them keeps its file open until it is done. The caller holds mu.
+// them keeps its file open until it is done.
 func (l *Log) detach(removed []*segment) {
 	for _, s := range removed {
 		s.removed = true

@@ -61,19 +61,17 @@ func newLeaseTable() *leaseTable {
 	return &leaseTable{until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32)}
 }
 
-func (t *leaseTable) count(now time.Time) int { return len(t.live(now)) }
-
-// live returns the offsets leased beyond now.
-func (t *leaseTable) live(now time.Time) []uint64 {
+// count returns how many events are leased beyond now.
+func (t *leaseTable) count(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var offsets []uint64
-	for o, u := range t.until {
+	n := 0
+	for _, u := range t.until {
 		if u.After(now) {
-			offsets = append(offsets, o)
+			n++
 		}
 	}
-	return offsets
+	return n
 }
 
 // forgetBelow drops the leases of events before the first pending one:

@@ -81,7 +81,8 @@ type Options struct {
 }
 
 // Flusher is a group's own storage: Flush makes everything the group has
-// appended, and its latest state, durable in its own files.
+// appended durable in its own log. Its latest state stays in the WAL,
+// which carries it forward across checkpoints.
 type Flusher interface {
 	Flush() error
 }
