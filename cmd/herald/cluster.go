@@ -179,9 +179,12 @@ status" shows "rebalancing" until it is done.`,
 		Args: nArgs(0, false),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := g.client()
-			before, err := c.ClusterStatus(cmd.Context())
-			if err != nil {
-				return g.explain(err)
+			var before *client.ClusterStatus // what --wait counts moves from
+			if wait {
+				var err error
+				if before, err = c.ClusterStatus(cmd.Context()); err != nil {
+					return g.explain(err)
+				}
 			}
 			if err := c.Rebalance(cmd.Context()); err != nil {
 				return g.explain(err)
@@ -311,7 +314,8 @@ drain is recorded; "herald cluster status" shows its progress.`,
 	return cmd
 }
 
-// drainPoll is how often remove --wait asks for the cluster's status.
+// drainPoll is how often remove --wait and rebalance --wait ask for the
+// cluster's status.
 const drainPoll = 500 * time.Millisecond
 
 // waitDrained polls the cluster's status until node id has left it.
