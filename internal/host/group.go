@@ -22,6 +22,11 @@ import (
 // takes, so ticks and messages are not starved under load.
 const maxProposalBatch = 4096
 
+// maxProposalBatchBytes bounds the commands stepped into raft as one
+// proposal: about what one append message to a follower carries
+// (MaxSizePerMsg), so a batch still goes out in one message.
+const maxProposalBatchBytes = 1 << 20
+
 // Channel capacities of a group. They are allocated with every group, and
 // a node may run tens of thousands, so they are sized for an idle group,
 // not for load: a proposer that finds propc full waits in the channel's
@@ -285,7 +290,7 @@ func (g *group) run() {
 			return
 		case p := <-g.propc:
 			g.wake(true)
-			g.proposeOne(p)
+			g.proposeBatch(g.takeProposals(p))
 		case <-g.tickc:
 			g.tick()
 		case m := <-g.recvc:
@@ -360,21 +365,44 @@ func (g *group) drainMessages() {
 	}
 }
 
+// drainProposals proposes the proposals waiting in propc.
 func (g *group) drainProposals() {
-	for range maxProposalBatch {
-		select {
-		case p := <-g.propc:
-			g.proposeOne(p)
-		default:
-			return
-		}
+	select {
+	case p := <-g.propc:
+		g.proposeBatch(g.takeProposals(p))
+	default:
 	}
 }
 
-func (g *group) proposeOne(p proposal) {
-	err := g.rn.Propose(p.data)
+// takeProposals returns first and the proposals waiting behind it, up to
+// maxProposalBatch of them or maxProposalBatchBytes of commands.
+func (g *group) takeProposals(first proposal) []proposal {
+	batch := []proposal{first}
+	size := len(first.data)
+	for len(batch) < maxProposalBatch && size < maxProposalBatchBytes {
+		select {
+		case p := <-g.propc:
+			batch = append(batch, p)
+			size += len(p.data)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// proposeBatch steps the batch into raft as one proposal of several
+// entries. A leader then sends each follower one append message for the
+// batch, and each follower answers it once, where a proposal apiece would
+// cost a message and an answer per follower for every entry.
+func (g *group) proposeBatch(batch []proposal) {
+	ents := make([]*pb.Entry, len(batch))
+	for i, p := range batch {
+		ents[i] = &pb.Entry{Data: p.data}
+	}
+	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(g.h.cfg.NodeID), Entries: ents})
 	if err == nil {
-		g.markProposed(p.id)
+		g.markProposed(batch)
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if g.rn.BasicStatus().Lead == raft.None {
@@ -383,7 +411,9 @@ func (g *group) proposeOne(p proposal) {
 			err = ErrOverloaded
 		}
 	}
-	p.err <- err
+	for _, p := range batch {
+		p.err <- err
+	}
 }
 
 // handleReady persists and applies one Ready, following the Ready
@@ -761,14 +791,16 @@ func (g *group) deliver(id uint64, result any) {
 	}
 }
 
-// markProposed records the term in which raft took proposal id.
-func (g *group) markProposed(id uint64) {
+// markProposed records the term in which raft took the proposals.
+func (g *group) markProposed(batch []proposal) {
 	term := g.rn.BasicStatus().GetTerm()
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
-	if w, ok := g.waiters[id]; ok {
-		w.term = term
-		g.waiters[id] = w
+	for _, p := range batch {
+		if w, ok := g.waiters[p.id]; ok {
+			w.term = term
+			g.waiters[p.id] = w
+		}
 	}
 }
 

@@ -186,6 +186,49 @@ func TestConcurrentProposalsBatchIntoFewSyncs(t *testing.T) {
 	}
 }
 
+// TestConcurrentProposalsShareAppendMessages: proposals waiting together
+// are proposed as one, so a follower receives them in one append message
+// rather than one message each.
+func TestConcurrentProposalsShareAppendMessages(t *testing.T) {
+	w := &wire{hosts: make(map[uint64]*Host)}
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = w.host(t, id)
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leader *Host
+	eventually(t, "a leader is elected", func() bool {
+		l, _ := hosts[1].Leader(1)
+		leader = hosts[l]
+		return leader != nil
+	})
+	propose(t, leader, 1, "warm-up")
+	w.mu.Lock()
+	before := w.appends
+	w.mu.Unlock()
+	const writers, each = 32, 20
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			for j := range each {
+				propose(t, leader, 1, fmt.Sprintf("w%d-%d", i, j))
+			}
+		})
+	}
+	wg.Wait()
+	w.mu.Lock()
+	appends := w.appends - before
+	w.mu.Unlock()
+	// One message per proposal and follower would be 2*writers*each, and
+	// more with the retries of appends; one per batch is far fewer.
+	if appends >= writers*each {
+		t.Fatalf("%d proposals went to 2 followers in %d append messages: concurrent proposals are sent one by one", writers*each, appends)
+	}
+	t.Logf("%d proposals, %d append messages", writers*each, appends)
+}
+
 func TestSnapshotsCompactLogAndRestore(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {

@@ -13,8 +13,9 @@ import (
 
 // wire connects the hosts of a membership test in one process.
 type wire struct {
-	mu    sync.Mutex
-	hosts map[uint64]*Host
+	mu      sync.Mutex
+	hosts   map[uint64]*Host
+	appends int // append messages (MsgApp) sent
 }
 
 type wireEnd struct {
@@ -26,6 +27,9 @@ func (e wireEnd) Send(group uint64, msgs []*pb.Message) {
 	for _, m := range msgs {
 		e.w.mu.Lock()
 		to, from := e.w.hosts[m.GetTo()], e.w.hosts[e.from]
+		if m.GetType() == pb.MsgApp {
+			e.w.appends++
+		}
 		e.w.mu.Unlock()
 		ok := to != nil && to.Receive(group, m) == nil
 		if from == nil {
