@@ -104,13 +104,6 @@ func forwardedHeader() connect.UnaryInterceptorFunc {
 			if !routed[req.Spec().Procedure] {
 				return next(ctx, req)
 			}
-			if v := req.Header().Get(ShardsHeader); v != "" && req.Spec().Procedure == heraldv1connect.HeraldServiceFetchProcedure {
-				shards, err := parseShards(v)
-				if err != nil {
-					return nil, connect.NewError(connect.CodeInvalidArgument, err)
-				}
-				ctx = node.OnlyShards(ctx, shards)
-			}
 			ctx, forwarded := node.ForwardReport(ctx)
 			resp, err := next(ctx, req)
 			if forwarded() {

@@ -112,7 +112,15 @@ func (s *service) Abort(ctx context.Context, req *connect.Request[heraldv1.Abort
 
 func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
 	m := req.Msg
-	res, err := s.node.Fetch(ctx, m.Topic, int(m.MaxEvents), durationOf(m.VisibilityTimeout), durationOf(m.Wait))
+	opts := node.FetchOptions{Max: int(m.MaxEvents), Visibility: durationOf(m.VisibilityTimeout), Wait: durationOf(m.Wait)}
+	if v := req.Header().Get(ShardsHeader); v != "" {
+		shards, err := parseShards(v)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		opts.Shards = shards
+	}
+	res, err := s.node.Fetch(ctx, m.Topic, opts)
 	if err != nil {
 		return nil, fetchError(err)
 	}

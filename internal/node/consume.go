@@ -137,7 +137,7 @@ type FetchResult struct {
 // It is an ErrUnavailable.
 type UnreadableError struct {
 	Topic  string
-	Shards []UnreadableShard // every shard of the topic (or of those fetched from, see OnlyShards), by index
+	Shards []UnreadableShard // every shard fetched from (FetchOptions.Shards), by index
 }
 
 func (e *UnreadableError) Error() string {
@@ -154,24 +154,35 @@ func (e *UnreadableError) Error() string {
 
 func (e *UnreadableError) Unwrap() error { return ErrUnavailable }
 
-// Fetch leases up to max events of a topic for visibility. A key's next
-// event is not handed out while an earlier one is leased or unacknowledged
-// ahead of it, so each key is consumed in order. With wait > 0 and nothing
-// available, it waits up to wait for events to arrive.
+// FetchOptions are the choices of a Fetch; the zero value takes the
+// defaults.
+type FetchOptions struct {
+	Max        int           // events at most (0: DefaultFetchEvents; capped at MaxFetchEvents)
+	Visibility time.Duration // how long the events stay leased (0: DefaultVisibility)
+	Wait       time.Duration // how long to wait for events when none is available (capped at MaxFetchWait)
+	// Shards limits the fetch to the shards at these indexes (nil: all): a
+	// client that routes by leader sends each node the fetch of the shards
+	// it leads.
+	Shards []int
+}
+
+// Fetch leases up to opts.Max events of a topic for opts.Visibility. A
+// key's next event is not handed out while an earlier one is leased or
+// unacknowledged ahead of it, so each key is consumed in order. With
+// opts.Wait > 0 and nothing available, it waits up to that long for events
+// to arrive.
 //
 // Shards that cannot be read are listed in the result, beside the events of
 // the others; when no shard can be read, Fetch returns an *UnreadableError
 // instead, so that an unreadable topic never looks empty.
-//
-// A ctx made by OnlyShards limits the fetch to some shards of the topic.
-func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility, wait time.Duration) (_ FetchResult, err error) {
+func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (_ FetchResult, err error) {
 	defer classify(&err)
 
 	tr, err := n.lookup(topicName)
 	if err != nil {
 		return FetchResult{}, err
 	}
-	shards, err := fetchedShards(ctx, tr)
+	shards, err := fetchedShards(tr, opts.Shards)
 	if err != nil {
 		return FetchResult{}, err
 	}
@@ -179,14 +190,16 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 		return FetchResult{}, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
 			ErrPushTopic, topicName, redactURL(ep), topicName)
 	}
+	max := opts.Max
 	if max <= 0 {
 		max = DefaultFetchEvents
 	}
 	max = min(max, MaxFetchEvents)
+	visibility := opts.Visibility
 	if visibility <= 0 {
 		visibility = DefaultVisibility
 	}
-	wait = min(wait, MaxFetchWait)
+	wait := min(opts.Wait, MaxFetchWait)
 	deadline := time.Now().Add(wait)
 	for {
 		woken := tr.events.wait()
@@ -213,22 +226,10 @@ func (n *Node) Fetch(ctx context.Context, topicName string, max int, visibility,
 	}
 }
 
-// onlyShardsKey is the context key of the shards OnlyShards limits a
-// fetch to.
-type onlyShardsKey struct{}
-
-// OnlyShards returns a context that limits a Fetch to the shards of the
-// topic at the indexes given: a client that routes by leader sends each
-// node the fetch of the shards it leads.
-func OnlyShards(ctx context.Context, indexes []int) context.Context {
-	return context.WithValue(ctx, onlyShardsKey{}, indexes)
-}
-
-// fetchedShards returns the shards of tr that a fetch in ctx reads: all,
-// or those OnlyShards names.
-func fetchedShards(ctx context.Context, tr *topicRuntime) ([]*shardRuntime, error) {
-	indexes, ok := ctx.Value(onlyShardsKey{}).([]int)
-	if !ok {
+// fetchedShards returns the shards of tr at indexes, or all of them when
+// indexes is nil.
+func fetchedShards(tr *topicRuntime, indexes []int) ([]*shardRuntime, error) {
+	if indexes == nil {
 		return tr.shards, nil
 	}
 	var out []*shardRuntime

@@ -41,7 +41,7 @@ func brokenTopic(t *testing.T, broken ...string) (*Node, int, map[string]string)
 
 func TestFetchNamesUnreadableShardBesideHealthyEvents(t *testing.T) {
 	n, inShard0, files := brokenTopic(t, "t.1")
-	res, err := n.Fetch(context.Background(), "t", MaxFetchEvents, time.Minute, 0)
+	res, err := n.Fetch(context.Background(), "t", FetchOptions{Max: MaxFetchEvents, Visibility: time.Minute})
 	if err != nil {
 		t.Fatalf("fetch with one healthy shard: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestFetchNamesUnreadableShardBesideHealthyEvents(t *testing.T) {
 	if _, err := n.Ack(context.Background(), ids); err != nil {
 		t.Fatal(err)
 	}
-	res, err = n.Fetch(context.Background(), "t", 10, time.Minute, 300*time.Millisecond)
+	res, err = n.Fetch(context.Background(), "t", FetchOptions{Max: 10, Visibility: time.Minute, Wait: 300 * time.Millisecond})
 	if err != nil || len(res.Deliveries) != 0 {
 		t.Fatalf("long poll of a drained topic = %d events, %v", len(res.Deliveries), err)
 	}
@@ -84,7 +84,7 @@ func checkUnreadable(t *testing.T, got []UnreadableShard, file string) {
 func TestFetchFailsWhenNoShardIsReadable(t *testing.T) {
 	n, _, files := brokenTopic(t, "t", "t.1")
 	start := time.Now()
-	res, err := n.Fetch(context.Background(), "t", 10, time.Minute, 10*time.Second)
+	res, err := n.Fetch(context.Background(), "t", FetchOptions{Max: 10, Visibility: time.Minute, Wait: 10 * time.Second})
 	if len(res.Deliveries) != 0 || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("fetch with every shard broken = %d events, %v; want an unavailable error", len(res.Deliveries), err)
 	}

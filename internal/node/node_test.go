@@ -59,7 +59,7 @@ func publish(t *testing.T, n *Node, topicName string, events ...Event) []string 
 
 func fetch(t *testing.T, n *Node, topicName string, max int, visibility time.Duration) []Delivery {
 	t.Helper()
-	res, err := n.Fetch(context.Background(), topicName, max, visibility, 0)
+	res, err := n.Fetch(context.Background(), topicName, FetchOptions{Max: max, Visibility: visibility})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestFetchWaitsForPublish(t *testing.T) {
 		publish(t, n, "t", ev("k", "late"))
 	})
 	start := time.Now()
-	res, err := n.Fetch(context.Background(), "t", 10, time.Minute, 10*time.Second)
+	res, err := n.Fetch(context.Background(), "t", FetchOptions{Max: 10, Visibility: time.Minute, Wait: 10 * time.Second})
 	wg.Wait()
 	ds := res.Deliveries
 	if err != nil || len(ds) != 1 || string(ds[0].Event.Payload) != "late" {

@@ -111,7 +111,7 @@ func TestPushDeliversInOrderPerKey(t *testing.T) {
 			}
 		}
 	}
-	if _, err := n.Fetch(context.Background(), "hooks", 10, time.Minute, 0); !errors.Is(err, ErrPushTopic) {
+	if _, err := n.Fetch(context.Background(), "hooks", FetchOptions{Max: 10, Visibility: time.Minute}); !errors.Is(err, ErrPushTopic) {
 		t.Fatalf("fetch from a push topic: err = %v, want ErrPushTopic", err)
 	}
 }
@@ -123,7 +123,7 @@ func TestPushFetchErrorHidesEndpointSecrets(t *testing.T) {
 	n := openNode(t, testConfig(t.TempDir()))
 	ep := strings.Replace(rcv.URL, "http://", "http://hook:hunter2@", 1) + "/in?token=secret-token"
 	mustCreate(t, n, "hooks", map[string]string{"push_endpoint": ep})
-	_, err := n.Fetch(context.Background(), "hooks", 10, time.Minute, 0)
+	_, err := n.Fetch(context.Background(), "hooks", FetchOptions{Max: 10, Visibility: time.Minute})
 	if !errors.Is(err, ErrPushTopic) {
 		t.Fatalf("fetch from a push topic: err = %v, want ErrPushTopic", err)
 	}

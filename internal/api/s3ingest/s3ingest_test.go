@@ -90,7 +90,7 @@ func TestRecordsArePublishedKeyedByBucketAndObject(t *testing.T) {
 		t.Fatalf("resent notification: %d %v, want ids %v", status, resp, got)
 	}
 
-	res, err := n.Fetch(context.Background(), "objects", 100, time.Minute, 0)
+	res, err := n.Fetch(context.Background(), "objects", node.FetchOptions{Max: 100, Visibility: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
