@@ -126,8 +126,15 @@ type group struct {
 	bgWG     sync.WaitGroup
 	asking   atomic.Bool
 
+	// Leadership as raft sees it (loop fields): the leader, the term in
+	// which this replica leads (0 when it does not), and the term of the
+	// last entry applied. See publishLeader.
+	raftLead    uint64
+	leadTerm    uint64
+	appliedTerm uint64
+
 	// Read by other goroutines.
-	leader    atomic.Uint64
+	leader    atomic.Uint64 // the published leader, see publishLeader
 	isLeader  atomic.Bool
 	appliedAt atomic.Uint64
 	snapAt    atomic.Uint64
@@ -218,6 +225,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		return nil, raftstore.Damaged(err)
 	}
 	g.applied = snap.GetMetadata().GetIndex()
+	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
 	g.confState = snap.GetMetadata().GetConfState()
 	rn, err := raft.NewRawNode(&raft.Config{
@@ -488,7 +496,8 @@ func (g *group) handleReady() error {
 	g.proposeReadds()
 	if rd.SoftState != nil {
 		lead, leads := rd.SoftState.Lead, rd.SoftState.RaftState == raft.StateLeader
-		changed := g.leader.Swap(lead) != lead
+		changed := g.raftLead != lead
+		g.raftLead = lead
 		if g.isLeader.Swap(leads) != leads {
 			changed = true
 		}
@@ -500,11 +509,34 @@ func (g *group) handleReady() error {
 			// commits as usual.
 			term := g.rn.BasicStatus().GetTerm()
 			g.failWaiters(func(w waiter) bool { return w.term != 0 && (!leads || w.term < term) })
-			g.h.leaders.notify(g.id)
+			g.leadTerm = 0
+			if leads {
+				g.leadTerm = term
+			}
 		}
 	}
+	g.publishLeader()
 	g.maybeSnapshot()
 	return nil
+}
+
+// publishLeader sets the leader that other goroutines read (Host.Leader,
+// Status, the leadership watch, which it notifies of a change). A replica
+// just elected names itself only once it has applied an entry of its own
+// term: until then it may not have applied everything its predecessors
+// committed — an ack, say, whose commit it had not heard of — and whoever
+// serves reads from its state as the leader's would hand out an event
+// already acknowledged. Raft commits the empty entry a new leader appends
+// within one round, so the gap is short; meanwhile the group has no
+// leader to the node, which answers "retry shortly".
+func (g *group) publishLeader() {
+	lead := g.raftLead
+	if lead == g.h.cfg.NodeID && g.appliedTerm < g.leadTerm {
+		lead = 0
+	}
+	if g.leader.Swap(lead) != lead {
+		g.h.leaders.notify(g.id)
+	}
 }
 
 func (g *group) sync() error {
@@ -563,6 +595,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 		return err
 	}
 	g.applied = snap.GetMetadata().GetIndex()
+	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
 	g.confState = snap.GetMetadata().GetConfState()
 	g.bytesSinceSnap = 0
@@ -622,6 +655,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 			g.confState = g.rn.ApplyConfChange(&cc)
 		}
 		g.applied = idx
+		g.appliedTerm = e.GetTerm()
 	}
 	g.h.stats.Applied.Add(uint64(len(ents)))
 	g.appliedAt.Store(g.applied)

@@ -15,7 +15,8 @@ import (
 type wire struct {
 	mu      sync.Mutex
 	hosts   map[uint64]*Host
-	appends int // append messages (MsgApp) sent
+	appends int                      // append messages (MsgApp) sent
+	drop    func(m *pb.Message) bool // messages lost on the way, when set
 }
 
 type wireEnd struct {
@@ -29,6 +30,10 @@ func (e wireEnd) Send(group uint64, msgs []*pb.Message) {
 		to, from := e.w.hosts[m.GetTo()], e.w.hosts[e.from]
 		if m.GetType() == pb.MsgApp {
 			e.w.appends++
+		}
+		if e.w.drop != nil && e.w.drop(m) {
+			e.w.mu.Unlock()
+			continue
 		}
 		e.w.mu.Unlock()
 		ok := to != nil && to.Receive(group, m) == nil

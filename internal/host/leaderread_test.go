@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits: node 1
+// commits and applies an entry, but its followers never hear that it was
+// committed; node 1 is then cut off and one of them is elected. That one
+// must not name itself the leader (Host.Leader, which the node's reads
+// follow) while its state lacks the entry: a fetch served from it would
+// hand out an event whose ack was already confirmed.
+func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
+	ctx := context.Background()
+	w := &wire{hosts: make(map[uint64]*Host)}
+	var isolated atomic.Bool // node 1 is cut off
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "node 1 leads", func() bool {
+		l, _ := hosts[1].Leader(1)
+		if l != 0 && l != 1 {
+			hosts[l].TransferLeadership(ctx, 1, 1)
+		}
+		return l == 1
+	})
+	propose(t, hosts[1], 1, "before")
+	eventually(t, "the followers apply what was committed before", func() bool {
+		return slices.Contains(machineState(t, hosts[2], 1), "before") && slices.Contains(machineState(t, hosts[3], 1), "before")
+	})
+
+	st, err := hosts[1].GroupStatus(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := st.LastIndex + 1 // the index "acked" takes
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 && m.GetCommit() >= acked }
+	w.mu.Unlock()
+	propose(t, hosts[1], 1, "acked")
+	for _, id := range []uint64{2, 3} {
+		if slices.Contains(machineState(t, hosts[id], 1), "acked") {
+			t.Fatalf("node %d applied the entry although it was never told that it committed", id)
+		}
+	}
+
+	// Cut node 1 off, and hold back the followers' answers to appends, so
+	// that whoever is elected cannot commit the empty entry of its term.
+	isolated.Store(true)
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool {
+		return m.GetFrom() == 1 || m.GetTo() == 1 || m.GetType() == pb.MsgAppResp
+	}
+	w.mu.Unlock()
+	var elected uint64
+	eventually(t, "node 2 or 3 is elected", func() bool {
+		for _, id := range []uint64{2, 3} {
+			if st, err := hosts[id].GroupStatus(1); err == nil && st.IsLeader {
+				elected = id
+				return true
+			}
+		}
+		return false
+	})
+	for range 20 {
+		if l, _ := hosts[elected].Leader(1); l == elected {
+			t.Fatalf("node %d names itself the leader before it has applied the entry its predecessor committed (its state: %v)",
+				elected, machineState(t, hosts[elected], 1))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// Once its empty entry commits, it has applied everything.
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 || m.GetTo() == 1 }
+	w.mu.Unlock()
+	eventually(t, "the new leader names itself", func() bool {
+		l, _ := hosts[elected].Leader(1)
+		return l == elected
+	})
+	if got := machineState(t, hosts[elected], 1); !slices.Contains(got, "acked") {
+		t.Fatalf("node %d leads without the committed entry: %v", elected, got)
+	}
+}
