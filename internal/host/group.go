@@ -133,6 +133,8 @@ type group struct {
 	leadTerm    uint64
 	appliedTerm uint64
 
+	reads readBarriers // readindex.go; loop field
+
 	// Read by other goroutines.
 	leader    atomic.Uint64 // the published leader, see publishLeader
 	isLeader  atomic.Bool
@@ -513,8 +515,11 @@ func (g *group) handleReady() error {
 			if leads {
 				g.leadTerm = term
 			}
+			g.failReads()
 		}
 	}
+	g.readStates(rd.ReadStates)
+	g.releaseReads()
 	g.publishLeader()
 	g.maybeSnapshot()
 	return nil

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -99,5 +100,85 @@ func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
 	})
 	if got := machineState(t, hosts[elected], 1); !slices.Contains(got, "acked") {
 		t.Fatalf("node %d leads without the committed entry: %v", elected, got)
+	}
+}
+
+// TestReadBarrierConfirmsTheLeadership: a barrier returns on the leader
+// once a quorum has answered, also when the first answers are lost; it
+// fails on a follower; and on a leader cut off from its followers, which
+// still believes it leads while the others elect a new one, it never
+// returns as if it could serve reads.
+func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
+	ctx := context.Background()
+	w := &wire{hosts: make(map[uint64]*Host)}
+	var isolated atomic.Bool
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "node 1 leads", func() bool {
+		l, _ := hosts[1].Leader(1)
+		if l != 0 && l != 1 {
+			hosts[l].TransferLeadership(ctx, 1, 1)
+		}
+		return l == 1
+	})
+	if err := hosts[2].ReadBarrier(ctx, 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("read barrier on a follower: %v, want ErrNotLeader", err)
+	}
+
+	// The first answers to the barrier's heartbeats are lost.
+	var lost atomic.Int32
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool {
+		return m.GetType() == pb.MsgHeartbeatResp && len(m.GetContext()) > 0 && lost.Add(1) <= 2
+	}
+	w.mu.Unlock()
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := hosts[1].ReadBarrier(bctx, 1); err != nil {
+		t.Fatalf("read barrier on the leader: %v", err)
+	}
+	if lost.Load() < 2 {
+		t.Fatalf("%d answers were dropped; the test meant to lose 2", lost.Load())
+	}
+
+	// Cut node 1 off. Whatever it answers before it steps down, it is
+	// never "you may read".
+	isolated.Store(true)
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 || m.GetTo() == 1 }
+	w.mu.Unlock()
+	barrier := make(chan error, 1)
+	go func() {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		barrier <- hosts[1].ReadBarrier(bctx, 1)
+	}()
+	var leader uint64
+	eventually(t, "node 2 or 3 leads", func() bool {
+		leader, _ = hosts[2].Leader(1)
+		return leader == 2 || leader == 3
+	})
+	propose(t, hosts[leader], 1, "after")
+	if err := hosts[leader].ReadBarrier(ctx, 1); err != nil {
+		t.Fatalf("read barrier on the new leader: %v", err)
+	}
+	if err := <-barrier; err == nil {
+		t.Fatal("the cut-off leader's read barrier returned as if it still led")
+	} else if !errors.Is(err, ErrNotLeader) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the cut-off leader's read barrier: %v, want ErrNotLeader or a deadline", err)
 	}
 }

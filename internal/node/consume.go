@@ -341,6 +341,15 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 	if err != nil {
 		return nil, err
 	}
+	if len(pending) > 0 {
+		// A leader replaced without knowing it yet misses the acks its
+		// successor commits: confirm the leadership, and so see every ack
+		// committed until now, before leasing anything. Concurrent
+		// fetches share the confirmation.
+		if err := n.host.ReadBarrier(ctx, s.group); err != nil {
+			return nil, n.hostError(s.name, err)
+		}
+	}
 	t := s.leases
 	t.fetching.Lock()
 	defer t.fetching.Unlock()
