@@ -48,7 +48,7 @@ func (n *Node) handleCalls(t *transport.Transport) {
 		return strconv.AppendBool(nil, err == nil && st.Applied > 1), nil
 	})
 	n.handleRelayedCalls(t)
-	handlePing(t)
+	n.handlePing(t)
 	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
 		var c shardCall
 		s, err := n.calledShard(payload, &c)

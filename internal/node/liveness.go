@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 	"time"
 
@@ -9,41 +10,59 @@ import (
 )
 
 // Liveness is checked per node, not per group: every livenessInterval a
-// node pings each other member once, and a member that answered within
-// livenessWindow is alive. Idle raft groups stop heartbeating (host's
-// quiescence); their followers rely on this to notice that their
-// leader's node is gone.
+// node pings each other member once, and a member is alive while, within
+// livenessWindow, it has both answered a ping and pinged this node. Idle
+// raft groups stop heartbeating (host's quiescence); their followers rely
+// on this to notice that their leader's node is gone, and their leaders
+// to notice that they are cut off. Both directions count: a node that can
+// reach the others but not be reached gets answers to its own pings, and
+// only the others' missing pings tell it that its followers no longer
+// hear it, nor it them.
 const (
 	opPing           = "ping"
 	livenessInterval = 250 * time.Millisecond
 	livenessWindow   = time.Second
 )
 
-// liveness records when each member last answered a ping.
+// liveness records when each member last answered a ping of this node's
+// and when it last pinged this node.
 type liveness struct {
-	mu   sync.Mutex
-	seen map[uint64]time.Time
+	mu       sync.Mutex
+	answered map[uint64]time.Time
+	pinged   map[uint64]time.Time
+	now      func() time.Time
 }
 
-func newLiveness() *liveness { return &liveness{seen: make(map[uint64]time.Time)} }
+func newLiveness() *liveness {
+	return &liveness{answered: make(map[uint64]time.Time), pinged: make(map[uint64]time.Time), now: time.Now}
+}
 
-// alive reports whether node answered a ping within livenessWindow.
+// alive reports whether node answered a ping and pinged this node within
+// livenessWindow.
 func (l *liveness) alive(node uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t, ok := l.seen[node]
-	return ok && time.Since(t) < livenessWindow
+	a, okA := l.answered[node]
+	p, okP := l.pinged[node]
+	now := l.now()
+	return okA && okP && now.Sub(a) < livenessWindow && now.Sub(p) < livenessWindow
 }
 
-func (l *liveness) answered(node uint64) {
+func (l *liveness) note(m map[uint64]time.Time, node uint64) {
 	l.mu.Lock()
-	l.seen[node] = time.Now()
+	m[node] = l.now()
 	l.mu.Unlock()
 }
 
-// handlePing answers other members' liveness checks.
-func handlePing(t *transport.Transport) {
-	t.HandleCall(opPing, func(context.Context, []byte) ([]byte, error) { return nil, nil })
+// handlePing answers other members' liveness checks, and notes that the
+// member that sent one (its node id is the payload) reaches this node.
+func (n *Node) handlePing(t *transport.Transport) {
+	t.HandleCall(opPing, func(_ context.Context, payload []byte) ([]byte, error) {
+		if from, k := binary.Uvarint(payload); k > 0 {
+			n.live.note(n.live.pinged, from)
+		}
+		return nil, nil
+	})
 }
 
 // checkLiveness pings the other members until the node stops, one
@@ -72,10 +91,10 @@ func (n *Node) pingMember(ctx context.Context, id uint64) {
 	wasAlive := false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, livenessWindow/2)
-		_, err := n.cfg.Transport.Call(pctx, id, opPing, nil)
+		_, err := n.cfg.Transport.Call(pctx, id, opPing, binary.AppendUvarint(nil, n.cfg.NodeID))
 		cancel()
 		if err == nil {
-			n.live.answered(id)
+			n.live.note(n.live.answered, id)
 		}
 		alive := n.live.alive(id)
 		if wasAlive && !alive {

@@ -164,7 +164,7 @@ type Node struct {
 	endpointFailed   chan struct{}          // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64                 // see bootEpochFile
 	rejoin           bool                   // the node lost its data and rejoins its cluster (see rejoining)
-	live             *liveness              // which members answer (see liveness.go)
+	live             *liveness              // which members answer and reach this node (see liveness.go)
 	reserving        *reservationShards     // shards holding reservations (see reservations.go)
 	opening          openProgress           // of the local shards (see shardOpen)
 	booted           atomic.Bool            // every shard the node had at its start has opened, or failed to
