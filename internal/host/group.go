@@ -439,6 +439,11 @@ func (g *group) handleReady() error {
 		return nil
 	}
 	rd := g.rn.Ready()
+	if g.staged != nil && raft.IsEmptySnap(rd.Snapshot) {
+		// The first Ready after a staged snapshot was stepped holds it,
+		// unless raft did not take it (stale, or the log already had it).
+		g.discardStaged()
+	}
 	g.readyActivity(len(rd.Entries), rd.Messages)
 	g.h.metrics.countReady(len(rd.Entries), len(rd.Messages))
 	if !raft.IsEmptySnap(rd.Snapshot) {

@@ -136,10 +136,12 @@ func (g *group) stepSnapshot(m *pb.Message) {
 		g.step(m) // nothing below the snapshot is needed, or raft will see the log already has it
 		return
 	}
-	if g.staging {
+	if g.staging || g.staged != nil {
+		// One is being staged, or was staged and stepped, and the next
+		// Ready installs it: restaging now would discard the entries that
+		// install needs. The leader sends again if this one mattered.
 		return
 	}
-	g.discardStaged()
 	g.staging = true
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stageCancel = cancel
