@@ -42,7 +42,19 @@ type shardLog struct {
 	s *shardRuntime
 }
 
+// Read reads the pending events from a state confirmed to be the leader's
+// (see fetchShard): a dispatcher left running on a leader that was
+// replaced without knowing it would send events again that its
+// successor's dispatcher has delivered. An empty read needs no
+// confirmation, so idle shards stay quiet.
 func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
+	evs, next, err := l.n.readPending(ctx, l.s, from, max)
+	if err != nil || len(evs) == 0 {
+		return evs, next, err
+	}
+	if err := l.n.host.ReadBarrier(ctx, l.s.group); err != nil {
+		return nil, from, l.n.hostError(l.s.name, err)
+	}
 	return l.n.readPending(ctx, l.s, from, max)
 }
 
