@@ -18,32 +18,9 @@ import (
 // follow) while its state lacks the entry: a fetch served from it would
 // hand out an event whose ack was already confirmed.
 func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
-	ctx := context.Background()
 	w := &wire{hosts: make(map[uint64]*Host)}
 	var isolated atomic.Bool // node 1 is cut off
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
-	}
-	for id := uint64(1); id <= 3; id++ {
-		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "node 1 leads", func() bool {
-		l, _ := hosts[1].Leader(1)
-		if l != 0 && l != 1 {
-			hosts[l].TransferLeadership(ctx, 1, 1)
-		}
-		return l == 1
-	})
+	hosts := threeHostsLedBy1(t, w, &isolated)
 	propose(t, hosts[1], 1, "before")
 	eventually(t, "the followers apply what was committed before", func() bool {
 		return slices.Contains(machineState(t, hosts[2], 1), "before") && slices.Contains(machineState(t, hosts[3], 1), "before")
@@ -111,30 +88,8 @@ func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
 func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
 	ctx := context.Background()
 	w := &wire{hosts: make(map[uint64]*Host)}
-	var isolated atomic.Bool
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
-	}
-	for id := uint64(1); id <= 3; id++ {
-		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "node 1 leads", func() bool {
-		l, _ := hosts[1].Leader(1)
-		if l != 0 && l != 1 {
-			hosts[l].TransferLeadership(ctx, 1, 1)
-		}
-		return l == 1
-	})
+	var isolated atomic.Bool // node 1 is cut off
+	hosts := threeHostsLedBy1(t, w, &isolated)
 	if err := hosts[2].ReadBarrier(ctx, 1); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("read barrier on a follower: %v, want ErrNotLeader", err)
 	}
@@ -181,4 +136,27 @@ func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
 	} else if !errors.Is(err, ErrNotLeader) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the cut-off leader's read barrier: %v, want ErrNotLeader or a deadline", err)
 	}
+}
+
+// threeHostsLedBy1 wires three hosts running group 1, which node 1 leads;
+// once isolated is set, node 1 does not answer the others' liveness checks.
+func threeHostsLedBy1(t *testing.T, w *wire, isolated *atomic.Bool) map[uint64]*Host {
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	makeLeader(t, hosts, 1, 1)
+	return hosts
 }

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -64,6 +65,20 @@ func (w *wire) host(t *testing.T, id uint64) *Host {
 	return h
 }
 
+// makeLeader waits until node id leads group: a node that campaigns may
+// win before its peers have the group, or lose; whoever wins hands the
+// leadership to id.
+func makeLeader(t *testing.T, hosts map[uint64]*Host, group, id uint64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("node %d leads", id), func() bool {
+		l, _ := hosts[id].Leader(group)
+		if l != 0 && l != id {
+			hosts[l].TransferLeadership(context.Background(), group, id)
+		}
+		return l == id
+	})
+}
+
 // eventually polls cond until it holds or ten seconds pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -93,15 +108,7 @@ func TestMoveReplicaThroughLearner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Node 1 campaigns, but its peers may not have had the group yet:
-	// whoever won hands the leadership to node 1.
-	eventually(t, "node 1 leads", func() bool {
-		l, _ := hosts[1].Leader(7)
-		if l != 0 && l != 1 {
-			hosts[l].TransferLeadership(ctx, 7, 1)
-		}
-		return l == 1
-	})
+	makeLeader(t, hosts, 7, 1)
 	var want []string
 	for i := range 20 {
 		cmd := string(rune('a' + i))
