@@ -108,6 +108,20 @@ func propose(t *testing.T, h *Host, group uint64, cmd string) int {
 	return r.(int)
 }
 
+// proposeConcurrently has writers propose each commands apiece to group
+// at once, writer w's i-th being "w<w>-<i>", and waits for them all.
+func proposeConcurrently(t *testing.T, h *Host, group uint64, writers, each int) {
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				propose(t, h, group, fmt.Sprintf("w%d-%d", w, i))
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func machineState(t *testing.T, h *Host, group uint64) []string {
 	t.Helper()
 	var cmds []string
@@ -157,15 +171,7 @@ func TestConcurrentProposalsBatchIntoFewSyncs(t *testing.T) {
 	propose(t, h, 1, "warm-up")
 	before := h.Stats().Fsyncs.Load()
 	const writers, each = 32, 50
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				propose(t, h, 1, fmt.Sprintf("w%d-%d", w, i))
-			}
-		})
-	}
-	wg.Wait()
+	proposeConcurrently(t, h, 1, writers, each)
 	syncs := h.Stats().Fsyncs.Load() - before
 	if syncs >= writers*each {
 		t.Fatalf("%d proposals took %d fsyncs: concurrent proposals are not group-committed", writers*each, syncs)
@@ -209,15 +215,7 @@ func TestConcurrentProposalsShareAppendMessages(t *testing.T) {
 	before := w.appends
 	w.mu.Unlock()
 	const writers, each = 32, 20
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			for j := range each {
-				propose(t, leader, 1, fmt.Sprintf("w%d-%d", i, j))
-			}
-		})
-	}
-	wg.Wait()
+	proposeConcurrently(t, leader, 1, writers, each)
 	w.mu.Lock()
 	appends := w.appends - before
 	w.mu.Unlock()
