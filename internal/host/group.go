@@ -670,6 +670,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 	g.h.stats.Applied.Add(uint64(len(ents)))
 	g.appliedAt.Store(g.applied)
 	g.storage.SetApplied(g.applied)
+	g.publishLeader()
 	g.checkCaughtUp()
 	return nil
 }
@@ -942,7 +943,9 @@ func (g *group) checkCaughtUp() {
 			close(g.appliedOld)
 		}
 	}
-	if g.applied >= g.replayTo && (!g.soleVoter || g.isLeader.Load()) {
+	// A group of one is served once it names itself the leader (see
+	// publishLeader), so that its first reads find it led.
+	if g.applied >= g.replayTo && (!g.soleVoter || g.leader.Load() == g.h.cfg.NodeID) {
 		select {
 		case <-g.caughtUp:
 		default:
