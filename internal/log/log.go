@@ -718,7 +718,10 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	n := l.prefixSegments(below)
+	n := 0
+	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
+		n++
+	}
 	removed := slices.Clone(l.segs[:n])
 	l.segs = slices.Delete(l.segs, 0, n)
 	l.detach(removed)
@@ -746,17 +749,11 @@ func (l *Log) PrefixEnd(below uint64) uint64 {
 	if l.closed {
 		return 0
 	}
-	return l.segs[l.prefixSegments(below)].base
-}
-
-// prefixSegments returns how many segments, oldest first, hold only
-// records below below: never the active one. The caller holds mu.
-func (l *Log) prefixSegments(below uint64) int {
 	n := 0
 	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
 		n++
 	}
-	return n
+	return l.segs[n].base
 }
 
 // Reset drops every record. The next Append must start at index next, and
