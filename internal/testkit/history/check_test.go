@@ -172,6 +172,36 @@ func TestRedeliveryRacingTheAck(t *testing.T) {
 	wantClean(t, h.Check())
 }
 
+// A new leader hands out again an event its dead predecessor had leased;
+// the first copy's ack then frees the key's next event, which a fast
+// fetch returns before the slow fetch returns the copy. Allowed, and
+// counted; the same copy from a fetch that started after the next event
+// had been received is a violation.
+func TestLateCopyOfAnEventInFlight(t *testing.T) {
+	for _, overlapping := range []bool{true, false} {
+		h := New()
+		ok(h, "a", 0, "t/0/0")
+		ok(h, "a", 1, "t/0/1")
+		fetch(h, ev{"t/0/0", "a", 0})
+		slow := h.Now()
+		h.Acked([]string{"t/0/0"}, errors.New("outcome unknown"))
+		fetch(h, ev{"t/0/1", "a", 1})
+		if !overlapping {
+			slow = h.Now()
+		}
+		h.Delivered(slow, Delivery{ID: "t/0/0", Key: "a", Payload: Payload("a", 0), Node: 2})
+		r := h.Check()
+		if overlapping {
+			wantClean(t, r)
+			if r.LateCopies != 1 || r.Reordered != 0 {
+				t.Errorf("LateCopies = %d, Reordered = %d; want 1, 0", r.LateCopies, r.Reordered)
+			}
+		} else {
+			wantViolation(t, r, "key a: event t/0/0 (seq 0) came after seq 1, again, through node 2")
+		}
+	}
+}
+
 func TestRedeliveryAfterAConfirmedAck(t *testing.T) {
 	h := New()
 	ok(h, "a", 0, "t/0/0")

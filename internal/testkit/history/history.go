@@ -4,7 +4,9 @@
 // publish is lost, nothing is consumed that was never published, each
 // key's events come in the order they were published, and an event is
 // handed out again only while it was still in flight (leased, its ack
-// not yet confirmed).
+// not yet confirmed). A copy of an in-flight event may reach its consumer
+// after its key's next event only from a fetch that overlapped the one
+// that returned the next event (see Result.LateCopies).
 //
 // Events carry their key and a per-key sequence number in the payload
 // ("k3 17"), so the checker can tell which publish a delivered event
