@@ -74,8 +74,9 @@ type Options struct {
 	SegmentSize int64  // size of each WAL file; 0 means the log's default (64 MiB)
 	FS          vfs.FS // nil means vfs.OS
 	BootID      string // the machine's boot, for torn-write recovery; "" means the kernel's
-	// CheckpointInterval bounds how long appended entries stay in the WAL
-	// only; 0 means 10 s. A checkpoint also runs whenever a WAL file fills.
+	// CheckpointInterval is how often a checkpoint runs once a sixteenth
+	// of a WAL file has been appended since the last one; 0 means 10 s. A
+	// checkpoint also runs whenever a WAL file fills.
 	CheckpointInterval time.Duration
 	Logger             *slog.Logger // slog.Default()
 }
@@ -395,7 +396,8 @@ func (w *WAL) SyncCount() uint64 { return w.log.SyncCount() }
 // Files is the number of WAL files on disk.
 func (w *WAL) Files() int { return w.log.Segments() }
 
-// run checkpoints when a WAL file has filled and every interval.
+// run checkpoints when a WAL file has filled, and every interval once
+// there is enough to checkpoint (see due).
 func (w *WAL) run() {
 	defer close(w.done)
 	t := time.NewTicker(w.interval)
@@ -406,11 +408,27 @@ func (w *WAL) run() {
 			return
 		case <-w.kick:
 		case <-t.C:
+			if !w.due() {
+				continue
+			}
 		}
 		if err := w.Checkpoint(); err != nil {
 			w.logger.Error("write-ahead log checkpoint failed; its files are kept and it is retried", "err", err)
 		}
 	}
+}
+
+// due reports whether a timed checkpoint is worth its cost: a sixteenth of
+// a WAL file appended since the last one. A checkpoint syncs the log of
+// every group that appended meanwhile, one fdatasync each, and what it
+// buys is a shorter replay after a power loss; the WAL already holds the
+// entries durably. A node that has just started, whose every group wrote
+// its election entry and nothing more, would otherwise sync thousands of
+// logs while idle, for a replay of a few hundred kilobytes.
+func (w *WAL) due() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sinceCkpt >= w.segSize/16
 }
 
 // Checkpoint flushes every group whose entries only the WAL holds, then

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	hlog "herald/internal/log"
 	"herald/internal/vfs"
@@ -138,6 +139,39 @@ func TestCheckpointFlushesThenDropsWhatItCovers(t *testing.T) {
 	defer w2.Close()
 	if ops := w2.Recovered(1); len(ops) != 0 {
 		t.Fatalf("after a checkpoint and a clean close, the WAL still replays %s", describe(ops))
+	}
+}
+
+// Timed checkpoints wait until a sixteenth of a WAL file was appended: a
+// few records (a node's groups electing themselves at start) are not
+// worth a sync of every group's log.
+func TestTimedCheckpointWaitsForEnoughToCheckpoint(t *testing.T) {
+	w, err := Open("/wal", Options{FS: vfs.NewMem(), BootID: "b1", SegmentSize: 64 << 10, CheckpointInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Booted()
+	f := &countingFlusher{}
+	small := strings.Repeat("e", 100) // 4 KiB is a sixteenth of a file
+	for i := range 30 {
+		if err := w.Append(1, recs(uint64(i+1), small), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a hundred intervals
+	if n := f.count(); n != 0 {
+		t.Fatalf("%d flushes after 3 KiB appended; a timed checkpoint waits for 4 KiB", n)
+	}
+	for i := range 20 {
+		if err := w.Append(1, recs(uint64(31+i), small), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); f.count() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint within a minute of 5 KiB appended, with a 1 ms interval")
+		}
 	}
 }
 
