@@ -627,4 +627,8 @@ log "all runs took $(($(date +%s) - start)) s"
 	fi
 } > "$OUT/table.md"
 cat "$OUT/table.md"
-log "results in $OUT (table.md, summary.json, raw/); plots: python3 scripts/plot-bench.py $OUT/summary.json"
+if [[ $MODE == r3 ]]; then
+	log "results in $OUT (table.md, summary.json, snapshots-summary.json, raw/); plots: python3 scripts/plot-bench.py --prefix r3 $OUT/summary.json; python3 scripts/plot-bench.py --prefix r3-snapshots $OUT/snapshots-summary.json"
+else
+	log "results in $OUT (table.md, summary.json, raw/); plots: python3 scripts/plot-bench.py $OUT/summary.json"
+fi
