@@ -53,9 +53,6 @@ func (fs *Files) Open() int {
 	return fs.open
 }
 
-// Max is the bound; 0 means none.
-func (fs *Files) Max() int { return fs.max }
-
 // Reopens is how many times a segment file closed by the bound was opened
 // again.
 func (fs *Files) Reopens() uint64 { return fs.reopens.Load() }
@@ -217,29 +214,9 @@ func (h *handle) sync() error {
 	return err
 }
 
-// retire says that the handle's segment left the log: its file is closed
-// now, or by the last operation still using it.
-func (h *handle) retire() {
-	fs := h.files
-	fs.mu.Lock()
-	for h.busy {
-		fs.cond.Wait()
-	}
-	h.retired = true
-	fs.unidle(h)
-	var closeNow vfs.File
-	if h.pins == 0 && h.f != nil {
-		closeNow, h.f = h.f, nil
-		fs.open--
-	}
-	fs.mu.Unlock()
-	if closeNow != nil {
-		closeNow.Close()
-	}
-}
-
-// close closes the handle's file when its log closes, which no operation
-// uses any more.
+// close retires the handle, when its segment leaves the log or the log
+// closes, and closes its file unless an operation still uses it (the last
+// one closes it then); it returns the error of a close made now.
 func (h *handle) close() error {
 	fs := h.files
 	fs.mu.Lock()
@@ -248,9 +225,9 @@ func (h *handle) close() error {
 	}
 	h.retired = true
 	fs.unidle(h)
-	f := h.f
-	h.f = nil
-	if f != nil {
+	var f vfs.File
+	if h.pins == 0 && h.f != nil {
+		f, h.f = h.f, nil
 		fs.open--
 	}
 	fs.mu.Unlock()

@@ -441,7 +441,7 @@ func (l *Log) detach(removed []*segment) {
 // retire lets the files of removed segments close.
 func retire(removed []*segment) {
 	for _, s := range removed {
-		s.h.retire()
+		s.h.close()
 	}
 }
 
@@ -598,7 +598,7 @@ func (l *Log) rollback(done []chunk, size int64, recs []Record, cause error) err
 	removed := false
 	for _, c := range done {
 		if c.created {
-			c.seg.h.retire()
+			c.seg.h.close()
 			l.fs.Remove(c.seg.path)
 			removed = true
 		}
