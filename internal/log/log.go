@@ -718,10 +718,7 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	n := 0
-	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
-		n++
-	}
+	n := l.prefixSegments(below)
 	removed := slices.Clone(l.segs[:n])
 	l.segs = slices.Delete(l.segs, 0, n)
 	l.detach(removed)
@@ -749,11 +746,17 @@ func (l *Log) PrefixEnd(below uint64) uint64 {
 	if l.closed {
 		return 0
 	}
+	return l.segs[l.prefixSegments(below)].base
+}
+
+// prefixSegments returns how many segments, oldest first, hold only
+// records below below: never the active one. The caller holds mu.
+func (l *Log) prefixSegments(below uint64) int {
 	n := 0
 	for n+1 < len(l.segs) && l.segs[n+1].base <= below {
 		n++
 	}
-	return l.segs[n].base
+	return n
 }
 
 // Reset drops every record. The next Append must start at index next, and
