@@ -155,26 +155,28 @@ func (s *Storage) load(walState []byte) error {
 		}
 		s.snap = snap
 	}
-	if data, err := s.readFramed(hardStateFile); err != nil {
-		return err
-	} else if data != nil {
-		hs := &pb.HardState{}
-		if err := proto.Unmarshal(data, hs); err != nil {
-			return s.damaged(hardStateFile, fmt.Sprintf("it does not decode: %v", err))
-		}
-		s.hardState = hs
-		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
-	}
 	if walState != nil && raft.IsEmptySnap(s.snap) && s.log.LastIndex() == 0 {
 		// The group's directory is new: the state is of the files it
 		// replaces (a damaged replica moved aside to be rebuilt), as are
 		// the entries replay skipped for the gap they would leave.
 		walState = nil
 	}
-	if walState != nil {
+	// The WAL's hard state is newer than the file's, which is then not
+	// read at all.
+	data, fromWAL := walState, walState != nil
+	if !fromWAL {
+		var err error
+		if data, err = s.readFramed(hardStateFile); err != nil {
+			return err
+		}
+	}
+	if data != nil {
 		hs := &pb.HardState{}
-		if err := proto.Unmarshal(walState, hs); err != nil {
-			return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; restore this shard from a replica or backup", s.dir, err))
+		if err := proto.Unmarshal(data, hs); err != nil {
+			if fromWAL {
+				return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; restore this shard from a replica or backup", s.dir, err))
+			}
+			return s.damaged(hardStateFile, fmt.Sprintf("it does not decode: %v", err))
 		}
 		s.hardState = hs
 		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
