@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 
 	"connectrpc.com/connect"
 
 	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
 )
 
 // WithPublishBatching makes concurrent Publish calls to the same topic share
@@ -135,16 +137,23 @@ func (c *Client) sendPublish(ctx context.Context, req *heraldv1.PublishRequest) 
 	if c.router != nil {
 		return c.publishRouted(ctx, req.Topic, req.Events)
 	}
+	ids, _, err := c.publishVia(ctx, c.svc, req)
+	return ids, err
+}
+
+// publishVia sends one publish request through svc and returns an id per
+// event, and the response's header or the error's metadata.
+func (c *Client) publishVia(ctx context.Context, svc heraldv1connect.HeraldServiceClient, req *heraldv1.PublishRequest) ([]string, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	resp, err := c.svc.Publish(ctx, connect.NewRequest(req))
+	resp, err := svc.Publish(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, err
+		return nil, errorMeta(err), err
 	}
 	if ids := resp.Msg.GetIds(); len(ids) == len(req.Events) {
-		return ids, nil
+		return ids, resp.Header(), nil
 	}
-	return nil, connect.NewError(connect.CodeInternal, errShortIDs)
+	return nil, resp.Header(), connect.NewError(connect.CodeInternal, errShortIDs)
 }
 
 var errShortIDs = errors.New("the server returned fewer ids than events published; the batch's outcome is unknown")

@@ -295,18 +295,9 @@ func (c *Client) publishRouted(ctx context.Context, name string, events []*heral
 // publishTo sends one publish request to the node at hostPort and updates
 // the topic's map from what happened.
 func (c *Client) publishTo(ctx context.Context, name, hostPort string, events []*heraldv1.PublishEvent) ([]string, error) {
-	cctx, cancel := c.callContext(ctx, 0)
-	defer cancel()
-	resp, err := c.router.node(hostPort).Publish(cctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: name, Events: events}))
-	if err != nil {
-		c.router.learnFrom(ctx, name, hostPort, errorMeta(err), err)
-		return nil, err
-	}
-	c.router.learnFrom(ctx, name, hostPort, resp.Header(), nil)
-	if ids := resp.Msg.GetIds(); len(ids) == len(events) {
-		return ids, nil
-	}
-	return nil, connect.NewError(connect.CodeInternal, errShortIDs)
+	ids, header, err := c.publishVia(ctx, c.router.node(hostPort), &heraldv1.PublishRequest{Topic: name, Events: events})
+	c.router.learnFrom(ctx, name, hostPort, header, err)
+	return ids, err
 }
 
 // learnFrom updates topic's map from a call to the node at hostPort, which
