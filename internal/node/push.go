@@ -42,10 +42,10 @@ type shardLog struct {
 	s *shardRuntime
 }
 
-// Read reads the pending events from a state confirmed to be the leader's
-// (see fetchShard): a dispatcher left running on a leader that was
-// replaced without knowing it would send events again that its
-// successor's dispatcher has delivered. An empty read needs no
+// Read reads the pending events, and keeps those still pending in a state
+// confirmed to be the leader's (see fetchShard): a dispatcher left running
+// on a leader that was replaced without knowing it would send events again
+// that its successor's dispatcher has delivered. An empty read needs no
 // confirmation, so idle shards stay quiet.
 func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
 	evs, next, err := l.n.readPending(ctx, l.s, from, max)
@@ -55,7 +55,12 @@ func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Ev
 	if err := l.n.host.ReadBarrier(ctx, l.s.group); err != nil {
 		return nil, from, l.n.hostError(l.s.name, err)
 	}
-	return l.n.readPending(ctx, l.s, from, max)
+	acked, err := l.n.ackedNow(ctx, l.s, evs)
+	if err != nil {
+		return nil, from, err
+	}
+	evs = slices.DeleteFunc(evs, func(e delivery.Event) bool { return acked[e.Offset] })
+	return evs, next, nil
 }
 
 func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error) {
