@@ -115,10 +115,11 @@ func (s *State) RebalanceStep(proposers []uint64) []Command {
 		return nil
 	}
 	nodes := s.placeable(proposers)
-	if cmd, ok := s.replicaStep(nodes); ok {
+	shards := s.placedShards()
+	if cmd, ok := replicaStep(shards, nodes); ok {
 		return []Command{cmd}
 	}
-	if cmds := s.leaderStep(nodes); len(cmds) > 0 {
+	if cmds := leaderStep(shards, nodes); len(cmds) > 0 {
 		return cmds
 	}
 	return []Command{{Op: OpRebalanceDone}}
@@ -150,8 +151,7 @@ func byCount(nodes []uint64, count map[uint64]int) []uint64 {
 	})
 }
 
-func (s *State) replicaStep(nodes []uint64) (Command, bool) {
-	shards := s.placedShards()
+func replicaStep(shards []placedShard, nodes []uint64) (Command, bool) {
 	load := make(map[uint64]int)
 	for _, ps := range shards {
 		for _, id := range ps.t.Placement[ps.shard] {
@@ -190,8 +190,7 @@ func (s *State) replicaStep(nodes []uint64) (Command, bool) {
 // gives one and takes one. It returns the set-preferred commands, last
 // link first, so that no node is ever the preferred leader of more than
 // it was.
-func (s *State) leaderStep(nodes []uint64) []Command {
-	shards := s.placedShards()
+func leaderStep(shards []placedShard, nodes []uint64) []Command {
 	led := make(map[uint64]int)
 	for _, ps := range shards {
 		led[ps.t.Placement[ps.shard][0]]++
@@ -202,7 +201,7 @@ func (s *State) leaderStep(nodes []uint64) []Command {
 	}
 	order := byCount(nodes, led)
 	for j := len(order) - 1; j > 0; j-- {
-		if cmds := s.leaderChain(shards, led, member, order[j]); len(cmds) > 0 {
+		if cmds := leaderChain(shards, led, member, order[j]); len(cmds) > 0 {
 			return cmds
 		}
 	}
@@ -211,7 +210,7 @@ func (s *State) leaderStep(nodes []uint64) []Command {
 
 // leaderChain searches, breadth first, for the shortest chain from hi to
 // a node that is the preferred leader of at least two fewer shards.
-func (s *State) leaderChain(shards []placedShard, led map[uint64]int, member map[uint64]bool, hi uint64) []Command {
+func leaderChain(shards []placedShard, led map[uint64]int, member map[uint64]bool, hi uint64) []Command {
 	type link struct {
 		from  uint64 // the node the chain came from
 		shard int    // index in shards of the shard handed over

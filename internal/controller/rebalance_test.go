@@ -249,7 +249,7 @@ func TestLeaderStepFollowsAChain(t *testing.T) {
 	}
 	delete(s.topics, "a")
 	delete(s.topics, "b")
-	cmds := s.leaderStep([]uint64{1, 2, 3, 4})
+	cmds := leaderStep(s.placedShards(), []uint64{1, 2, 3, 4})
 	want := []Command{
 		{Op: OpSetPreferred, Name: "c", Shard: 3, Node: 4},
 		{Op: OpSetPreferred, Name: "c", Shard: 0, Node: 2},
@@ -265,7 +265,7 @@ func TestLeaderStepFollowsAChain(t *testing.T) {
 	if _, led := spread(s); !reflect.DeepEqual(led, map[uint64]int{1: 2, 2: 2, 3: 2, 4: 2}) {
 		t.Errorf("preferred leaders per node %v, want 2 each", led)
 	}
-	if cmds := s.leaderStep([]uint64{1, 2, 3, 4}); len(cmds) != 0 {
+	if cmds := leaderStep(s.placedShards(), []uint64{1, 2, 3, 4}); len(cmds) != 0 {
 		t.Errorf("more steps %+v once even", cmds)
 	}
 }
