@@ -32,10 +32,12 @@ const maxProposalBatchBytes = 1 << 20
 // not for load: a proposer that finds propc full waits in the channel's
 // queue, and the loop still takes it in the same batch (a receive moves a
 // waiting sender into the buffer), so batches are not smaller for it.
-// Reports that do not fit are dropped (see Host.report).
+// Reports that do not fit are dropped (see Host.report); a group gets one
+// per peer at a time, at most. Messages from other nodes wait in an inbox
+// that grows with use.
 const (
-	proposalQueue = 64
-	reportQueue   = 64
+	proposalQueue = 16
+	reportQueue   = 8
 )
 
 type proposal struct {
@@ -75,7 +77,7 @@ type group struct {
 
 	propc    chan proposal
 	tickc    chan struct{}
-	recvc    chan *pb.Message
+	inbox    *inbox
 	reportc  chan report
 	viewc    chan func()
 	snapDone chan snapResult
@@ -198,7 +200,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		sm:       gc.StateMachine,
 		propc:    make(chan proposal, proposalQueue),
 		tickc:    make(chan struct{}, 1),
-		recvc:    make(chan *pb.Message, 256),
+		inbox:    newInbox(),
 		reportc:  make(chan report, reportQueue),
 		viewc:    make(chan func()),
 		snapDone: make(chan snapResult, 1),
@@ -279,8 +281,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // run is the group's loop. Each turn it takes one event — a proposal, a
-// tick, a message, a view, a finished snapshot — and then handles one
-// Ready. While raft has work pending it does not block on events, but it
+// tick, the messages waiting in its inbox, a view, a finished snapshot —
+// and then handles one Ready. While raft has work pending it does not block on events, but it
 // still takes them, so a busy group keeps ticking and learns that its
 // snapshots finished.
 func (g *group) run() {
@@ -303,8 +305,8 @@ func (g *group) run() {
 			g.proposeBatch(g.takeProposals(p))
 		case <-g.tickc:
 			g.tick()
-		case m := <-g.recvc:
-			g.receive(m)
+		case <-g.inbox.ready:
+			g.drainMessages()
 		case s := <-g.stagedc:
 			g.stagedDone(s)
 		case r := <-g.reportc:
@@ -365,14 +367,11 @@ func (g *group) receive(m *pb.Message) {
 // persists several appends with one write and one fsync, instead of a
 // Ready, a WAL record and a round of messages each.
 func (g *group) drainMessages() {
-	for range cap(g.recvc) {
-		select {
-		case m := <-g.recvc:
-			g.receive(m)
-		default:
-			return
-		}
+	msgs := g.inbox.take()
+	for _, m := range msgs {
+		g.receive(m)
 	}
+	g.inbox.recycle(msgs)
 }
 
 // drainProposals proposes the proposals waiting in propc.

@@ -617,12 +617,10 @@ func (h *Host) Receive(id uint64, m *pb.Message) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case g.recvc <- m:
-		return nil
-	default:
+	if !g.inbox.put(m) {
 		return fmt.Errorf("group %s: %w", g.name, ErrOverloaded)
 	}
+	return nil
 }
 
 // ReportUnreachable tells a group that a message it sent to node to was
