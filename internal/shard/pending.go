@@ -2,9 +2,12 @@ package shard
 
 import "slices"
 
-// Entries of a pendingList are kept in chunks of chunkLen.
+// Entries of a pendingList are kept in chunks of chunkLen. A shard with
+// anything pending holds at least one chunk (4 KiB of sizes), and a node
+// may hold tens of thousands of shards: small chunks keep a short queue
+// small, while a queue of a million events is still only 2,000 chunks.
 const (
-	chunkShift = 12
+	chunkShift = 9
 	chunkLen   = 1 << chunkShift
 	chunkMask  = chunkLen - 1
 )
