@@ -282,9 +282,9 @@ var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); ret
 
 // run is the group's loop. Each turn it takes one event — a proposal, a
 // tick, the messages waiting in its inbox, a view, a finished snapshot —
-// and then handles one Ready. While raft has work pending it does not block on events, but it
-// still takes them, so a busy group keeps ticking and learns that its
-// snapshots finished.
+// and then handles one Ready. While raft has work pending it does not
+// block on events, but it still takes them, so a busy group keeps ticking
+// and learns that its snapshots finished.
 func (g *group) run() {
 	defer func() {
 		close(g.done)

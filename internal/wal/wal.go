@@ -397,22 +397,24 @@ func (w *WAL) SyncCount() uint64 { return w.log.SyncCount() }
 func (w *WAL) Files() int { return w.log.Segments() }
 
 // run checkpoints when a WAL file has filled, and every interval once
-// there is enough to checkpoint (see due).
+// there is enough to checkpoint (see due) or the last checkpoint failed.
 func (w *WAL) run() {
 	defer close(w.done)
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
+	failed := false
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-w.kick:
 		case <-t.C:
-			if !w.due() {
+			if !failed && !w.due() {
 				continue
 			}
 		}
-		if err := w.Checkpoint(); err != nil {
+		err := w.Checkpoint()
+		if failed = err != nil; failed {
 			w.logger.Error("write-ahead log checkpoint failed; its files are kept and it is retried", "err", err)
 		}
 	}

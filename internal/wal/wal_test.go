@@ -175,6 +175,36 @@ func TestTimedCheckpointWaitsForEnoughToCheckpoint(t *testing.T) {
 	}
 }
 
+// A timed checkpoint that failed runs again at the next interval, with
+// nothing appended since.
+func TestFailedTimedCheckpointIsRetried(t *testing.T) {
+	w, err := Open("/wal", Options{FS: vfs.NewMem(), BootID: "b1", SegmentSize: 64 << 10, CheckpointInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Booted()
+	f := &countingFlusher{err: errors.New("disk full")}
+	for i := range 50 {
+		if err := w.Append(1, recs(uint64(i+1), strings.Repeat("e", 100)), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFlushes := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); f.count() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d flushes after a minute with a 1 ms interval, want %d", f.count(), n)
+			}
+		}
+	}
+	waitFlushes(1)
+	f.mu.Lock()
+	f.err = nil
+	f.mu.Unlock()
+	waitFlushes(2)
+}
+
 // A group that fails to flush keeps its entries in the WAL: the
 // checkpoint reports it and deletes nothing.
 func TestCheckpointKeepsEverythingWhenAFlushFails(t *testing.T) {
