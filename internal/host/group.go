@@ -887,16 +887,24 @@ func (g *group) shutdown(err error) {
 
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
 	done := make(chan struct{})
-	f := func() { fn(g.sm, g.applied); close(done) }
+	if err := g.onLoop(ctx, func() { fn(g.sm, g.applied); close(done) }); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// onLoop hands f to the group's loop, which runs it between two Readies.
+// It returns once the loop has taken f, not once f has run.
+func (g *group) onLoop(ctx context.Context, f func()) error {
 	select {
 	case g.viewc <- f:
+		return nil
 	case <-g.done:
 		return g.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	<-done
-	return nil
 }
 
 func (g *group) stop() {

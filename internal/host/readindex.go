@@ -43,12 +43,8 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 		return err
 	}
 	done := make(chan error, 1)
-	select {
-	case g.viewc <- func() { g.askRead(done) }:
-	case <-g.done:
-		return g.closedErr()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := g.onLoop(ctx, func() { g.askRead(done) }); err != nil {
+		return err
 	}
 	select {
 	case err := <-done:
