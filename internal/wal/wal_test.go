@@ -142,16 +142,24 @@ func TestCheckpointFlushesThenDropsWhatItCovers(t *testing.T) {
 	}
 }
 
-// Timed checkpoints wait until a sixteenth of a WAL file was appended: a
-// few records (a node's groups electing themselves at start) are not
-// worth a sync of every group's log.
-func TestTimedCheckpointWaitsForEnoughToCheckpoint(t *testing.T) {
+// openTimed opens a booted WAL of 64 KiB files whose timed checkpoints
+// come every millisecond.
+func openTimed(t *testing.T) *WAL {
+	t.Helper()
 	w, err := Open("/wal", Options{FS: vfs.NewMem(), BootID: "b1", SegmentSize: 64 << 10, CheckpointInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
 	w.Booted()
+	return w
+}
+
+// Timed checkpoints wait until a sixteenth of a WAL file was appended: a
+// few records (a node's groups electing themselves at start) are not
+// worth a sync of every group's log.
+func TestTimedCheckpointWaitsForEnoughToCheckpoint(t *testing.T) {
+	w := openTimed(t)
 	f := &countingFlusher{}
 	small := strings.Repeat("e", 100) // 4 KiB is a sixteenth of a file
 	for i := range 30 {
@@ -178,12 +186,7 @@ func TestTimedCheckpointWaitsForEnoughToCheckpoint(t *testing.T) {
 // A timed checkpoint that failed runs again at the next interval, with
 // nothing appended since.
 func TestFailedTimedCheckpointIsRetried(t *testing.T) {
-	w, err := Open("/wal", Options{FS: vfs.NewMem(), BootID: "b1", SegmentSize: 64 << 10, CheckpointInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	w.Booted()
+	w := openTimed(t)
 	f := &countingFlusher{err: errors.New("disk full")}
 	for i := range 50 {
 		if err := w.Append(1, recs(uint64(i+1), strings.Repeat("e", 100)), f); err != nil {
