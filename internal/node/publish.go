@@ -82,7 +82,8 @@ type shardPublish struct {
 // the command and the others are proposed again on their own.
 func (n *Node) publishShard(ctx context.Context, p *shardPublish, positions []int) error {
 	for len(positions) > 0 {
-		cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes}
+		cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes,
+			Events: make([]shard.Event, 0, len(positions))}
 		for _, i := range positions {
 			cmd.Events = append(cmd.Events, p.events[i])
 			if p.dedup != nil {
