@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/internal/protocol"
 	"herald/internal/topic"
 )
 
@@ -26,13 +27,6 @@ import (
 // which passes it on to the leader, as any node does, and says so in
 // Herald-Forwarded. Acks and nacks go to the leader of each event's
 // shard, which the event id names.
-
-// shardsHeader is internal/api.ShardsHeader.
-const shardsHeader = "Herald-Shards"
-
-// defaultFetchEvents is the server's default of FetchOptions.MaxEvents
-// (internal/node.DefaultFetchEvents), which a routed fetch splits.
-const defaultFetchEvents = 100
 
 // fetchPart is one node's part of a routed fetch.
 type fetchPart struct {
@@ -84,7 +78,7 @@ type fetchResult struct {
 
 func (c *Client) fetchRouted(ctx context.Context, name string, opts FetchOptions) ([]Delivery, error) {
 	leaders, via := c.router.routes(ctx, name)
-	parts := splitFetch(leaders, via, cmp.Or(opts.MaxEvents, defaultFetchEvents), int(c.router.turn.Add(1)))
+	parts := splitFetch(leaders, via, cmp.Or(opts.MaxEvents, protocol.DefaultFetchEvents), int(c.router.turn.Add(1)))
 	if len(parts) == 0 || len(parts) == 1 && len(parts[0].shards) == len(leaders) {
 		// Nothing known of the topic, or one node leads every shard: it
 		// reads them all.

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -107,7 +108,7 @@ func (c *Client) fetchFrom(ctx context.Context, svc heraldv1connect.HeraldServic
 		req.Msg.Wait = durationpb.New(opts.Wait)
 	}
 	if shards != nil {
-		req.Header().Set(shardsHeader, joinInts(shards))
+		req.Header().Set(protocol.ShardsHeader, joinInts(shards))
 	}
 	resp, err := svc.Fetch(ctx, req)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/internal/protocol"
 	"herald/internal/topic"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
@@ -36,10 +37,6 @@ import (
 //
 // Publishes, fetches, acks and nacks are routed (see consume_routed.go);
 // Reserve, Commit and Abort go to the address given to New.
-
-// forwardedHeader is the response header a node sets on a publish it
-// passed partly to another node (internal/api.ForwardedHeader).
-const forwardedHeader = "Herald-Forwarded"
 
 // minRefresh spaces out the questions about one topic's leaders: while an
 // election runs, every publish would otherwise ask again.
@@ -308,7 +305,7 @@ func (r *router) learnFrom(ctx context.Context, name, hostPort string, header ht
 	case err != nil && !errors.As(err, &unreadable) && connect.CodeOf(err) != connect.CodeResourceExhausted && retryablePublish(ctx, err):
 		// Down, restarting, or without a leader for a shard: ask again.
 		r.markStale(name, hostPort, true)
-	case header.Get(forwardedHeader) != "":
+	case header.Get(protocol.ForwardedHeader) != "":
 		r.markStale(name, hostPort, false)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/internal/protocol"
 	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
@@ -62,7 +63,7 @@ func (f *fakeNode) Publish(ctx context.Context, req *connect.Request[heraldv1.Pu
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil && f.forwarded {
-		resp.Header().Set(forwardedHeader, "1")
+		resp.Header().Set(protocol.ForwardedHeader, "1")
 	}
 	return resp, err
 }

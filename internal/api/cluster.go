@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"herald/internal/node"
+	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -78,17 +79,6 @@ func (s *service) ShardLeaders(_ context.Context, req *connect.Request[heraldv1.
 	return connect.NewResponse(out), nil
 }
 
-// ForwardedHeader is set ("1") on the response to a Publish, Fetch, Ack
-// or Nack when the node passed some of it to another node because it does
-// not lead a shard: a client that routes by leader
-// (client.WithLeaderRouting) then knows its map of leaders is stale.
-const ForwardedHeader = "Herald-Forwarded"
-
-// ShardsHeader on a Fetch request limits it to some shards of the topic,
-// by index, comma-separated ("0,3"): a client that routes by leader sends
-// each node the fetch of the shards it leads.
-const ShardsHeader = "Herald-Shards"
-
 // routed are the procedures whose requests a routing client sends to the
 // shards' leaders.
 var routed = map[string]bool{
@@ -110,9 +100,9 @@ func forwardedHeader() connect.UnaryInterceptorFunc {
 				var ce *connect.Error
 				switch {
 				case err == nil && resp != nil:
-					resp.Header().Set(ForwardedHeader, "1")
+					resp.Header().Set(protocol.ForwardedHeader, "1")
 				case errors.As(err, &ce):
-					ce.Meta().Set(ForwardedHeader, "1")
+					ce.Meta().Set(protocol.ForwardedHeader, "1")
 				}
 			}
 			return resp, err
@@ -120,13 +110,13 @@ func forwardedHeader() connect.UnaryInterceptorFunc {
 	}
 }
 
-// parseShards reads a ShardsHeader value.
+// parseShards reads a protocol.ShardsHeader value.
 func parseShards(v string) ([]int, error) {
 	var shards []int
 	for f := range strings.SplitSeq(v, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || i < 0 {
-			return nil, fmt.Errorf("header %s: %q: want shard indexes, comma-separated, such as 0,3", ShardsHeader, v)
+			return nil, fmt.Errorf("header %s: %q: want shard indexes, comma-separated, such as 0,3", protocol.ShardsHeader, v)
 		}
 		shards = append(shards, i)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
@@ -151,7 +152,7 @@ func TestFetchOfSomeShards(t *testing.T) {
 	fetch := func(shards string) (*connect.Response[heraldv1.FetchResponse], error) {
 		req := connect.NewRequest(&heraldv1.FetchRequest{Topic: "orders", MaxEvents: 100})
 		if shards != "" {
-			req.Header().Set(ShardsHeader, shards)
+			req.Header().Set(protocol.ShardsHeader, shards)
 		}
 		return c.Fetch(ctx, req)
 	}
@@ -163,7 +164,7 @@ func TestFetchOfSomeShards(t *testing.T) {
 	} {
 		_, err := fetch(tc.header)
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("fetch with %s %q: %v, want invalid argument saying %q", ShardsHeader, tc.header, err, tc.want)
+			t.Errorf("fetch with %s %q: %v, want invalid argument saying %q", protocol.ShardsHeader, tc.header, err, tc.want)
 		}
 	}
 

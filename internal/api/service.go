@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"herald/internal/node"
+	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
 )
 
@@ -113,7 +114,7 @@ func (s *service) Abort(ctx context.Context, req *connect.Request[heraldv1.Abort
 func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
 	m := req.Msg
 	opts := node.FetchOptions{Max: int(m.MaxEvents), Visibility: durationOf(m.VisibilityTimeout), Wait: durationOf(m.Wait)}
-	if v := req.Header().Get(ShardsHeader); v != "" {
+	if v := req.Header().Get(protocol.ShardsHeader); v != "" {
 		shards, err := parseShards(v)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)

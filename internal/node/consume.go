@@ -12,13 +12,13 @@ import (
 
 	"herald/internal/delivery"
 	"herald/internal/host"
+	"herald/internal/protocol"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
 // Limits of Fetch.
 const (
-	DefaultFetchEvents       = 100
 	MaxFetchEvents           = 10000
 	DefaultVisibility        = 30 * time.Second
 	MaxFetchWait             = 60 * time.Second
@@ -157,7 +157,7 @@ func (e *UnreadableError) Unwrap() error { return ErrUnavailable }
 // FetchOptions are the choices of a Fetch; the zero value takes the
 // defaults.
 type FetchOptions struct {
-	Max        int           // events at most (0: DefaultFetchEvents; capped at MaxFetchEvents)
+	Max        int           // events at most (0: protocol.DefaultFetchEvents; capped at MaxFetchEvents)
 	Visibility time.Duration // how long the events stay leased (0: DefaultVisibility)
 	Wait       time.Duration // how long to wait for events when none is available (capped at MaxFetchWait)
 	// Shards limits the fetch to the shards at these indexes (nil: all): a
@@ -192,7 +192,7 @@ func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (
 	}
 	max := opts.Max
 	if max <= 0 {
-		max = DefaultFetchEvents
+		max = protocol.DefaultFetchEvents
 	}
 	max = min(max, MaxFetchEvents)
 	visibility := opts.Visibility

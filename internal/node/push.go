@@ -13,6 +13,7 @@ import (
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
 	"herald/internal/host"
+	"herald/internal/protocol"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
@@ -243,7 +244,7 @@ func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (
 		return nil, err
 	}
 	if max <= 0 {
-		max = DefaultFetchEvents
+		max = protocol.DefaultFetchEvents
 	}
 	var out []DeadLetter
 	for _, s := range tr.shards {
