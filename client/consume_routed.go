@@ -43,10 +43,8 @@ type fetchPart struct {
 // of them (start, turning, gives each its turn).
 func splitFetch(leaders []string, via string, events, start int) []fetchPart {
 	var parts []fetchPart
-	for i, to := range leaders {
-		if to == "" {
-			to = via
-		}
+	for i := range leaders {
+		to := target(leaders, via, i)
 		j := slices.IndexFunc(parts, func(p fetchPart) bool { return p.to == to })
 		if j < 0 {
 			parts = append(parts, fetchPart{to: to})
@@ -220,10 +218,7 @@ func (c *Client) byLeader(ctx context.Context, ids []string, send func(to string
 		to, name := c.router.home(), ""
 		if t, shard, _, err := topic.ParseEventID(id); err == nil {
 			leaders, via := c.router.routes(ctx, t)
-			to, name = via, t
-			if shard < len(leaders) && leaders[shard] != "" {
-				to = leaders[shard]
-			}
+			to, name = target(leaders, via, shard), t
 		}
 		i := slices.IndexFunc(groups, func(g group) bool { return g.to == to && g.topic == name })
 		if i < 0 {

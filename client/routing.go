@@ -249,9 +249,7 @@ func (c *Client) publishRouted(ctx context.Context, name string, events []*heral
 	for i, e := range events {
 		to := via
 		if len(shards) > 0 {
-			if a := shards[topic.ShardFor(e.GetKey(), len(shards))]; a != "" {
-				to = a
-			}
+			to = target(shards, via, topic.ShardFor(e.GetKey(), len(shards)))
 		}
 		byNode[to] = append(byNode[to], i)
 	}
@@ -287,6 +285,15 @@ func (c *Client) publishRouted(ctx context.Context, name string, events []*heral
 		return nil, errs[0]
 	}
 	return ids, nil
+}
+
+// target is the node to send a request for shard to: the shard's leader,
+// or via when the topic's map names none.
+func target(leaders []string, via string, shard int) string {
+	if shard < len(leaders) && leaders[shard] != "" {
+		return leaders[shard]
+	}
+	return via
 }
 
 // publishTo sends one publish request to the node at hostPort and updates
