@@ -248,7 +248,7 @@ func TestReserveCommitAbort(t *testing.T) {
 func TestFetch(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 		f.AddDeliveries(&heraldv1.Event{
-			Id: "orders/1/4", Topic: "orders", Shard: 1, Offset: 4, Key: "k",
+			Id: "orders/1/4", Receipt: "orders/1/4.9", Topic: "orders", Shard: 1, Offset: 4, Key: "k",
 			Payload: []byte("p"), Headers: map[string]string{"h": "v"},
 			Time: timestamppb.New(created), DeliveryAttempt: 2,
 		})
@@ -263,7 +263,7 @@ func TestFetch(t *testing.T) {
 			Wait:              durationpb.New(10 * time.Millisecond),
 		})
 		want := []Delivery{{
-			ID: "orders/1/4", Topic: "orders", Shard: 1, Offset: 4, Key: "k",
+			ID: "orders/1/4", Receipt: "orders/1/4.9", Topic: "orders", Shard: 1, Offset: 4, Key: "k",
 			Payload: []byte("p"), Headers: map[string]string{"h": "v"},
 			Time: created, Attempt: 2,
 		}}

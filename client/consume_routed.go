@@ -184,17 +184,19 @@ func mergeFetch(ctx context.Context, name string, parts []fetchPart, results []f
 // per node, concurrently, and returns how many events were newly
 // acknowledged. Like an ack through one node, it fails if any part fails,
 // and the other parts may have been applied.
-func (c *Client) ackRouted(ctx context.Context, ids []string) (int, error) {
+func (c *Client) ackRouted(ctx context.Context, ids []string) (int, []string, error) {
 	var mu sync.Mutex
 	total := 0
+	var lapsed []string
 	err := c.byLeader(ctx, ids, func(to string, part []string) (http.Header, error) {
-		n, header, err := c.ackTo(ctx, c.router.node(to), part)
+		n, l, header, err := c.ackTo(ctx, c.router.node(to), part)
 		mu.Lock()
 		total += n
+		lapsed = append(lapsed, l...)
 		mu.Unlock()
 		return header, err
 	})
-	return total, err
+	return total, lapsed, err
 }
 
 // nackRouted is ackRouted for Nack.
@@ -216,7 +218,7 @@ func (c *Client) byLeader(ctx context.Context, ids []string, send func(to string
 	var groups []group
 	for _, id := range ids {
 		to, name := c.router.home(), ""
-		if t, shard, _, err := topic.ParseEventID(id); err == nil {
+		if t, shard, _, _, err := topic.ParseAckID(id); err == nil {
 			leaders, via := c.router.routes(ctx, t)
 			to, name = target(leaders, via, shard), t
 		}

@@ -35,6 +35,21 @@ func IsRetryable(err error) bool {
 	return false
 }
 
+// LapsedError is Ack's error when some of the receipts it was given had
+// lapsed: the events were handed out again after those deliveries (the
+// lease expired, or was lost with a former leader), and the consumers
+// that hold them now acknowledge them. The ack acted on the others; Ack's
+// count is theirs. Nothing needs doing: the event is not lost, and the
+// consumer that acked it will not see it again unless its holder fails.
+type LapsedError struct {
+	Receipts []string
+}
+
+func (e *LapsedError) Error() string {
+	return fmt.Sprintf("ack: %d %s lapsed (%s): handed out again since, so acknowledged by the current holder instead",
+		len(e.Receipts), plural(len(e.Receipts), "receipt", "receipts"), strings.Join(e.Receipts, ", "))
+}
+
 // UnreadableError reports the shards of a topic that Fetch could not read,
 // so that a consumer never takes an unreadable shard for an empty one.
 // Fetch returns it beside the events of the shards it could read. When it

@@ -138,29 +138,39 @@ func fetchError(topic string, err error) error {
 	return err
 }
 
-// Ack marks the events ids as done; they are never handed out again. It
-// returns how many were newly acknowledged. With WithLeaderRouting, each
-// id goes to the leader of its event's shard.
+// Ack marks events as done, named by Delivery.Receipt (or by event id);
+// they are never handed out again. It returns how many were newly
+// acknowledged. Receipts whose leases lapsed are not acted on, and the
+// error is then a *LapsedError naming them. With WithLeaderRouting, each
+// goes to the leader of its event's shard.
 func (c *Client) Ack(ctx context.Context, ids ...string) (int, error) {
+	var n int
+	var lapsed []string
+	var err error
 	if c.router != nil {
-		return c.ackRouted(ctx, ids)
+		n, lapsed, err = c.ackRouted(ctx, ids)
+	} else {
+		n, lapsed, _, err = c.ackTo(ctx, c.svc, ids)
 	}
-	n, _, err := c.ackTo(ctx, c.svc, ids)
+	if err == nil && len(lapsed) > 0 {
+		err = &LapsedError{Receipts: lapsed}
+	}
 	return n, err
 }
 
-func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (int, http.Header, error) {
+func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (int, []string, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
 	resp, err := svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids}))
 	if err != nil {
-		return 0, errorMeta(err), err
+		return 0, nil, errorMeta(err), err
 	}
-	return int(resp.Msg.GetAcked()), resp.Header(), nil
+	return int(resp.Msg.GetAcked()), resp.Msg.GetLapsed(), resp.Header(), nil
 }
 
-// Nack ends the leases of the events ids early so they can be fetched
-// again. With WithLeaderRouting, each id goes to the leader of its event's
+// Nack ends the leases of events early so they can be fetched again,
+// named by Delivery.Receipt (which ends that delivery's lease only) or by
+// event id. With WithLeaderRouting, each goes to the leader of its event's
 // shard.
 func (c *Client) Nack(ctx context.Context, ids ...string) error {
 	if c.router != nil {

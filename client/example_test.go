@@ -35,7 +35,12 @@ func Example() {
 	}
 	for _, d := range deliveries {
 		fmt.Printf("%s %s %s\n", d.ID, d.Key, d.Payload)
-		if _, err := c.Ack(ctx, d.ID); err != nil {
+		// Ack the delivery's receipt: should its lease have lapsed (the
+		// event went to another consumer meanwhile), the ack leaves the
+		// event to that consumer instead of ending its lease.
+		_, err := c.Ack(ctx, d.Receipt)
+		var lapsed *client.LapsedError
+		if err != nil && !errors.As(err, &lapsed) {
 			log.Fatal(err)
 		}
 	}
@@ -72,7 +77,7 @@ func ExampleWithLeaderRouting() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		if _, err := c.Ack(ctx, d.ID); err != nil {
+		if _, err := c.Ack(ctx, d.Receipt); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -39,7 +39,12 @@ type Event struct {
 // acknowledged with Ack, released with Nack, or its visibility timeout ends.
 type Delivery struct {
 	// ID is "<topic>/<shard>/<offset>": stable, what consumers de-duplicate on.
-	ID      string            `json:"id"`
+	ID string `json:"id"`
+	// Receipt names this delivery, "<id>.<lease>". Ack or Nack it rather
+	// than ID: it acts only while this delivery's lease is the event's, so
+	// an ack that comes after the event was handed out again ends nobody
+	// else's lease (Ack then returns a *LapsedError).
+	Receipt string            `json:"receipt,omitempty"`
 	Topic   string            `json:"topic"`
 	Shard   int               `json:"shard"`
 	Offset  uint64            `json:"offset"`
@@ -168,6 +173,7 @@ func unreadableFromProto(shards []*heraldv1.UnreadableShard) []UnreadableShard {
 func deliveryFromProto(e *heraldv1.Event) Delivery {
 	return Delivery{
 		ID:      e.GetId(),
+		Receipt: e.GetReceipt(),
 		Topic:   e.GetTopic(),
 		Shard:   int(e.GetShard()),
 		Offset:  e.GetOffset(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -103,5 +104,54 @@ func waitLeases(t *testing.T, c *client.Client, topic string, want uint64) {
 			t.Fatalf("the leader holds %d leases, want %d", n, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestE2EReceiptAckThroughAFollowerIsCheckedOnTheLeader: acks by receipt
+// sent to nodes that do not lead the shard are checked against the
+// leader's leases: a consumer whose lease expired, and whose event went to
+// another consumer since, acks without ending the other's lease, so the
+// key's next event waits for the event's current holder.
+func TestE2EReceiptAckThroughAFollowerIsCheckedOnTheLeader(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, c.client(0), "the shard is led by its preferred leader", ledByPreferred)
+	leader := int(st.Shards[0].Leader) - 1
+	a, b := (leader+1)%3, (leader+2)%3
+	for _, p := range []string{"first", "second"} {
+		if _, err := c.client(leader).Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lapsing, err := c.client(a).Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10, VisibilityTimeout: 300 * time.Millisecond})
+	if err != nil || len(lapsing) != 1 || string(lapsing[0].Payload) != "first" {
+		t.Fatalf("fetch through node %d: %v, %v; want the first event", a+1, lapsing, err)
+	}
+	time.Sleep(400 * time.Millisecond) // its lease expires
+	holding, err := c.client(b).Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10, VisibilityTimeout: 10 * time.Minute})
+	if err != nil || len(holding) != 1 || holding[0].ID != lapsing[0].ID {
+		t.Fatalf("fetch through node %d after the lease expired: %v, %v; want the first event again", b+1, holding, err)
+	}
+
+	n, err := c.client(a).Ack(ctx, lapsing[0].Receipt)
+	var lapsed *client.LapsedError
+	if !errors.As(err, &lapsed) || n != 0 || !slices.Equal(lapsed.Receipts, []string{lapsing[0].Receipt}) {
+		t.Fatalf("ack of the lapsed receipt through node %d: %d, %v; want 0 and a LapsedError naming it", a+1, n, err)
+	}
+	if n := leaderLeases(t, c.client(leader), "orders"); n != 1 {
+		t.Fatalf("the leader holds %d leases after the lapsed ack, want 1 (the current holder's)", n)
+	}
+	if ds, err := c.client(leader).Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10}); err != nil || len(ds) != 0 {
+		t.Fatalf("fetch while the first event is held: %v, %v; want nothing (the key's next event waits)", ds, err)
+	}
+	if n, err := c.client(a).Ack(ctx, holding[0].Receipt); err != nil || n != 1 {
+		t.Fatalf("ack of the current receipt through node %d: %d, %v; want 1", a+1, n, err)
+	}
+	ds, err := c.client(b).Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10})
+	if err != nil || len(ds) != 1 || string(ds[0].Payload) != "second" {
+		t.Fatalf("fetch after the first event was acknowledged: %v, %v; want the second", ds, err)
 	}
 }

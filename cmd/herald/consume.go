@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -274,22 +275,30 @@ func (c *consumer) fetchOptions() client.FetchOptions {
 	return client.FetchOptions{MaxEvents: n, VisibilityTimeout: c.flags.visibility, Wait: c.flags.wait}
 }
 
-// handle prints events and acknowledges them. The acknowledgement is sent
-// even when ctx is done, so that what was printed is not handed out again.
+// handle prints events and acknowledges them by their receipts. The
+// acknowledgement is sent even when ctx is done, so that what was printed
+// is not handed out again. Receipts that lapsed (the events were handed
+// out again, to another consumer, before this one acked) are a warning:
+// the events are with their new holders.
 func (c *consumer) handle(ctx context.Context, events []client.Delivery) error {
-	ids := make([]string, len(events))
+	receipts := make([]string, len(events))
 	for i, d := range events {
 		if err := c.print(d); err != nil {
 			return err
 		}
-		ids[i] = d.ID
+		receipts[i] = cmp.Or(d.Receipt, d.ID)
 	}
 	c.done += len(events)
 	if c.flags.noAck {
 		return nil
 	}
-	if _, err := c.c.Ack(context.WithoutCancel(ctx), ids...); err != nil {
-		return fmt.Errorf("ack %d events: %w", len(ids), err)
+	_, err := c.c.Ack(context.WithoutCancel(ctx), receipts...)
+	var lapsed *client.LapsedError
+	if errors.As(err, &lapsed) {
+		_, err = fmt.Fprintf(c.errOut, "herald consume: warning: %v; a --visibility-timeout longer than the time to handle a batch avoids this\n", err)
+	}
+	if err != nil {
+		return fmt.Errorf("ack %d events: %w", len(receipts), err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,22 +148,41 @@ func (w *workload) fetchAndAck(ctx context.Context, i int) (int, error) {
 		return 0, err
 	}
 	recs := make([]history.Delivery, len(ds))
-	ids := make([]string, len(ds))
+	receipts := make([]string, len(ds))
 	for j, d := range ds {
 		recs[j] = history.Delivery{ID: d.ID, Key: d.Key, Payload: d.Payload, Node: i + 1}
-		ids[j] = d.ID
+		receipts[j] = d.Receipt
 	}
 	w.h.Delivered(at, recs...)
 	pause := backoff.New(backoff.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5})
 	for attempt := range 2 * w.c.n {
-		_, aerr := w.cons[(i+attempt)%w.c.n].Ack(ctx, ids...)
-		w.h.Acked(ids, aerr)
+		_, aerr := w.cons[(i+attempt)%w.c.n].Ack(ctx, receipts...)
+		var lapsed *client.LapsedError
+		if errors.As(aerr, &lapsed) {
+			// The others were acknowledged; these were handed out again
+			// and are their new holders' to acknowledge.
+			w.h.Lapsed(len(lapsed.Receipts))
+			w.h.Acked(idsExcept(ds, lapsed.Receipts), nil)
+			break
+		}
+		w.h.Acked(idsExcept(ds, nil), aerr)
 		if aerr == nil || ctx.Err() != nil {
 			break
 		}
 		backoff.Sleep(ctx, pause.Next())
 	}
 	return len(ds), nil
+}
+
+// idsExcept returns the ids of ds but those whose receipts are in lapsed.
+func idsExcept(ds []client.Delivery, lapsed []string) []string {
+	var ids []string
+	for _, d := range ds {
+		if !slices.Contains(lapsed, d.Receipt) {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
 }
 
 // drain consumes, through every node in turn, until every node's replica

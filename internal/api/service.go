@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -138,13 +139,18 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.Fetch
 
 func (s *service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
 	n, err := s.node.Ack(ctx, req.Msg.Ids)
-	if err != nil {
+	var lapsed *node.LapsedError
+	if err != nil && !errors.As(err, &lapsed) {
 		return nil, toConnect(err)
 	}
 	if len(req.Msg.Ids) > 0 {
 		s.metrics.acked(topicOfID(req.Msg.Ids[0]), n)
 	}
-	return connect.NewResponse(&heraldv1.AckResponse{Acked: uint32(n)}), nil
+	resp := &heraldv1.AckResponse{Acked: uint32(n)}
+	if lapsed != nil {
+		resp.Lapsed = lapsed.Receipts
+	}
+	return connect.NewResponse(resp), nil
 }
 
 func (s *service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
@@ -195,7 +201,7 @@ func eventsFromProto(in []*heraldv1.PublishEvent) []node.Event {
 
 func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
 	e := &heraldv1.Event{
-		Id: d.ID, Topic: topicName, Shard: uint32(d.Shard), Offset: d.Offset,
+		Id: d.ID, Receipt: d.Receipt, Topic: topicName, Shard: uint32(d.Shard), Offset: d.Offset,
 		Key: d.Event.Key, Payload: d.Event.Payload, Time: timestamppb.New(d.Time),
 		DeliveryAttempt: d.Attempt, Headers: d.Event.Headers,
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,9 +42,10 @@ const (
 )
 
 type proposal struct {
-	id   uint64
-	data []byte // envelope: proposal id + command
-	err  chan error
+	id         uint64
+	data       []byte // envelope: proposal id + command; the command alone until proposeOnce
+	leaderOnly bool   // see Host.ProposeAsLeader
+	err        chan error
 }
 
 type waiter struct {
@@ -405,6 +407,10 @@ func (g *group) takeProposals(first proposal) []proposal {
 // batch, and each follower answers it once, where a proposal apiece would
 // cost a message and an answer per follower for every entry.
 func (g *group) proposeBatch(batch []proposal) {
+	batch = g.refuseLeaderOnly(batch)
+	if len(batch) == 0 {
+		return
+	}
 	ents := make([]*pb.Entry, len(batch))
 	for i, p := range batch {
 		ents[i] = &pb.Entry{Data: p.data}
@@ -423,6 +429,21 @@ func (g *group) proposeBatch(batch []proposal) {
 	for _, p := range batch {
 		p.err <- err
 	}
+}
+
+// refuseLeaderOnly fails the proposals of batch that only a leader may
+// make when this replica does not lead, and returns the others.
+func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
+	if !slices.ContainsFunc(batch, func(p proposal) bool { return p.leaderOnly }) ||
+		g.rn.BasicStatus().RaftState == raft.StateLeader {
+		return batch
+	}
+	return slices.DeleteFunc(batch, func(p proposal) bool {
+		if p.leaderOnly {
+			p.err <- ErrNotLeader
+		}
+		return p.leaderOnly
+	})
 }
 
 // handleReady persists and applies one Ready, following the Ready
@@ -759,11 +780,11 @@ func (g *group) snapshotFinished(r snapResult) {
 
 // propose replicates cmd. While the group has no leader (an election is
 // running) it retries for up to two election timeouts before giving up.
-func (g *group) propose(ctx context.Context, cmd []byte) (any, error) {
+func (g *group) propose(ctx context.Context, p proposal) (any, error) {
 	wait := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	deadline := time.Now().Add(wait)
 	for {
-		r, err := g.proposeOnce(ctx, cmd)
+		r, err := g.proposeOnce(ctx, p)
 		if !errors.Is(err, ErrNoLeader) || time.Now().After(deadline) {
 			return r, err
 		}
@@ -775,7 +796,7 @@ func (g *group) propose(ctx context.Context, cmd []byte) (any, error) {
 	}
 }
 
-func (g *group) proposeOnce(ctx context.Context, cmd []byte) (any, error) {
+func (g *group) proposeOnce(ctx context.Context, p proposal) (any, error) {
 	id := g.h.nextID.Add(1)
 	w := waiter{result: make(chan any, 1), since: time.Now()}
 	g.waitMu.Lock()
@@ -792,7 +813,7 @@ func (g *group) proposeOnce(ctx context.Context, cmd []byte) (any, error) {
 		}
 		g.waitMu.Unlock()
 	}()
-	p := proposal{id: id, data: encodeEnvelope(id, cmd), err: make(chan error, 1)}
+	p.id, p.data, p.err = id, encodeEnvelope(id, p.data), make(chan error, 1)
 	select {
 	case g.propc <- p:
 	case <-g.done:

@@ -579,7 +579,22 @@ func (h *Host) Propose(ctx context.Context, id uint64, cmd []byte) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	return g.propose(ctx, cmd)
+	return g.propose(ctx, proposal{data: cmd})
+}
+
+// ProposeAsLeader is Propose for a command whose meaning depends on what
+// only the leader knows (its memory, checked before proposing): raft takes
+// it only if this replica still leads the group when the proposal reaches
+// its goroutine, and does not pass it on to another leader. Otherwise it
+// fails with ErrNotLeader. Taken, it commits in this leader's term or
+// never: any later leader applies it before it serves (see
+// publishLeader), or never sees it.
+func (h *Host) ProposeAsLeader(ctx context.Context, id uint64, cmd []byte) (any, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return nil, err
+	}
+	return g.propose(ctx, proposal{data: cmd, leaderOnly: true})
 }
 
 // View runs fn on the group's goroutine, between applies, so fn sees a

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	raft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"herald/internal/vfs"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"herald/internal/vfs"
 )
 
 // listMachine appends every command to a list. Its snapshot is the list.
@@ -225,6 +227,46 @@ func TestConcurrentProposalsShareAppendMessages(t *testing.T) {
 		t.Fatalf("%d proposals went to 2 followers in %d append messages: concurrent proposals are sent one by one", writers*each, appends)
 	}
 	t.Logf("%d proposals, %d append messages", writers*each, appends)
+}
+
+// TestProposeAsLeaderOnAFollowerIsRefused: a follower does not pass a
+// leader-only proposal on to the leader, as it does others; the leader
+// takes it.
+func TestProposeAsLeaderOnAFollowerIsRefused(t *testing.T) {
+	w := &wire{hosts: make(map[uint64]*Host)}
+	hosts := map[uint64]*Host{}
+	machines := map[uint64]*listMachine{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = w.host(t, id)
+		machines[id] = &listMachine{}
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: machines[id]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leader uint64
+	eventually(t, "a leader is elected", func() bool {
+		leader, _ = hosts[1].Leader(1)
+		return leader != 0
+	})
+	follower := leader%3 + 1
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := hosts[follower].ProposeAsLeader(ctx, 1, []byte("from a follower")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("leader-only proposal on follower %d: %v, want ErrNotLeader", follower, err)
+	}
+	if _, err := hosts[follower].Propose(ctx, 1, []byte("forwarded")); err != nil {
+		t.Fatalf("plain proposal on follower %d: %v", follower, err)
+	}
+	if _, err := hosts[leader].ProposeAsLeader(ctx, 1, []byte("from the leader")); err != nil {
+		t.Fatalf("leader-only proposal on leader %d: %v", leader, err)
+	}
+	var cmds []string
+	if err := hosts[leader].View(ctx, 1, func(StateMachine, uint64) { cmds = slices.Clone(machines[leader].cmds) }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cmds, "from the leader") || slices.Contains(cmds, "from a follower") {
+		t.Fatalf("the leader applied %q: want the leader's leader-only command and not the follower's", cmds)
+	}
 }
 
 func TestSnapshotsCompactLogAndRestore(t *testing.T) {

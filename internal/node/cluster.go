@@ -10,16 +10,18 @@ import (
 
 	"herald/internal/controller"
 	"herald/internal/host"
+	"herald/internal/shard"
 	"herald/internal/transport"
 )
 
 // What a node asks of the leader of a shard it does not lead. Writes need
 // no such call: every replica proposes, and raft forwards proposals to the
-// leader. Pull leases, though, live in the leader's memory, so fetching
-// and nacking go to the leader.
+// leader. Pull leases, though, live in the leader's memory, so fetching,
+// nacking and acking by receipt go to the leader.
 const (
 	opFetch = "fetch"
 	opNack  = "nack"
+	opAck   = "ack"
 	// opStarted asks whether the cluster has run before: whether the
 	// node's controller applied anything beyond its bootstrap.
 	opStarted = "started"
@@ -32,6 +34,9 @@ type shardCall struct {
 	Max        int           `json:"max,omitempty"`
 	Visibility time.Duration `json:"visibility,omitempty"`
 	Offsets    []uint64      `json:"offsets,omitempty"`
+	// Leases are the lease numbers of receipts naming Offsets, 0 for an
+	// offset named by event id.
+	Leases []uint64 `json:"leases,omitempty"`
 	// Relay says the caller holds no replica of the shard: a replica that
 	// does not lead it passes the call on to its leader.
 	Relay bool `json:"relay,omitempty"`
@@ -72,10 +77,26 @@ func (n *Node) handleCalls(t *transport.Transport) {
 			return nil, err
 		}
 		if c.Relay {
-			return nil, n.nackOnLeader(ctx, s, c.Offsets)
+			return nil, n.nackOnLeader(ctx, s, c)
 		}
-		s.leases.release(c.Offsets, false)
+		s.leases.nack(c.Offsets, c.Leases)
 		return nil, nil
+	})
+	t.HandleCall(opAck, func(ctx context.Context, payload []byte) ([]byte, error) {
+		var c shardCall
+		s, err := n.calledShard(payload, &c)
+		if err != nil {
+			return nil, err
+		}
+		ack := n.ackLeasedHere
+		if c.Relay {
+			ack = n.ackLeased
+		}
+		res, err := ack(ctx, s, c.Offsets, c.Leases)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
 	})
 }
 
@@ -190,13 +211,21 @@ func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, o
 	return out, nil
 }
 
+// callTarget returns the node to run a call about shard s on: its leader,
+// or, when this node holds no replica of s, a node that does, which
+// passes the call on (call.Relay).
+func (n *Node) callTarget(s *shardRuntime, call *shardCall) (uint64, error) {
+	if !s.local {
+		call.Relay = true
+		return relayTarget(s), nil
+	}
+	return n.shardLeader(s)
+}
+
 // fetchFromLeader leases events of a shard on whichever node leads it.
 func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
 	call := shardCall{Topic: s.topic, Shard: s.index, Max: max, Visibility: visibility}
-	leader, err := n.shardLeader(s)
-	if !s.local {
-		leader, call.Relay, err = relayTarget(s), true, nil
-	}
+	leader, err := n.callTarget(s, &call)
 	if err != nil {
 		return nil, err
 	}
@@ -215,23 +244,74 @@ func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, vi
 	return ds, nil
 }
 
-// nackOnLeader ends leases of a shard on whichever node leads it.
-func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, offsets []uint64) error {
-	call := shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets}
-	leader, err := n.shardLeader(s)
-	if !s.local {
-		leader, call.Relay, err = relayTarget(s), true, nil
-	}
+// nackOnLeader ends leases of a shard (call.Offsets, call.Leases) on
+// whichever node leads it.
+func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, call shardCall) error {
+	call.Relay = false
+	leader, err := n.callTarget(s, &call)
 	if err != nil {
 		return err
 	}
 	if leader == n.cfg.NodeID {
-		s.leases.release(offsets, false)
+		s.leases.nack(call.Offsets, call.Leases)
 		return nil
 	}
 	n.forwarded(ctx, "nack")
 	_, err = n.callLeader(ctx, s, leader, opNack, call)
 	return err
+}
+
+// ackResult is what an ack of receipts did on a shard's leader.
+type ackResult struct {
+	Count  int   `json:"count"`            // events newly acknowledged
+	Lapsed []int `json:"lapsed,omitempty"` // positions of the receipts that lapsed
+}
+
+// ackLeased acknowledges events of a shard named by receipts (their
+// offsets and lease numbers) on whichever node leads it, where the leases
+// are checked.
+func (n *Node) ackLeased(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
+	call := shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets, Leases: numbers}
+	leader, err := n.callTarget(s, &call)
+	if err != nil {
+		return ackResult{}, err
+	}
+	if leader == n.cfg.NodeID {
+		return n.ackLeasedHere(ctx, s, offsets, numbers)
+	}
+	n.forwarded(ctx, "ack")
+	out, err := n.callLeader(ctx, s, leader, opAck, call)
+	if err != nil {
+		return ackResult{}, err
+	}
+	var res ackResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return ackResult{}, fmt.Errorf("%w: shard %s: the answer of node %d does not decode: %v", ErrUnavailable, s.name, leader, err)
+	}
+	return res, nil
+}
+
+// ackLeasedHere is ackLeased on the shard's leader: the receipts whose
+// leases allow it are held (leaseTable.holdForAck) and acknowledged by a
+// proposal that only this leader may make, so that no other leader, which
+// may have handed the events out again since, applies it unchecked.
+func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
+	held, lapsed := s.leases.holdForAck(offsets, numbers, time.Now())
+	res := ackResult{Lapsed: lapsed}
+	if len(held) == 0 {
+		return res, nil
+	}
+	cmd := shard.Command{Op: shard.OpAck, Offsets: held}
+	r, err := n.host.ProposeAsLeader(ctx, s.group, cmd.AppendBinary(nil))
+	if err != nil {
+		return res, ackError(s, n.hostError(s.name, err))
+	}
+	sr := r.(shard.Result)
+	if sr.Err != nil {
+		return res, ackError(s, sr.Err)
+	}
+	res.Count = sr.Count
+	return res, nil
 }
 
 // notHostedError says that this node holds no replica of the shard.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -28,7 +29,11 @@ const (
 
 // Delivery is an event handed to a pull consumer.
 type Delivery struct {
-	ID      string
+	ID string
+	// Receipt names this delivery: the id and the lease's number
+	// (topic.Receipt). Acking it rather than ID acts only while the lease
+	// is the event's; see leaseTable.
+	Receipt string
 	Shard   int
 	Offset  uint64
 	Event   Event
@@ -43,6 +48,14 @@ type Delivery struct {
 // drops the leases of the events an ack names as it applies it (acked),
 // wherever the ack was made: the leader's table holds no lease on an
 // acknowledged event.
+//
+// Each lease has a number, which the delivery's receipt carries
+// (topic.Receipt). An ack of a receipt is checked here, on the leader,
+// before it is proposed (holdForAck): it may end only its own lease, or
+// no lease at all, never the lease of a consumer the event was handed to
+// since. An ack that named the event id alone would end any lease, and the
+// key's next event could then go to another consumer while the earlier
+// one is still on its way to its current holder.
 type leaseTable struct {
 	// fetching serializes the fetches of the shard, so that each reads
 	// which events are acknowledged after the one before has leased; see
@@ -53,12 +66,74 @@ type leaseTable struct {
 	mu       sync.Mutex
 	until    map[uint64]time.Time // offset → lease expiry
 	attempts map[uint64]uint32    // offset → times handed out
+	number   map[uint64]uint64    // offset → number of its lease
+	// last is the number of the latest lease. It starts at random, so that
+	// the numbers of leases handed out by different leaders of the shard
+	// do not meet.
+	last uint64
 	// drops counts the applied acks that dropped a lease here.
 	drops uint64
 }
 
 func newLeaseTable() *leaseTable {
-	return &leaseTable{until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32)}
+	return &leaseTable{
+		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
+		last: rand.Uint64() >> 2, // room for 2^62 leases before wrapping
+	}
+}
+
+// lease leases the event at offset until then and returns the lease's
+// number. The caller holds t.mu.
+func (t *leaseTable) lease(offset uint64, then time.Time) uint64 {
+	t.last++
+	if t.last == 0 {
+		t.last++ // 0 means no lease in a receipt
+	}
+	t.until[offset] = then
+	t.attempts[offset]++
+	t.number[offset] = t.last
+	return t.last
+}
+
+// holdForAck decides which receipts an ack may act on: receipt i names
+// the event at offsets[i] and its lease numbers[i]. An ack may act on a
+// receipt whose lease is still the event's, and on one of an event that
+// no consumer holds now (its lease expired, or was lost with a former
+// leader); those events are held for the ack until it applies (acked), so
+// that no fetch hands one out meanwhile, and their offsets are returned.
+// The others lapsed: the event was handed out again, and its holder acks
+// it; their positions are returned.
+func (t *leaseTable) holdForAck(offsets, numbers []uint64, now time.Time) (held []uint64, lapsed []int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, o := range offsets {
+		if u, ok := t.until[o]; ok && u.After(now) && t.number[o] != numbers[i] {
+			lapsed = append(lapsed, i)
+			continue
+		}
+		// Held as long as a fetch would lease it: long enough for the
+		// ack to commit, short enough that an ack that never does only
+		// delays the event's next delivery.
+		t.until[o] = now.Add(DefaultVisibility)
+		t.number[o] = numbers[i]
+		held = append(held, o)
+	}
+	return held, lapsed
+}
+
+// nack ends the leases of offsets early. numbers, if not nil, holds the
+// lease numbers of the receipts that named them (0 for an event id): a
+// receipt ends its own lease only.
+func (t *leaseTable) nack(offsets, numbers []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, o := range offsets {
+		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
+			continue
+		}
+		delete(t.until, o)
+		delete(t.number, o)
+	}
 }
 
 // count returns how many events are leased beyond now.
@@ -81,30 +156,9 @@ func (t *leaseTable) forgetBelow(pending []delivery.Event) {
 		if len(pending) == 0 || o < pending[0].Offset {
 			delete(t.until, o)
 			delete(t.attempts, o)
+			delete(t.number, o)
 		}
 	}
-}
-
-func (t *leaseTable) release(offsets []uint64, forget bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.releaseLocked(offsets, forget)
-}
-
-// releaseLocked is release; it reports whether a lease was dropped. The
-// caller holds t.mu.
-func (t *leaseTable) releaseLocked(offsets []uint64, forget bool) bool {
-	dropped := false
-	for _, o := range offsets {
-		if _, ok := t.until[o]; ok {
-			delete(t.until, o)
-			dropped = true
-		}
-		if forget {
-			delete(t.attempts, o)
-		}
-	}
-	return dropped
 }
 
 // acked drops the leases of the events an applied ack acknowledged. It
@@ -112,7 +166,16 @@ func (t *leaseTable) releaseLocked(offsets []uint64, forget bool) bool {
 func (t *leaseTable) acked(offsets []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.releaseLocked(offsets, true) {
+	dropped := false
+	for _, o := range offsets {
+		if _, ok := t.until[o]; ok {
+			dropped = true
+		}
+		delete(t.until, o)
+		delete(t.number, o)
+		delete(t.attempts, o)
+	}
+	if dropped {
 		t.drops++
 	}
 }
@@ -397,10 +460,10 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 		if u, ok := t.until[p.Offset]; ok && u.After(now) {
 			continue
 		}
-		t.until[p.Offset] = now.Add(visibility)
-		t.attempts[p.Offset]++
+		id := topic.EventID(s.topic, s.index, p.Offset)
+		lease := t.lease(p.Offset, now.Add(visibility))
 		out = append(out, Delivery{
-			ID: topic.EventID(s.topic, s.index, p.Offset), Shard: s.index, Offset: p.Offset,
+			ID: id, Receipt: topic.Receipt(id, lease), Shard: s.index, Offset: p.Offset,
 			Event: eventOf(p.Event), Time: p.Time, Attempt: t.attempts[p.Offset],
 		})
 	}
@@ -425,10 +488,12 @@ func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery
 	return acked, nil
 }
 
-// Ack marks events done. Ids of events already acknowledged are accepted
-// and not counted; an id that names no event (unknown topic, shard or an
-// offset never assigned) fails the whole call, and nothing is acknowledged
-// in that id's shard.
+// Ack marks events done, named by their ids or by receipts of their
+// deliveries. Events already acknowledged are accepted and not counted; an
+// id that names no event (unknown topic, shard or an offset never
+// assigned) fails the whole call, and nothing is acknowledged in that id's
+// shard. A receipt whose lease lapsed (the event was handed out again) is
+// not acted on: the others are, and the error is a *LapsedError naming it.
 func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 	defer classify(&err)
 
@@ -437,21 +502,63 @@ func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 		return 0, err
 	}
 	total := 0
-	for s, offsets := range groups {
-		cmd := shard.Command{Op: shard.OpAck, Offsets: offsets}
-		res, err := n.proposeShard(ctx, s.rt, &cmd)
-		if err != nil {
-			if errors.Is(err, shard.ErrUnknownOffset) {
-				return total, fmt.Errorf("ack: %w; ack only ids returned by Fetch or Publish", err)
+	var lapsed []string
+	for s, g := range groups {
+		if len(g.offsets) > 0 {
+			count, err := n.ackOffsets(ctx, s.rt, g.offsets)
+			if err != nil {
+				return total, err
 			}
-			return total, fmt.Errorf("ack in shard %s: %w", s.rt.name, err)
+			total += count
 		}
-		total += res.Count
+		if len(g.leased) > 0 {
+			res, err := n.ackLeased(ctx, s.rt, g.leased, g.numbers)
+			if err != nil {
+				return total, err
+			}
+			total += res.Count
+			for _, i := range res.Lapsed {
+				lapsed = append(lapsed, g.receipts[i])
+			}
+		}
+	}
+	if len(lapsed) > 0 {
+		return total, &LapsedError{Receipts: lapsed}
 	}
 	return total, nil
 }
 
-// Nack ends leases early so the events can be fetched again at once.
+// ackOffsets acknowledges events of a shard whatever their leases.
+func (n *Node) ackOffsets(ctx context.Context, s *shardRuntime, offsets []uint64) (int, error) {
+	res, err := n.proposeShard(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: offsets})
+	if err != nil {
+		return 0, ackError(s, err)
+	}
+	return res.Count, nil
+}
+
+func ackError(s *shardRuntime, err error) error {
+	if errors.Is(err, shard.ErrUnknownOffset) {
+		return fmt.Errorf("ack: %w; ack only ids returned by Fetch or Publish", err)
+	}
+	return fmt.Errorf("ack in shard %s: %w", s.name, err)
+}
+
+// LapsedError is Ack's error when some receipts it was given had lapsed:
+// their events were handed out again after those deliveries, and the
+// consumers holding them now acknowledge them. The ack did not act on
+// them; it acted on the others.
+type LapsedError struct {
+	Receipts []string
+}
+
+func (e *LapsedError) Error() string {
+	return fmt.Sprintf("ack: %d receipt(s) lapsed, the first %s: the event was handed out again after that delivery (its lease expired, or was lost with a former leader), and its current holder acknowledges it; nothing to do but not to count this ack",
+		len(e.Receipts), e.Receipts[0])
+}
+
+// Nack ends leases early so the events can be fetched again at once. A
+// receipt ends only its own lease: a nack of a lapsed one does nothing.
 func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 	defer classify(&err)
 
@@ -459,8 +566,13 @@ func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 	if err != nil {
 		return err
 	}
-	for s, offsets := range groups {
-		if err := n.nackOnLeader(ctx, s.rt, offsets); err != nil {
+	for s, g := range groups {
+		call := shardCall{Topic: s.rt.topic, Shard: s.rt.index, Offsets: g.offsets}
+		if len(g.leased) > 0 {
+			call.Offsets = append(slices.Clone(g.offsets), g.leased...)
+			call.Leases = append(make([]uint64, len(g.offsets)), g.numbers...)
+		}
+		if err := n.nackOnLeader(ctx, s.rt, call); err != nil {
 			return fmt.Errorf("nack in shard %s: %w", s.rt.name, err)
 		}
 		s.topic.events.signal()
@@ -468,13 +580,21 @@ func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 	return nil
 }
 
-func (n *Node) groupIDs(ids []string) (map[resolvedShard][]uint64, error) {
+// shardIDs are the ids of one shard an ack or nack names.
+type shardIDs struct {
+	offsets  []uint64 // events named by id
+	leased   []uint64 // events named by receipt,
+	numbers  []uint64 // their leases' numbers,
+	receipts []string // and the receipts
+}
+
+func (n *Node) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
-	groups := make(map[resolvedShard][]uint64)
+	groups := make(map[resolvedShard]*shardIDs)
 	for _, id := range ids {
-		topicName, idx, offset, err := topic.ParseEventID(id)
+		topicName, idx, offset, lease, err := topic.ParseAckID(id)
 		if err != nil {
 			return nil, err
 		}
@@ -482,7 +602,18 @@ func (n *Node) groupIDs(ids []string) (map[resolvedShard][]uint64, error) {
 		if err != nil {
 			return nil, err
 		}
-		groups[s] = append(groups[s], offset)
+		g := groups[s]
+		if g == nil {
+			g = new(shardIDs)
+			groups[s] = g
+		}
+		if lease == 0 {
+			g.offsets = append(g.offsets, offset)
+			continue
+		}
+		g.leased = append(g.leased, offset)
+		g.numbers = append(g.numbers, lease)
+		g.receipts = append(g.receipts, id)
 	}
 	return groups, nil
 }

@@ -54,7 +54,7 @@ func (m *deliveryMetrics) DeadLettered(topic, scheme, reason string) {
 func newForwardsMetric() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_forwarded_requests_total",
-		Help: "Shard requests this node passed to another node because it does not lead the shard, by how: raft (a follower's proposal), relay (from a node holding no replica), fetch, nack.",
+		Help: "Shard requests this node passed to another node because it does not lead the shard, by how: raft (a follower's proposal), relay (from a node holding no replica), fetch, nack, ack (an ack by receipt).",
 	}, []string{"how"})
 }
 

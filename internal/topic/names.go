@@ -109,6 +109,36 @@ func ParseEventID(id string) (topic string, shard int, offset uint64, err error)
 	return topic, shard, offset, nil
 }
 
+// Receipt returns the receipt of one delivery of an event: the event's id
+// and the number of the lease it was handed out under,
+// "<topic>/<shard>/<offset>.<lease>". Lease numbers are never 0. An ack or
+// nack that names a receipt instead of the id acts only while that lease
+// is the event's (internal/node), so that it cannot end the lease of a
+// consumer the event was handed to since.
+func Receipt(eventID string, lease uint64) string {
+	return eventID + "." + strconv.FormatUint(lease, 10)
+}
+
+// ParseAckID parses what an ack or a nack names: an event id (lease 0) or
+// a receipt (Receipt).
+func ParseAckID(id string) (topic string, shard int, offset, lease uint64, err error) {
+	const form = `use an event id or a receipt as returned by fetch, e.g. "orders/3/1042" or "orders/3/1042.7"`
+	topic, shard, last, err := splitID(id, "event id", form)
+	if err != nil {
+		return "", 0, 0, 0, err
+	}
+	if offsetText, leaseText, ok := strings.Cut(last, "."); ok && !strings.HasPrefix(last, "np") {
+		offset, okOffset := parseDecimal(offsetText, ^uint64(0))
+		lease, okLease := parseDecimal(leaseText, ^uint64(0))
+		if !okOffset || !okLease || lease == 0 {
+			return "", 0, 0, 0, invalidf("invalid receipt %s: want TOPIC/SHARD/OFFSET.LEASE, the offset and the lease decimal numbers without leading zeros and the lease not 0; %s", quoteShort(id), form)
+		}
+		return topic, shard, offset, lease, nil
+	}
+	topic, shard, offset, err = ParseEventID(id)
+	return topic, shard, offset, 0, err
+}
+
 // ReservationID returns the id of reservation id in shard of topic:
 // "<topic>/<shard>/r<id>". The "r" keeps reservation ids from being
 // mistaken for event ids.

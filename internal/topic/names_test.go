@@ -145,6 +145,41 @@ func TestParseEventIDErrors(t *testing.T) {
 	}
 }
 
+// TestParseAckID: an ack names an event id or a receipt, and each parses
+// back to what made it.
+func TestParseAckID(t *testing.T) {
+	for _, tc := range []struct {
+		id            string
+		shard         int
+		offset, lease uint64
+	}{
+		{"orders/3/1042", 3, 1042, 0},
+		{Receipt("orders/3/1042", 7), 3, 1042, 7},
+		{Receipt("orders/0/0", ^uint64(0)), 0, 0, ^uint64(0)},
+	} {
+		topic, shard, offset, lease, err := ParseAckID(tc.id)
+		if err != nil || topic != "orders" || shard != tc.shard || offset != tc.offset || lease != tc.lease {
+			t.Errorf("ParseAckID(%q) = %q, %d, %d, %d, %v; want orders, %d, %d, %d", tc.id, topic, shard, offset, lease, err, tc.shard, tc.offset, tc.lease)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"orders/1/5.0", []string{`invalid receipt "orders/1/5.0"`, "the lease not 0"}},
+		{"orders/1/5.", []string{"invalid receipt", "OFFSET.LEASE"}},
+		{"orders/1/.7", []string{"invalid receipt", "OFFSET.LEASE"}},
+		{"orders/1/5.07", []string{"invalid receipt", "without leading zeros"}},
+		{"orders/1/5.7.1", []string{"invalid receipt"}},
+		{"orders/1/r5", []string{"offset must be a decimal number"}},
+		{"orders/1", []string{"got 2", "or a receipt"}},
+		{NonPersistentEventID("orders", 1, 3, 7), []string{"non-persistent topic"}},
+	} {
+		_, _, _, _, err := ParseAckID(tc.in)
+		wantInvalid(t, err, tc.want...)
+	}
+}
+
 func TestNonPersistentEventID(t *testing.T) {
 	for _, tc := range []struct {
 		epoch, n uint64

@@ -12,8 +12,10 @@ type Result struct {
 	// Consumed counts distinct events handed out; Deliveries every
 	// hand-out; Duplicates the hand-outs beyond an event's first.
 	Consumed, Deliveries, Duplicates int
-	// AckCalls counts ack calls, AckFailed those that returned an error.
-	AckCalls, AckFailed int
+	// AckCalls counts ack calls, AckFailed those that returned an error;
+	// AckLapsed counts receipts not acted on because the event had been
+	// handed out again.
+	AckCalls, AckFailed, AckLapsed int
 	// Lost counts acknowledged publishes never consumed; Reordered the
 	// events handed out after a later event of their key whose publish
 	// had been acknowledged. Both must be 0.
@@ -24,12 +26,13 @@ type Result struct {
 	UnknownLate int
 	// LateCopies counts copies of in-flight events that reached their
 	// consumer after a later event of their key, from a fetch that had
-	// started before that later event was received: allowed. A new leader
-	// hands out again what its predecessor had leased (leases die with
-	// it); the first copy's ack, on its way meanwhile, frees the key's
-	// next event, which a faster fetch can return before the slow one
-	// returns the copy. A consumer that skips ids it has already handled
-	// still sees each key in order.
+	// started before that later event was received: allowed. The copy's
+	// lease ended while the fetch carrying it was on its way: an ack by
+	// event id of an earlier copy ends any lease, and a lease can expire.
+	// The key's next event is then free, and a faster fetch can return it
+	// first. Acks by receipt never end another copy's lease, which leaves
+	// only expiry. A consumer that skips ids it has already handled still
+	// sees each key in order.
 	LateCopies int
 	// Violations says what broke a guarantee, one line per case.
 	Violations []string
@@ -41,9 +44,9 @@ func (r *Result) violate(format string, args ...any) {
 
 // String is the counts on one line.
 func (r Result) String() string {
-	return fmt.Sprintf("published ok %d / unknown %d / failed %d; consumed %d (%d deliveries, %d duplicates); acks %d (%d failed); lost %d, reordered %d, unknown-outcome events that came late %d, in-flight copies that came late %d; %d violations",
+	return fmt.Sprintf("published ok %d / unknown %d / failed %d; consumed %d (%d deliveries, %d duplicates); acks %d (%d failed, %d receipts lapsed); lost %d, reordered %d, unknown-outcome events that came late %d, in-flight copies that came late %d; %d violations",
 		r.PublishedOK, r.PublishedUnknown, r.PublishedFailed, r.Consumed, r.Deliveries, r.Duplicates,
-		r.AckCalls, r.AckFailed, r.Lost, r.Reordered, r.UnknownLate, r.LateCopies, len(r.Violations))
+		r.AckCalls, r.AckFailed, r.AckLapsed, r.Lost, r.Reordered, r.UnknownLate, r.LateCopies, len(r.Violations))
 }
 
 type keySeq struct {
@@ -57,7 +60,7 @@ func (h *History) Check() Result {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var r Result
-	r.AckCalls, r.AckFailed = h.ackCalls, h.ackFailed
+	r.AckCalls, r.AckFailed, r.AckLapsed = h.ackCalls, h.ackFailed, h.ackLapsed
 
 	published := make(map[keySeq]Publish, len(h.publishes))
 	for _, p := range h.publishes {

@@ -83,6 +83,7 @@ type History struct {
 	acked      map[string]Tick // event id → when its ack was first confirmed
 	ackCalls   int
 	ackFailed  int
+	ackLapsed  int
 }
 
 type delivery struct {
@@ -144,6 +145,15 @@ func (h *History) Acked(ids []string, err error) {
 			h.acked[id] = at
 		}
 	}
+}
+
+// Lapsed records that an ack call's receipts, n of them, lapsed: the
+// events had been handed out again, so those acks did not count. The ack
+// call itself is recorded with Acked, naming only the ids acknowledged.
+func (h *History) Lapsed(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ackLapsed += n
 }
 
 // Payload is the payload of the event with key's sequence number seq.

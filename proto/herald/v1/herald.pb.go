@@ -1313,8 +1313,16 @@ type Event struct {
 	Time    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
 	// How many times this event has been handed out, this one included.
 	DeliveryAttempt uint32 `protobuf:"varint,9,opt,name=delivery_attempt,json=deliveryAttempt,proto3" json:"delivery_attempt,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set on events handed out by Fetch: this delivery's receipt,
+	// "<id>.<lease>". Ack or Nack it instead of id to act only while this
+	// delivery's lease is the event's: once the event has been handed out
+	// again (the lease expired, or was lost with a former leader), an ack of
+	// the receipt is not acted on (AckResponse.lapsed), so it cannot end the
+	// lease of the consumer that holds the event now, nor let the key's next
+	// event go out while this one is still with that consumer.
+	Receipt       string `protobuf:"bytes,10,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -1408,6 +1416,13 @@ func (x *Event) GetDeliveryAttempt() uint32 {
 		return x.DeliveryAttempt
 	}
 	return 0
+}
+
+func (x *Event) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
 }
 
 type FetchRequest struct {
@@ -1604,8 +1619,9 @@ func (x *UnreadableShard) GetReason() string {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event ids, or receipts of deliveries (Event.receipt).
+	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1650,7 +1666,10 @@ func (x *AckRequest) GetIds() []string {
 type AckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Events newly acknowledged (already acknowledged ones are not counted).
-	Acked         uint32 `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
+	Acked uint32 `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
+	// Receipts that were not acted on because their lease had lapsed: the
+	// event was handed out again, and its current holder acknowledges it.
+	Lapsed        []string `protobuf:"bytes,2,rep,name=lapsed,proto3" json:"lapsed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1692,9 +1711,18 @@ func (x *AckResponse) GetAcked() uint32 {
 	return 0
 }
 
+func (x *AckResponse) GetLapsed() []string {
+	if x != nil {
+		return x.Lapsed
+	}
+	return nil
+}
+
 type NackRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event ids, or receipts of deliveries; a receipt ends its own lease
+	// only.
+	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3018,7 +3046,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"5\n" +
 	"\fAbortRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\"\x0f\n" +
-	"\rAbortResponse\"\xd7\x02\n" +
+	"\rAbortResponse\"\xf1\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x14\n" +
@@ -3028,7 +3056,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\apayload\x18\x06 \x01(\fR\apayload\x127\n" +
 	"\aheaders\x18\a \x03(\v2\x1d.herald.v1.Event.HeadersEntryR\aheaders\x12.\n" +
 	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
-	"\x10delivery_attempt\x18\t \x01(\rR\x0fdeliveryAttempt\x1a:\n" +
+	"\x10delivery_attempt\x18\t \x01(\rR\x0fdeliveryAttempt\x12\x18\n" +
+	"\areceipt\x18\n" +
+	" \x01(\tR\areceipt\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
@@ -3047,9 +3077,10 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1e\n" +
 	"\n" +
 	"AckRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"#\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\";\n" +
 	"\vAckResponse\x12\x14\n" +
-	"\x05acked\x18\x01 \x01(\rR\x05acked\"\x1f\n" +
+	"\x05acked\x18\x01 \x01(\rR\x05acked\x12\x16\n" +
+	"\x06lapsed\x18\x02 \x03(\tR\x06lapsed\"\x1f\n" +
 	"\vNackRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"\x0e\n" +
 	"\fNackResponse\"\xa0\x01\n" +
