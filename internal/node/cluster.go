@@ -296,7 +296,7 @@ func (n *Node) ackLeased(ctx context.Context, s *shardRuntime, offsets, numbers 
 // proposal that only this leader may make, so that no other leader, which
 // may have handed the events out again since, applies it unchecked.
 func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
-	held, lapsed := s.leases.holdForAck(offsets, numbers, time.Now())
+	held, fresh, lapsed := s.leases.holdForAck(offsets, numbers, time.Now())
 	res := ackResult{Lapsed: lapsed}
 	if len(held) == 0 {
 		return res, nil
@@ -304,14 +304,17 @@ func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numb
 	cmd := shard.Command{Op: shard.OpAck, Offsets: held}
 	r, err := n.host.ProposeAsLeader(ctx, s.group, cmd.AppendBinary(nil))
 	if err != nil {
-		return res, ackError(s, n.hostError(s.name, err))
+		err = n.hostError(s.name, err)
+	} else if sr := r.(shard.Result); sr.Err != nil {
+		err = sr.Err
+	} else {
+		res.Count = sr.Count
+		return res, nil
 	}
-	sr := r.(shard.Result)
-	if sr.Err != nil {
-		return res, ackError(s, sr.Err)
-	}
-	res.Count = sr.Count
-	return res, nil
+	// The holds this ack made end with it (an offset never assigned must
+	// not stay leased); a consumer's own leases stay, for it to ack again.
+	s.leases.nack(fresh, nil)
+	return res, ackError(s, err)
 }
 
 // notHostedError says that this node holds no replica of the shard.

@@ -100,25 +100,33 @@ func (t *leaseTable) lease(offset uint64, then time.Time) uint64 {
 // receipt whose lease is still the event's, and on one of an event that
 // no consumer holds now (its lease expired, or was lost with a former
 // leader); those events are held for the ack until it applies (acked), so
-// that no fetch hands one out meanwhile, and their offsets are returned.
+// that no fetch hands one out meanwhile, and their offsets are returned,
+// the ones that were not held by that receipt's lease before in fresh.
 // The others lapsed: the event was handed out again, and its holder acks
 // it; their positions are returned.
-func (t *leaseTable) holdForAck(offsets, numbers []uint64, now time.Time) (held []uint64, lapsed []int) {
+func (t *leaseTable) holdForAck(offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Long enough for the ack to commit, short enough that an ack that
+	// never does only delays the event's next delivery.
+	hold := now.Add(DefaultVisibility)
 	for i, o := range offsets {
-		if u, ok := t.until[o]; ok && u.After(now) && t.number[o] != numbers[i] {
+		u, leased := t.until[o]
+		own := leased && t.number[o] == numbers[i]
+		if leased && u.After(now) && !own {
 			lapsed = append(lapsed, i)
 			continue
 		}
-		// Held as long as a fetch would lease it: long enough for the
-		// ack to commit, short enough that an ack that never does only
-		// delays the event's next delivery.
-		t.until[o] = now.Add(DefaultVisibility)
+		if !own {
+			fresh = append(fresh, o)
+		}
+		if !own || u.Before(hold) {
+			t.until[o] = hold
+		}
 		t.number[o] = numbers[i]
 		held = append(held, o)
 	}
-	return held, lapsed
+	return held, fresh, lapsed
 }
 
 // nack ends the leases of offsets early. numbers, if not nil, holds the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
@@ -97,5 +98,24 @@ func TestAckNamesBadReceipts(t *testing.T) {
 	_, err := n.Ack(context.Background(), []string{"t/0/1.0"})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "OFFSET.LEASE") {
 		t.Fatalf("ack of t/0/1.0 = %v, want invalid, saying OFFSET.LEASE", err)
+	}
+}
+
+// TestAckOfAReceiptOfNoEventLeavesNoLease: a receipt naming an offset
+// never assigned fails the ack, saying so, and leaves nothing leased.
+func TestAckOfAReceiptOfNoEventLeavesNoLease(t *testing.T) {
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "t", map[string]string{"shards": "1"})
+	publish(t, n, "t", ev("a", "a1"))
+	_, err := n.Ack(context.Background(), []string{topic.Receipt("t/0/999", 5)})
+	if !errors.Is(err, shard.ErrUnknownOffset) || !strings.Contains(err.Error(), "999") {
+		t.Fatalf("ack of a receipt of offset 999 = %v, want an unknown-offset error naming it", err)
+	}
+	st, err := n.TopicStats(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leased := st.Shards[0].Leased; leased != 0 {
+		t.Fatalf("%d leases after the failed ack, want 0", leased)
 	}
 }
