@@ -34,13 +34,8 @@ func leaderLeases(t *testing.T, c *client.Client, topic string) uint64 {
 // not lead, the shard's leadership goes back to its preferred leader (it
 // waits for a moment when no consumer holds a lease).
 func TestE2EAckThroughAFollowerEndsTheLeadersLeases(t *testing.T) {
-	c := startCluster(t)
+	c, leader := startOneShardCluster(t)
 	ctx := context.Background()
-	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "1"}); err != nil {
-		t.Fatal(err)
-	}
-	st := waitStatus(t, c.client(0), "the shard is led by its preferred leader", ledByPreferred)
-	leader := int(st.Shards[0].Leader) - 1
 	follower := (leader + 1) % 3
 	for i := range 10 {
 		if _, err := c.client(leader).Publish(ctx, "orders", client.Event{Key: fmt.Sprint("k", i), Payload: []byte("x")}); err != nil {
@@ -74,7 +69,7 @@ func TestE2EAckThroughAFollowerEndsTheLeadersLeases(t *testing.T) {
 	// a lease on it. The consumer fetches and acknowledges through the
 	// node that leads neither before nor after.
 	c.nodes[leader].kill()
-	st = waitStatus(t, c.client(follower), "another node leads the shard", func(st *client.ClusterStatus) bool {
+	st := waitStatus(t, c.client(follower), "another node leads the shard", func(st *client.ClusterStatus) bool {
 		l := st.Shards[0].Leader
 		return l != 0 && int(l) != leader+1
 	})
@@ -89,6 +84,19 @@ func TestE2EAckThroughAFollowerEndsTheLeadersLeases(t *testing.T) {
 	t.Logf("the shard went back to its preferred leader %v after its restart, under a consumer through node %d",
 		time.Since(start).Round(time.Millisecond), other+1)
 	load.finish(t, c.client(other))
+}
+
+// startOneShardCluster starts a cluster with a topic "orders" of one
+// shard, and returns it once the shard is led by its preferred leader,
+// with that leader's index.
+func startOneShardCluster(t *testing.T) (*cluster, int) {
+	t.Helper()
+	c := startCluster(t)
+	if _, err := c.client(0).CreateTopic(context.Background(), "orders", map[string]string{"shards": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, c.client(0), "the shard is led by its preferred leader", ledByPreferred)
+	return c, int(st.Shards[0].Leader) - 1
 }
 
 // waitLeases waits until the node c reaches holds want leases on topic.
@@ -113,13 +121,8 @@ func waitLeases(t *testing.T, c *client.Client, topic string, want uint64) {
 // another consumer since, acks without ending the other's lease, so the
 // key's next event waits for the event's current holder.
 func TestE2EReceiptAckThroughAFollowerIsCheckedOnTheLeader(t *testing.T) {
-	c := startCluster(t)
+	c, leader := startOneShardCluster(t)
 	ctx := context.Background()
-	if _, err := c.client(0).CreateTopic(ctx, "orders", map[string]string{"shards": "1"}); err != nil {
-		t.Fatal(err)
-	}
-	st := waitStatus(t, c.client(0), "the shard is led by its preferred leader", ledByPreferred)
-	leader := int(st.Shards[0].Leader) - 1
 	a, b := (leader+1)%3, (leader+2)%3
 	for _, p := range []string{"first", "second"} {
 		if _, err := c.client(leader).Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte(p)}); err != nil {
