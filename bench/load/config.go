@@ -22,6 +22,9 @@ type Config struct {
 	EventBytes int `json:"event_bytes"`
 	// Keys is the number of distinct keys; each event takes one at random.
 	Keys int `json:"keys"`
+	// KeyPerBatch gives all the events of a batch one key, picked at
+	// random for each batch: a batch then goes to one shard.
+	KeyPerBatch bool `json:"key_per_batch,omitempty"`
 	// Duration ends the measured run after this long (0: no time limit).
 	Duration time.Duration `json:"-"`
 	// Count ends the measured run after this many events (0: no limit).
@@ -50,6 +53,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Batch, "batch", c.Batch, "events per publish (a request; for peers: messages sent before waiting for their acks)")
 	fs.IntVar(&c.EventBytes, "event-bytes", c.EventBytes, "payload size of each event in bytes")
 	fs.IntVar(&c.Keys, "keys", c.Keys, "key cardinality: events take one of this many keys at random")
+	fs.BoolVar(&c.KeyPerBatch, "key-per-batch", c.KeyPerBatch, "give all the events of a batch one key (picked at random per batch), so that each batch goes to one shard")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measure for this long (with --count only: no time limit)")
 	fs.Int64Var(&c.Count, "count", c.Count, "measure this many events, then stop (0: no count limit)")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "load before the measured run, not counted")

@@ -132,6 +132,9 @@ func median(vs []float64) float64 {
 func (c Config) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d producers, batch %d, %d-byte events, %d keys", c.Producers, c.Batch, c.EventBytes, c.Keys)
+	if c.KeyPerBatch {
+		b.WriteString(", one key per batch")
+	}
 	switch {
 	case c.Count > 0 && c.Duration > 0:
 		fmt.Fprintf(&b, ", %d events or %v", c.Count, c.Duration)

@@ -175,8 +175,12 @@ func (r *runner) produce(ctx context.Context, id int, p Producer, s *producerSta
 			}
 		}
 		batch := events[:n]
+		key := r.keys[rng.IntN(len(r.keys))]
 		for j := range batch {
-			batch[j].Key = r.keys[rng.IntN(len(r.keys))]
+			if !r.cfg.KeyPerBatch {
+				key = r.keys[rng.IntN(len(r.keys))]
+			}
+			batch[j].Key = key
 		}
 		t0 := time.Now()
 		err := p.Publish(ctx, batch)

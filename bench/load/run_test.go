@@ -26,9 +26,10 @@ type fakeSystem struct {
 	active  atomic.Int64 // producers publishing right now
 	maxSeen atomic.Int64
 
-	mu   sync.Mutex
-	keys map[string]int
-	size map[int]int // payload length → events
+	mu        sync.Mutex
+	keys      map[string]int
+	size      map[int]int // payload length → events
+	mixedKeys int         // batches with more than one key
 }
 
 func newFake(delay time.Duration) *fakeSystem {
@@ -71,6 +72,9 @@ func (p *fakeProducer) Publish(ctx context.Context, events []Event) error {
 		s.keys[e.Key]++
 		s.size[len(e.Payload)]++
 	}
+	if slices.ContainsFunc(events, func(e Event) bool { return e.Key != events[0].Key }) {
+		s.mixedKeys++
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -110,6 +114,24 @@ func TestRunCountStopsExactly(t *testing.T) {
 	}
 	if res.Latency.Max <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
 		t.Errorf("latency not ordered: %+v", res.Latency)
+	}
+}
+
+// TestRunKeyPerBatch: with KeyPerBatch every batch has one key, and the
+// batches still spread over the keys; without it, batches mix keys.
+func TestRunKeyPerBatch(t *testing.T) {
+	for _, perBatch := range []bool{true, false} {
+		f := newFake(0)
+		cfg := Config{Producers: 2, Batch: 50, Keys: 8, Count: 5000, KeyPerBatch: perBatch}
+		if _, err := Run(context.Background(), cfg, f.newProducer); err != nil {
+			t.Fatal(err)
+		}
+		if perBatch && (f.mixedKeys != 0 || len(f.keys) != 8) {
+			t.Errorf("one key per batch: %d batches mixed keys, %d keys used; want 0 and 8", f.mixedKeys, len(f.keys))
+		}
+		if !perBatch && f.mixedKeys == 0 {
+			t.Errorf("keys per event: no batch mixed keys")
+		}
 	}
 }
 
