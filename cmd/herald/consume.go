@@ -295,7 +295,7 @@ func (c *consumer) handle(ctx context.Context, events []client.Delivery) error {
 	_, err := c.c.Ack(context.WithoutCancel(ctx), receipts...)
 	var lapsed *client.LapsedError
 	if errors.As(err, &lapsed) {
-		_, err = fmt.Fprintf(c.errOut, "herald consume: warning: %v; a --visibility-timeout longer than the time to handle a batch avoids this\n", err)
+		_, err = fmt.Fprintf(c.errOut, "herald consume: warning: %v; a --visibility longer than the time to handle a batch avoids this\n", err)
 	}
 	if err != nil {
 		return fmt.Errorf("ack %d events: %w", len(receipts), err)

@@ -54,49 +54,51 @@ func (n *Node) handleCalls(t *transport.Transport) {
 	})
 	n.handleRelayedCalls(t)
 	n.handlePing(t)
-	t.HandleCall(opFetch, func(ctx context.Context, payload []byte) ([]byte, error) {
-		var c shardCall
-		s, err := n.calledShard(payload, &c)
-		if err != nil {
-			return nil, err
-		}
-		fetch := n.fetchShard
-		if c.Relay {
-			fetch = n.fetchFromLeader
-		}
-		ds, err := fetch(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(ds)
-	})
-	t.HandleCall(opNack, func(ctx context.Context, payload []byte) ([]byte, error) {
-		var c shardCall
-		s, err := n.calledShard(payload, &c)
-		if err != nil {
-			return nil, err
-		}
-		if c.Relay {
+	n.handleShardCall(t, opFetch,
+		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
+			return n.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+		},
+		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
+			return n.fetchFromLeader(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+		})
+	n.handleShardCall(t, opNack,
+		func(_ context.Context, s *shardRuntime, c shardCall) (any, error) {
+			s.leases.nack(c.Offsets, c.Leases)
+			return nil, nil
+		},
+		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
 			return nil, n.nackOnLeader(ctx, s, c)
-		}
-		s.leases.nack(c.Offsets, c.Leases)
-		return nil, nil
-	})
-	t.HandleCall(opAck, func(ctx context.Context, payload []byte) ([]byte, error) {
+		})
+	n.handleShardCall(t, opAck,
+		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
+			return n.ackLeasedHere(ctx, s, c.Offsets, c.Leases)
+		},
+		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
+			return n.ackLeased(ctx, s, c.Offsets, c.Leases)
+		})
+}
+
+// handleShardCall registers op, a call about one shard that runs on its
+// leader: here runs it on this node, which calledShard has checked leads
+// the shard; relay runs a call relayed by a node that holds no replica,
+// passing it on to the leader. What either returns is the answer, as
+// JSON.
+func (n *Node) handleShardCall(t *transport.Transport, op string, here, relay func(context.Context, *shardRuntime, shardCall) (any, error)) {
+	t.HandleCall(op, func(ctx context.Context, payload []byte) ([]byte, error) {
 		var c shardCall
 		s, err := n.calledShard(payload, &c)
 		if err != nil {
 			return nil, err
 		}
-		ack := n.ackLeasedHere
+		run := here
 		if c.Relay {
-			ack = n.ackLeased
+			run = relay
 		}
-		res, err := ack(ctx, s, c.Offsets, c.Leases)
-		if err != nil {
+		out, err := run(ctx, s, c)
+		if err != nil || out == nil {
 			return nil, err
 		}
-		return json.Marshal(res)
+		return json.Marshal(out)
 	})
 }
 
