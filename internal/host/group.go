@@ -778,7 +778,7 @@ func (g *group) snapshotFinished(r snapResult) {
 	g.maybeSnapshot()
 }
 
-// propose replicates cmd. While the group has no leader (an election is
+// propose replicates p's command. While the group has no leader (an election is
 // running) it retries for up to two election timeouts before giving up.
 func (g *group) propose(ctx context.Context, p proposal) (any, error) {
 	wait := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
