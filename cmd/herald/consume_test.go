@@ -201,6 +201,29 @@ func TestConsumeAllowUnreadableWarnsAndExitsZero(t *testing.T) {
 	}
 }
 
+// An ack whose lease lapsed (the event went to another consumer) is a
+// warning that names the receipt and the flag that avoids it, not a
+// failure: the events are with their new holder, and consume goes on.
+func TestConsumeWarnsOfLapsedAcksAndGoesOn(t *testing.T) {
+	f, url := consumeFixture(t)
+	f.SetLapsed("orders/0/1")
+	r := runCLI(context.Background(), "", "--server", url, "consume", "orders", "--wait", "0", "--batch", "2")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0", r.code, r.stderr)
+	}
+	want := "herald consume: warning: ack: 1 receipt lapsed (orders/0/1): handed out again since, so acknowledged by the current holder instead; " +
+		"a --visibility longer than the time to handle a batch avoids this\n"
+	if r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 3 {
+		t.Errorf("printed %d events, want all 3 (the batch after the lapse too):\n%s", n, r.stdout)
+	}
+	if got, want := ackedIDs(f), []string{"orders/0/0", "orders/0/1", "orders/0/2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ack requests named %q, want %q", got, want)
+	}
+}
+
 func TestConsumeJSONListsUnreadableShards(t *testing.T) {
 	f, url := consumeFixture(t)
 	f.SetUnreadable("orders", false, damagedShard(damagedReason))

@@ -63,6 +63,7 @@ type Server struct {
 	stats        *heraldv1.TopicStatsResponse
 	unreadable   map[string][]*heraldv1.UnreadableShard
 	noneReadable map[string]bool
+	lapsed       map[string]bool // ids whose acks are answered as lapsed
 }
 
 // New returns an empty server whose clock stands at now.
@@ -75,6 +76,18 @@ func New(now time.Time) *Server {
 		reservations: map[string]string{},
 		unreadable:   map[string][]*heraldv1.UnreadableShard{},
 		noneReadable: map[string]bool{},
+		lapsed:       map[string]bool{},
+	}
+}
+
+// SetLapsed makes acks of the events with these ids lapse from now on, as
+// the server answers an ack whose lease ran out and whose event was handed
+// out again: named in AckResponse.lapsed, and not acknowledged.
+func (s *Server) SetLapsed(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.lapsed[id] = true
 	}
 }
 
@@ -435,17 +448,21 @@ func unreadableError(topic string, shards []*heraldv1.UnreadableShard) error {
 }
 
 // Ack acknowledges leased or available events and counts those not
-// acknowledged before.
+// acknowledged before, except those SetLapsed named.
 func (s *Server) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
 	return answer(ctx, s, req, func(r *heraldv1.AckRequest) (*heraldv1.AckResponse, error) {
 		var n uint32
+		var lapsed []string
 		for _, id := range r.GetIds() {
-			if s.known(id) && !s.acked[id] {
+			switch {
+			case s.lapsed[id]:
+				lapsed = append(lapsed, id)
+			case s.known(id) && !s.acked[id]:
 				s.acked[id] = true
 				n++
 			}
 		}
-		return &heraldv1.AckResponse{Acked: n}, nil
+		return &heraldv1.AckResponse{Acked: n, Lapsed: lapsed}, nil
 	})
 }
 
