@@ -185,11 +185,9 @@ func (h *handle) put(wrote bool) {
 	fs.closeVictims(victims)
 }
 
-// sync makes what was written through the handle durable, and then, if
-// drop > 0, advises that its first drop bytes will not be read (see
-// Options.DropSynced). A file the bound closed was synced before it was
-// closed.
-func (h *handle) sync(drop int64) error {
+// sync makes what was written through the handle durable. A file the
+// bound closed was synced before it was closed.
+func (h *handle) sync() error {
 	fs := h.files
 	fs.mu.Lock()
 	for h.busy {
@@ -212,11 +210,6 @@ func (h *handle) sync(drop int64) error {
 	h.unsynced = false
 	fs.mu.Unlock()
 	err := h.fsync(f)
-	if err == nil && drop > 0 {
-		// Only advice: should the kernel refuse it, every byte is still
-		// durable and readable, so the sync stands.
-		_ = vfs.DropCache(f, 0, drop)
-	}
 	h.put(err != nil)
 	return err
 }

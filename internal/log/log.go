@@ -67,13 +67,6 @@ type Options struct {
 	// start after a clean stop. Recovery then finds a tear possible if
 	// either this log's state file or the other log says so.
 	ElsewhereNoTear string
-
-	// DropSynced says the log is read only when it is opened, as the
-	// node's WAL is: once synced, its pages may leave the page cache
-	// (vfs.DropCache). Otherwise a log nobody reads fills memory that
-	// the shards' segments, which are read, need; and its next writes
-	// reuse the memory just freed instead of taking more.
-	DropSynced bool
 }
 
 // Log is the record log of one shard.
@@ -92,7 +85,6 @@ type Log struct {
 	stateOK bool     // state was read or written
 	noTear  string   // why recovery found no write can have been torn; "" if one can
 	covered bool     // Options.UnsyncedElsewhere
-	drop    bool     // Options.DropSynced
 	cutFrom uint64   // index of the first record recovery cut; 0 if none
 
 	// Test hooks, set before the log is shared.
@@ -169,7 +161,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		segSize:   segSize,
 		bootID:    bootID,
 		covered:   opts.UnsyncedElsewhere,
-		drop:      opts.DropSynced,
 		writeAt:   vfs.File.WriteAt,
 		fsyncFile: vfs.File.SyncData,
 	}
@@ -530,7 +521,7 @@ func (l *Log) write(recs []Record) error {
 			done = append(done, c)
 			// The full segment must be durable before a later one exists:
 			// recovery forgives a torn record only in the last segment.
-			if err = c.seg.h.sync(0); err != nil {
+			if err = c.seg.h.sync(); err != nil {
 				err = fmt.Errorf("sync segment %s before rolling: %w", c.seg.path, err)
 				l.fail(err)
 				c = chunk{}

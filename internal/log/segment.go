@@ -46,10 +46,6 @@ type segment struct {
 	// Guarded by Log.mu.
 	dirty   bool // has bytes not yet covered by a Sync
 	removed bool // no longer part of the log
-
-	// syncing is size when the Sync leader took the segment, the bytes
-	// its fdatasync covers; only that leader uses it.
-	syncing int64
 }
 
 // segName returns the file name of the segment whose first index is base.

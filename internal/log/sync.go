@@ -50,7 +50,6 @@ func (l *Log) Sync() error {
 	batch := append(l.batch[:0], l.dirty...)
 	for _, s := range batch {
 		s.dirty = false
-		s.syncing = s.size
 	}
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
@@ -63,7 +62,7 @@ func (l *Log) Sync() error {
 	// is done (see handle.retire), or was closed and needs none.
 	var err error
 	for _, s := range batch {
-		if serr := s.h.sync(l.dropSize(s.syncing)); serr != nil && err == nil {
+		if serr := s.h.sync(); serr != nil && err == nil {
 			err = fmt.Errorf("sync segment %s: %w; the log must be reopened", s.path, serr)
 		}
 	}
@@ -81,14 +80,4 @@ func (l *Log) Sync() error {
 	l.syncing = false
 	l.scond.Broadcast()
 	return err
-}
-
-// dropSize is how many bytes of a segment synced up to size may leave the
-// page cache: all of them in a log that is read only when opened
-// (Options.DropSynced), none otherwise.
-func (l *Log) dropSize(size int64) int64 {
-	if !l.drop {
-		return 0
-	}
-	return size
 }

@@ -5,8 +5,6 @@ package vfs
 import (
 	"os"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // fdatasync flushes f's data, and the metadata needed to read it back, to
@@ -33,22 +31,4 @@ func fdatasync(f *os.File) error {
 		return os.NewSyscallError("fdatasync", serr)
 	}
 	return nil
-}
-
-// dropCache tells the kernel that the pages of f in [off, off+n) will not
-// be read soon, so it may drop them from the page cache. Pages still
-// dirty are only queued for writeback, not dropped.
-func dropCache(f *os.File, off, n int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var aerr error
-	err = rc.Control(func(fd uintptr) {
-		aerr = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
-	})
-	if err != nil {
-		return err
-	}
-	return aerr
 }

@@ -49,17 +49,6 @@ type osFile struct{ *os.File }
 
 func (f osFile) SyncData() error { return fdatasync(f.File) }
 
-// dropCache leaves out a partly covered last page, which the kernel would
-// drop if it ends the file: the next append to the file would then read
-// it back from the disk first.
-func (f osFile) dropCache(off, n int64) error {
-	n = (off+n)&^int64(os.Getpagesize()-1) - off
-	if n <= 0 {
-		return nil
-	}
-	return dropCache(f.File, off, n)
-}
-
 func (f osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {

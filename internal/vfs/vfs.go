@@ -56,18 +56,3 @@ type File interface {
 	// Size returns the file's length.
 	Size() (int64, error)
 }
-
-// DropCache advises that the data of f in [off, off+n) will not be read
-// soon: the whole pages of a file of the operating system's in that range
-// may then leave the page cache, once written back (a partly covered page
-// stays, since an append to it would have to read it back first); for any
-// other file it does nothing. A log that is read only when it is opened (the node's WAL)
-// drops what it has synced, so that it does not fill the memory other
-// files' pages need, and its next writes reuse memory just freed. It
-// changes no data.
-func DropCache(f File, off, n int64) error {
-	if d, ok := f.(interface{ dropCache(off, n int64) error }); ok {
-		return d.dropCache(off, n)
-	}
-	return nil
-}

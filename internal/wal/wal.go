@@ -10,9 +10,6 @@
 // deleted. At open, what the WAL holds is handed back to each group
 // (Recovered), which replays it over its segment log.
 //
-// The WAL is read only when it opens, so once synced its pages leave the
-// page cache (log.Options.DropSynced).
-//
 // The WAL is itself a record log of internal/log, with its crash safety:
 // every record is checksummed, and only a record that cannot have been
 // acknowledged (a torn write the log can prove torn) is cut at recovery;
@@ -136,7 +133,7 @@ type WAL struct {
 // to be taken by each group with Recovered. Checkpoints delete nothing
 // until Booted says that every group that will claim its entries has.
 func Open(dir string, opts Options) (*WAL, error) {
-	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID, DropSynced: true})
+	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID})
 	if err != nil {
 		return nil, fmt.Errorf("open the node's write-ahead log: %w", err)
 	}
