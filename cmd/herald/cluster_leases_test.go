@@ -139,6 +139,7 @@ func TestE2EReceiptAckThroughAFollowerIsCheckedOnTheLeader(t *testing.T) {
 		t.Fatalf("fetch through node %d after the lease expired: %v, %v; want the first event again", b+1, holding, err)
 	}
 
+	acksBefore := forwardedRequestsHow(t, "ack", c.addrs[a])
 	n, err := c.client(a).Ack(ctx, lapsing[0].Receipt)
 	var lapsed *client.LapsedError
 	if !errors.As(err, &lapsed) || n != 0 || !slices.Equal(lapsed.Receipts, []string{lapsing[0].Receipt}) {
@@ -152,6 +153,9 @@ func TestE2EReceiptAckThroughAFollowerIsCheckedOnTheLeader(t *testing.T) {
 	}
 	if n, err := c.client(a).Ack(ctx, holding[0].Receipt); err != nil || n != 1 {
 		t.Fatalf("ack of the current receipt through node %d: %d, %v; want 1", a+1, n, err)
+	}
+	if got := forwardedRequestsHow(t, "ack", c.addrs[a]) - acksBefore; got != 2 {
+		t.Errorf("node %d counted %v acks forwarded to the leader (herald_forwarded_requests_total{how=\"ack\"}), want 2", a+1, got)
 	}
 	ds, err := c.client(b).Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 10})
 	if err != nil || len(ds) != 1 || string(ds[0].Payload) != "second" {

@@ -23,6 +23,17 @@ import (
 // not lead the shard.
 func forwardedRequests(t *testing.T, addrs ...string) float64 {
 	t.Helper()
+	return forwardedRequestsHow(t, "", addrs...)
+}
+
+// forwardedRequestsHow is forwardedRequests of the series labelled how
+// (all of them if how is "").
+func forwardedRequestsHow(t *testing.T, how string, addrs ...string) float64 {
+	t.Helper()
+	prefix := "herald_forwarded_requests_total{"
+	if how != "" {
+		prefix += `how="` + how + `"}`
+	}
 	total := 0.0
 	for _, a := range addrs {
 		resp, err := http.Get("http://" + a + "/metrics")
@@ -32,7 +43,7 @@ func forwardedRequests(t *testing.T, addrs ...string) float64 {
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.HasPrefix(line, "herald_forwarded_requests_total{") {
+			if !strings.HasPrefix(line, prefix) {
 				continue
 			}
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

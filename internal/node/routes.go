@@ -90,8 +90,8 @@ func ForwardReport(ctx context.Context) (context.Context, func() bool) {
 
 // forwarded counts a request this node passes to another, by how: "raft"
 // (a follower's proposal, which raft hands to the leader), "relay" (to a
-// replica, from a node that holds none), "fetch" or "nack" (to the
-// shard's leader, where pull leases live).
+// replica, from a node that holds none), "fetch", "nack" or "ack" (an ack
+// by receipt; to the shard's leader, where pull leases live).
 func (n *Node) forwarded(ctx context.Context, how string) {
 	n.forwards.WithLabelValues(how).Inc()
 	if f, ok := ctx.Value(forwardReportKey{}).(*atomic.Bool); ok {
