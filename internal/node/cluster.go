@@ -303,13 +303,8 @@ func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numb
 	if len(held) == 0 {
 		return res, nil
 	}
-	cmd := shard.Command{Op: shard.OpAck, Offsets: held}
-	r, err := n.host.ProposeAsLeader(ctx, s.group, cmd.AppendBinary(nil))
-	if err != nil {
-		err = n.hostError(s.name, err)
-	} else if sr := r.(shard.Result); sr.Err != nil {
-		err = sr.Err
-	} else {
+	sr, err := n.proposeHere(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held}, true)
+	if err == nil {
 		res.Count = sr.Count
 		return res, nil
 	}

@@ -618,13 +618,25 @@ func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Com
 	if !s.local {
 		return n.relayPropose(ctx, s, cmd)
 	}
+	return n.proposeHere(ctx, s, cmd, false)
+}
+
+// proposeHere proposes a shard command to the shard's group on this node
+// and unwraps the result. A leader-only proposal (host.ProposeAsLeader)
+// fails unless this replica leads; any other goes through raft to the
+// leader.
+func (n *Node) proposeHere(ctx context.Context, s *shardRuntime, cmd *shard.Command, leaderOnly bool) (shard.Result, error) {
 	if err := s.unservable(); err != nil {
 		return shard.Result{}, err
 	}
-	if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
-		n.forwarded(ctx, "raft")
+	propose := n.host.ProposeAsLeader
+	if !leaderOnly {
+		propose = n.host.Propose
+		if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
+			n.forwarded(ctx, "raft")
+		}
 	}
-	r, err := n.host.Propose(ctx, s.group, cmd.AppendBinary(nil))
+	r, err := propose(ctx, s.group, cmd.AppendBinary(nil))
 	if err != nil {
 		return shard.Result{}, n.hostError(s.name, err)
 	}
