@@ -23,7 +23,7 @@ func TestAddGroupsFuncCallsBackAsEachGroupOpens(t *testing.T) {
 	failed := h.AddGroupsFunc(context.Background(), gcs, func(id uint64, err error) {
 		var perr error
 		if err == nil {
-			_, perr = h.Propose(context.Background(), id, []byte("early"))
+			_, perr = h.Propose(context.Background(), id, Bytes([]byte("early")))
 		}
 		mu.Lock()
 		defer mu.Unlock()

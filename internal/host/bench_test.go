@@ -51,7 +51,7 @@ func benchHost(b *testing.B, shards int, mod func(*host.Config)) *host.Host {
 
 func publishOne(ctx context.Context, h *host.Host, group uint64, key string, payload []byte) error {
 	cmd := shard.Command{Op: shard.OpPublish, Time: time.Now().UnixNano(), Events: []shard.Event{{Key: key, Payload: payload}}}
-	r, err := h.Propose(ctx, group, cmd.AppendBinary(nil))
+	r, err := h.Propose(ctx, group, &cmd)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func fill(b *testing.B, h *host.Host, n int, payload []byte) {
 				for j := range 500 {
 					cmd.Events = append(cmd.Events, shard.Event{Key: fmt.Sprint("fill-", j%64), Payload: payload})
 				}
-				if _, err := h.Propose(context.Background(), 1, cmd.AppendBinary(nil)); err != nil {
+				if _, err := h.Propose(context.Background(), 1, &cmd); err != nil {
 					b.Error(err)
 					return
 				}
@@ -206,7 +206,7 @@ func ackFrom(ctx context.Context, h *host.Host, group uint64, from uint64) {
 			offs = append(offs, o)
 		}
 		cmd := shard.Command{Op: shard.OpAck, Offsets: offs}
-		if _, err := h.Propose(ctx, group, cmd.AppendBinary(nil)); err != nil {
+		if _, err := h.Propose(ctx, group, &cmd); err != nil {
 			return
 		}
 		acked = next

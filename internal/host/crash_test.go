@@ -87,7 +87,7 @@ func TestCrashWriter(t *testing.T) {
 					cmd.Events = append(cmd.Events, shard.Event{Key: key, Payload: []byte(payload)})
 					seq[key]++
 				}
-				r, err := h.Propose(ctx, crashGroup, cmd.AppendBinary(nil))
+				r, err := h.Propose(ctx, crashGroup, &cmd)
 				if err != nil {
 					panic(err)
 				}
@@ -134,7 +134,7 @@ func TestCrashWriter(t *testing.T) {
 			consumed.WriteString(b.String())
 			mu.Unlock()
 			cmd := shard.Command{Op: shard.OpAck, Offsets: offs}
-			if _, err := h.Propose(ctx, crashGroup, cmd.AppendBinary(nil)); err != nil {
+			if _, err := h.Propose(ctx, crashGroup, &cmd); err != nil {
 				panic(err)
 			}
 		}

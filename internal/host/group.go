@@ -43,9 +43,9 @@ const (
 
 type proposal struct {
 	id         uint64
-	data       []byte // envelope: proposal id + command; the command alone until proposeOnce
+	cmd        Command
+	data       []byte // envelope: proposal id + command, encoded by proposeOnce
 	leaderOnly bool   // see Host.ProposeAsLeader
-	err        chan error
 }
 
 type waiter struct {
@@ -426,8 +426,10 @@ func (g *group) proposeBatch(batch []proposal) {
 			err = ErrOverloaded
 		}
 	}
-	for _, p := range batch {
-		p.err <- err
+	if err != nil {
+		for _, p := range batch {
+			g.deliver(p.id, err)
+		}
 	}
 }
 
@@ -440,7 +442,7 @@ func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
 	}
 	return slices.DeleteFunc(batch, func(p proposal) bool {
 		if p.leaderOnly {
-			p.err <- ErrNotLeader
+			g.deliver(p.id, ErrNotLeader)
 		}
 		return p.leaderOnly
 	})
@@ -778,61 +780,88 @@ func (g *group) snapshotFinished(r snapResult) {
 	g.maybeSnapshot()
 }
 
-// propose replicates p's command. While the group has no leader (an election is
-// running) it retries for up to two election timeouts before giving up.
+// propose replicates p's command and returns its result.
 func (g *group) propose(ctx context.Context, p proposal) (any, error) {
-	wait := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
-	deadline := time.Now().Add(wait)
-	for {
-		r, err := g.proposeOnce(ctx, p)
-		if !errors.Is(err, ErrNoLeader) || time.Now().After(deadline) {
-			return r, err
-		}
-		select {
-		case <-time.After(g.h.cfg.TickInterval):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return g.start(ctx, p).Wait(ctx)
 }
 
-func (g *group) proposeOnce(ctx context.Context, p proposal) (any, error) {
+// start hands p to the group's loop and returns without waiting for it
+// to commit.
+func (g *group) start(ctx context.Context, p proposal) *Proposal {
+	wait := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
+	pr := &Proposal{g: g, p: p, deadline: time.Now().Add(wait)}
+	pr.send(ctx)
+	return pr
+}
+
+// A Proposal is a command on its way through a group's log: Host.Start
+// began it, Wait returns its result. Every Proposal started must be
+// waited for; Wait releases what the group holds for it.
+type Proposal struct {
+	g        *group
+	p        proposal
+	id       uint64
+	result   chan any
+	err      error     // why the last send failed
+	deadline time.Time // until when Wait proposes again while the group has no leader
+}
+
+// send registers a waiter for the proposal and hands it to the group's
+// loop.
+func (pr *Proposal) send(ctx context.Context) {
+	g := pr.g
 	id := g.h.nextID.Add(1)
 	w := waiter{result: make(chan any, 1), since: time.Now()}
 	g.waitMu.Lock()
 	if g.waiters == nil {
 		g.waitMu.Unlock()
-		return nil, g.closedErr()
+		pr.err = g.closedErr()
+		return
 	}
 	g.waiters[id] = w
 	g.waitMu.Unlock()
-	defer func() {
-		g.waitMu.Lock()
-		if g.waiters != nil {
-			delete(g.waiters, id)
-		}
-		g.waitMu.Unlock()
-	}()
-	p.id, p.data, p.err = id, encodeEnvelope(id, p.data), make(chan error, 1)
+	pr.id, pr.result, pr.err = id, w.result, nil
+	p := pr.p
+	p.id, p.data = id, encodeEnvelope(id, p.cmd)
 	select {
 	case g.propc <- p:
+		return
 	case <-g.done:
-		return nil, g.closedErr()
+		pr.err = g.closedErr()
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		pr.err = ctx.Err()
 	}
-	select {
-	case err := <-p.err:
-		if err != nil {
-			return nil, err
+	g.forget(id)
+}
+
+// Wait returns the proposal's result once its entry is applied. While the
+// group has no leader (an election is running) it proposes again, for up
+// to two election timeouts, before giving up.
+func (pr *Proposal) Wait(ctx context.Context) (any, error) {
+	for {
+		r, err := pr.wait(ctx)
+		if !errors.Is(err, ErrNoLeader) || time.Now().After(pr.deadline) {
+			return r, err
 		}
-	case <-g.done:
-		return nil, g.closedErr()
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case <-time.After(pr.g.h.cfg.TickInterval):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		pr.send(ctx)
 	}
+}
+
+// wait waits for the one answer a sent proposal gets, whatever happens:
+// its result, a refusal (dropped, or it needs a leader), or the group's
+// failure (shutdown answers every waiter).
+func (pr *Proposal) wait(ctx context.Context) (any, error) {
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	defer pr.g.forget(pr.id)
 	select {
-	case r := <-w.result:
+	case r := <-pr.result:
 		if err, ok := r.(error); ok {
 			return nil, err
 		}
@@ -841,6 +870,15 @@ func (g *group) proposeOnce(ctx context.Context, p proposal) (any, error) {
 		// The entry may still commit: the caller must treat the outcome as unknown.
 		return nil, ctx.Err()
 	}
+}
+
+// forget drops the waiter of proposal id, if it is still there.
+func (g *group) forget(id uint64) {
+	g.waitMu.Lock()
+	if g.waiters != nil {
+		delete(g.waiters, id)
+	}
+	g.waitMu.Unlock()
 }
 
 func (g *group) deliver(id uint64, result any) {
@@ -1017,11 +1055,8 @@ func (g *group) closedErr() error {
 
 // encodeEnvelope prefixes a command with the id of its proposal so the
 // proposer can be found when the entry is applied. Id 0 means no waiter.
-func encodeEnvelope(id uint64, cmd []byte) []byte {
-	b := make([]byte, 8+len(cmd))
-	binary.LittleEndian.PutUint64(b, id)
-	copy(b[8:], cmd)
-	return b
+func encodeEnvelope(id uint64, cmd Command) []byte {
+	return cmd.AppendBinary(binary.LittleEndian.AppendUint64(nil, id))
 }
 
 func decodeEnvelope(data []byte) (uint64, []byte) {

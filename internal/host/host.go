@@ -572,14 +572,40 @@ func (h *Host) group(id uint64) (*group, error) {
 	return g, nil
 }
 
+// A Command is what a group's state machine applies. AppendBinary appends
+// its encoding to b, growing b at most once: the host encodes a proposal
+// straight after its own envelope, so a command is copied once on its way
+// into raft, not twice.
+type Command interface {
+	AppendBinary(b []byte) []byte
+}
+
+// Bytes is a Command already encoded.
+type Bytes []byte
+
+// AppendBinary appends c to b.
+func (c Bytes) AppendBinary(b []byte) []byte { return append(b, c...) }
+
 // Propose replicates cmd through the group's log and returns the state
 // machine's result once the entry is committed and applied.
-func (h *Host) Propose(ctx context.Context, id uint64, cmd []byte) (any, error) {
+func (h *Host) Propose(ctx context.Context, id uint64, cmd Command) (any, error) {
 	g, err := h.group(id)
 	if err != nil {
 		return nil, err
 	}
-	return g.propose(ctx, proposal{data: cmd})
+	return g.propose(ctx, proposal{cmd: cmd})
+}
+
+// Start is Propose without the wait: it hands cmd to the group and
+// returns at once, and the Proposal's Wait gives the result. Proposals to
+// several groups started before any is waited for commit in parallel,
+// with no goroutine per group.
+func (h *Host) Start(ctx context.Context, id uint64, cmd Command) *Proposal {
+	g, err := h.group(id)
+	if err != nil {
+		return &Proposal{err: err}
+	}
+	return g.start(ctx, proposal{cmd: cmd})
 }
 
 // ProposeAsLeader is Propose for a command whose meaning depends on what
@@ -589,12 +615,12 @@ func (h *Host) Propose(ctx context.Context, id uint64, cmd []byte) (any, error) 
 // fails with ErrNotLeader. Taken, it commits in this leader's term or
 // never: any later leader applies it before it serves (see
 // publishLeader), or never sees it.
-func (h *Host) ProposeAsLeader(ctx context.Context, id uint64, cmd []byte) (any, error) {
+func (h *Host) ProposeAsLeader(ctx context.Context, id uint64, cmd Command) (any, error) {
 	g, err := h.group(id)
 	if err != nil {
 		return nil, err
 	}
-	return g.propose(ctx, proposal{data: cmd, leaderOnly: true})
+	return g.propose(ctx, proposal{cmd: cmd, leaderOnly: true})
 }
 
 // View runs fn on the group's goroutine, between applies, so fn sees a

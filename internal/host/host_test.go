@@ -103,7 +103,7 @@ func propose(t *testing.T, h *Host, group uint64, cmd string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := h.Propose(ctx, group, []byte(cmd))
+	r, err := h.Propose(ctx, group, Bytes([]byte(cmd)))
 	if err != nil {
 		t.Fatalf("propose %q: %v", cmd, err)
 	}
@@ -251,13 +251,13 @@ func TestProposeAsLeaderOnAFollowerIsRefused(t *testing.T) {
 	follower := leader%3 + 1
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := hosts[follower].ProposeAsLeader(ctx, 1, []byte("from a follower")); !errors.Is(err, ErrNotLeader) {
+	if _, err := hosts[follower].ProposeAsLeader(ctx, 1, Bytes([]byte("from a follower"))); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("leader-only proposal on follower %d: %v, want ErrNotLeader", follower, err)
 	}
-	if _, err := hosts[follower].Propose(ctx, 1, []byte("forwarded")); err != nil {
+	if _, err := hosts[follower].Propose(ctx, 1, Bytes([]byte("forwarded"))); err != nil {
 		t.Fatalf("plain proposal on follower %d: %v", follower, err)
 	}
-	if _, err := hosts[leader].ProposeAsLeader(ctx, 1, []byte("from the leader")); err != nil {
+	if _, err := hosts[leader].ProposeAsLeader(ctx, 1, Bytes([]byte("from the leader"))); err != nil {
 		t.Fatalf("leader-only proposal on leader %d: %v", leader, err)
 	}
 	var cmds []string
@@ -336,7 +336,7 @@ func TestCompactionKeepsEntriesTheStateMachineNeeds(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), nil)
-	if _, err := h.Propose(context.Background(), 99, []byte("x")); !errors.Is(err, ErrUnknownGroup) {
+	if _, err := h.Propose(context.Background(), 99, Bytes([]byte("x"))); !errors.Is(err, ErrUnknownGroup) {
 		t.Fatalf("propose to unknown group: err = %v, want ErrUnknownGroup", err)
 	}
 	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
@@ -351,7 +351,7 @@ func TestErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.cfg.Dir, "shards", "1-g")); !os.IsNotExist(err) {
 		t.Fatalf("group directory still exists after RemoveGroup with deleteData: %v", err)
 	}
-	if _, err := h.Propose(context.Background(), 1, []byte("x")); !errors.Is(err, ErrUnknownGroup) {
+	if _, err := h.Propose(context.Background(), 1, Bytes([]byte("x"))); !errors.Is(err, ErrUnknownGroup) {
 		t.Fatalf("propose to removed group: err = %v", err)
 	}
 }
@@ -557,7 +557,7 @@ func TestProposalsTakenByANewLeaderAreAnswered(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Propose(ctx, 1, []byte(fmt.Sprint("p", p))); err != nil {
+			if _, err := h.Propose(ctx, 1, Bytes([]byte(fmt.Sprint("p", p)))); err != nil {
 				errs <- fmt.Errorf("proposer %d: %w", p, err)
 			}
 		}()

@@ -70,7 +70,7 @@ func TestLeadershipWatchReportsElectionsAndStops(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := h.Propose(ctx, 2, []byte("x")); err == nil {
+	if _, err := h.Propose(ctx, 2, Bytes([]byte("x"))); err == nil {
 		t.Fatal("a proposal whose write failed succeeded")
 	}
 	waitChanged(t, w, 2)

@@ -90,7 +90,7 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 		wg.Go(func() {
 			for seq := 0; ctx.Err() == nil; seq++ {
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_, err := h.Propose(pctx, 1, fmt.Appendf(nil, "w%d-%d", w, seq))
+				_, err := h.Propose(pctx, 1, Bytes(fmt.Appendf(nil, "w%d-%d", w, seq)))
 				cancel()
 				if err != nil {
 					if errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) || errors.Is(err, vfs.ErrInjected) ||

@@ -303,7 +303,7 @@ func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numb
 	if len(held) == 0 {
 		return res, nil
 	}
-	sr, err := n.proposeHere(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held}, true)
+	sr, err := n.proposeAsLeader(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held})
 	if err == nil {
 		res.Count = sr.Count
 		return res, nil

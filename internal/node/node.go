@@ -615,28 +615,52 @@ func (n *Node) lookup(name string) (*topicRuntime, error) {
 // holds no replica of the shard, to a node that does, and unwraps the
 // result.
 func (n *Node) proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
-	if !s.local {
-		return n.relayPropose(ctx, s, cmd)
-	}
-	return n.proposeHere(ctx, s, cmd, false)
+	return n.startShard(ctx, s, cmd)()
 }
 
-// proposeHere proposes a shard command to the shard's group on this node
-// and unwraps the result. A leader-only proposal (host.ProposeAsLeader)
-// fails unless this replica leads; any other goes through raft to the
-// leader.
-func (n *Node) proposeHere(ctx context.Context, s *shardRuntime, cmd *shard.Command, leaderOnly bool) (shard.Result, error) {
+// startShard is proposeShard without the wait: it hands cmd on and
+// returns the function that waits for the result, which the caller must
+// call. Proposals to several shards started before any is waited for
+// commit in parallel, with no goroutine per shard on this node.
+func (n *Node) startShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (wait func() (shard.Result, error)) {
+	if !s.local {
+		var res shard.Result
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res, err = n.relayPropose(ctx, s, cmd)
+		}()
+		return func() (shard.Result, error) {
+			<-done
+			return res, err
+		}
+	}
+	if err := s.unservable(); err != nil {
+		return func() (shard.Result, error) { return shard.Result{}, err }
+	}
+	if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
+		n.forwarded(ctx, "raft")
+	}
+	p := n.host.Start(ctx, s.group, cmd)
+	return func() (shard.Result, error) {
+		r, err := p.Wait(ctx)
+		return n.shardResult(s, r, err)
+	}
+}
+
+// proposeAsLeader proposes a shard command that only the shard's leader
+// may make (host.ProposeAsLeader): it fails unless this replica leads.
+func (n *Node) proposeAsLeader(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
 	if err := s.unservable(); err != nil {
 		return shard.Result{}, err
 	}
-	propose := n.host.ProposeAsLeader
-	if !leaderOnly {
-		propose = n.host.Propose
-		if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
-			n.forwarded(ctx, "raft")
-		}
-	}
-	r, err := propose(ctx, s.group, cmd.AppendBinary(nil))
+	r, err := n.host.ProposeAsLeader(ctx, s.group, cmd)
+	return n.shardResult(s, r, err)
+}
+
+// shardResult unwraps what the host answered a shard command.
+func (n *Node) shardResult(s *shardRuntime, r any, err error) (shard.Result, error) {
 	if err != nil {
 		return shard.Result{}, n.hostError(s.name, err)
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -51,12 +49,19 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	}
 	ids := make([]string, len(events))
 	now := time.Now().UnixNano()
-	eg, ctx := errgroup.WithContext(ctx)
+	// Every shard's part is proposed before any is waited for, so the
+	// shards commit in parallel.
+	parts := make([]*shardPublish, 0, len(byShard))
 	for idx, positions := range byShard {
-		p := shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
-		eg.Go(func() error { return n.publishShard(ctx, &p, positions) })
+		p := &shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
+		p.start(ctx, n, positions)
+		parts = append(parts, p)
 	}
-	err = eg.Wait()
+	for _, p := range parts {
+		if perr := p.finish(ctx, n); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	touched := slices.Collect(maps.Keys(byShard))
 	n.notifyDispatchers(topicName, touched)
 	tr.events.signal()
@@ -74,34 +79,42 @@ type shardPublish struct {
 	events []shard.Event
 	dedup  []string // nil if no event has a dedup id
 	ids    []string // written at the positions of this shard's events
+
+	positions []int                        // of the events being proposed
+	wait      func() (shard.Result, error) // waits for their proposal
 }
 
-// publishShard proposes the events at positions to the shard and writes
-// their ids. Events whose dedup ids repeat ones committed within the
-// window get the earlier ids; when only some of them do, the shard refuses
-// the command and the others are proposed again on their own.
-func (n *Node) publishShard(ctx context.Context, p *shardPublish, positions []int) error {
-	for len(positions) > 0 {
-		cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes,
-			Events: make([]shard.Event, 0, len(positions))}
-		for _, i := range positions {
-			cmd.Events = append(cmd.Events, p.events[i])
-			if p.dedup != nil {
-				cmd.DedupIDs = append(cmd.DedupIDs, p.dedup[i])
-			}
+// start proposes the events at positions to the shard without waiting.
+func (p *shardPublish) start(ctx context.Context, n *Node, positions []int) {
+	cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes,
+		Events: make([]shard.Event, 0, len(positions))}
+	for _, i := range positions {
+		cmd.Events = append(cmd.Events, p.events[i])
+		if p.dedup != nil {
+			cmd.DedupIDs = append(cmd.DedupIDs, p.dedup[i])
 		}
-		if cmd.DedupIDs != nil {
-			cmd.DedupWindow = n.cfg.DedupWindow.Nanoseconds()
-		}
-		res, err := n.proposeShard(ctx, p.s, &cmd)
+	}
+	if cmd.DedupIDs != nil {
+		cmd.DedupWindow = n.cfg.DedupWindow.Nanoseconds()
+	}
+	p.positions, p.wait = positions, n.startShard(ctx, p.s, &cmd)
+}
+
+// finish waits for the proposal and writes the events' ids. Events whose
+// dedup ids repeat ones committed within the window get the earlier ids;
+// when only some of them do, the shard refuses the command and the others
+// are proposed again on their own.
+func (p *shardPublish) finish(ctx context.Context, n *Node) error {
+	for {
+		res, err := p.wait()
 		if err != nil && !errors.Is(err, shard.ErrPartialDuplicate) {
 			return fmt.Errorf("publish to shard %s: %w", p.s.name, err)
 		}
 		for _, d := range res.Duplicates {
-			p.ids[positions[d.Slot]] = topic.EventID(p.tr.info.Name, p.s.index, d.Offset)
+			p.ids[p.positions[d.Slot]] = topic.EventID(p.tr.info.Name, p.s.index, d.Offset)
 		}
-		rest := positions[:0:0]
-		for _, i := range positions {
+		rest := p.positions[:0:0]
+		for _, i := range p.positions {
 			if p.ids[i] == "" {
 				rest = append(rest, i)
 			}
@@ -112,10 +125,12 @@ func (n *Node) publishShard(ctx context.Context, p *shardPublish, positions []in
 			}
 			return nil
 		}
+		if len(rest) == 0 {
+			return nil
+		}
 		// Fewer events each time round: the loop ends.
-		positions = rest
+		p.start(ctx, n, rest)
 	}
-	return nil
 }
 
 func (n *Node) checkEvents(events []shard.Event) error {

@@ -100,7 +100,7 @@ func (n *Node) ListTopics() []Topic {
 // proposeController replicates a controller command, then brings local
 // shards in line before returning so the caller can use the topic at once.
 func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (controller.Topic, error) {
-	r, err := n.host.Propose(ctx, controller.ControllerGroup, cmd.Marshal())
+	r, err := n.host.Propose(ctx, controller.ControllerGroup, host.Bytes(cmd.Marshal()))
 	if err != nil {
 		return controller.Topic{}, n.hostError("controller", err)
 	}
