@@ -101,6 +101,9 @@ func TestPublishFetchAckKeepsOrderPerKey(t *testing.T) {
 			keys[d.Event.Key] = true
 			var v int
 			fmt.Sscan(string(d.Event.Payload), &v)
+			if d.ID != ids[v] {
+				t.Fatalf("event %d delivered with id %s, but publishing it returned %s", v, d.ID, ids[v])
+			}
 			if prev, ok := last[d.Event.Key]; ok && v <= prev {
 				t.Fatalf("key %s: event %d after %d", d.Event.Key, v, prev)
 			}

@@ -1,10 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -41,28 +41,40 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	if !tr.info.Attributes.Persistent {
 		return n.pushNow(ctx, tr, events)
 	}
-	// Group by shard, remembering each event's position in the request.
-	byShard := make(map[int][]int)
+	// Each shard's part is one run of the request's positions ordered by
+	// shard (in request order within a shard), and of the events so
+	// ordered: a few allocations per request, however many shards it
+	// spans.
+	shardOf := make([]int, len(events))
+	order := make([]int, len(events))
 	for i := range events {
-		s := tr.shardFor(events[i].Key)
-		byShard[s.index] = append(byShard[s.index], i)
+		shardOf[i], order[i] = tr.shardFor(events[i].Key).index, i
 	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(shardOf[a], shardOf[b]) })
+	ordered, orderedDedup := permute(events, order), permute(dedup, order)
 	ids := make([]string, len(events))
 	now := time.Now().UnixNano()
 	// Every shard's part is proposed before any is waited for, so the
 	// shards commit in parallel.
-	parts := make([]*shardPublish, 0, len(byShard))
-	for idx, positions := range byShard {
-		p := &shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
-		p.start(ctx, n, positions)
+	var parts []shardPublish
+	for a := 0; a < len(order); {
+		idx := shardOf[order[a]]
+		b := a + 1
+		for b < len(order) && shardOf[order[b]] == idx {
+			b++
+		}
+		p := shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
+		p.start(ctx, n, order[a:b], ordered[a:b], slicePart(orderedDedup, a, b))
 		parts = append(parts, p)
+		a = b
 	}
-	for _, p := range parts {
-		if perr := p.finish(ctx, n); perr != nil && err == nil {
+	touched := make([]int, len(parts))
+	for i := range parts {
+		if perr := parts[i].finish(ctx, n); perr != nil && err == nil {
 			err = perr
 		}
+		touched[i] = parts[i].s.index
 	}
-	touched := slices.Collect(maps.Keys(byShard))
 	n.notifyDispatchers(topicName, touched)
 	tr.events.signal()
 	if err != nil {
@@ -84,17 +96,12 @@ type shardPublish struct {
 	wait      func() (shard.Result, error) // waits for their proposal
 }
 
-// start proposes the events at positions to the shard without waiting.
-func (p *shardPublish) start(ctx context.Context, n *Node, positions []int) {
+// start proposes the events at positions to the shard without waiting;
+// events and dedup are those events and their dedup ids (nil if none).
+func (p *shardPublish) start(ctx context.Context, n *Node, positions []int, events []shard.Event, dedup []string) {
 	cmd := shard.Command{Op: shard.OpPublish, Time: p.time, MaxQueueBytes: p.tr.info.Attributes.MaxQueueBytes,
-		Events: make([]shard.Event, 0, len(positions))}
-	for _, i := range positions {
-		cmd.Events = append(cmd.Events, p.events[i])
-		if p.dedup != nil {
-			cmd.DedupIDs = append(cmd.DedupIDs, p.dedup[i])
-		}
-	}
-	if cmd.DedupIDs != nil {
+		Events: events, DedupIDs: dedup}
+	if dedup != nil {
 		cmd.DedupWindow = n.cfg.DedupWindow.Nanoseconds()
 	}
 	p.positions, p.wait = positions, n.startShard(ctx, p.s, &cmd)
@@ -129,8 +136,28 @@ func (p *shardPublish) finish(ctx context.Context, n *Node) error {
 			return nil
 		}
 		// Fewer events each time round: the loop ends.
-		p.start(ctx, n, rest)
+		p.start(ctx, n, rest, permute(p.events, rest), permute(p.dedup, rest))
 	}
+}
+
+// permute returns s's elements at positions, in that order; nil if s is.
+func permute[T any](s []T, positions []int) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(positions))
+	for j, i := range positions {
+		out[j] = s[i]
+	}
+	return out
+}
+
+// slicePart returns s[a:b], or nil if s is nil.
+func slicePart[T any](s []T, a, b int) []T {
+	if s == nil {
+		return nil
+	}
+	return s[a:b]
 }
 
 func (n *Node) checkEvents(events []shard.Event) error {

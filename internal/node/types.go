@@ -59,6 +59,9 @@ func shardEvents(in []Event) []shard.Event {
 	out := make([]shard.Event, len(in))
 	for i, e := range in {
 		out[i] = shard.Event{Key: e.Key, Payload: e.Payload}
+		if len(e.Headers) == 0 {
+			continue
+		}
 		for _, name := range slices.Sorted(maps.Keys(e.Headers)) {
 			out[i].Headers = append(out[i].Headers, shard.Header{Name: name, Value: e.Headers[name]})
 		}
