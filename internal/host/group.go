@@ -44,7 +44,7 @@ const (
 type proposal struct {
 	id         uint64
 	cmd        Command
-	data       []byte // envelope: proposal id + command, encoded by proposeOnce
+	data       []byte // envelope: proposal id + command, encoded by Proposal.send
 	leaderOnly bool   // see Host.ProposeAsLeader
 }
 

@@ -356,6 +356,42 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// Start hands a proposal over at once: proposals to several groups
+// commit before any is waited for, and each Wait returns its own result.
+func TestStartedProposalsCommitBeforeAnyIsWaitedFor(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), nil)
+	const groups = 3
+	for id := uint64(1); id <= groups; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+		propose(t, h, id, "first") // the group has a leader
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var started []*Proposal
+	for id := uint64(1); id <= groups; id++ {
+		started = append(started, h.Start(ctx, id, Bytes(fmt.Sprint("second in g", id))))
+	}
+	for id := uint64(1); id <= groups; id++ {
+		for len(machineState(t, h, id)) < 2 {
+			if ctx.Err() != nil {
+				t.Fatalf("group %d did not apply its started proposal before it was waited for", id)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := groups - 1; i >= 0; i-- {
+		r, err := started[i].Wait(ctx)
+		if err != nil || r != 2 {
+			t.Fatalf("wait for the proposal to group %d: %v, %v; want result 2", i+1, r, err)
+		}
+	}
+	if _, err := h.Start(ctx, 99, Bytes("x")).Wait(ctx); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("start on an unknown group: err = %v, want ErrUnknownGroup", err)
+	}
+}
+
 func TestAddGroupsOpensInParallelAndReportsFailures(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), func(c *Config) { c.BootParallelism = 4 })
 	var gcs []GroupConfig
