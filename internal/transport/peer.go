@@ -6,7 +6,6 @@ import (
 
 	"connectrpc.com/connect"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"herald/internal/backoff"
 	clusterv1 "herald/proto/herald/cluster/v1"
@@ -98,12 +97,7 @@ func (p *peer) fill(batch []outgoing) []outgoing {
 func (p *peer) encode(batch []outgoing) *clusterv1.RaftBatch {
 	b := &clusterv1.RaftBatch{From: p.t.cfg.NodeID, Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
 	for _, o := range batch {
-		data, err := proto.Marshal(o.msg)
-		if err != nil {
-			// A raftpb.Message built by raft always encodes.
-			panic(fmt.Sprintf("transport: encoding a raft message: %v", err))
-		}
-		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: data})
+		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: o.msg})
 	}
 	return b
 }
@@ -156,9 +150,9 @@ func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[cluster
 func receive(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) error {
 	for stream.Receive() {
 		for _, rm := range stream.Msg().GetMessages() {
-			m := new(pb.Message)
-			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {
-				return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("raft message of group %d from node %d does not decode: %w", rm.GetGroup(), stream.Msg().GetFrom(), err))
+			m := rm.GetMessage()
+			if m == nil {
+				return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a batch from node %d holds no raft message for group %d", stream.Msg().GetFrom(), rm.GetGroup()))
 			}
 			// A message for a group this node does not run yet (its
 			// topic is not applied here yet) is dropped: raft resends.

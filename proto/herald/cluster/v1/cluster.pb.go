@@ -12,6 +12,7 @@
 package clusterv1
 
 import (
+	raftpb "go.etcd.io/raft/v3/raftpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -84,8 +85,10 @@ func (x *RaftBatch) GetMessages() []*RaftMessage {
 type RaftMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
-	// A raftpb.Message, encoded.
-	Message       []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Embedded, so that a batch is encoded and decoded in one pass, each
+	// entry's data copied once. On the wire it is the same as the bytes of
+	// an encoded raftpb.Message, which is what this field was before.
+	Message       *raftpb.Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,7 +130,7 @@ func (x *RaftMessage) GetGroup() uint64 {
 	return 0
 }
 
-func (x *RaftMessage) GetMessage() []byte {
+func (x *RaftMessage) GetMessage() *raftpb.Message {
 	if x != nil {
 		return x.Message
 	}
@@ -273,13 +276,14 @@ var File_herald_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1fherald/cluster/v1/cluster.proto\x12\x11herald.cluster.v1\"[\n" +
+	"\x1fherald/cluster/v1/cluster.proto\x12\x11herald.cluster.v1\x1a\n" +
+	"raft.proto\"[\n" +
 	"\tRaftBatch\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12:\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1e.herald.cluster.v1.RaftMessageR\bmessages\"=\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.herald.cluster.v1.RaftMessageR\bmessages\"N\n" +
 	"\vRaftMessage\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12)\n" +
+	"\amessage\x18\x02 \x01(\v2\x0f.raftpb.MessageR\amessage\"\t\n" +
 	"\aRaftAck\"7\n" +
 	"\vCallRequest\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x18\n" +
@@ -304,23 +308,25 @@ func file_herald_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 
 var file_herald_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_herald_cluster_v1_cluster_proto_goTypes = []any{
-	(*RaftBatch)(nil),    // 0: herald.cluster.v1.RaftBatch
-	(*RaftMessage)(nil),  // 1: herald.cluster.v1.RaftMessage
-	(*RaftAck)(nil),      // 2: herald.cluster.v1.RaftAck
-	(*CallRequest)(nil),  // 3: herald.cluster.v1.CallRequest
-	(*CallResponse)(nil), // 4: herald.cluster.v1.CallResponse
+	(*RaftBatch)(nil),      // 0: herald.cluster.v1.RaftBatch
+	(*RaftMessage)(nil),    // 1: herald.cluster.v1.RaftMessage
+	(*RaftAck)(nil),        // 2: herald.cluster.v1.RaftAck
+	(*CallRequest)(nil),    // 3: herald.cluster.v1.CallRequest
+	(*CallResponse)(nil),   // 4: herald.cluster.v1.CallResponse
+	(*raftpb.Message)(nil), // 5: raftpb.Message
 }
 var file_herald_cluster_v1_cluster_proto_depIdxs = []int32{
 	1, // 0: herald.cluster.v1.RaftBatch.messages:type_name -> herald.cluster.v1.RaftMessage
-	0, // 1: herald.cluster.v1.ClusterService.Raft:input_type -> herald.cluster.v1.RaftBatch
-	3, // 2: herald.cluster.v1.ClusterService.Call:input_type -> herald.cluster.v1.CallRequest
-	2, // 3: herald.cluster.v1.ClusterService.Raft:output_type -> herald.cluster.v1.RaftAck
-	4, // 4: herald.cluster.v1.ClusterService.Call:output_type -> herald.cluster.v1.CallResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 1: herald.cluster.v1.RaftMessage.message:type_name -> raftpb.Message
+	0, // 2: herald.cluster.v1.ClusterService.Raft:input_type -> herald.cluster.v1.RaftBatch
+	3, // 3: herald.cluster.v1.ClusterService.Call:input_type -> herald.cluster.v1.CallRequest
+	2, // 4: herald.cluster.v1.ClusterService.Raft:output_type -> herald.cluster.v1.RaftAck
+	4, // 5: herald.cluster.v1.ClusterService.Call:output_type -> herald.cluster.v1.CallResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_herald_cluster_v1_cluster_proto_init() }
