@@ -54,6 +54,11 @@ type waiter struct {
 	// term is the raft term in which the group took the proposal; 0
 	// while it still waits in propc.
 	term uint64
+	// index is where its entry is in this replica's log; 0 until the
+	// entry is appended here. An entry in the log may commit under a
+	// later leader, so a leader change does not fail its proposer:
+	// applying the index says whether it was this entry or another.
+	index uint64
 }
 
 // report is what the transport says of messages a group sent.
@@ -89,6 +94,7 @@ type group struct {
 
 	waitMu  sync.Mutex
 	waiters map[uint64]waiter
+	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
 
 	// loop
 	applied        uint64
@@ -210,6 +216,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		stopc:    make(chan struct{}),
 		done:     make(chan struct{}),
 		waiters:  make(map[uint64]waiter),
+		placed:   make(map[uint64]uint64),
 
 		rebuilding:   rebuilding,
 		rebuildID:    rand.Uint64(),
@@ -420,7 +427,8 @@ func (g *group) proposeBatch(batch []proposal) {
 		g.markProposed(batch)
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
-		if g.rn.BasicStatus().Lead == raft.None {
+		if st := g.rn.BasicStatus(); st.Lead == raft.None || st.LeadTransferee != raft.None {
+			// No leader, or one handing over: a new one is moments away.
 			err = ErrNoLeader
 		} else {
 			err = ErrOverloaded
@@ -476,6 +484,7 @@ func (g *group) handleReady() error {
 	if err := g.storage.Append(rd.Entries); err != nil {
 		return err
 	}
+	g.place(rd.Entries)
 	for _, e := range rd.Entries {
 		g.bytesSinceSnap += int64(len(e.Data))
 	}
@@ -532,12 +541,14 @@ func (g *group) handleReady() error {
 		}
 		g.checkCaughtUp()
 		if changed {
-			// What was proposed under the old leader may be lost or may
-			// yet commit: its proposers must not wait to find out. What
-			// this replica took as the new leader is in its log and
-			// commits as usual.
+			// What was proposed under the old leader and is not in this
+			// replica's log may be lost or may yet commit: its proposers
+			// must not wait to find out. What is in the log waits for
+			// its index to be applied (settle), or expires
+			// (expireForwarded). What this replica took as the new
+			// leader is in its log and commits as usual.
 			term := g.rn.BasicStatus().GetTerm()
-			g.failWaiters(func(w waiter) bool { return w.term != 0 && (!leads || w.term < term) })
+			g.failWaiters(func(w waiter) bool { return w.term != 0 && w.index == 0 && (!leads || w.term < term) })
 			g.leadTerm = 0
 			if leads {
 				g.leadTerm = term
@@ -626,6 +637,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	if err := g.restore(snap); err != nil {
 		return err
 	}
+	g.unplace(snap.GetMetadata().GetIndex())
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
@@ -672,6 +684,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 				g.appliedAt.Store(idx)
 				g.deliver(id, result)
 			}
+			g.settle(idx, e.Data)
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
@@ -679,12 +692,14 @@ func (g *group) apply(ents []*pb.Entry) error {
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
 			g.continueReadd(&cc)
+			g.settle(idx, nil)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.settle(idx, nil)
 		}
 		g.applied = idx
 		g.appliedTerm = e.GetTerm()
@@ -835,12 +850,15 @@ func (pr *Proposal) send(ctx context.Context) {
 }
 
 // Wait returns the proposal's result once its entry is applied. While the
-// group has no leader (an election is running) it proposes again, for up
-// to two election timeouts, before giving up.
+// group has no leader (an election is running), or when a new leader
+// replaced the proposal's entry before it committed (unless only a leader
+// may make it), it proposes again, for up to two election timeouts from
+// the start, before giving up.
 func (pr *Proposal) Wait(ctx context.Context) (any, error) {
 	for {
 		r, err := pr.wait(ctx)
-		if !errors.Is(err, ErrNoLeader) || time.Now().After(pr.deadline) {
+		again := errors.Is(err, ErrNoLeader) || (errors.Is(err, ErrNotApplied) && !pr.p.leaderOnly)
+		if !again || time.Now().After(pr.deadline) {
 			return r, err
 		}
 		select {
@@ -894,6 +912,65 @@ func (g *group) deliver(id uint64, result any) {
 	}
 }
 
+// place records where the entries of this replica's waiting proposers
+// are in its log.
+func (g *group) place(ents []*pb.Entry) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	if len(g.waiters) == 0 {
+		return
+	}
+	for _, e := range ents {
+		if e.GetType() != pb.EntryNormal {
+			continue
+		}
+		id, _ := decodeEnvelope(e.Data)
+		if w, ok := g.waiters[id]; ok && id != 0 {
+			w.index = e.GetIndex()
+			g.waiters[id] = w
+			g.placed[w.index] = id
+		}
+	}
+}
+
+// settle answers the proposer whose entry was placed at index, if the
+// entry applied there (data, nil if not a command) is another: a new
+// leader replaced it before it committed, so it was not applied.
+func (g *group) settle(index uint64, data []byte) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	id, ok := g.placed[index]
+	if !ok {
+		return
+	}
+	delete(g.placed, index)
+	if applied, _ := decodeEnvelope(data); applied == id {
+		return // deliver answered it
+	}
+	if w, ok := g.waiters[id]; ok && w.index == index {
+		delete(g.waiters, id)
+		w.result <- fmt.Errorf("group %s: %w", g.name, ErrNotApplied)
+	}
+}
+
+// unplace forgets the placements up to index, which a snapshot replaced:
+// whether those entries were applied cannot be told, so their proposers
+// learn ErrOutcomeUnknown.
+func (g *group) unplace(index uint64) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	for i, id := range g.placed {
+		if i > index {
+			continue
+		}
+		delete(g.placed, i)
+		if w, ok := g.waiters[id]; ok && w.index == i {
+			delete(g.waiters, id)
+			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
+		}
+	}
+}
+
 // markProposed records the term in which raft took the proposals.
 func (g *group) markProposed(batch []proposal) {
 	term := g.rn.BasicStatus().GetTerm()
@@ -921,9 +998,10 @@ func (g *group) failWaiters(match func(waiter) bool) {
 }
 
 // expireForwarded answers, with ErrOutcomeUnknown, the proposals a
-// follower forwarded to its leader that have waited two election
-// timeouts: the forward may have been lost on the way, and raft never
-// says so.
+// follower forwarded to its leader, or a deposed leader took, that have
+// waited two election timeouts: the forward may have been lost on the
+// way, or this replica cut off from the new leader, and raft never says
+// so.
 func (g *group) expireForwarded() {
 	if g.isLeader.Load() {
 		return

@@ -219,6 +219,11 @@ var (
 	// applied. Retrying may apply it twice unless the command is
 	// idempotent.
 	ErrOutcomeUnknown = errors.New("the raft leader changed, or could not be reached, while the request was in flight, so it may or may not have been applied")
+	// ErrNotApplied means a proposal's entry was replaced in the log by
+	// a new leader's before it committed: it was not applied, and may be
+	// made again. Wait makes it again itself, within its deadline, unless
+	// it is leader-only.
+	ErrNotApplied = errors.New("the raft leader changed before the request committed, and it was not applied; retry")
 )
 
 // Host runs Raft groups.

@@ -63,7 +63,7 @@ var kinds = []struct {
 	{ErrExists, []error{controller.ErrTopicExists, controller.ErrNodeExists}},
 	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, controller.ErrMembership, ErrPushTopic, ErrEndpointRejected}},
 	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
-	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown}},
+	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown, host.ErrNotApplied}},
 }
 
 // kindError gives an error its kind without changing its message.
