@@ -97,6 +97,10 @@ type group struct {
 	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
 
 	// loop
+	// held are proposals other replicas forwarded while this leader
+	// handed over, which raft would drop unseen: stepped once a leader
+	// is known again (see holdProposal).
+	held           []*pb.Message
 	applied        uint64
 	confState      *pb.ConfState
 	snapIndex      uint64
@@ -363,9 +367,46 @@ func (g *group) receive(m *pb.Message) {
 		return
 	}
 	g.received(m)
-	if m.GetType() == pb.MsgSnap {
+	switch {
+	case m.GetType() == pb.MsgSnap:
 		g.stepSnapshot(m)
-	} else {
+	case m.GetType() == pb.MsgProp && g.holdProposal(m):
+	default:
+		g.step(m)
+	}
+}
+
+// maxHeld bounds the forwarded proposals a leader holds while it hands
+// over; beyond it they are dropped, as raft would drop them.
+const maxHeld = 4096
+
+// holdProposal holds a proposal another replica forwarded while this
+// leader hands its leadership over. Raft drops such a proposal without a
+// word to its node, whose proposer could then only learn that the outcome
+// is unknown; held, it goes to whoever leads next (releaseHeld), and its
+// proposer gets its result.
+func (g *group) holdProposal(m *pb.Message) bool {
+	st := g.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee == raft.None || len(g.held) >= maxHeld {
+		return false
+	}
+	g.held = append(g.held, m)
+	return true
+}
+
+// releaseHeld steps the held proposals once the handover is over: this
+// replica appends them if it still leads, or passes them on to the new
+// leader.
+func (g *group) releaseHeld() {
+	if len(g.held) == 0 {
+		return
+	}
+	if st := g.rn.BasicStatus(); st.Lead == raft.None || st.LeadTransferee != raft.None {
+		return
+	}
+	held := g.held
+	g.held = nil
+	for _, m := range held {
 		g.step(m)
 	}
 }
@@ -465,6 +506,7 @@ func (g *group) handleReady() error {
 	// pending.
 	g.drainMessages()
 	g.drainProposals()
+	g.releaseHeld()
 	if !g.rn.HasReady() {
 		return nil
 	}
@@ -541,14 +583,17 @@ func (g *group) handleReady() error {
 		}
 		g.checkCaughtUp()
 		if changed {
-			// What was proposed under the old leader and is not in this
-			// replica's log may be lost or may yet commit: its proposers
-			// must not wait to find out. What is in the log waits for
-			// its index to be applied (settle), or expires
-			// (expireForwarded). What this replica took as the new
-			// leader is in its log and commits as usual.
+			// A proposal in this replica's log waits for its index to be
+			// applied (settle): the log may commit it under the new
+			// leader. So does one a follower forwarded that is not in
+			// its log yet: the old leader may have taken it, and the new
+			// one then sends it; if not, it expires (expireForwarded).
+			// A new leader does not expire what it forwarded as a
+			// follower in an earlier term and does not have: its
+			// proposers learn now that the outcome is unknown. What it
+			// took as the leader is in its log.
 			term := g.rn.BasicStatus().GetTerm()
-			g.failWaiters(func(w waiter) bool { return w.term != 0 && w.index == 0 && (!leads || w.term < term) })
+			g.failWaiters(func(w waiter) bool { return leads && w.term != 0 && w.index == 0 && w.term < term })
 			g.leadTerm = 0
 			if leads {
 				g.leadTerm = term
