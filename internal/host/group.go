@@ -144,6 +144,7 @@ type group struct {
 	// which this replica leads (0 when it does not), and the term of the
 	// last entry applied. See publishLeader.
 	raftLead    uint64
+	leadChanged time.Time // when raftLead or this replica's leading last changed
 	leadTerm    uint64
 	appliedTerm uint64
 
@@ -381,13 +382,16 @@ func (g *group) receive(m *pb.Message) {
 const maxHeld = 4096
 
 // holdProposal holds a proposal another replica forwarded while this
-// leader hands its leadership over. Raft drops such a proposal without a
-// word to its node, whose proposer could then only learn that the outcome
-// is unknown; held, it goes to whoever leads next (releaseHeld), and its
-// proposer gets its result.
+// leader hands its leadership over, or that reached this replica when it
+// had just stopped leading and knows no leader yet. Raft drops such a
+// proposal without a word to its node, whose proposer could then only
+// learn that the outcome is unknown; held, it goes to whoever leads next
+// (releaseHeld), and its proposer gets its result.
 func (g *group) holdProposal(m *pb.Message) bool {
 	st := g.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee == raft.None || len(g.held) >= maxHeld {
+	handingOver := st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None
+	leaderless := st.RaftState != raft.StateLeader && st.Lead == raft.None
+	if !(handingOver || leaderless) || len(g.held) >= maxHeld {
 		return false
 	}
 	g.held = append(g.held, m)
@@ -580,6 +584,9 @@ func (g *group) handleReady() error {
 		g.raftLead = lead
 		if g.isLeader.Swap(leads) != leads {
 			changed = true
+		}
+		if changed {
+			g.leadChanged = time.Now()
 		}
 		g.checkCaughtUp()
 		if changed {
@@ -1047,13 +1054,24 @@ func (g *group) failWaiters(match func(waiter) bool) {
 // waited two election timeouts: the forward may have been lost on the
 // way, or this replica cut off from the new leader, and raft never says
 // so.
+//
+// One forwarded under an earlier leader and not in this replica's log
+// expires sooner, a third of an election timeout after the change: the
+// new leader sends it within a round if the old one took it (or held it
+// while handing over), and a proposer whose leader died should hear soon
+// that the outcome is unknown.
 func (g *group) expireForwarded() {
 	if g.isLeader.Load() {
 		return
 	}
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
+	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
 	now := time.Now()
-	g.failWaiters(func(w waiter) bool { return w.term != 0 && now.Sub(w.since) > limit })
+	term := g.rn.BasicStatus().GetTerm()
+	changedLongAgo := !g.leadChanged.IsZero() && now.Sub(g.leadChanged) > grace
+	g.failWaiters(func(w waiter) bool {
+		return w.term != 0 && (now.Sub(w.since) > limit || (w.index == 0 && w.term < term && changedLongAgo))
+	})
 }
 
 // shutdown fails every waiting proposer with err.
