@@ -101,6 +101,7 @@ type group struct {
 	// handed over, which raft would drop unseen: stepped once a leader
 	// is known again (see holdProposal).
 	held           []*pb.Message
+	heldBytes      int
 	applied        uint64
 	confState      *pb.ConfState
 	snapIndex      uint64
@@ -377,9 +378,10 @@ func (g *group) receive(m *pb.Message) {
 	}
 }
 
-// maxHeld bounds the forwarded proposals a leader holds while it hands
-// over; beyond it they are dropped, as raft would drop them.
-const maxHeld = 4096
+// maxHeldBytes bounds the commands of the forwarded proposals a replica
+// holds (holdProposal); beyond it they are dropped, as raft would drop
+// them.
+const maxHeldBytes = 64 << 20
 
 // holdProposal holds a proposal another replica forwarded while this
 // leader hands its leadership over, or that reached this replica when it
@@ -391,10 +393,15 @@ func (g *group) holdProposal(m *pb.Message) bool {
 	st := g.rn.BasicStatus()
 	handingOver := st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None
 	leaderless := st.RaftState != raft.StateLeader && st.Lead == raft.None
-	if !(handingOver || leaderless) || len(g.held) >= maxHeld {
+	size := 0
+	for _, e := range m.GetEntries() {
+		size += len(e.GetData())
+	}
+	if !(handingOver || leaderless) || g.heldBytes+size > maxHeldBytes {
 		return false
 	}
 	g.held = append(g.held, m)
+	g.heldBytes += size
 	return true
 }
 
@@ -409,7 +416,7 @@ func (g *group) releaseHeld() {
 		return
 	}
 	held := g.held
-	g.held = nil
+	g.held, g.heldBytes = nil, 0
 	for _, m := range held {
 		g.step(m)
 	}
