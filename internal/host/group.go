@@ -97,9 +97,9 @@ type group struct {
 	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
 
 	// loop
-	// held are proposals other replicas forwarded while this leader
-	// handed over, which raft would drop unseen: stepped once a leader
-	// is known again (see holdProposal).
+	// held are proposals other replicas forwarded that raft would drop
+	// unseen (this leader handing over, or no leader known): stepped
+	// once a leader is known again (see holdProposal).
 	held           []*pb.Message
 	heldBytes      int
 	applied        uint64
@@ -393,11 +393,14 @@ func (g *group) holdProposal(m *pb.Message) bool {
 	st := g.rn.BasicStatus()
 	handingOver := st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None
 	leaderless := st.RaftState != raft.StateLeader && st.Lead == raft.None
+	if !handingOver && !leaderless {
+		return false
+	}
 	size := 0
 	for _, e := range m.GetEntries() {
 		size += len(e.GetData())
 	}
-	if !(handingOver || leaderless) || g.heldBytes+size > maxHeldBytes {
+	if g.heldBytes+size > maxHeldBytes {
 		return false
 	}
 	g.held = append(g.held, m)
@@ -592,13 +595,11 @@ func (g *group) handleReady() error {
 		if g.isLeader.Swap(leads) != leads {
 			changed = true
 		}
-		if changed {
-			g.leadChanged = time.Now()
-		}
 		g.checkCaughtUp()
 		if changed {
+			g.leadChanged = time.Now()
 			// A proposal in this replica's log waits for its index to be
-			// applied (settle): the log may commit it under the new
+			// applied (answer): the log may commit it under the new
 			// leader. So does one a follower forwarded that is not in
 			// its log yet: the old leader may have taken it, and the new
 			// one then sends it; if not, it expires (expireForwarded).
@@ -735,15 +736,16 @@ func (g *group) apply(ents []*pb.Entry) error {
 		}
 		switch e.GetType() {
 		case pb.EntryNormal:
-			if len(e.Data) > 0 {
-				id, cmd := decodeEnvelope(e.Data)
-				result := g.sm.Apply(idx, cmd)
-				// Published before the result: a proposer that reads
-				// Applied once answered sees its own entry counted.
-				g.appliedAt.Store(idx)
-				g.deliver(id, result)
+			if len(e.Data) == 0 {
+				g.answer(idx, 0, nil)
+				break
 			}
-			g.settle(idx, e.Data)
+			id, cmd := decodeEnvelope(e.Data)
+			result := g.sm.Apply(idx, cmd)
+			// Published before the result: a proposer that reads
+			// Applied once answered sees its own entry counted.
+			g.appliedAt.Store(idx)
+			g.answer(idx, id, result)
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
@@ -751,14 +753,14 @@ func (g *group) apply(ents []*pb.Entry) error {
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
 			g.continueReadd(&cc)
-			g.settle(idx, nil)
+			g.answer(idx, 0, nil)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
-			g.settle(idx, nil)
+			g.answer(idx, 0, nil)
 		}
 		g.applied = idx
 		g.appliedTerm = e.GetTerm()
@@ -958,6 +960,8 @@ func (g *group) forget(id uint64) {
 	g.waitMu.Unlock()
 }
 
+// deliver answers proposer id with result: a refusal before raft took
+// its proposal.
 func (g *group) deliver(id uint64, result any) {
 	if id == 0 {
 		return
@@ -992,22 +996,25 @@ func (g *group) place(ents []*pb.Entry) {
 	}
 }
 
-// settle answers the proposer whose entry was placed at index, if the
-// entry applied there (data, nil if not a command) is another: a new
-// leader replaced it before it committed, so it was not applied.
-func (g *group) settle(index uint64, data []byte) {
+// answer answers the proposers that applying the entry at index
+// settles, under one lock: the proposer of the command applied there (id,
+// 0 if none) with its result, and the proposer whose entry was placed at
+// index, if that was another entry: a new leader replaced it before it
+// committed, so it was not applied.
+func (g *group) answer(index, id uint64, result any) {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
-	id, ok := g.placed[index]
+	if w, ok := g.waiters[id]; ok && id != 0 {
+		delete(g.waiters, id)
+		w.result <- result
+	}
+	placed, ok := g.placed[index]
 	if !ok {
 		return
 	}
 	delete(g.placed, index)
-	if applied, _ := decodeEnvelope(data); applied == id {
-		return // deliver answered it
-	}
-	if w, ok := g.waiters[id]; ok && w.index == index {
-		delete(g.waiters, id)
+	if w, ok := g.waiters[placed]; ok && placed != id && w.index == index {
+		delete(g.waiters, placed)
 		w.result <- fmt.Errorf("group %s: %w", g.name, ErrNotApplied)
 	}
 }
