@@ -333,6 +333,7 @@ func TestBadChecksumAtEOF(t *testing.T) {
 // abandon drops l as a killed process would: nothing synced, nothing
 // marked clean.
 func abandon(l *Log) {
+	l.spare.close() // a killed process zeroes nothing more
 	for _, s := range l.segs {
 		s.h.close()
 	}

@@ -16,7 +16,7 @@
 // A segment starts with a 32-byte header, little endian:
 //
 //	magic    [4]byte  "HLOG"
-//	version  uint32   1
+//	version  uint32   1, or 2 for a segment written into a file of zeros
 //	base     uint64   index of the first record in the segment
 //	prevTerm uint64   term of the record just before base (0 if none)
 //	reserved uint32   0
@@ -47,6 +47,13 @@
 // the log refuse further writes until it is reopened. A failed write, such
 // as one hitting a full disk, is rolled back instead, and the log stays
 // usable.
+//
+// A log with Options.Preallocate writes its segments into files zeroed
+// and synced beforehand, which halves what each Sync costs on a
+// journaling file system (see prealloc.go). Such a segment (version 2)
+// ends at its last nonzero byte rather than at the end of its file, and
+// every record in it ends with a nonzero byte, so recovery applies the
+// rules below with that byte as the end of the file.
 //
 // # Open files
 //

@@ -9,8 +9,12 @@ import (
 )
 
 const (
-	segMagic   = "HLOG"
-	segVersion = 1
+	segMagic = "HLOG"
+	// segVersion is a segment whose file ends where its last record does;
+	// segVersionZeroed one written into a file of zeros (see
+	// Options.Preallocate), whose records end where its nonzero bytes do.
+	segVersion       = 1
+	segVersionZeroed = 2
 
 	// headerSize is the size of the fixed segment header.
 	headerSize = 32
@@ -45,12 +49,17 @@ func checksum(b []byte) uint32 {
 type segHeader struct {
 	base     uint64
 	prevTerm uint64
+	zeroed   bool // the file was filled with zeros before any record
 }
 
 func encodeHeader(h segHeader) []byte {
 	b := make([]byte, 0, headerSize)
 	b = append(b, segMagic...)
-	b = binary.LittleEndian.AppendUint32(b, segVersion)
+	v := uint32(segVersion)
+	if h.zeroed {
+		v = segVersionZeroed
+	}
+	b = binary.LittleEndian.AppendUint32(b, v)
 	b = binary.LittleEndian.AppendUint64(b, h.base)
 	b = binary.LittleEndian.AppendUint64(b, h.prevTerm)
 	b = binary.LittleEndian.AppendUint32(b, 0)
@@ -69,12 +78,14 @@ func decodeHeader(b []byte) (segHeader, error) {
 	if got, want := binary.LittleEndian.Uint32(b[28:32]), checksum(b[:28]); got != want {
 		return segHeader{}, fmt.Errorf("segment header checksum mismatch (stored %#08x, computed %#08x)", got, want)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:8]); v != segVersion {
+	v := binary.LittleEndian.Uint32(b[4:8])
+	if v != segVersion && v != segVersionZeroed {
 		return segHeader{}, fmt.Errorf("unsupported segment format version %d", v)
 	}
 	return segHeader{
 		base:     binary.LittleEndian.Uint64(b[8:16]),
 		prevTerm: binary.LittleEndian.Uint64(b[16:24]),
+		zeroed:   v == segVersionZeroed,
 	}, nil
 }
 
@@ -89,6 +100,15 @@ func appendRecord(dst []byte, r *Record) []byte {
 	dst = append(dst, r.Data...)
 	binary.LittleEndian.PutUint32(dst[start+4:], checksum(dst[start+frameSize:]))
 	return dst
+}
+
+// lastByte is the last byte of r's encoding: the last of its data, or its
+// type if it has none.
+func lastByte(r *Record) byte {
+	if len(r.Data) == 0 {
+		return r.Type
+	}
+	return r.Data[len(r.Data)-1]
 }
 
 // recordSize is the on-disk size of a record with n bytes of data.

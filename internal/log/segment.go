@@ -43,6 +43,15 @@ type segment struct {
 	runs []termRun // term changes, in index order
 	size int64     // end of the last record; the file's valid length
 
+	// zeroed says the file was filled with zeros before the segment was
+	// written (Options.Preallocate): its records end where its nonzero
+	// bytes do, not where the file does.
+	zeroed bool
+	// syncsBefore is the log's SyncCount when the segment was created or
+	// opened: how often the log syncs it decides whether the next one is
+	// zeroed.
+	syncsBefore uint64
+
 	// Guarded by Log.mu.
 	dirty   bool // has bytes not yet covered by a Sync
 	removed bool // no longer part of the log
@@ -170,7 +179,7 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string,
 	if h.base != base {
 		return nil, 0, corruptf(path, 8, "header says the segment starts at index %d but its name says %d", h.base, base)
 	}
-	s = &segment{path: path, base: base, prevTerm: h.prevTerm}
+	s = &segment{path: path, base: base, prevTerm: h.prevTerm, zeroed: h.zeroed}
 
 	// Sized to the segment: a node opens thousands of small ones at boot.
 	r := bufio.NewReaderSize(io.NewSectionReader(f, headerSize, size-headerSize), int(min(1<<20, max(size-headerSize, 4096))))
@@ -180,13 +189,14 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string,
 	for off < size {
 		var reason string
 		pastEOF := false
+		end := int64(-1) // of the record at off, once its frame is read
 		if size-off < frameSize {
 			reason, pastEOF = "record frame extends past the end of the file", true
 		} else if _, err := io.ReadFull(r, fb[:]); err != nil {
 			return nil, 0, fmt.Errorf("read segment %s at offset %d: %w", path, off, err)
 		} else {
 			fr := decodeFrame(fb[:])
-			end := off + frameSize + int64(fr.length)
+			end = off + frameSize + int64(fr.length)
 			switch {
 			case fr.length < bodyFixed:
 				reason = fmt.Sprintf("invalid record length %d", fr.length)
@@ -214,6 +224,21 @@ func scanSegment(f vfs.File, path string, base uint64, last bool, noTear string,
 				}
 				off = end
 				continue
+			}
+		}
+		if s.zeroed {
+			// The records of a zeroed segment end where its nonzero bytes
+			// do (see prealloc.go).
+			z, err := contentEnd(f, off, size)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read segment %s after offset %d: %w", path, off, err)
+			}
+			if z == off {
+				break // zeros from here on: space never written
+			}
+			size = z
+			if end < 0 || end > z {
+				reason, pastEOF = "record extends past the last byte written", true
 			}
 		}
 		if err := classifyBad(f, path, off, size, s.next(), last, pastEOF, reason, noTear, covered); err != nil {

@@ -60,6 +60,13 @@ const (
 	kindBarrier uint8 = 2
 	kindFlushed uint8 = 3
 	kindState   uint8 = 4
+
+	// kindMarked, added to a kind, says the record's data ends with
+	// endMark. The WAL's log is preallocated, and needs every record to
+	// end with a nonzero byte (hlog.Options.Preallocate); records written
+	// before it was have no mark.
+	kindMarked uint8 = 0x10
+	endMark    byte  = 0xff
 )
 
 // flushParallelism bounds the groups a checkpoint flushes at once: each
@@ -133,7 +140,7 @@ type WAL struct {
 // to be taken by each group with Recovered. Checkpoints delete nothing
 // until Booted says that every group that will claim its entries has.
 func Open(dir string, opts Options) (*WAL, error) {
-	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID})
+	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID, Preallocate: true})
 	if err != nil {
 		return nil, fmt.Errorf("open the node's write-ahead log: %w", err)
 	}
@@ -187,6 +194,13 @@ func (w *WAL) read() error {
 }
 
 func (w *WAL) recover(r hlog.Record) error {
+	if r.Type&kindMarked != 0 {
+		if len(r.Data) == 0 || r.Data[len(r.Data)-1] != endMark {
+			return errors.New("record lacks its end mark")
+		}
+		r.Type &^= kindMarked
+		r.Data = r.Data[:len(r.Data)-1]
+	}
 	if len(r.Data) < 8 {
 		return fmt.Errorf("record of %d bytes has no group", len(r.Data))
 	}
@@ -283,7 +297,7 @@ func (w *WAL) Append(group uint64, ents []hlog.Record, f Flusher) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wbuf = encodeEntries(w.wbuf[:0], group, ents)
+	w.wbuf = append(encodeEntries(w.wbuf[:0], group, ents), endMark)
 	if err := w.appendLocked(kindEntries, w.wbuf); err != nil {
 		return fmt.Errorf("append %d entries of group %d at index %d: %w", len(ents), group, ents[0].Index, err)
 	}
@@ -311,6 +325,7 @@ func (w *WAL) SetState(group uint64, data []byte) error {
 func (w *WAL) appendStateLocked(group uint64, data []byte) error {
 	w.wbuf = binary.LittleEndian.AppendUint64(w.wbuf[:0], group)
 	w.wbuf = append(w.wbuf, data...)
+	w.wbuf = append(w.wbuf, endMark)
 	if err := w.appendLocked(kindState, w.wbuf); err != nil {
 		return err
 	}
@@ -334,7 +349,7 @@ func (w *WAL) Remove(group uint64) {
 // a tail the snapshot removed.
 func (w *WAL) Barrier(group uint64) error {
 	w.mu.Lock()
-	var b [8]byte
+	b := [9]byte{8: endMark}
 	binary.LittleEndian.PutUint64(b[:], group)
 	err := w.appendLocked(kindBarrier, b[:])
 	delete(w.dirty, group)
@@ -357,11 +372,16 @@ func (w *WAL) Forget(group uint64) {
 	w.mu.Unlock()
 }
 
+// appendLocked appends a record of kind whose data, made by the caller,
+// ends with endMark.
 func (w *WAL) appendLocked(kind uint8, data []byte) error {
+	if len(data) == 0 || data[len(data)-1] != endMark {
+		panic("wal: a record's data must end with endMark")
+	}
 	if w.closed {
 		return hlog.ErrClosed
 	}
-	if err := w.log.Append([]hlog.Record{{Index: w.next, Term: walTerm, Type: kind, Data: data}}); err != nil {
+	if err := w.log.Append([]hlog.Record{{Index: w.next, Term: walTerm, Type: kind | kindMarked, Data: data}}); err != nil {
 		return err
 	}
 	w.next++
@@ -517,7 +537,7 @@ func (w *WAL) carryStates(covered uint64) error {
 // groups' own files, so that a restart does not replay them. It needs no
 // sync of its own: without it, a restart replays more than it must.
 func (w *WAL) markFlushed(covered uint64) error {
-	var b [16]byte
+	b := [17]byte{16: endMark}
 	binary.LittleEndian.PutUint64(b[8:], covered)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -381,3 +381,41 @@ func TestNoTearOnlyAfterEveryGroupFlushed(t *testing.T) {
 		w2.Close()
 	}
 }
+
+// Records written before the WAL marked their ends (kindMarked) are still
+// read back: a node upgraded in place replays what its WAL held.
+func TestRecordsWithoutEndMarkAreRead(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := hlog.Open("/wal", hlog.Options{FS: fs, BootID: "b1", SegmentSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := append([]byte{7, 0, 0, 0, 0, 0, 0, 0}, "term 3 vote 1"...)
+	err = l.Append([]hlog.Record{
+		{Index: 1, Term: walTerm, Type: kindEntries, Data: encodeEntries(nil, 7, recs(1, "a", "b"))},
+		{Index: 2, Term: walTerm, Type: kindState, Data: state},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w := openMem(t, fs, "b1")
+	defer w.Close()
+	if got, want := describe(w.Recovered(7)), "[1: a/3 b/3][state term 3 vote 1]"; got != want {
+		t.Fatalf("recovered %s, want %s", got, want)
+	}
+	// And new records, marked, follow them.
+	if err := w.Append(7, recs(3, "c"), &countingFlusher{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openMem(t, fs.CrashClone(nil), "b2")
+	defer w2.Close()
+	if got, want := describe(w2.Recovered(7)), "[1: a/3 b/3][state term 3 vote 1][3: c/3]"; got != want {
+		t.Fatalf("after a power loss, recovered %s, want %s", got, want)
+	}
+}

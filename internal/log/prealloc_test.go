@@ -1,0 +1,249 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const zeroedSegSize = 4096
+
+func zeroedOpts(boot string) Options {
+	return Options{SegmentSize: zeroedSegSize, Preallocate: true, BootID: boot}
+}
+
+// waitSpare waits until no spare is being zeroed, so that a test knows
+// whether the next roll finds one.
+func waitSpare(t *testing.T, l *Log) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.spare.mu.Lock()
+		filling := l.spare.filling != nil
+		l.spare.mu.Unlock()
+		if !filling {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("spare still being zeroed after 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// buildZeroedLog appends records [1, n] one at a time, syncing each as a
+// log synced on every commit does, waiting for each spare, and returns
+// the open log: its segments after the first are zeroed.
+func buildZeroedLog(t *testing.T, dir string, n uint64, boot string) *Log {
+	t.Helper()
+	l := mustOpen(t, dir, zeroedOpts(boot))
+	for i := uint64(1); i <= n; i++ {
+		waitSpare(t, l)
+		mustAppend(t, l, []Record{mkrec(i, 1)})
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func segVersionOf(t *testing.T, path string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint32(b[4:8])
+}
+
+func TestPreallocatedLogWritesIntoZeroedSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := buildZeroedLog(t, dir, 300, "this boot")
+	if len(l.segs) < 3 {
+		t.Fatalf("%d segments; the test needs several", len(l.segs))
+	}
+	zeroed := 0
+	for _, s := range l.segs {
+		if s.zeroed {
+			zeroed++
+			if v := segVersionOf(t, s.path); v != segVersionZeroed {
+				t.Fatalf("zeroed segment %s has header version %d", s.path, v)
+			}
+			if size := fileSize(t, s.path); size < zeroedSegSize {
+				t.Fatalf("zeroed segment %s is %d bytes, less than a segment", s.path, size)
+			}
+		}
+	}
+	if zeroed != len(l.segs)-1 || l.segs[0].zeroed {
+		t.Fatalf("%d of %d segments zeroed; want all but the first, which was made before any spare", zeroed, len(l.segs))
+	}
+	mustClose(t, l)
+
+	l = mustOpen(t, dir, zeroedOpts("this boot"))
+	expect(t, l, 1, 0, mkrecs(1, 301, 1))
+	mustAppend(t, l, mkrecs(301, 321, 2))
+	mustClose(t, l)
+	l = mustOpen(t, dir, zeroedOpts("this boot"))
+	defer l.Close()
+	expect(t, l, 1, 0, append(mkrecs(1, 301, 1), mkrecs(301, 321, 2)...))
+}
+
+// A process killed inside write(2) leaves a prefix of its write over the
+// zeros; the record it did not finish is cut, whatever is left of it.
+func TestZeroedSegmentTornWriteIsCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keep func(n int) int // bytes of the record's encoding that reached the file
+	}{
+		{"inside frame", func(int) int { return 3 }},
+		{"after frame", func(int) int { return frameSize + 1 }},
+		{"half", func(n int) int { return n / 2 }},
+		{"all but the last byte", func(n int) int { return n - 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := buildZeroedLog(t, dir, 300, "this boot")
+			s := l.active()
+			if !s.zeroed {
+				t.Fatal("the active segment is not zeroed")
+			}
+			path, end := s.path, s.size
+			abandon(l)
+			rec := mkrec(301, 1)
+			enc := appendRecord(nil, &rec)
+			writeAt(t, path, enc[:tc.keep(len(enc))], end)
+
+			l = mustOpen(t, dir, zeroedOpts("this boot"))
+			expect(t, l, 1, 0, mkrecs(1, 301, 1))
+			mustAppend(t, l, mkrecs(301, 311, 2))
+			mustClose(t, l)
+			l = mustOpen(t, dir, zeroedOpts("this boot"))
+			defer l.Close()
+			expect(t, l, 1, 0, append(mkrecs(1, 301, 1), mkrecs(301, 311, 2)...))
+		})
+	}
+}
+
+// A fully written record keeps its nonzero last byte, so a flipped bit
+// anywhere in it is damage, named, not a torn write: in the same boot
+// the record may have been acknowledged.
+func TestZeroedSegmentDamageIsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   func(off, end int64) int64
+	}{
+		{"data", func(off, end int64) int64 { return (off + end) / 2 }},
+		{"last byte", func(off, end int64) int64 { return end - 1 }},
+		{"length", func(off, end int64) int64 { return off + 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := buildZeroedLog(t, dir, 300, "this boot")
+			s := l.active()
+			path, off, end := s.path, s.pos[len(s.pos)-1], s.size
+			abandon(l)
+			flipByte(t, path, tc.at(off, end))
+			_, err := Open(dir, zeroedOpts("this boot"))
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != path || ce.Offset != off {
+				t.Fatalf("Open after a process crash and a flipped bit in the last record: %v; want corruption of %s at %d", err, path, off)
+			}
+		})
+	}
+}
+
+// Nonzero bytes after the zeros that follow the last record are not space
+// never written: the log is damaged there.
+func TestZeroedSegmentGarbageAfterZeros(t *testing.T) {
+	dir := t.TempDir()
+	l := buildZeroedLog(t, dir, 300, "this boot")
+	s := l.active()
+	path, end := s.path, s.size
+	mustClose(t, l)
+	writeAt(t, path, []byte{1}, end+100)
+	_, err := Open(dir, zeroedOpts("this boot"))
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.File != path || ce.Offset != end {
+		t.Fatalf("Open with a stray byte after the zeros: %v; want corruption of %s at %d", err, path, end)
+	}
+}
+
+func TestPreallocatedLogRefusesRecordsEndingInZero(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, zeroedOpts(""))
+	defer l.Close()
+	mustAppend(t, l, mkrecs(1, 3, 1))
+	for _, r := range []Record{
+		{Index: 4, Term: 1, Type: 1, Data: []byte{7, 0}},
+		{Index: 4, Term: 1, Type: 0},
+	} {
+		err := l.Append([]Record{mkrec(3, 1), r})
+		if err == nil || !strings.Contains(err.Error(), "ends with a zero byte") {
+			t.Fatalf("Append of a record ending in a zero byte: %v; want it refused", err)
+		}
+	}
+	expect(t, l, 1, 0, mkrecs(1, 3, 1))
+}
+
+// A log that syncs rarely, for many bytes each time, never zeroes a spare:
+// the zeros would cost more than the cheaper fdatasyncs save.
+func TestPreallocatedLogZeroesOnlyWhenSyncsAreFrequent(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentSize: 1 << 20, Preallocate: true})
+	big := make([]byte, 200<<10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	for i := uint64(1); i <= 12; i++ {
+		mustAppend(t, l, []Record{{Index: i, Term: 1, Data: big}})
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		waitSpare(t, l)
+	}
+	for _, s := range l.segs {
+		if s.zeroed {
+			t.Fatalf("segment %s zeroed at 200 KiB per fdatasync", s.path)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) {
+		t.Fatalf("a spare was made at 200 KiB per fdatasync (%v)", err)
+	}
+	mustClose(t, l)
+}
+
+// A spare left by a process that stopped is removed at Open, not trusted.
+func TestOpenRemovesLeftoverSpares(t *testing.T) {
+	dir := t.TempDir()
+	l := buildZeroedLog(t, dir, 50, "")
+	mustClose(t, l)
+	for _, name := range []string{spareName, spareTmpName} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("left over"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = mustOpen(t, dir, zeroedOpts(""))
+	defer l.Close()
+	expect(t, l, 1, 0, mkrecs(1, 51, 1))
+	for _, name := range []string{spareName, spareTmpName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Fatalf("%s survived Open (%v)", name, err)
+		}
+	}
+}
+
+func writeAt(t *testing.T, path string, b []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
