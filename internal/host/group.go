@@ -600,18 +600,13 @@ func (g *group) handleReady() error {
 			g.leadChanged = time.Now()
 			// A proposal in this replica's log waits for its index to be
 			// applied (answer): the log may commit it under the new
-			// leader. So does one a follower forwarded that is not in
-			// its log yet: the old leader may have taken it, and the new
-			// one then sends it; if not, it expires (expireForwarded).
-			// A new leader does not expire what it forwarded as a
-			// follower in an earlier term and does not have: its
-			// proposers learn now that the outcome is unknown. What it
-			// took as the leader is in its log.
-			term := g.rn.BasicStatus().GetTerm()
-			g.failWaiters(func(w waiter) bool { return leads && w.term != 0 && w.index == 0 && w.term < term })
+			// leader. So does one it forwarded that is not in its log
+			// yet, even if it now leads: the old leader may have taken
+			// it, or held it while handing over, and it comes back
+			// within a round; if not, it expires (expireForwarded).
 			g.leadTerm = 0
 			if leads {
-				g.leadTerm = term
+				g.leadTerm = g.rn.BasicStatus().GetTerm()
 			}
 			g.failReads()
 		}
@@ -1070,21 +1065,25 @@ func (g *group) failWaiters(match func(waiter) bool) {
 // so.
 //
 // One forwarded under an earlier leader and not in this replica's log
-// expires sooner, a third of an election timeout after the change: the
-// new leader sends it within a round if the old one took it (or held it
-// while handing over), and a proposer whose leader died should hear soon
-// that the outcome is unknown.
+// expires sooner, a third of an election timeout after the change, on
+// a follower or on the new leader alike: the new leader has it within a
+// round if the old one took it (or held it while handing over), and a
+// proposer whose leader died should hear soon that the outcome is
+// unknown. A leader's own proposals are in its log and wait to be
+// applied.
 func (g *group) expireForwarded() {
-	if g.isLeader.Load() {
-		return
-	}
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
 	now := time.Now()
+	leads := g.isLeader.Load()
+	if leads && now.Sub(g.leadChanged) > limit {
+		return // what it forwarded before it led expired long ago
+	}
 	term := g.rn.BasicStatus().GetTerm()
 	changedLongAgo := !g.leadChanged.IsZero() && now.Sub(g.leadChanged) > grace
 	g.failWaiters(func(w waiter) bool {
-		return w.term != 0 && (now.Sub(w.since) > limit || (w.index == 0 && w.term < term && changedLongAgo))
+		lost := w.index == 0 && w.term < term && changedLongAgo
+		return w.term != 0 && (lost || !leads && now.Sub(w.since) > limit)
 	})
 }
 

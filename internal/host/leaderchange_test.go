@@ -55,8 +55,9 @@ func applied(t *testing.T, hosts map[uint64]*Host, machines map[uint64]*listMach
 // A leadership transfer in the middle of a stream of proposals answers
 // every one with its result: those in the old leader's log commit under
 // the new one, and those raft dropped while handing over are made again.
-// So do those a follower forwarded to the old leader. Each is applied
-// once.
+// So do those a follower forwarded to the old leader, the new leader's
+// own included (the old one holds them while it hands over, and passes
+// them on once it knows who leads). Each is applied once.
 func TestProposalsOutliveALeadershipTransfer(t *testing.T) {
 	_, hosts, machines := slowWire(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -66,9 +67,13 @@ func TestProposalsOutliveALeadershipTransfer(t *testing.T) {
 	errs := make(chan error, proposers)
 	var transferred sync.Once
 	for p := range proposers {
-		// Most propose on the leader; some on node 3, which forwards.
+		// Most propose on the leader; some on node 3 and some on node 2,
+		// which forward to it, node 2 until it leads.
 		via := hosts[1]
-		if p%4 == 3 {
+		switch p % 4 {
+		case 2:
+			via = hosts[2]
+		case 3:
 			via = hosts[3]
 		}
 		wg.Go(func() {
@@ -175,5 +180,51 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 	cmds := applied(t, hosts, machines, 1)
 	if countOf(cmds, "plain") != 1 || countOf(cmds, "leader-only") != 0 {
 		t.Fatalf("applied %q: want the plain command once and the leader-only one never", cmds)
+	}
+}
+
+// A proposal a follower forwarded that its leader never got is answered
+// "outcome unknown" once the follower has led for a third of an election
+// timeout without it, instead of waiting forever: as a leader, the
+// replica expires only what it forwarded before it led.
+func TestAForwardLostBeforeTheForwarderLedFailsSoon(t *testing.T) {
+	w := &wire{hosts: make(map[uint64]*Host)}
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			c.ElectionTicks = 30
+			c.TickInterval = 10 * time.Millisecond
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hosts[1].onLoop(context.Background(), 1, func(g *group) error { return g.rn.Campaign() }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node 1 leads", func() bool { l, _ := hosts[1].Leader(1); return l == 1 })
+	eventually(t, "node 2 follows node 1", func() bool { l, _ := hosts[2].Leader(1); return l == 1 })
+
+	w.mu.Lock()
+	w.drop = func(m *pb.Message) bool { return m.GetType() == pb.MsgProp && m.GetFrom() == 2 }
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lost := hosts[2].Start(ctx, 1, Bytes("lost on the way"))
+	time.Sleep(50 * time.Millisecond) // forwarded, and dropped
+	if err := hosts[1].TransferLeadership(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lost.Wait(ctx)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a forward lost before its node led: %v; want ErrOutcomeUnknown", err)
+	}
+	if l, _ := hosts[2].Leader(1); l != 2 {
+		t.Fatalf("node %d leads; the test needs node 2 to", l)
 	}
 }
