@@ -40,7 +40,10 @@ func crashHostConfig(dir string) host.Config {
 		TickInterval:    10 * time.Millisecond,
 		SnapshotEntries: 40,
 		SegmentSize:     16 << 10,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Small WAL files: kills land in WAL files written over zeroed
+		// spares (internal/log's Options.Preallocate) and in their rolls.
+		WALSegmentSize: 64 << 10,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
