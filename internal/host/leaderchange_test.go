@@ -16,6 +16,13 @@ import (
 // makes them campaign: no election timeout fires in the time a test runs.
 func slowWire(t *testing.T) (*wire, map[uint64]*Host, map[uint64]*listMachine) {
 	t.Helper()
+	return wireLedByNode1(t, func(c *Config) { c.ElectionTicks = 100_000 })
+}
+
+// wireLedByNode1 is three hosts, configured by mod, on a wire, running
+// group 1, which node 1 leads.
+func wireLedByNode1(t *testing.T, mod func(*Config)) (*wire, map[uint64]*Host, map[uint64]*listMachine) {
+	t.Helper()
 	w := &wire{hosts: make(map[uint64]*Host)}
 	hosts := map[uint64]*Host{}
 	machines := map[uint64]*listMachine{}
@@ -23,7 +30,7 @@ func slowWire(t *testing.T) (*wire, map[uint64]*Host, map[uint64]*listMachine) {
 		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
 			c.NodeID = id
 			c.Transport = wireEnd{w: w, from: id}
-			c.ElectionTicks = 100_000
+			mod(c)
 		})
 		w.mu.Lock()
 		w.hosts[id] = hosts[id]
@@ -188,26 +195,10 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 // timeout without it, instead of waiting forever: as a leader, the
 // replica expires only what it forwarded before it led.
 func TestAForwardLostBeforeTheForwarderLedFailsSoon(t *testing.T) {
-	w := &wire{hosts: make(map[uint64]*Host)}
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			c.ElectionTicks = 30
-			c.TickInterval = 10 * time.Millisecond
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
-		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, StateMachine: &listMachine{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := hosts[1].onLoop(context.Background(), 1, func(g *group) error { return g.rn.Campaign() }); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "node 1 leads", func() bool { l, _ := hosts[1].Leader(1); return l == 1 })
+	w, hosts, _ := wireLedByNode1(t, func(c *Config) {
+		c.ElectionTicks = 30
+		c.TickInterval = 10 * time.Millisecond
+	})
 	eventually(t, "node 2 follows node 1", func() bool { l, _ := hosts[2].Leader(1); return l == 1 })
 
 	w.mu.Lock()

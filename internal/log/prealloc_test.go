@@ -82,14 +82,20 @@ func TestPreallocatedLogWritesIntoZeroedSegments(t *testing.T) {
 		t.Fatalf("%d of %d segments zeroed; want all but the first, which was made before any spare", zeroed, len(l.segs))
 	}
 	mustClose(t, l)
+	zeroedRecoversTo(t, dir, 300)
+}
 
-	l = mustOpen(t, dir, zeroedOpts("this boot"))
-	expect(t, l, 1, 0, mkrecs(1, 301, 1))
-	mustAppend(t, l, mkrecs(301, 321, 2))
+// zeroedRecoversTo checks that the zeroed log in dir opens holding records
+// [1, last], takes more, and holds them all after a clean reopen.
+func zeroedRecoversTo(t *testing.T, dir string, last uint64) {
+	t.Helper()
+	l := mustOpen(t, dir, zeroedOpts("this boot"))
+	expect(t, l, 1, 0, mkrecs(1, last+1, 1))
+	mustAppend(t, l, mkrecs(last+1, last+21, 2))
 	mustClose(t, l)
 	l = mustOpen(t, dir, zeroedOpts("this boot"))
 	defer l.Close()
-	expect(t, l, 1, 0, append(mkrecs(1, 301, 1), mkrecs(301, 321, 2)...))
+	expect(t, l, 1, 0, append(mkrecs(1, last+1, 1), mkrecs(last+1, last+21, 2)...))
 }
 
 // A process killed inside write(2) leaves a prefix of its write over the
@@ -116,14 +122,7 @@ func TestZeroedSegmentTornWriteIsCut(t *testing.T) {
 			rec := mkrec(301, 1)
 			enc := appendRecord(nil, &rec)
 			writeAt(t, path, enc[:tc.keep(len(enc))], end)
-
-			l = mustOpen(t, dir, zeroedOpts("this boot"))
-			expect(t, l, 1, 0, mkrecs(1, 301, 1))
-			mustAppend(t, l, mkrecs(301, 311, 2))
-			mustClose(t, l)
-			l = mustOpen(t, dir, zeroedOpts("this boot"))
-			defer l.Close()
-			expect(t, l, 1, 0, append(mkrecs(1, 301, 1), mkrecs(301, 311, 2)...))
+			zeroedRecoversTo(t, dir, 300)
 		})
 	}
 }
