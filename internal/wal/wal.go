@@ -36,7 +36,11 @@
 // Record data: group (8 bytes, little endian), then for entries the index
 // of the first entry (uvarint) and, per entry, its term (uvarint), type (1
 // byte), data length (uvarint) and data; for flushed, the index of the
-// last record it covers (8 bytes); for state, the state's bytes.
+// last record it covers (8 bytes); for state, the state's bytes. Then a
+// mark byte, 0xff, flagged in the record's type (kindMarked): the WAL's
+// log is written over zeroed files (log.Options.Preallocate), which needs
+// every record to end with a nonzero byte. Records written before the
+// mark existed have neither, and are still read.
 package wal
 
 import (
