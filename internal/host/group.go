@@ -390,10 +390,7 @@ const maxHeldBytes = 64 << 20
 // learn that the outcome is unknown; held, it goes to whoever leads next
 // (releaseHeld), and its proposer gets its result.
 func (g *group) holdProposal(m *pb.Message) bool {
-	st := g.rn.BasicStatus()
-	handingOver := st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None
-	leaderless := st.RaftState != raft.StateLeader && st.Lead == raft.None
-	if !handingOver && !leaderless {
+	if !leaderUnsettled(g.rn.BasicStatus()) {
 		return false
 	}
 	size := 0
@@ -408,14 +405,18 @@ func (g *group) holdProposal(m *pb.Message) bool {
 	return true
 }
 
+// leaderUnsettled reports whether the group knows no leader, or its leader
+// (this replica: only a leader has a transferee) is handing over. Raft
+// drops proposals then, and a leader is moments away.
+func leaderUnsettled(st raft.BasicStatus) bool {
+	return st.Lead == raft.None || st.LeadTransferee != raft.None
+}
+
 // releaseHeld steps the held proposals once the handover is over: this
 // replica appends them if it still leads, or passes them on to the new
 // leader.
 func (g *group) releaseHeld() {
-	if len(g.held) == 0 {
-		return
-	}
-	if st := g.rn.BasicStatus(); st.Lead == raft.None || st.LeadTransferee != raft.None {
+	if len(g.held) == 0 || leaderUnsettled(g.rn.BasicStatus()) {
 		return
 	}
 	held := g.held
@@ -482,8 +483,7 @@ func (g *group) proposeBatch(batch []proposal) {
 		g.markProposed(batch)
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
-		if st := g.rn.BasicStatus(); st.Lead == raft.None || st.LeadTransferee != raft.None {
-			// No leader, or one handing over: a new one is moments away.
+		if leaderUnsettled(g.rn.BasicStatus()) {
 			err = ErrNoLeader
 		} else {
 			err = ErrOverloaded

@@ -86,8 +86,14 @@ func fileSize(t *testing.T, path string) int64 {
 // path and off, with a message an operator can act on.
 func wantCorruption(t *testing.T, dir, path string, off int64) {
 	t.Helper()
+	wantCorruptionOpening(t, dir, Options{SegmentSize: corruptSegSize}, path, off)
+}
+
+// wantCorruptionOpening is wantCorruption for a log opened with opts.
+func wantCorruptionOpening(t *testing.T, dir string, opts Options, path string, off int64) {
+	t.Helper()
 	sizeBefore := fileSize(t, path)
-	l, err := Open(dir, Options{SegmentSize: corruptSegSize})
+	l, err := Open(dir, opts)
 	if err == nil {
 		l.Close()
 		t.Fatalf("Open succeeded on a damaged log (%s at %d)", path, off)

@@ -2,7 +2,6 @@ package log
 
 import (
 	"encoding/binary"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,11 +145,7 @@ func TestZeroedSegmentDamageIsNamed(t *testing.T) {
 			path, off, end := s.path, s.pos[len(s.pos)-1], s.size
 			abandon(l)
 			flipByte(t, path, tc.at(off, end))
-			_, err := Open(dir, zeroedOpts("this boot"))
-			var ce *CorruptionError
-			if !errors.As(err, &ce) || ce.File != path || ce.Offset != off {
-				t.Fatalf("Open after a process crash and a flipped bit in the last record: %v; want corruption of %s at %d", err, path, off)
-			}
+			wantCorruptionOpening(t, dir, zeroedOpts("this boot"), path, off)
 		})
 	}
 }
@@ -164,11 +159,7 @@ func TestZeroedSegmentGarbageAfterZeros(t *testing.T) {
 	path, end := s.path, s.size
 	mustClose(t, l)
 	writeAt(t, path, []byte{1}, end+100)
-	_, err := Open(dir, zeroedOpts("this boot"))
-	var ce *CorruptionError
-	if !errors.As(err, &ce) || ce.File != path || ce.Offset != end {
-		t.Fatalf("Open with a stray byte after the zeros: %v; want corruption of %s at %d", err, path, end)
-	}
+	wantCorruptionOpening(t, dir, zeroedOpts("this boot"), path, end)
 }
 
 func TestPreallocatedLogRefusesRecordsEndingInZero(t *testing.T) {
