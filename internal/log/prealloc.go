@@ -57,8 +57,8 @@ const spareStartFraction = 64
 // fdatasync, and zeroing costs about 0.26 ns of CPU and 0.75 ns of disk
 // time per byte (64 MiB: 17 ms of CPU, 50 ms in all), so it pays below
 // about 100-230 KB per fdatasync. Publishing one event per request syncs
-// every few dozen kilobytes; batches of a hundred, every megabyte or more,
-// where zeroing would double what the disk writes for nothing.
+// every few dozen kilobytes; batches of a hundred, every half megabyte or
+// more, where zeroing would double what the disk writes for little.
 const spareWorthBytes = 128 << 10
 
 // spare is the zeroed file the log's next segment is written into, and
