@@ -137,6 +137,11 @@ func (c *Client) sendPublish(ctx context.Context, req *heraldv1.PublishRequest) 
 	if c.router != nil {
 		return c.publishRouted(ctx, req.Topic, req.Events)
 	}
+	if c.stream != nil {
+		ctx, cancel := c.callContext(ctx, 0)
+		defer cancel()
+		return c.stream.publish(ctx, req)
+	}
 	ids, _, err := c.publishVia(ctx, c.svc, req)
 	return ids, err
 }

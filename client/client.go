@@ -34,8 +34,9 @@ type Client struct {
 	timeout  time.Duration
 	batchMax int // > 0: WithPublishBatching
 	batchers batchers
-	retries  int     // WithPublishRetries
-	router   *router // WithLeaderRouting
+	retries  int            // WithPublishRetries
+	router   *router        // WithLeaderRouting
+	stream   *publishStream // WithPublishStream; nil with WithLeaderRouting
 }
 
 // An Option configures a Client.
@@ -50,6 +51,7 @@ type config struct {
 	token      string
 	tls        *tls.Config
 	routing    bool     // WithLeaderRouting
+	stream     bool     // WithPublishStream
 	seeds      []string // WithLeaderRouting
 }
 
@@ -117,12 +119,25 @@ func New(baseURL string, opts ...Option) *Client {
 		batchMax: cfg.batchMax,
 		retries:  cfg.retries,
 	}
+	if cfg.stream && !cfg.routing {
+		c.stream = newPublishStream(normalizeURL(baseURL), cfg.token, cfg.tls)
+	}
 	if cfg.routing {
 		c.router = newRouter(normalizeURL(baseURL), cfg.seeds, func(url string) heraldv1connect.HeraldServiceClient {
 			return heraldv1connect.NewHeraldServiceClient(hc, url, copts...)
 		})
 	}
 	return c
+}
+
+// Close closes the Client's publish stream (WithPublishStream), failing
+// the calls still waiting on it. A Client without one holds nothing that
+// needs closing. The Client must not be used afterwards.
+func (c *Client) Close() error {
+	if c.stream != nil {
+		c.stream.close()
+	}
+	return nil
 }
 
 // Service returns the generated Connect client underneath c, for callers

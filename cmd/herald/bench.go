@@ -47,6 +47,7 @@ type benchPublishFlags struct {
 	batched    int // > 0: client.WithPublishBatching
 	through    []string
 	routing    bool // client.WithLeaderRouting
+	stream     bool // client.WithPublishStream
 	results    string
 	cpuProfile string
 }
@@ -105,6 +106,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.IntVar(&p.batched, "client-batching", 0, "let the producers' concurrent publishes share requests of up to N events (client.WithPublishBatching); each producer still waits for its own acknowledgement (0: off)")
 	f.StringSliceVar(&p.through, "through", nil, "other nodes of the cluster (URLs, comma-separated) that the producers publish through too, taking --server and them in turn")
 	f.BoolVar(&p.routing, "leader-routing", false, "send each batch straight to the nodes leading its events' shards (client.WithLeaderRouting), rather than through --server (and --through), which forward what they do not lead")
+	f.BoolVar(&p.stream, "stream", false, "publish over publish streams (client.WithPublishStream): one connection per node carries every producer's calls, each answered on its own, instead of an HTTP request per batch")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
 	f.StringVar(&p.cpuProfile, "cpu-profile", "", "write a CPU profile of the load generator over the whole run (warm-up included) to this file, for go tool pprof")
@@ -117,6 +119,9 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if p.batched > 0 {
 		opts = append(opts, client.WithPublishBatching(p.batched))
 	}
+	if p.stream {
+		opts = append(opts, client.WithPublishStream())
+	}
 	servers := append([]string{g.server}, p.through...)
 	if p.routing {
 		// One client, which finds the leaders itself.
@@ -127,6 +132,7 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	for _, server := range servers {
 		c, closeIdle := load.HeraldClient(server, p.cfg.Producers, p.grpc, opts...)
 		defer closeIdle()
+		defer c.Close()
 		clients = append(clients, c)
 	}
 	t, err := load.PrepareHeraldTopic(ctx, clients[0], p.topic, attrs, p.fresh)
@@ -161,6 +167,12 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 		res.Settings["leader_routing"] = "true"
 		if p.label == "" {
 			res.Label += ", leader routing"
+		}
+	}
+	if p.stream {
+		res.Settings["publish_stream"] = "true"
+		if p.label == "" {
+			res.Label += ", publish stream"
 		}
 	}
 	if p.batched > 0 {

@@ -18,7 +18,8 @@ import (
 // TestE2EIdempotentPublishAcrossKill publishes batches that span shards,
 // each event with a dedup id, SIGKILLs the server mid-load and restarts it
 // while the publishers retry every failed batch with the same ids (half of
-// them by hand, half through client.WithPublishRetries). In the end every
+// them by hand, half through client.WithPublishRetries over a publish
+// stream). In the end every
 // event is stored exactly once, under the id its publisher was given.
 func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 	dataDir := t.TempDir()
@@ -26,7 +27,9 @@ func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 	srv := startServer(t, dataDir, addr)
 	ctx := context.Background()
 	plain := client.New("http://"+addr, client.WithTimeout(10*time.Second))
-	retrying := client.New("http://"+addr, client.WithTimeout(10*time.Second), client.WithPublishRetries(1000))
+	// Over a publish stream, which every kill breaks.
+	retrying := client.New("http://"+addr, client.WithTimeout(10*time.Second), client.WithPublishRetries(1000), client.WithPublishStream())
+	defer retrying.Close()
 	if _, err := plain.CreateTopic(ctx, "dedup", map[string]string{"shards": "4"}); err != nil {
 		t.Fatal(err)
 	}

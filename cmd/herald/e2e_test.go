@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"herald/client"
 	"herald/internal/testkit"
 )
@@ -135,6 +137,9 @@ func TestE2EKillMidLoad(t *testing.T) {
 	addr := testkit.FreeAddr(t)
 	srv := startServer(t, dataDir, addr)
 	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
+	// Half the publishers send over a publish stream, which the kill breaks.
+	streamed := client.New("http://"+addr, client.WithTimeout(10*time.Second), client.WithPublishStream())
+	defer streamed.Close()
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "e2e", map[string]string{"shards": "4"}); err != nil {
 		t.Fatal(err)
@@ -157,7 +162,11 @@ func TestE2EKillMidLoad(t *testing.T) {
 				for j := range 5 {
 					evs = append(evs, client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, i+j)})
 				}
-				ids, err := c.Publish(ctx, "e2e", evs...)
+				pub := c
+				if p%2 == 1 {
+					pub = streamed
+				}
+				ids, err := pub.Publish(ctx, "e2e", evs...)
 				if err != nil {
 					// The server is down or restarting: retry the same batch.
 					// A batch that was committed before the kill is published
@@ -312,11 +321,16 @@ func TestE2EStartupErrors(t *testing.T) {
 func TestE2EGracefulShutdownOnSIGTERM(t *testing.T) {
 	dataDir := t.TempDir()
 	addr := testkit.FreeAddr(t)
-	srv := startServer(t, dataDir, addr)
+	// A shutdown that waited for the open publish stream below as for a
+	// request in flight would take this long, and the test time out.
+	srv := startServer(t, dataDir, addr, "--shutdown-timeout", "10m")
 	c := client.New("http://" + addr)
 	ctx := context.Background()
 	c.CreateTopic(ctx, "t", nil)
-	ids, err := c.Publish(ctx, "t", client.Event{Key: "k", Payload: []byte("kept")})
+	// Through a publish stream, left open: the shutdown must end it.
+	streamed := client.New("http://"+addr, client.WithPublishStream())
+	defer streamed.Close()
+	ids, err := streamed.Publish(ctx, "t", client.Event{Key: "k", Payload: []byte("kept")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,11 +340,14 @@ func TestE2EGracefulShutdownOnSIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("herald serve exited with %v after SIGTERM:\n%s", err, srv.output)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("herald serve did not exit after SIGTERM")
 	}
 	if !strings.Contains(srv.output.String(), "stopped") {
 		t.Fatalf("no clean stop in the log:\n%s", srv.output)
+	}
+	if _, err := streamed.Publish(ctx, "t", client.Event{Key: "k", Payload: []byte("late")}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("publish on the stream of a stopped server: %v; want unavailable", err)
 	}
 	startServer(t, dataDir, addr)
 	ds, err := c.Fetch(ctx, "t", client.FetchOptions{})

@@ -491,7 +491,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	dash := dashboard.New(n, dashboard.Config{Logger: logger})
 	stopDashboard := runUntilStopped(dash.Run)
 	defer stopDashboard()
-	front.open(api.NewHandler(n, reg, api.Options{Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger,
+	stopStreams := make(chan struct{})
+	front.open(api.NewHandler(n, reg, api.Options{Stop: stopStreams, Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger,
 		SNSZonegroup: cfg.SNSZonegroup}))
 	logger.Info("herald is serving", "listen", ln.Addr().String(), "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
@@ -506,6 +507,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	defer cancel()
 	// API requests first, while the node-to-node streams still carry
 	// what they need; then the streams, which Shutdown would wait for.
+	close(stopStreams) // publish streams answer what they read, then close
 	front.drain(sctx.Done())
 	if tr != nil {
 		tr.Close()

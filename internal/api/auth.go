@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"herald/internal/auth"
+	"herald/internal/protocol"
 	"herald/proto/herald/v1/heraldv1connect"
 )
 
@@ -75,12 +76,13 @@ var snsActionScopes = map[string]auth.Scope{
 // pathScopes are the scopes of the routes that are not procedures; a path
 // ending in / covers everything under it.
 var pathScopes = map[string]auth.Scope{
-	"/healthz":              public,
-	"/readyz":               public,
-	"/metrics":              anyScope, // public unless Options.MetricsNeedToken
-	dashboardPath:           public,
-	dashboardPath + "data/": anyScope,
-	s3IngestPath:            auth.ScopePublish,
+	"/healthz":                 public,
+	"/readyz":                  public,
+	"/metrics":                 anyScope, // public unless Options.MetricsNeedToken
+	dashboardPath:              public,
+	dashboardPath + "data/":    anyScope,
+	s3IngestPath:               auth.ScopePublish,
+	protocol.PublishStreamPath: auth.ScopePublish,
 }
 
 // s3IngestPath takes S3 event notifications (publish scope).

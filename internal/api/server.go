@@ -16,6 +16,7 @@ import (
 	"herald/internal/api/sns"
 	"herald/internal/auth"
 	"herald/internal/node"
+	"herald/internal/protocol"
 	"herald/proto/herald/v1/heraldv1connect"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// SNSZonegroup is the zonegroup in the topic ARNs of the SNS-style API
 	// (arn:aws:sns:<zonegroup>::<topic>); empty means "default".
 	SNSZonegroup string
+	// Stop, once closed, ends the publish streams: each stops reading,
+	// answers the calls it has read and closes. Close it when the server
+	// begins to shut down, before waiting for requests in flight, of
+	// which an open stream is one. nil: streams end when their clients
+	// close them.
+	Stop <-chan struct{}
 }
 
 // NewHandler is Handler with options: every route but the health checks
@@ -65,7 +72,8 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	}
 	m := NewMetrics(reg)
 	mux := http.NewServeMux()
-	path, h := heraldv1connect.NewHeraldServiceHandler(&service{node: n, metrics: m},
+	svc := &service{node: n, metrics: m}
+	path, h := heraldv1connect.NewHeraldServiceHandler(svc,
 		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger), forwardedHeader()),
 		connect.WithReadMaxBytes(MaxRequestBytes),
 		// Gzip only large responses (big Fetch batches): resetting a gzip
@@ -73,6 +81,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	mux.Handle(path, retryAfterStatus(h))
+	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

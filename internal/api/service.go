@@ -78,13 +78,23 @@ func (s *service) TopicStats(ctx context.Context, req *connect.Request[heraldv1.
 }
 
 func (s *service) Publish(ctx context.Context, req *connect.Request[heraldv1.PublishRequest]) (*connect.Response[heraldv1.PublishResponse], error) {
+	ids, err := s.publish(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&heraldv1.PublishResponse{Ids: ids}), nil
+}
+
+// publish publishes req's events, for the Publish call and for the
+// publish stream; its error is a *connect.Error.
+func (s *service) publish(ctx context.Context, req *heraldv1.PublishRequest) ([]string, error) {
 	start := time.Now()
-	ids, err := s.node.Publish(ctx, req.Msg.Topic, eventsFromProto(req.Msg.Events))
+	ids, err := s.node.Publish(ctx, req.Topic, eventsFromProto(req.Events))
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	s.metrics.published(req.Msg.Topic, len(ids), time.Since(start))
-	return connect.NewResponse(&heraldv1.PublishResponse{Ids: ids}), nil
+	s.metrics.published(req.Topic, len(ids), time.Since(start))
+	return ids, nil
 }
 
 func (s *service) Reserve(ctx context.Context, req *connect.Request[heraldv1.ReserveRequest]) (*connect.Response[heraldv1.ReserveResponse], error) {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkPublish measures Node.Publish in process, with no HTTP in the
@@ -33,6 +35,8 @@ func benchPublish(b *testing.B, shards, batch int) {
 		keys       = 1024
 	)
 	cfg := testConfig(b.TempDir())
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -81,4 +85,28 @@ func benchPublish(b *testing.B, shards, batch int) {
 	// Every batch that started below b.N was published whole.
 	published := (b.N + batch - 1) / batch * batch
 	b.ReportMetric(float64(published)/elapsed.Seconds(), "events/s")
+	// How many events share a Ready and an fdatasync: what each costs is
+	// paid once per Ready or sync, not per event.
+	for name, unit := range map[string]string{
+		"herald_raft_readies_total": "readies/event",
+		"herald_wal_fsyncs_total":   "fsyncs/event",
+	} {
+		b.ReportMetric(counterValue(b, reg, name)/float64(published), unit)
+	}
+}
+
+// counterValue reads the counter name from reg.
+func counterValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
+	b.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	b.Fatalf("no counter %s", name)
+	return 0
 }

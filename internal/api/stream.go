@@ -1,0 +1,221 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/protobuf/proto"
+
+	"herald/internal/protocol"
+	heraldv1 "herald/proto/herald/v1"
+)
+
+// streamInFlightBytes bounds the request bytes a publish stream has read
+// and not yet answered: beyond it the server stops reading, and the
+// client's writes wait (TCP's own backpressure). One request may be as
+// large as a Publish call's.
+const streamInFlightBytes = MaxRequestBytes
+
+// publishStreams serves the publish stream (protocol.PublishStreamPath):
+// Publish calls read from one connection and answered on it as they
+// commit, so that a call costs a frame instead of an HTTP request.
+type publishStreams struct {
+	svc  *service
+	stop <-chan struct{} // Options.Stop
+}
+
+func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
+		!strings.EqualFold(r.Header.Get("Upgrade"), protocol.PublishStreamUpgrade) {
+		w.Header().Set("Upgrade", protocol.PublishStreamUpgrade)
+		http.Error(w, fmt.Sprintf("%s is the publish stream: open it with a GET carrying \"Connection: Upgrade\" and \"Upgrade: %s\" over HTTP/1.1 (the Go client does, with client.WithPublishStream)",
+			protocol.PublishStreamPath, protocol.PublishStreamUpgrade), http.StatusUpgradeRequired)
+		return
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// HTTP/2 cannot switch protocols.
+		http.Error(w, "the publish stream needs an HTTP/1.1 connection; this one cannot be taken over: "+err.Error(), http.StatusHTTPVersionNotSupported)
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol.PublishStreamUpgrade + "\r\n\r\n")
+	if err := rw.Flush(); err != nil {
+		return
+	}
+	// Not the request's context: net/http cancels it when a read of the
+	// taken-over connection fails, and a stopping stream's reads fail on
+	// purpose while its calls finish.
+	p.serve(context.WithoutCancel(r.Context()), conn, rw.Reader)
+}
+
+// serve reads requests from conn until the client closes it or the
+// server stops, publishes each on a goroutine of its own and writes the
+// answers as they come.
+func (p *publishStreams) serve(ctx context.Context, conn net.Conn, r *bufio.Reader) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := newFrameWriter(conn)
+	stopped := make(chan struct{})
+	var stopping, calls sync.WaitGroup
+	stopping.Go(func() {
+		select {
+		case <-p.stop:
+			// Wake the reader; requests it has not read stay unread.
+			conn.SetReadDeadline(time.Now())
+		case <-stopped:
+		}
+	})
+	defer func() {
+		calls.Wait()
+		out.close()
+		close(stopped)
+		stopping.Wait()
+		cancel()
+	}()
+
+	inFlight := semaphore.NewWeighted(streamInFlightBytes)
+	for {
+		id, body, err := protocol.ReadFrame(r, MaxRequestBytes, nil)
+		switch {
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			out.send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted),
+				[]byte(fmt.Sprintf("publish request %v; send fewer or smaller events per call", err))))
+			continue
+		case err != nil:
+			if isStop(p.stop) {
+				calls.Wait() // every request read is answered first
+				out.send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable),
+					[]byte("herald is shutting down; the calls not answered were not read: send them to another node")))
+			} else {
+				cancel() // the client is gone: nobody waits for the answers
+			}
+			return
+		}
+		weight := int64(max(len(body), 1))
+		if err := inFlight.Acquire(ctx, weight); err != nil {
+			return
+		}
+		calls.Go(func() {
+			defer inFlight.Release(weight)
+			out.send(p.call(ctx, id, body))
+		})
+	}
+}
+
+// call publishes one request and returns its response frame.
+func (p *publishStreams) call(ctx context.Context, id uint64, body []byte) []byte {
+	var req heraldv1.PublishRequest
+	if err := proto.Unmarshal(body, &req); err != nil {
+		return protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument),
+			[]byte("publish request is not a herald.v1.PublishRequest: "+err.Error()))
+	}
+	ids, err := p.svc.publish(ctx, &req)
+	if err != nil {
+		var ce *connect.Error
+		if !errors.As(err, &ce) {
+			ce = connect.NewError(connect.CodeUnknown, err)
+		}
+		return protocol.AppendResponse(nil, id, uint64(ce.Code()), []byte(ce.Message()))
+	}
+	payload, err := proto.Marshal(&heraldv1.PublishResponse{Ids: ids})
+	if err != nil {
+		return protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), []byte("encode the response: "+err.Error()))
+	}
+	return protocol.AppendResponse(nil, id, protocol.CodeOK, payload)
+}
+
+func isStop(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// headerHasToken reports whether the comma-separated header name holds
+// token, case-insensitively ("Connection: keep-alive, Upgrade").
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// frameWriter writes frames to a connection from a goroutine of its own,
+// as many as are waiting in each write: under load, one write carries
+// the answers of many calls.
+type frameWriter struct {
+	w    io.Writer
+	mu   sync.Mutex
+	buf  []byte
+	err  error // the first failed write; later frames are dropped
+	kick chan struct{}
+	done chan struct{}
+}
+
+func newFrameWriter(w io.Writer) *frameWriter {
+	f := &frameWriter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go f.run()
+	return f
+}
+
+// send queues frame for writing.
+func (f *frameWriter) send(frame []byte) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.buf = append(f.buf, frame...)
+	}
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *frameWriter) run() {
+	defer close(f.done)
+	var out []byte
+	for range f.kick {
+		// Let the other calls that just finished queue their answers
+		// too: a commit answers many at once.
+		runtime.Gosched()
+		f.mu.Lock()
+		out, f.buf = f.buf, out[:0]
+		f.mu.Unlock()
+		if len(out) == 0 {
+			continue
+		}
+		if _, err := f.w.Write(out); err != nil {
+			f.mu.Lock()
+			f.err, f.buf = err, nil
+			f.mu.Unlock()
+		}
+	}
+}
+
+// close writes what is queued and stops the writer.
+func (f *frameWriter) close() {
+	close(f.kick)
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil && len(f.buf) > 0 {
+		f.w.Write(f.buf)
+	}
+}
