@@ -2,12 +2,14 @@
 # bench-peers.sh: the same publish load through herald, NATS JetStream and a
 # RabbitMQ quorum queue on this machine, at matched durability, in one table.
 #
-#   scripts/bench-peers.sh                      # defaults below, ~13 minutes
+#   scripts/bench-peers.sh                      # defaults below, ~16 minutes
 #   DURATION=5s ROUNDS=1 scripts/bench-peers.sh # a quick look
 #
 # Systems, each acknowledging a publish only as said:
 #   herald        a topic of 11 shards (the default) and one of 1 shard
-#                 (HERALD_SHARDS): fsync before every ack
+#                 (HERALD_SHARDS): fsync before every ack; at batch 1 also
+#                 with the client's publish batching (HERALD_CLIENT_BATCHING)
+#                 and over publish streams (HERALD_STREAM)
 #   nats-always   JetStream, file storage, R1, sync_interval: always (fsync on
 #                 every write, before the PubAck)
 #   nats-default  the same with JetStream's default sync_interval (2 minutes):
@@ -92,6 +94,9 @@ SNAPSHOT_BATCHES=${SNAPSHOT_BATCHES:-"1 500"}
 # With batch 1, also run herald with the Go client's publish batching
 # (concurrent producers share requests of up to this many events); 0: off.
 HERALD_CLIENT_BATCHING=${HERALD_CLIENT_BATCHING:-500}
+# With batch 1, also run herald over publish streams (one connection per
+# node carrying every producer's calls, each answered on its own); 0: off.
+HERALD_STREAM=${HERALD_STREAM:-1}
 LOCK=${LOCK:-/tmp/herald-bench.lock}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-bench}
 
@@ -467,9 +472,10 @@ load_flags=(--producers "$PRODUCERS" --event-bytes "$EVENT_BYTES" --keys "$KEYS"
 run_one() {
 	local system=$1 batch=$2 file=$3
 	case $system in
-	herald:* | herald-cb:*)
+	herald:* | herald-cb:* | herald-st:*)
 		local extra=()
 		[[ $system == herald-cb:* ]] && extra=(--client-batching "$HERALD_CLIENT_BATCHING")
+		[[ $system == herald-st:* ]] && extra=(--stream)
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "http://127.0.0.1:$herald_port" \
 			--topic peers --fresh --shards "${system#*:}" "${load_flags[@]}" --batch "$batch" \
 			"${extra[@]}" --results "$file" > /dev/null
@@ -495,7 +501,7 @@ run_one() {
 run_one_r3() {
 	local system=$1 batch=$2 file=$3
 	case $system in
-	herald:* | herald-cb:* | herald-sync:*)
+	herald:* | herald-cb:* | herald-st:* | herald-sync:*)
 		local cluster=${system%%:*} shards=${system#*:} urls=$herald_urls extra=() label
 		label="R3, $shards shards, async snapshots"
 		[[ $shards == 1 ]] && label="R3, 1 shard, async snapshots"
@@ -506,6 +512,10 @@ run_one_r3() {
 		if [[ $cluster == herald-cb ]]; then
 			extra=(--client-batching "$HERALD_CLIENT_BATCHING")
 			label+=", client batching"
+		fi
+		if [[ $cluster == herald-st ]]; then
+			extra=(--stream)
+			label+=", publish stream"
 		fi
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "${urls%%,*}" --through "${urls#*,}" \
 			--topic peers --fresh --shards "$shards" "${load_flags[@]}" --batch "$batch" \
@@ -540,6 +550,9 @@ for batch in "${batches[@]}"; do
 				runs+=("herald:$shards $batch")
 				if [[ $batch == 1 && $HERALD_CLIENT_BATCHING != 0 ]]; then
 					runs+=("herald-cb:$shards $batch")
+				fi
+				if [[ $batch == 1 && $HERALD_STREAM != 0 ]]; then
+					runs+=("herald-st:$shards $batch")
 				fi
 			done
 		else
