@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -56,7 +58,12 @@ func newPublishStream(baseURL, token string, tc *tls.Config) *publishStream {
 	return &publishStream{
 		url:   strings.TrimSuffix(baseURL, "/") + protocol.PublishStreamPath,
 		token: token,
-		hc:    &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}},
+		hc: &http.Client{Transport: &http.Transport{
+			Protocols:       &p,
+			TLSClientConfig: tc,
+			Proxy:           http.ProxyFromEnvironment,
+			DialContext:     (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		}},
 	}
 }
 
@@ -109,7 +116,12 @@ func (s *publishStream) connection(ctx context.Context) (*streamConn, error) {
 
 // open switches a new HTTP/1.1 connection to the publish stream.
 func (s *publishStream) open(ctx context.Context) (*streamConn, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, s.url, nil)
+	// The connection outlives the call that opens it: ctx may end the
+	// opening, not the connection.
+	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	req, err := http.NewRequestWithContext(octx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("publish stream: %w", err))
 	}
