@@ -140,7 +140,8 @@ func (c *Client) sendPublish(ctx context.Context, req *heraldv1.PublishRequest) 
 	if c.stream != nil {
 		ctx, cancel := c.callContext(ctx, 0)
 		defer cancel()
-		return c.stream.publish(ctx, req)
+		ids, _, err := c.stream.publish(ctx, req)
+		return ids, err
 	}
 	ids, _, err := c.publishVia(ctx, c.svc, req)
 	return ids, err

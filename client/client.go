@@ -36,7 +36,7 @@ type Client struct {
 	batchers batchers
 	retries  int            // WithPublishRetries
 	router   *router        // WithLeaderRouting
-	stream   *publishStream // WithPublishStream; nil with WithLeaderRouting
+	stream   *publishStream // WithPublishStream without WithLeaderRouting (the router has a stream per node)
 }
 
 // An Option configures a Client.
@@ -126,6 +126,9 @@ func New(baseURL string, opts ...Option) *Client {
 		c.router = newRouter(normalizeURL(baseURL), cfg.seeds, func(url string) heraldv1connect.HeraldServiceClient {
 			return heraldv1connect.NewHeraldServiceClient(hc, url, copts...)
 		})
+		if cfg.stream {
+			c.router.newStream = func(url string) *publishStream { return newPublishStream(url, cfg.token, cfg.tls) }
+		}
 	}
 	return c
 }
@@ -136,6 +139,9 @@ func New(baseURL string, opts ...Option) *Client {
 func (c *Client) Close() error {
 	if c.stream != nil {
 		c.stream.close()
+	}
+	if c.router != nil {
+		c.router.closeStreams()
 	}
 	return nil
 }

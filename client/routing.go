@@ -68,10 +68,15 @@ type router struct {
 	// few to ask every node, each gets its turn.
 	turn atomic.Uint32
 
-	mu     sync.Mutex
-	seeds  []string // host:port of the nodes to ask, New's first; then those learned
-	nodes  map[string]heraldv1connect.HeraldServiceClient
-	topics map[string]*topicRoutes
+	// newStream, with WithPublishStream, opens a publish stream to a
+	// node; publishes then go over streams, one per node.
+	newStream func(baseURL string) *publishStream
+
+	mu      sync.Mutex
+	seeds   []string // host:port of the nodes to ask, New's first; then those learned
+	nodes   map[string]heraldv1connect.HeraldServiceClient
+	streams map[string]*publishStream
+	topics  map[string]*topicRoutes
 }
 
 // topicRoutes is one topic's map.
@@ -125,6 +130,36 @@ func (r *router) node(hostPort string) heraldv1connect.HeraldServiceClient {
 		r.nodes[hostPort] = svc
 	}
 	return svc
+}
+
+// stream returns the publish stream to the node at hostPort, or nil if
+// publishes go as requests.
+func (r *router) stream(hostPort string) *publishStream {
+	if r.newStream == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.streams[hostPort]
+	if s == nil {
+		if r.streams == nil {
+			r.streams = make(map[string]*publishStream)
+		}
+		s = r.newStream(r.scheme + "://" + hostPort)
+		r.streams[hostPort] = s
+	}
+	return s
+}
+
+// closeStreams closes the publish streams to every node.
+func (r *router) closeStreams() {
+	r.mu.Lock()
+	streams := r.streams
+	r.streams = nil
+	r.mu.Unlock()
+	for _, s := range streams {
+		s.close()
+	}
 }
 
 // routes returns where the shards of topic go: the map, which the caller
@@ -299,7 +334,19 @@ func target(leaders []string, via string, shard int) string {
 // publishTo sends one publish request to the node at hostPort and updates
 // the topic's map from what happened.
 func (c *Client) publishTo(ctx context.Context, name, hostPort string, events []*heraldv1.PublishEvent) ([]string, error) {
-	ids, header, err := c.publishVia(ctx, c.router.node(hostPort), &heraldv1.PublishRequest{Topic: name, Events: events})
+	req := &heraldv1.PublishRequest{Topic: name, Events: events}
+	if s := c.router.stream(hostPort); s != nil {
+		cctx, cancel := c.callContext(ctx, 0)
+		defer cancel()
+		ids, forwarded, err := s.publish(cctx, req)
+		header := make(http.Header)
+		if forwarded {
+			header.Set(protocol.ForwardedHeader, "1")
+		}
+		c.router.learnFrom(ctx, name, hostPort, header, err)
+		return ids, err
+	}
+	ids, header, err := c.publishVia(ctx, c.router.node(hostPort), req)
 	c.router.learnFrom(ctx, name, hostPort, header, err)
 	return ids, err
 }

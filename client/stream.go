@@ -35,8 +35,8 @@ import (
 // with connect.CodeUnavailable and were not published.
 //
 // The stream speaks HTTP/1.1 to the node (with WithTLSConfig for https),
-// not through WithHTTPClient's client. With WithLeaderRouting, publishes
-// are routed and this option has no effect.
+// not through WithHTTPClient's client. With WithLeaderRouting, each call
+// goes over a stream to the node leading its events' shards.
 func WithPublishStream() Option {
 	return func(c *config) { c.stream = true }
 }
@@ -67,32 +67,33 @@ func newPublishStream(baseURL, token string, tc *tls.Config) *publishStream {
 	}
 }
 
-// publish sends req on the stream and waits for its answer.
-func (s *publishStream) publish(ctx context.Context, req *heraldv1.PublishRequest) ([]string, error) {
+// publish sends req on the stream and waits for its answer. forwarded
+// says whether the node passed some of it to another node.
+func (s *publishStream) publish(ctx context.Context, req *heraldv1.PublishRequest) (ids []string, forwarded bool, err error) {
 	body, err := proto.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("encode publish request: %w", err)
+		return nil, false, fmt.Errorf("encode publish request: %w", err)
 	}
 	c, err := s.connection(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	id, answer, err := c.send(body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	select {
 	case a := <-answer:
+		if a.err == nil && len(a.ids) != len(req.Events) {
+			a.err = connect.NewError(connect.CodeInternal, errShortIDs)
+		}
 		if a.err != nil {
-			return nil, a.err
+			return nil, a.forwarded, a.err
 		}
-		if len(a.ids) != len(req.Events) {
-			return nil, connect.NewError(connect.CodeInternal, errShortIDs)
-		}
-		return a.ids, nil
+		return a.ids, a.forwarded, nil
 	case <-ctx.Done():
 		c.forget(id)
-		return nil, connect.NewError(connect.CodeOf(ctx.Err()), fmt.Errorf("publish stream: %w; the call's outcome is unknown", ctx.Err()))
+		return nil, false, connect.NewError(connect.CodeOf(ctx.Err()), fmt.Errorf("publish stream: %w; the call's outcome is unknown", ctx.Err()))
 	}
 }
 
@@ -180,8 +181,9 @@ func (s *publishStream) close() {
 
 // answer is the result of one call on the stream.
 type answer struct {
-	ids []string
-	err error
+	ids       []string
+	forwarded bool // protocol.ResponseForwarded
+	err       error
 }
 
 // streamConn is one publish-stream connection: a writer goroutine sends
@@ -276,7 +278,7 @@ func (c *streamConn) read() {
 			return
 		}
 		buf = body
-		code, payload, err := protocol.ParseResponse(body)
+		code, flags, payload, err := protocol.ParseResponse(body)
 		if err != nil {
 			c.fail(connect.NewError(connect.CodeInternal, fmt.Errorf("publish stream: %w; the call's outcome is unknown", err)))
 			return
@@ -286,7 +288,7 @@ func (c *streamConn) read() {
 			c.fail(connect.NewError(connect.Code(code), fmt.Errorf("%s (the call was not published)", payload)))
 			return
 		}
-		var a answer
+		a := answer{forwarded: flags&protocol.ResponseForwarded != 0}
 		if code != protocol.CodeOK {
 			a.err = connect.NewError(connect.Code(code), errors.New(string(payload)))
 		} else {

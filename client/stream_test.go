@@ -56,7 +56,7 @@ func streamServer(t *testing.T, answers ...int) (*httptest.Server, *atomic.Int32
 				resp.Ids = append(resp.Ids, fmt.Sprintf("%s/0/%d-%d", req.Topic, id, i))
 			}
 			payload, _ := proto.Marshal(&resp)
-			conn.Write(protocol.AppendResponse(nil, id, protocol.CodeOK, payload))
+			conn.Write(protocol.AppendResponse(nil, id, protocol.CodeOK, 0, payload))
 		}
 		// Read the next call, so that it was sent, and drop the connection.
 		bufio.NewReader(rw).ReadByte()

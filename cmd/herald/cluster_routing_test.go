@@ -116,6 +116,15 @@ func TestE2ERoutingClientGoesToShardLeaders(t *testing.T) {
 		t.Errorf("%d requests forwarded between nodes for %d routed publishes, want 0", int(got), 3*len(keys))
 	}
 
+	// So does it over publish streams, one to each leader.
+	streamed := client.New("http://"+c.addrs[0], client.WithLeaderRouting(), client.WithPublishStream(), client.WithPublishRetries(20))
+	defer streamed.Close()
+	before = forwardedRequests(t, c.addrs...)
+	routedPublish(t, streamed, p, keys)
+	if got := forwardedRequests(t, c.addrs...) - before; got != 0 {
+		t.Errorf("%d requests forwarded between nodes for %d publishes routed over streams, want 0", int(got), len(keys))
+	}
+
 	// So does herald bench publish --leader-routing.
 	before = forwardedRequests(t, c.addrs...)
 	out := cli(t, "http://"+c.addrs[0], "", "bench", "publish", "--topic", "bench", "--leader-routing", "--through", c.addrs[1],

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/proto"
 
+	"herald/internal/node"
 	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
 )
@@ -106,13 +107,13 @@ func (p *publishStreams) serve(ctx context.Context, conn net.Conn, r *bufio.Read
 		id, body, err := protocol.ReadFrame(r, MaxRequestBytes, nil)
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
-			out.send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted),
+			out.send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted), 0,
 				[]byte(fmt.Sprintf("publish request %v; send fewer or smaller events per call", err))))
 			continue
 		case err != nil:
 			if isStop(p.stop) {
 				answered.Wait() // every request read is answered first
-				out.send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable),
+				out.send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable), 0,
 					[]byte("herald is shutting down; the calls not answered were not read: send them to another node")))
 			} else {
 				cancel() // the client is gone: nobody waits for the answers
@@ -136,22 +137,27 @@ func (p *publishStreams) serve(ctx context.Context, conn net.Conn, r *bufio.Read
 func (p *publishStreams) call(ctx context.Context, id uint64, body []byte) []byte {
 	var req heraldv1.PublishRequest
 	if err := proto.Unmarshal(body, &req); err != nil {
-		return protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument),
+		return protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument), 0,
 			[]byte("publish request is not a herald.v1.PublishRequest: "+err.Error()))
 	}
+	ctx, forwarded := node.ForwardReport(ctx)
 	ids, err := p.svc.publish(ctx, &req)
+	var flags uint64
+	if forwarded() {
+		flags |= protocol.ResponseForwarded
+	}
 	if err != nil {
 		var ce *connect.Error
 		if !errors.As(err, &ce) {
 			ce = connect.NewError(connect.CodeUnknown, err)
 		}
-		return protocol.AppendResponse(nil, id, uint64(ce.Code()), []byte(ce.Message()))
+		return protocol.AppendResponse(nil, id, uint64(ce.Code()), flags, []byte(ce.Message()))
 	}
 	payload, err := proto.Marshal(&heraldv1.PublishResponse{Ids: ids})
 	if err != nil {
-		return protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), []byte("encode the response: "+err.Error()))
+		return protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), flags, []byte("encode the response: "+err.Error()))
 	}
-	return protocol.AppendResponse(nil, id, protocol.CodeOK, payload)
+	return protocol.AppendResponse(nil, id, protocol.CodeOK, flags, payload)
 }
 
 func isStop(stop <-chan struct{}) bool {

@@ -197,7 +197,7 @@ func readAnswer(t *testing.T, r *bufio.Reader) (id uint64, code connect.Code, pa
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, payload, err := protocol.ParseResponse(body)
+	c, _, payload, err := protocol.ParseResponse(body)
 	if err != nil {
 		t.Fatal(err)
 	}

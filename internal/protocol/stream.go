@@ -20,11 +20,14 @@ import (
 //
 //	frame    = length id body      ; length (uvarint) counts id and body
 //	request  = frame, body = a herald.v1.PublishRequest (protobuf)
-//	response = frame, body = code (uvarint) then, for code 0, a
-//	           herald.v1.PublishResponse, else the error's message (UTF-8)
+//	response = frame, body = code (uvarint), flags (uvarint), then for
+//	           code 0 a herald.v1.PublishResponse, else the error's
+//	           message (UTF-8)
 //
 // id (uvarint) is the client's name for the call; the response to a
 // request carries its id. code is a Connect error code (0: success).
+// flags has ResponseForwarded set when the node passed some of the call
+// to another node, as ForwardedHeader says of a request.
 // Responses come in the order calls finish, not the order they were sent.
 // Every request the server has read is answered before it closes the
 // connection. When it stops reading for good (it is shutting down), it
@@ -37,6 +40,10 @@ const (
 
 // CodeOK is the code of a successful response on the publish stream.
 const CodeOK = 0
+
+// ResponseForwarded is the flag of a response to a call the node passed,
+// in part, to the leader of a shard it does not lead.
+const ResponseForwarded = 1
 
 // ErrFrameTooLarge is returned by ReadFrame for a frame over its limit;
 // the frame's id has been read and the rest of it skipped.
@@ -51,24 +58,30 @@ func AppendFrame(dst []byte, id uint64, body []byte) []byte {
 	return append(dst, body...)
 }
 
-// AppendResponse appends to dst the response frame to call id: code and
-// then payload, the encoded PublishResponse or the error's message.
-func AppendResponse(dst []byte, id, code uint64, payload []byte) []byte {
-	n := uvarintLen(id) + uvarintLen(code) + len(payload)
+// AppendResponse appends to dst the response frame to call id: code,
+// flags and then payload, the encoded PublishResponse or the error's
+// message.
+func AppendResponse(dst []byte, id, code, flags uint64, payload []byte) []byte {
+	n := uvarintLen(id) + uvarintLen(code) + uvarintLen(flags) + len(payload)
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, id)
 	dst = binary.AppendUvarint(dst, code)
+	dst = binary.AppendUvarint(dst, flags)
 	return append(dst, payload...)
 }
 
-// ParseResponse splits the body of a response frame into its code and
-// payload.
-func ParseResponse(body []byte) (code uint64, payload []byte, err error) {
+// ParseResponse splits the body of a response frame into its code, flags
+// and payload.
+func ParseResponse(body []byte) (code, flags uint64, payload []byte, err error) {
 	code, n := binary.Uvarint(body)
 	if n <= 0 {
-		return 0, nil, errors.New("response frame without a code")
+		return 0, 0, nil, errors.New("response frame without a code")
 	}
-	return code, body[n:], nil
+	flags, m := binary.Uvarint(body[n:])
+	if m <= 0 {
+		return 0, 0, nil, errors.New("response frame without flags")
+	}
+	return code, flags, body[n+m:], nil
 }
 
 // ReadFrame reads one frame from r and returns its id and body. A frame
