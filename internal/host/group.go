@@ -553,6 +553,13 @@ func (g *group) handleReady() error {
 			return err
 		}
 	}
+	// Messages that do not vouch for this Ready's state go out before it
+	// is durable: a leader's appends then reach the followers while its
+	// own fsync runs, and they persist in parallel with it (Raft thesis
+	// 10.2.1). Raft counts the leader's own copy only once it is durable,
+	// at Advance, so nothing commits on an entry a crash could take back.
+	early, late := splitMessages(rd.Messages)
+	g.send(early)
 	// Entries committed before this Ready were persisted by an earlier
 	// one, so they can be applied while this Ready's fsync runs.
 	overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
@@ -579,7 +586,7 @@ func (g *group) handleReady() error {
 			return err
 		}
 	}
-	g.send(rd.Messages)
+	g.send(late)
 	if !overlap {
 		if err := g.apply(rd.CommittedEntries); err != nil {
 			return err
@@ -647,6 +654,44 @@ func (g *group) sync() error {
 	err := g.storage.Sync()
 	g.h.observeFsync(time.Since(start))
 	return err
+}
+
+// splitMessages splits a Ready's messages into those that may be sent
+// before the Ready's entries and hard state are durable and those that
+// must wait: answers that vouch for them, to an append (MsgAppResp) or an
+// election (MsgVoteResp, MsgPreVoteResp). Raft itself queues exactly
+// these behind the local write when its storage writes are asynchronous.
+func splitMessages(msgs []*pb.Message) (early, late []*pb.Message) {
+	n := 0
+	for _, m := range msgs {
+		if vouches(m) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return msgs, nil
+	case len(msgs):
+		return nil, msgs
+	}
+	early = make([]*pb.Message, 0, len(msgs)-n)
+	late = make([]*pb.Message, 0, n)
+	for _, m := range msgs {
+		if vouches(m) {
+			late = append(late, m)
+		} else {
+			early = append(early, m)
+		}
+	}
+	return early, late
+}
+
+func vouches(m *pb.Message) bool {
+	switch m.GetType() {
+	case pb.MsgAppResp, pb.MsgVoteResp, pb.MsgPreVoteResp:
+		return true
+	}
+	return false
 }
 
 func (g *group) send(msgs []*pb.Message) {
