@@ -125,12 +125,8 @@ func TestPublishStreamErrors(t *testing.T) {
 			}
 		})
 	}
-	st, err := n.TopicStats(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total.Stats.Events != 3 {
-		t.Errorf("%d events pending, want the 3 accepted ones", st.Total.Stats.Events)
+	if pending := totals(t, n, "orders").Events; pending != 3 {
+		t.Errorf("%d events pending, want the 3 accepted ones", pending)
 	}
 }
 
@@ -160,13 +156,19 @@ func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 			t.Errorf("token %q: %v; want %v naming the publish scope", token, err, code)
 		}
 	}
-	st, err := n.TopicStats(ctx, "orders")
+	if pending := totals(t, n, "orders").Events; pending != 0 {
+		t.Errorf("%d events were published without a publish token", pending)
+	}
+}
+
+// totals returns the counters of topic name, summed over its shards.
+func totals(t *testing.T, n *node.Node, name string) node.QueueStats {
+	t.Helper()
+	st, err := n.TopicStats(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Total.Stats.Events != 0 {
-		t.Errorf("%d events were published without a publish token", st.Total.Stats.Events)
-	}
+	return st.Total.Stats
 }
 
 // rawStream opens a publish stream by hand, for what the client never
@@ -281,12 +283,8 @@ func TestPublishStreamStop(t *testing.T) {
 	if _, err := r.ReadByte(); err == nil {
 		t.Error("the stream went on after saying it stops")
 	}
-	st, err := n.TopicStats(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total.Stats.Events != int64(answered) {
-		t.Errorf("%d events published, but %d answered", st.Total.Stats.Events, answered)
+	if pending := totals(t, n, "orders").Events; pending != int64(answered) {
+		t.Errorf("%d events published, but %d answered", pending, answered)
 	}
 	t.Logf("%d of %d requests answered before the stop", answered, sent)
 
