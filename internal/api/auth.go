@@ -162,23 +162,15 @@ func (a *authorizer) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := Principal{Remote: r.RemoteAddr}
 		need, what := a.scopeFor(r)
-		if need != public && a.tokens != nil {
-			tok, err := a.tokens.Authenticate(bearer(r), a.now())
-			if err != nil {
-				msg := fmt.Sprintf("%s needs a token with the %s; %v", what, scopeWords(need), err)
-				if errors.Is(err, auth.ErrMissing) || errors.Is(err, auth.ErrMalformed) || errors.Is(err, auth.ErrUnknown) {
-					msg += "; create one with herald token create and pass it with --token or $HERALD_TOKEN"
-				}
+		tok, err := a.check(r, need, what)
+		if err != nil {
+			if err.Code() == connect.CodeUnauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-				a.refuse(w, r, connect.CodeUnauthenticated, msg)
-				return
 			}
-			if need != anyScope && !tok.Has(need) {
-				a.refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("%s needs a token with the %s; token %s (%s) has %s", what, scopeWords(need), tok.ID, tok.Name, scopeList(tok.Scopes)))
-				return
-			}
-			p.Token = tok
+			a.refuse(w, r, err.Code(), err.Message())
+			return
 		}
+		p.Token = tok
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		if strings.HasPrefix(what, "SNS ") && need == auth.ScopeAdmin {
 			// The SNS API administers topics outside the Connect
@@ -190,6 +182,36 @@ func (a *authorizer) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// check returns the token of request r, which calls what, if it needs
+// one and has scope need, or the refusal: unauthenticated (no token, or a
+// malformed, unknown or expired one) or permission denied.
+func (a *authorizer) check(r *http.Request, need auth.Scope, what string) (auth.Token, *connect.Error) {
+	if need == public || a.tokens == nil {
+		return auth.Token{}, nil
+	}
+	tok, err := a.tokens.Authenticate(bearer(r), a.now())
+	if err != nil {
+		msg := fmt.Sprintf("%s needs a token with the %s; %v", what, scopeWords(need), err)
+		if errors.Is(err, auth.ErrMissing) || errors.Is(err, auth.ErrMalformed) || errors.Is(err, auth.ErrUnknown) {
+			msg += "; create one with herald token create and pass it with --token or $HERALD_TOKEN"
+		}
+		return auth.Token{}, connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
+	}
+	if need != anyScope && !tok.Has(need) {
+		return auth.Token{}, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("%s needs a token with the %s; token %s (%s) has %s", what, scopeWords(need), tok.ID, tok.Name, scopeList(tok.Scopes)))
+	}
+	return tok, nil
+}
+
+// recheck checks request r's token again, for a request that lasts (a
+// publish stream): the token may have expired or been revoked since.
+func (a *authorizer) recheck(r *http.Request) *connect.Error {
+	need, what := a.scopeFor(r)
+	_, err := a.check(r, need, what)
+	return err
 }
 
 // auditSNS writes the audit line of an SNS administration request: the

@@ -81,7 +81,8 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	mux.Handle(path, retryAfterStatus(h))
-	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop})
+	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
+	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop, recheck: a.recheck, now: time.Now})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -96,7 +97,6 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	mux.Handle("POST "+snsPath+"{$}", sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil}))
 	// S3 event notifications (publish scope), to the topic in the path.
 	mux.Handle("POST "+s3IngestPath+"{topic}", s3ingest.New(n))
-	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
 	return a.wrap(mux)
 }
 

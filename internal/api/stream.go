@@ -34,7 +34,15 @@ const streamInFlightBytes = MaxRequestBytes
 type publishStreams struct {
 	svc  *service
 	stop <-chan struct{} // Options.Stop
+	// recheck checks the stream's token again (the authorizer checked it
+	// when the stream opened): one revoked or expired since ends it.
+	recheck func(*http.Request) *connect.Error
+	now     func() time.Time
 }
+
+// streamTokenRecheck is how often a publish stream checks its token again:
+// a revoked or expired token stops publishing within it.
+const streamTokenRecheck = time.Second
 
 func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
@@ -58,13 +66,13 @@ func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Not the request's context: net/http cancels it when a read of the
 	// taken-over connection fails, and a stopping stream's reads fail on
 	// purpose while its calls finish.
-	p.serve(context.WithoutCancel(r.Context()), conn, rw.Reader)
+	p.serve(context.WithoutCancel(r.Context()), r, conn, rw.Reader)
 }
 
 // serve reads requests from conn until the client closes it or the
 // server stops, publishes each on a goroutine of its own and writes the
 // answers as they come.
-func (p *publishStreams) serve(ctx context.Context, conn net.Conn, r *bufio.Reader) {
+func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.Conn, r *bufio.Reader) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := newFrameWriter(conn)
 	stopped := make(chan struct{})
@@ -103,8 +111,20 @@ func (p *publishStreams) serve(ctx context.Context, conn net.Conn, r *bufio.Read
 	}()
 
 	inFlight := semaphore.NewWeighted(streamInFlightBytes)
+	checked := p.now()
 	for {
 		id, body, err := protocol.ReadFrame(r, MaxRequestBytes, nil)
+		if err == nil && p.now().Sub(checked) >= streamTokenRecheck {
+			checked = p.now()
+			if refused := p.recheck(req); refused != nil {
+				// This call was read: it is answered, and the stream ends.
+				out.send(protocol.AppendResponse(nil, id, uint64(refused.Code()), 0, []byte(refused.Message())))
+				answered.Wait()
+				out.send(protocol.AppendResponse(nil, 0, uint64(refused.Code()), 0,
+					[]byte(refused.Message()+"; the publish stream is closed, and the calls not answered were not read")))
+				return
+			}
+		}
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
 			out.send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted), 0,

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"herald/client"
+	"herald/internal/auth"
 	"herald/internal/node"
 	"herald/internal/protocol"
 	heraldv1 "herald/proto/herald/v1"
@@ -293,4 +294,63 @@ func TestPublishStreamStop(t *testing.T) {
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("late")}); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Errorf("publish on a stopped stream: %v; want unavailable", err)
 	}
+}
+
+// TestPublishStreamEndsWhenItsTokenIsRevoked revokes the token of an open
+// stream: within the recheck interval its calls are refused, the stream
+// ends, and nothing refused was published.
+func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	tt := makeTokens(t, time.Now())
+	url, n := startAuthServer(t, Options{Tokens: tt.store})
+	ctx := context.Background()
+	if _, err := n.CreateTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(url, client.WithToken(tt.secrets["publish"]), client.WithPublishStream())
+	defer c.Close()
+	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	publish, _ := tt.store.Lookup(tokenID(t, tt, "publish"))
+	var others []auth.Token
+	for name := range tt.secrets {
+		if tok, ok := tt.store.Lookup(tokenID(t, tt, name)); ok && tok.ID != publish.ID {
+			others = append(others, tok)
+		}
+	}
+	tt.store.Replace(others)
+
+	ok := 1
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("after")})
+		if err == nil {
+			ok++
+			if time.Now().After(deadline) {
+				t.Fatalf("%d publishes went through in a minute after the token was revoked", ok)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "publish scope") {
+			t.Fatalf("after the revocation: %v; want unauthenticated naming the publish scope", err)
+		}
+		break
+	}
+	if pending := totals(t, n, "orders").Events; pending != int64(ok) {
+		t.Errorf("%d events stored, but %d publishes succeeded", pending, ok)
+	}
+	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("again")}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("reopening with the revoked token: %v; want unauthenticated", err)
+	}
+}
+
+// tokenID returns the id of the test token name.
+func tokenID(t *testing.T, tt testTokens, name string) string {
+	t.Helper()
+	tok, err := tt.store.Authenticate(tt.secrets[name], time.Now())
+	if err != nil && name != "expired" {
+		t.Fatal(err)
+	}
+	return tok.ID
 }
