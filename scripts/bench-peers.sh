@@ -9,7 +9,8 @@
 #   herald        a topic of 11 shards (the default) and one of 1 shard
 #                 (HERALD_SHARDS): fsync before every ack; at batch 1 also
 #                 with the client's publish batching (HERALD_CLIENT_BATCHING)
-#                 and over publish streams (HERALD_STREAM)
+#                 and over publish streams (HERALD_STREAM; in r3 mode also
+#                 with leader routing)
 #   nats-always   JetStream, file storage, R1, sync_interval: always (fsync on
 #                 every write, before the PubAck)
 #   nats-default  the same with JetStream's default sync_interval (2 minutes):
@@ -501,7 +502,7 @@ run_one() {
 run_one_r3() {
 	local system=$1 batch=$2 file=$3
 	case $system in
-	herald:* | herald-cb:* | herald-st:* | herald-sync:*)
+	herald:* | herald-cb:* | herald-st:* | herald-rs:* | herald-sync:*)
 		local cluster=${system%%:*} shards=${system#*:} urls=$herald_urls extra=() label
 		label="R3, $shards shards, async snapshots"
 		[[ $shards == 1 ]] && label="R3, 1 shard, async snapshots"
@@ -516,6 +517,10 @@ run_one_r3() {
 		if [[ $cluster == herald-st ]]; then
 			extra=(--stream)
 			label+=", publish stream"
+		fi
+		if [[ $cluster == herald-rs ]]; then
+			extra=(--stream --leader-routing)
+			label+=", publish stream, leader routing"
 		fi
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "${urls%%,*}" --through "${urls#*,}" \
 			--topic peers --fresh --shards "$shards" "${load_flags[@]}" --batch "$batch" \
@@ -553,6 +558,9 @@ for batch in "${batches[@]}"; do
 				fi
 				if [[ $batch == 1 && $HERALD_STREAM != 0 ]]; then
 					runs+=("herald-st:$shards $batch")
+					# In a cluster, also with the client sending each call
+					# straight to its shard's leader.
+					if [[ $MODE == r3 ]]; then runs+=("herald-rs:$shards $batch"); fi
 				fi
 			done
 		else
