@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -69,9 +68,9 @@ func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.serve(context.WithoutCancel(r.Context()), r, conn, rw.Reader)
 }
 
-// serve reads requests from conn until the client closes it or the
-// server stops, publishes each on a goroutine of its own and writes the
-// answers as they come.
+// serve reads requests from conn until the client closes it, the server
+// stops or the token is no longer good, publishes each on a worker and
+// writes the answers as they come.
 func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.Conn, r *bufio.Reader) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := newFrameWriter(conn)
@@ -202,11 +201,16 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
+// streamWriteTimeout bounds one write of a publish stream's answers: a
+// client that stops reading for this long loses its stream rather than
+// holding the server's writer (and its shutdown) forever.
+const streamWriteTimeout = 30 * time.Second
+
 // frameWriter writes frames to a connection from a goroutine of its own,
 // as many as are waiting in each write: under load, one write carries
 // the answers of many calls.
 type frameWriter struct {
-	w    io.Writer
+	conn net.Conn
 	mu   sync.Mutex
 	buf  []byte
 	err  error // the first failed write; later frames are dropped
@@ -214,8 +218,8 @@ type frameWriter struct {
 	done chan struct{}
 }
 
-func newFrameWriter(w io.Writer) *frameWriter {
-	f := &frameWriter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newFrameWriter(conn net.Conn) *frameWriter {
+	f := &frameWriter{conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go f.run()
 	return f
 }
@@ -246,7 +250,7 @@ func (f *frameWriter) run() {
 		if len(out) == 0 {
 			continue
 		}
-		if _, err := f.w.Write(out); err != nil {
+		if err := f.write(out); err != nil {
 			f.mu.Lock()
 			f.err, f.buf = err, nil
 			f.mu.Unlock()
@@ -261,6 +265,12 @@ func (f *frameWriter) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil && len(f.buf) > 0 {
-		f.w.Write(f.buf)
+		f.write(f.buf)
 	}
+}
+
+func (f *frameWriter) write(b []byte) error {
+	f.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := f.conn.Write(b)
+	return err
 }
