@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
+	"herald/internal/protocol"
 )
 
 // Metrics are the API's Prometheus series; the node and its host register
@@ -19,6 +20,7 @@ type Metrics struct {
 	fetchedEvents   *prometheus.CounterVec
 	publishLatency  *prometheus.HistogramVec
 	requests        *prometheus.HistogramVec
+	streams         prometheus.Gauge
 }
 
 // NewMetrics registers the API's series with reg.
@@ -41,8 +43,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "herald_request_duration_seconds", Help: "API request latency by method and status code.",
 			Buckets: node.LatencyBuckets,
 		}, []string{"method", "code"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herald_publish_streams", Help: "Publish streams open now; their calls count in herald_request_duration_seconds as method /stream/publish.",
+		}),
 	}
-	reg.MustRegister(m.publishedEvents, m.ackedEvents, m.fetchedEvents, m.publishLatency, m.requests)
+	reg.MustRegister(m.publishedEvents, m.ackedEvents, m.fetchedEvents, m.publishLatency, m.requests, m.streams)
 	return m
 }
 
@@ -57,6 +62,11 @@ func (m *Metrics) acked(topic string, events int) {
 
 func (m *Metrics) fetched(topic string, events int) {
 	m.fetchedEvents.WithLabelValues(topic).Add(float64(events))
+}
+
+// streamCall records the latency and code of a call on a publish stream.
+func (m *Metrics) streamCall(d time.Duration, code string) {
+	m.requests.WithLabelValues(protocol.PublishStreamPath, code).Observe(d.Seconds())
 }
 
 // interceptor records every request's latency and status code.

@@ -72,6 +72,8 @@ func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // stops or the token is no longer good, publishes each on a worker and
 // writes the answers as they come.
 func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.Conn, r *bufio.Reader) {
+	p.svc.metrics.streams.Inc()
+	defer p.svc.metrics.streams.Dec()
 	ctx, cancel := context.WithCancel(ctx)
 	out := newFrameWriter(conn)
 	stopped := make(chan struct{})
@@ -159,6 +161,7 @@ func (p *publishStreams) call(ctx context.Context, id uint64, body []byte) []byt
 		return protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument), 0,
 			[]byte("publish request is not a herald.v1.PublishRequest: "+err.Error()))
 	}
+	start := time.Now()
 	ctx, forwarded := node.ForwardReport(ctx)
 	ids, err := p.svc.publish(ctx, &req)
 	var flags uint64
@@ -170,8 +173,10 @@ func (p *publishStreams) call(ctx context.Context, id uint64, body []byte) []byt
 		if !errors.As(err, &ce) {
 			ce = connect.NewError(connect.CodeUnknown, err)
 		}
+		p.svc.metrics.streamCall(time.Since(start), ce.Code().String())
 		return protocol.AppendResponse(nil, id, uint64(ce.Code()), flags, []byte(ce.Message()))
 	}
+	p.svc.metrics.streamCall(time.Since(start), "ok")
 	payload, err := proto.Marshal(&heraldv1.PublishResponse{Ids: ids})
 	if err != nil {
 		return protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), flags, []byte("encode the response: "+err.Error()))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -56,6 +57,15 @@ func TestPublishStream(t *testing.T) {
 	wg.Wait()
 	if len(idOf) != producers*perProducer {
 		t.Fatalf("%d events acknowledged, want %d", len(idOf), producers*perProducer)
+	}
+	metrics := httpGet(t, url+"/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`herald_request_duration_seconds_count{code="ok",method="/stream/publish"} %d`, producers*perProducer),
+		"herald_publish_streams 1",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 
 	plain := client.New(url, client.WithToken(tt.secrets["consume"]))
@@ -160,6 +170,21 @@ func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 	if pending := totals(t, n, "orders").Events; pending != 0 {
 		t.Errorf("%d events were published without a publish token", pending)
 	}
+}
+
+// httpGet returns the body of a GET of url.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(b)
 }
 
 // totals returns the counters of topic name, summed over its shards.
