@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -186,23 +185,23 @@ type answer struct {
 	err       error
 }
 
-// streamConn is one publish-stream connection: a writer goroutine sends
+// streamConn is one publish-stream connection: a protocol.Writer sends
 // the requests queued since its last write in one write, and a reader
 // goroutine hands each answer to its call.
 type streamConn struct {
-	rwc  io.ReadWriteCloser
-	kick chan struct{}
-	wg   sync.WaitGroup // the writer and the reader
+	rwc io.ReadWriteCloser
+	out *protocol.Writer
+	wg  sync.WaitGroup // the writer and the reader
 
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]chan answer
-	out     []byte // requests waiting for the writer
-	err     error  // set once the connection broke; every later call fails with it
+	err     error // set once the connection broke; every later call fails with it
 }
 
 func newStreamConn(rwc io.ReadWriteCloser) *streamConn {
-	c := &streamConn{rwc: rwc, kick: make(chan struct{}, 1), pending: make(map[uint64]chan answer)}
+	c := &streamConn{rwc: rwc, pending: make(map[uint64]chan answer)}
+	c.out = protocol.NewWriter(func(b []byte) error { _, err := rwc.Write(b); return err })
 	c.wg.Go(c.write)
 	c.wg.Go(c.read)
 	return c
@@ -226,12 +225,8 @@ func (c *streamConn) send(body []byte) (uint64, <-chan answer, error) {
 	c.next++
 	id := c.next
 	c.pending[id] = ch
-	c.out = protocol.AppendFrame(c.out, id, body)
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.out.Send(protocol.AppendFrame(nil, id, body))
 	return id, ch, nil
 }
 
@@ -243,25 +238,8 @@ func (c *streamConn) forget(id uint64) {
 }
 
 func (c *streamConn) write() {
-	var buf []byte
-	for range c.kick {
-		// Let the other producers woken with this one queue their
-		// requests too.
-		runtime.Gosched()
-		c.mu.Lock()
-		if c.err != nil {
-			c.mu.Unlock()
-			return
-		}
-		buf, c.out = c.out, buf[:0]
-		c.mu.Unlock()
-		if len(buf) == 0 {
-			continue
-		}
-		if _, err := c.rwc.Write(buf); err != nil {
-			c.fail(connect.NewError(connect.CodeUnavailable, fmt.Errorf("publish stream: write: %w; the call's outcome is unknown", err)))
-			return
-		}
+	if err := c.out.Run(); err != nil {
+		c.fail(connect.NewError(connect.CodeUnavailable, fmt.Errorf("publish stream: write: %w; the call's outcome is unknown", err)))
 	}
 }
 
@@ -319,13 +297,9 @@ func (c *streamConn) fail(err error) {
 	c.err = err
 	pending := c.pending
 	c.pending = nil
-	c.out = nil
 	c.mu.Unlock()
 	c.rwc.Close()
-	select { // wake the writer to see err and return
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.out.Close()
 	for _, ch := range pending {
 		ch <- answer{err: err}
 	}

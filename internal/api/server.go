@@ -82,7 +82,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	)
 	mux.Handle(path, retryAfterStatus(h))
 	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
-	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop, recheck: a.recheck, now: time.Now})
+	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop, recheck: a.recheck})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +35,6 @@ type publishStreams struct {
 	// recheck checks the stream's token again (the authorizer checked it
 	// when the stream opened): one revoked or expired since ends it.
 	recheck func(*http.Request) *connect.Error
-	now     func() time.Time
 }
 
 // streamTokenRecheck is how often a publish stream checks its token again:
@@ -75,10 +73,17 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 	p.svc.metrics.streams.Inc()
 	defer p.svc.metrics.streams.Dec()
 	ctx, cancel := context.WithCancel(ctx)
-	out := newFrameWriter(conn)
+	out := protocol.NewWriter(writeAnswers(conn))
 	stopped := make(chan struct{})
-	var stopping, calls, answered sync.WaitGroup
-	stopping.Go(func() {
+	var helpers, calls, answered sync.WaitGroup
+	helpers.Go(func() {
+		if out.Run() != nil {
+			// Answers can no longer be sent: end the stream rather than
+			// publish calls nobody will hear of.
+			conn.Close()
+		}
+	})
+	helpers.Go(func() {
 		select {
 		case <-p.stop:
 			// Wake the reader; requests it has not read stay unread.
@@ -105,36 +110,36 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 	defer func() {
 		close(work)
 		calls.Wait()
-		out.close()
+		out.Close()
 		close(stopped)
-		stopping.Wait()
+		helpers.Wait()
 		cancel()
 	}()
 
 	inFlight := semaphore.NewWeighted(streamInFlightBytes)
-	checked := p.now()
+	checked := time.Now()
 	for {
 		id, body, err := protocol.ReadFrame(r, MaxRequestBytes, nil)
-		if err == nil && p.now().Sub(checked) >= streamTokenRecheck {
-			checked = p.now()
+		if err == nil && time.Since(checked) >= streamTokenRecheck {
+			checked = time.Now()
 			if refused := p.recheck(req); refused != nil {
 				// This call was read: it is answered, and the stream ends.
-				out.send(protocol.AppendResponse(nil, id, uint64(refused.Code()), 0, []byte(refused.Message())))
+				out.Send(protocol.AppendResponse(nil, id, uint64(refused.Code()), 0, []byte(refused.Message())))
 				answered.Wait()
-				out.send(protocol.AppendResponse(nil, 0, uint64(refused.Code()), 0,
+				out.Send(protocol.AppendResponse(nil, 0, uint64(refused.Code()), 0,
 					[]byte(refused.Message()+"; the publish stream is closed, and the calls not answered were not read")))
 				return
 			}
 		}
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
-			out.send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted), 0,
+			out.Send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted), 0,
 				[]byte(fmt.Sprintf("publish request %v; send fewer or smaller events per call", err))))
 			continue
 		case err != nil:
 			if isStop(p.stop) {
 				answered.Wait() // every request read is answered first
-				out.send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable), 0,
+				out.Send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable), 0,
 					[]byte("herald is shutting down; the calls not answered were not read: send them to another node")))
 			} else {
 				cancel() // the client is gone: nobody waits for the answers
@@ -149,7 +154,7 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 		run(func() {
 			defer answered.Done()
 			defer inFlight.Release(weight)
-			out.send(p.call(ctx, id, body))
+			out.Send(p.call(ctx, id, body))
 		})
 	}
 }
@@ -211,71 +216,11 @@ func headerHasToken(h http.Header, name, token string) bool {
 // holding the server's writer (and its shutdown) forever.
 const streamWriteTimeout = 30 * time.Second
 
-// frameWriter writes frames to a connection from a goroutine of its own,
-// as many as are waiting in each write: under load, one write carries
-// the answers of many calls.
-type frameWriter struct {
-	conn net.Conn
-	mu   sync.Mutex
-	buf  []byte
-	err  error // the first failed write; later frames are dropped
-	kick chan struct{}
-	done chan struct{}
-}
-
-func newFrameWriter(conn net.Conn) *frameWriter {
-	f := &frameWriter{conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	go f.run()
-	return f
-}
-
-// send queues frame for writing.
-func (f *frameWriter) send(frame []byte) {
-	f.mu.Lock()
-	if f.err == nil {
-		f.buf = append(f.buf, frame...)
+// writeAnswers writes to conn with streamWriteTimeout.
+func writeAnswers(conn net.Conn) func([]byte) error {
+	return func(b []byte) error {
+		conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		_, err := conn.Write(b)
+		return err
 	}
-	f.mu.Unlock()
-	select {
-	case f.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (f *frameWriter) run() {
-	defer close(f.done)
-	var out []byte
-	for range f.kick {
-		// Let the other calls that just finished queue their answers
-		// too: a commit answers many at once.
-		runtime.Gosched()
-		f.mu.Lock()
-		out, f.buf = f.buf, out[:0]
-		f.mu.Unlock()
-		if len(out) == 0 {
-			continue
-		}
-		if err := f.write(out); err != nil {
-			f.mu.Lock()
-			f.err, f.buf = err, nil
-			f.mu.Unlock()
-		}
-	}
-}
-
-// close writes what is queued and stops the writer.
-func (f *frameWriter) close() {
-	close(f.kick)
-	<-f.done
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err == nil && len(f.buf) > 0 {
-		f.write(f.buf)
-	}
-}
-
-func (f *frameWriter) write(b []byte) error {
-	f.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	_, err := f.conn.Write(b)
-	return err
 }
