@@ -27,11 +27,8 @@ import (
 // are stored in each key's order.
 func TestPublishStream(t *testing.T) {
 	tt := makeTokens(t, time.Now())
-	url, n := startAuthServer(t, Options{Tokens: tt.store})
+	url, _ := serveOrders(t, Options{Tokens: tt.store}, 3)
 	ctx := context.Background()
-	if _, err := n.CreateTopic(ctx, "orders", map[string]string{"shards": "3"}); err != nil {
-		t.Fatal(err)
-	}
 	c := client.New(url, client.WithToken(tt.secrets["publish"]), client.WithPublishStream())
 	defer c.Close()
 
@@ -105,11 +102,8 @@ func TestPublishStream(t *testing.T) {
 // the code and message the same call gets as a request, and that the
 // stream goes on serving after it.
 func TestPublishStreamErrors(t *testing.T) {
-	url, n := startAuthServer(t, Options{})
+	url, n := serveOrders(t, Options{}, 1)
 	ctx := context.Background()
-	if _, err := n.CreateTopic(ctx, "orders", nil); err != nil {
-		t.Fatal(err)
-	}
 	streamed := client.New(url, client.WithPublishStream())
 	defer streamed.Close()
 	plain := client.New(url)
@@ -145,11 +139,8 @@ func TestPublishStreamErrors(t *testing.T) {
 // with a token of the publish scope.
 func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 	tt := makeTokens(t, time.Now())
-	url, n := startAuthServer(t, Options{Tokens: tt.store})
+	url, n := serveOrders(t, Options{Tokens: tt.store}, 1)
 	ctx := context.Background()
-	if _, err := n.CreateTopic(ctx, "orders", nil); err != nil {
-		t.Fatal(err)
-	}
 	for token, code := range map[string]connect.Code{
 		"":         connect.CodeUnauthenticated,
 		"consume":  connect.CodePermissionDenied,
@@ -170,6 +161,17 @@ func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 	if pending := totals(t, n, "orders").Events; pending != 0 {
 		t.Errorf("%d events were published without a publish token", pending)
 	}
+}
+
+// serveOrders serves a node with opts, holding a topic "orders" of
+// shards shards, and returns its URL and the node.
+func serveOrders(t *testing.T, opts Options, shards int) (string, *node.Node) {
+	t.Helper()
+	url, n := startAuthServer(t, opts)
+	if _, err := n.CreateTopic(context.Background(), "orders", map[string]string{"shards": fmt.Sprint(shards)}); err != nil {
+		t.Fatal(err)
+	}
+	return url, n
 }
 
 // httpGet returns the body of a GET of url.
@@ -245,10 +247,7 @@ func publishFrame(t *testing.T, id uint64, topic, payload string) []byte {
 // request over the size limit: each is refused by id, and the stream
 // serves the next request.
 func TestPublishStreamBadFrames(t *testing.T) {
-	url, n := startAuthServer(t, Options{})
-	if _, err := n.CreateTopic(context.Background(), "orders", nil); err != nil {
-		t.Fatal(err)
-	}
+	url, _ := serveOrders(t, Options{}, 1)
 	conn, r := rawStream(t, url)
 
 	conn.Write(protocol.AppendFrame(nil, 7, []byte{0xff, 0xff, 0xff}))
@@ -273,11 +272,8 @@ func TestPublishStreamBadFrames(t *testing.T) {
 // published, and none after it was read.
 func TestPublishStreamStop(t *testing.T) {
 	stop := make(chan struct{})
-	url, n := startAuthServer(t, Options{Stop: stop})
+	url, n := serveOrders(t, Options{Stop: stop}, 1)
 	ctx := context.Background()
-	if _, err := n.CreateTopic(ctx, "orders", nil); err != nil {
-		t.Fatal(err)
-	}
 	conn, r := rawStream(t, url)
 	const sent = 200
 	var frames []byte
@@ -326,11 +322,8 @@ func TestPublishStreamStop(t *testing.T) {
 // ends, and nothing refused was published.
 func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	tt := makeTokens(t, time.Now())
-	url, n := startAuthServer(t, Options{Tokens: tt.store})
+	url, n := serveOrders(t, Options{Tokens: tt.store}, 1)
 	ctx := context.Background()
-	if _, err := n.CreateTopic(ctx, "orders", nil); err != nil {
-		t.Fatal(err)
-	}
 	c := client.New(url, client.WithToken(tt.secrets["publish"]), client.WithPublishStream())
 	defer c.Close()
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("before")}); err != nil {
