@@ -63,7 +63,8 @@ func WithToken(token string) Option {
 
 // WithTLSConfig makes the Client's own HTTP client use tc for https://
 // base URLs, for example to trust the CA of the server's certificate
-// (tc.RootCAs). It has no effect with WithHTTPClient.
+// (tc.RootCAs). With WithHTTPClient, only the publish stream
+// (WithPublishStream), which keeps its own connections, uses it.
 func WithTLSConfig(tc *tls.Config) Option {
 	return func(c *config) { c.tls = tc }
 }

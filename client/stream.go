@@ -54,6 +54,13 @@ type publishStream struct {
 func newPublishStream(baseURL, token string, tc *tls.Config) *publishStream {
 	var p http.Protocols
 	p.SetHTTP1(true)
+	if tc != nil {
+		// Only HTTP/1.1 can switch protocols, and a server offered h2
+		// by ALPN takes it: offer HTTP/1.1 alone, on a copy, since tc may
+		// be shared with (and amended by) an HTTP/2 transport.
+		tc = tc.Clone()
+		tc.NextProtos = []string{"http/1.1"}
+	}
 	return &publishStream{
 		url:   strings.TrimSuffix(baseURL, "/") + protocol.PublishStreamPath,
 		token: token,

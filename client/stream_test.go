@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,15 @@ import (
 func streamServer(t *testing.T, answers ...int) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	var conns atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(streamHandler(t, &conns, answers))
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// streamHandler is the handler of streamServer, counting connections in
+// conns.
+func streamHandler(t *testing.T, conns *atomic.Int32, answers []int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != protocol.PublishStreamPath || r.Header.Get("Upgrade") != protocol.PublishStreamUpgrade {
 			http.Error(w, "not a publish stream", http.StatusBadRequest)
 			return
@@ -60,9 +69,31 @@ func streamServer(t *testing.T, answers ...int) (*httptest.Server, *atomic.Int32
 		}
 		// Read the next call, so that it was sent, and drop the connection.
 		bufio.NewReader(rw).ReadByte()
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &conns
+	})
+}
+
+// TestPublishStreamOverTLS checks that the stream opens on a TLS server
+// that also speaks HTTP/2, with a TLS config that offers HTTP/2 (as the
+// one shared with the client's own HTTP client does once that client has
+// used it): the stream must ask for HTTP/1.1, which alone can switch
+// protocols.
+func TestPublishStreamOverTLS(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(streamHandler(t, &conns, nil))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	tc.NextProtos = []string{"h2", "http/1.1"}
+	c := New(srv.URL, WithPublishStream(), WithTLSConfig(tc))
+	defer c.Close()
+	ids, err := c.Publish(context.Background(), "t", Event{Key: "k", Payload: []byte("x")})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("publish over TLS: %v, %v", ids, err)
+	}
+	if !slices.Contains(tc.NextProtos, "h2") {
+		t.Errorf("the stream changed the caller's TLS config: NextProtos %q", tc.NextProtos)
+	}
 }
 
 // TestPublishStreamReopensAfterABreak checks that a call in flight when

@@ -172,7 +172,7 @@ func runSide(ctx context.Context, o Options, sc Scenario, i int, s *server, sink
 		Producers: o.Producers, Batch: side.Batch, EventBytes: side.EventBytes, Keys: o.Keys,
 		Duration: o.Duration, Warmup: o.Warmup,
 	}
-	c, closeIdle := load.HeraldClient(s.url, o.Producers, false)
+	c, closeIdle := load.HeraldClient(s.url, o.Producers, false, nil)
 	defer closeIdle()
 	name := fmt.Sprintf("bench-%s-%c", sc.Name, 'a'+i)
 	t, err := load.PrepareHeraldTopic(ctx, c, name, attrs, true)

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,16 +15,20 @@ import (
 
 // HeraldClient returns a client for the herald server at server whose
 // connection pool keeps a connection per producer, and a function that
-// closes the idle connections. With grpc, it speaks gRPC over unencrypted
-// HTTP/2 instead of the Connect protocol over HTTP/1.1.
-func HeraldClient(server string, producers int, grpc bool, opts ...client.Option) (*client.Client, func()) {
+// closes the idle connections. tc, if not nil, verifies an https://
+// server (the client's own WithTLSConfig does not reach a pool given to
+// it). With grpc, it speaks gRPC over HTTP/2 (unencrypted for http://)
+// instead of the Connect protocol over HTTP/1.1.
+func HeraldClient(server string, producers int, grpc bool, tc *tls.Config, opts ...client.Option) (*client.Client, func()) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = producers + 16
 	tr.MaxIdleConnsPerHost = producers + 16
+	tr.TLSClientConfig = tc
 	opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: tr})}, opts...)
 	if grpc {
 		var protocols http.Protocols
 		protocols.SetUnencryptedHTTP2(true)
+		protocols.SetHTTP2(true)
 		tr.Protocols = &protocols
 		opts = append(opts, client.WithGRPC())
 	}

@@ -130,7 +130,7 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	}
 	var clients []*client.Client
 	for _, server := range servers {
-		c, closeIdle := load.HeraldClient(server, p.cfg.Producers, p.grpc, opts...)
+		c, closeIdle := load.HeraldClient(server, p.cfg.Producers, p.grpc, g.tls, opts...)
 		defer closeIdle()
 		defer c.Close()
 		clients = append(clients, c)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/bench/load"
 	"herald/internal/testkit"
 	"herald/internal/tlsconfig"
 )
@@ -135,6 +137,7 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	admin := createToken(t, tokens, "admin", "ops")
 	publisher := createToken(t, tokens, "publish", "ci")
+	bencher := createToken(t, tokens, "admin,publish", "bench")
 
 	cfg := defaultServeConfig()
 	cfg.DataDir = filepath.Join(dir, "data")
@@ -163,6 +166,16 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	r = run(append(withCA, "--token", publisher, "topic", "delete", "orders")...)
 	if r.code != 1 || !strings.Contains(r.stderr, "DeleteTopic needs a token with the admin scope; token") {
 		t.Errorf("with a publish token: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// herald bench verifies the server with --ca-file too, over requests,
+	// gRPC and the publish stream.
+	for _, mode := range [][]string{nil, {"--grpc"}, {"--stream"}} {
+		args := append(append(withCA, "--token", bencher, "bench", "publish", "--topic", "bench", "--count", "20", "--producers", "2", "-o", "json"), mode...)
+		r := run(args...)
+		var res load.Result
+		if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || res.Events != 20 || res.Errors != 0 {
+			t.Errorf("bench publish %v over TLS: exit %d, %d events, %d errors, stderr %q", mode, r.code, res.Events, res.Errors, r.stderr)
+		}
 	}
 	t.Setenv(tokenEnv, publisher)
 	t.Setenv(caFileEnv, certs.CAFile)
