@@ -75,6 +75,16 @@ type Options struct {
 	// Type when it has none), which Append checks: recovery tells a
 	// record whose end never reached the disk by the zeros it ends in.
 	Preallocate bool
+
+	// WritebackEvery, if positive, starts the disk writing each segment's
+	// new bytes back whenever that many have been written since the last
+	// start (vfs.StartWriteback), for a log synced seldom (one whose
+	// records a WAL holds): the fdatasync of a full segment before the
+	// next is made, or of a checkpoint, then waits for the last few
+	// writes only, not for the whole segment, and the disk is not flooded
+	// with one segment's worth of data that the WAL's fdatasyncs would
+	// queue behind.
+	WritebackEvery int64
 }
 
 // Log is the record log of one shard.
@@ -84,31 +94,39 @@ type Options struct {
 // (Entries, Term, FirstIndex, LastIndex, ...) and a background goroutine may
 // call DeletePrefix.
 type Log struct {
-	fs      vfs.FS
-	dir     string
-	files   *Files
-	segSize int64
-	bootID  string
-	state   logState // as last written to the state file; guarded by wmu
-	stateOK bool     // state was read or written
-	noTear  string   // why recovery found no write can have been torn; "" if one can
-	covered bool     // Options.UnsyncedElsewhere
-	cutFrom uint64   // index of the first record recovery cut; 0 if none
-	spare   *spare   // the zeroed file the next segment is written into; nil without Options.Preallocate
+	fs        vfs.FS
+	dir       string
+	files     *Files
+	segSize   int64
+	bootID    string
+	state     logState // as last written to the state file; guarded by wmu
+	stateOK   bool     // state was read or written
+	noTear    string   // why recovery found no write can have been torn; "" if one can
+	covered   bool     // Options.UnsyncedElsewhere
+	cutFrom   uint64   // index of the first record recovery cut; 0 if none
+	spare     *spare   // the zeroed file the next segment is written into; nil without Options.Preallocate
+	writeback int64    // Options.WritebackEvery
 
 	// Test hooks, set before the log is shared.
-	writeAt   func(f vfs.File, b []byte, off int64) (int, error)
-	fsyncFile func(f vfs.File) error
+	writeAt        func(f vfs.File, b []byte, off int64) (int, error)
+	fsyncFile      func(f vfs.File) error
+	startWriteback func(f vfs.File, off, n int64)
 
 	syncs atomic.Uint64 // fdatasync calls made
 
-	// Lock order: wmu, then smu, then mu.
+	// Lock order: wmu, then rmu, then smu, then mu.
 
 	// wmu serializes the operations that change the log. Holding it makes
 	// segs and every segment's pos, runs and size stable.
 	wmu  sync.Mutex
 	wbuf []byte  // encoding buffer reused by Append
 	pend []chunk // per-segment results of the Append in progress
+
+	// rmu is held while DeletePrefix removes the files of the segments it
+	// detached, which it does without wmu: unlinking a full segment takes
+	// milliseconds that Append would otherwise wait. Reset, which may
+	// name a new segment as one being removed, takes it too.
+	rmu sync.Mutex
 
 	// smu guards group-commit state.
 	smu     sync.Mutex
@@ -170,8 +188,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		segSize:   segSize,
 		bootID:    bootID,
 		covered:   opts.UnsyncedElsewhere,
+		writeback: opts.WritebackEvery,
 		writeAt:   vfs.File.WriteAt,
 		fsyncFile: vfs.File.SyncData,
+
+		startWriteback: vfs.StartWriteback,
 	}
 	l.scond.L = &l.smu
 	if opts.Preallocate {
@@ -627,11 +648,17 @@ func (l *Log) flush(c *chunk, buf []byte) error {
 		return fmt.Errorf("write %d bytes to %s: %w", len(buf), c.seg.path, err)
 	}
 	_, err = l.writeAt(f, buf, c.size)
+	if err == nil {
+		c.size += int64(len(buf))
+		if l.writeback > 0 && c.size-c.seg.writtenBack >= l.writeback {
+			l.startWriteback(f, c.seg.writtenBack, c.size-c.seg.writtenBack)
+			c.seg.writtenBack = c.size
+		}
+	}
 	c.seg.h.put(true)
 	if err != nil {
 		return fmt.Errorf("write %d bytes to %s at offset %d: %w", len(buf), c.seg.path, c.size, err)
 	}
-	c.size += int64(len(buf))
 	return nil
 }
 
@@ -757,11 +784,12 @@ func (l *Log) truncate(from uint64) error {
 // returns, so space the caller counts as freed stays freed after a crash.
 func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
-
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.wmu.Unlock()
 		return 0, ErrClosed
 	}
 	n := l.prefixSegments(below)
@@ -769,6 +797,10 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	l.segs = slices.Delete(l.segs, 0, n)
 	l.detach(removed)
 	l.mu.Unlock()
+	// The segments are gone from memory, and the names of segments
+	// appended later are above theirs: appends may go on while the files
+	// are removed.
+	l.wmu.Unlock()
 	retire(removed)
 	var errs []error
 	for _, s := range removed {
@@ -816,6 +848,8 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
 	if err := l.writable(); err != nil {
 		return err
 	}

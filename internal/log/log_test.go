@@ -911,3 +911,103 @@ func TestSyncFailureIsSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// removeGate is a file system whose Remove of a segment waits until
+// released, after saying it has begun.
+type removeGate struct {
+	vfs.FS
+	begun   chan string
+	release chan struct{}
+}
+
+func (g *removeGate) Remove(name string) error {
+	if strings.HasSuffix(name, segSuffix) {
+		g.begun <- name
+		<-g.release
+	}
+	return g.FS.Remove(name)
+}
+
+// TestDeletePrefixLetsAppendsGoOn checks that removing the files of
+// deleted segments, which takes milliseconds per full segment on ext4,
+// does not hold up appends, and that a Reset naming a segment being
+// removed waits for the removal rather than lose its new segment to it.
+func TestDeletePrefixLetsAppendsGoOn(t *testing.T) {
+	dir := t.TempDir()
+	gate := &removeGate{FS: vfs.OS, begun: make(chan string), release: make(chan struct{})}
+	l := mustOpen(t, dir, Options{SegmentSize: 2048, FS: gate})
+	mustAppend(t, l, mkrecs(1, 301, 1))
+	second := l.segs[1].base
+
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := l.DeletePrefix(second + 1)
+		deleted <- err
+	}()
+	<-gate.begun // removing the first segment's file
+	appended := make(chan error, 1)
+	go func() { appended <- l.Append(mkrecs(301, 311, 1)) }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatalf("append while a segment's file is removed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("append waited for DeletePrefix to remove its files")
+	}
+	reset := make(chan error, 1)
+	go func() { reset <- l.Reset(second, 1) }() // the name of the segment to remove next
+	close(gate.release)
+	go func() {
+		for range gate.begun {
+		}
+	}()
+	if err := <-deleted; err != nil {
+		t.Fatalf("DeletePrefix: %v", err)
+	}
+	if err := <-reset; err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	mustAppend(t, l, mkrecs(second, second+5, 2))
+	mustClose(t, l)
+	l = mustOpen(t, dir, Options{SegmentSize: 2048})
+	defer l.Close()
+	expect(t, l, second, 1, mkrecs(second, second+5, 2))
+}
+
+// TestWritebackCoversWhatIsWritten checks that a log with WritebackEvery
+// asks for the writeback of each segment's bytes, in order, without gaps
+// or overlaps, once per WritebackEvery bytes or more, and that one
+// without it never asks.
+func TestWritebackCoversWhatIsWritten(t *testing.T) {
+	for _, every := range []int64{0, 1000} {
+		l := mustOpen(t, t.TempDir(), Options{SegmentSize: 8192, WritebackEvery: every})
+		next := map[string]int64{} // per file, where the next range must start
+		asked := 0
+		l.startWriteback = func(f vfs.File, off, n int64) {
+			// A segment is written under a temporary name until it is
+			// renamed into place.
+			name := strings.TrimSuffix(f.Name(), tmpSuffix)
+			name = strings.TrimSuffix(name, segSuffix) + segSuffix
+			if off != next[name] || n < every {
+				t.Errorf("writeback of %s [%d, %d); want a range of at least %d from %d", name, off, off+n, every, next[name])
+			}
+			next[name] = off + n
+			asked++
+		}
+		for i := uint64(1); i < 400; i += 10 {
+			mustAppend(t, l, mkrecs(i, i+10, 1))
+		}
+		l.mu.RLock()
+		for _, s := range l.segs {
+			if every > 0 && s.size-next[s.path] >= every {
+				t.Errorf("segment %s: %d bytes, written back up to %d", s.path, s.size, next[s.path])
+			}
+		}
+		l.mu.RUnlock()
+		if every == 0 && asked != 0 || every > 0 && asked < 10 {
+			t.Errorf("WritebackEvery %d: %d writebacks asked", every, asked)
+		}
+		mustClose(t, l)
+	}
+}

@@ -39,10 +39,14 @@ const (
 )
 
 // spareChunk is the size of each zero write that fills a spare, and
-// spareSyncEvery how often the filling is synced.
+// spareSyncEvery how often the filling is synced: every megabyte, which
+// the disk writes in about a millisecond, the longest the log's own
+// fdatasyncs then wait behind one. With 8 MiB, they took 5 ms each while
+// a spare was filled, and the p99 of publishing one event per call went
+// from about 5.5 ms to 6.5 ms.
 const (
 	spareChunk     = 1 << 20
-	spareSyncEvery = 8 << 20
+	spareSyncEvery = 1 << 20
 )
 
 func isSpareName(name string) bool { return name == spareName || name == spareTmpName }

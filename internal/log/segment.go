@@ -51,6 +51,9 @@ type segment struct {
 	// opened: how often the log syncs it decides whether the next one is
 	// zeroed.
 	syncsBefore uint64
+	// writtenBack is the offset up to which the disk was asked to write
+	// the file back (Options.WritebackEvery). Guarded by Log.wmu.
+	writtenBack int64
 
 	// Guarded by Log.mu.
 	dirty   bool // has bytes not yet covered by a Sync

@@ -53,6 +53,12 @@ const (
 	// DefaultCacheBytes bounds the in-memory copy of the newest entries,
 	// which lets the apply path avoid reading back what it just wrote.
 	DefaultCacheBytes = 8 << 20
+
+	// writebackEvery is how much of a WAL-backed log is written before
+	// the disk is asked to write it back (log.Options.WritebackEvery): a
+	// megabyte takes the disk about a millisecond, which is how long a
+	// WAL fdatasync may wait behind it.
+	writebackEvery = 1 << 20
 )
 
 // Options configure a Storage.
@@ -119,6 +125,11 @@ func Open(dir string, opts Options) (*Storage, error) {
 		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
 	}
 	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil, Files: opts.Files}
+	if opts.WAL != nil {
+		// Synced only by checkpoints and segment rolls: written back as
+		// it goes instead.
+		logOpts.WritebackEvery = writebackEvery
+	}
 	if opts.WAL != nil {
 		logOpts.ElsewhereNoTear = opts.WAL.NoTear()
 	}

@@ -49,6 +49,8 @@ type osFile struct{ *os.File }
 
 func (f osFile) SyncData() error { return fdatasync(f.File) }
 
+func (f osFile) startWriteback(off, n int64) { startWriteback(f.File, off, n) }
+
 func (f osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
