@@ -502,22 +502,28 @@ func (w *WAL) Checkpoint() error {
 	if len(errs) > 0 || !booted || covered == 0 {
 		return errors.Join(errs...)
 	}
-	if err := w.carryStates(covered); err != nil {
+	keep, err := w.carryStates(covered)
+	if err != nil {
 		return err
 	}
 	if err := w.markFlushed(covered); err != nil {
 		return err
 	}
-	if _, err := w.log.DeletePrefix(covered + 1); err != nil {
+	// Below keep, not below covered+1: the records just written may have
+	// started a WAL file, after which the file before it would count as
+	// covered too, states and all.
+	if _, err := w.log.DeletePrefix(keep); err != nil {
 		return fmt.Errorf("delete checkpointed write-ahead log files: %w", err)
 	}
 	return nil
 }
 
 // carryStates writes again, durably, the states whose records are in the
-// WAL files that deleting what covered covers would delete.
-func (w *WAL) carryStates(covered uint64) error {
-	keep := w.log.PrefixEnd(covered + 1)
+// WAL files that deleting what covered covers would delete, and returns
+// the index of the first record of the files it kept: the checkpoint
+// deletes the files below it, and no others.
+func (w *WAL) carryStates(covered uint64) (keep uint64, err error) {
+	keep = w.log.PrefixEnd(covered + 1)
 	w.mu.Lock()
 	carried := 0
 	for group, st := range w.states {
@@ -526,15 +532,15 @@ func (w *WAL) carryStates(covered uint64) error {
 		}
 		if err := w.appendStateLocked(group, st.data); err != nil {
 			w.mu.Unlock()
-			return fmt.Errorf("carry the state of group %d to a newer write-ahead log file: %w", group, err)
+			return 0, fmt.Errorf("carry the state of group %d to a newer write-ahead log file: %w", group, err)
 		}
 		carried++
 	}
 	w.mu.Unlock()
 	if carried == 0 {
-		return nil
+		return keep, nil
 	}
-	return w.Sync()
+	return keep, w.Sync()
 }
 
 // markFlushed records that every record up to covered is durable in the

@@ -419,3 +419,51 @@ func TestRecordsWithoutEndMarkAreRead(t *testing.T) {
 		t.Fatalf("after a power loss, recovered %s, want %s", got, want)
 	}
 }
+
+// TestCheckpointWhoseOwnRecordsRollKeepsStates checks a checkpoint whose
+// own records (a state carried, the flushed mark) fill the active WAL
+// file and start the next: the file they left holds the latest state of
+// a group, and must not be deleted with those before it. For each fill
+// of the active file, a checkpoint runs with nothing appended after what
+// it covers, and the states must survive a power loss.
+func TestCheckpointWhoseOwnRecordsRollKeepsStates(t *testing.T) {
+	for fill := range 40 {
+		fs := vfs.NewMem()
+		w := openMem(t, fs, "b1")
+		f := &countingFlusher{}
+		w.Booted()
+		if err := w.SetState(1, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+		// A first file filled and checkpointed, so that group 1's state
+		// sits in the second file.
+		i := uint64(1)
+		for ; w.Files() < 2; i++ {
+			if err := w.Append(2, recs(i, strings.Repeat("x", 40)), f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		for range fill {
+			if err := w.Append(2, recs(i, strings.Repeat("y", 20)), f); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		w2 := openMem(t, fs.CrashClone(nil), "b2")
+		got := describe(w2.Recovered(1))
+		w2.Close()
+		w.Close()
+		if got != "[state one]" {
+			t.Fatalf("after %d entries and a checkpoint, group 1 recovered %q, want its state", fill, got)
+		}
+	}
+}
