@@ -782,6 +782,8 @@ func (l *Log) truncate(from uint64) error {
 //
 // The deletion is made durable in the directory before DeletePrefix
 // returns, so space the caller counts as freed stays freed after a crash.
+// A preallocated log keeps one deleted file to zero into its next spare
+// (prealloc.go, Recycling) instead of unlinking it.
 func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	l.wmu.Lock()
 	l.rmu.Lock()
@@ -804,6 +806,9 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	retire(removed)
 	var errs []error
 	for _, s := range removed {
+		if l.spare.recycle(s.path) {
+			continue
+		}
 		if err := l.fs.Remove(s.path); err != nil {
 			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
 		}

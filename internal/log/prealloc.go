@@ -36,6 +36,7 @@ import (
 const (
 	spareName    = "spare.zeroed"     // a file of zeros, synced, ready to become a segment
 	spareTmpName = "spare.zeroed.tmp" // being zeroed
+	recycledName = "spare.recycled"   // a deleted segment's file, to be zeroed into the next spare
 )
 
 // spareChunk is the size of each zero write that fills a spare, and
@@ -49,7 +50,18 @@ const (
 	spareSyncEvery = 1 << 20
 )
 
-func isSpareName(name string) bool { return name == spareName || name == spareTmpName }
+func isSpareName(name string) bool {
+	return name == spareName || name == spareTmpName || name == recycledName
+}
+
+// Recycling. A segment that DeletePrefix deletes is not unlinked but kept,
+// renamed, to be zeroed into the next spare in place. Unlinking a
+// segment's worth of blocks and allocating as many again costs the
+// journal, and on a file system mounted with discard a discard of every
+// freed block, which the log's own fdatasyncs wait behind: on the machine
+// herald is measured on, an unlink took 15 ms and the fdatasyncs during
+// it 10 ms instead of 0.2. Zeroing over blocks already allocated changes
+// no metadata. One deleted file is kept at a time.
 
 // spareStartFraction: a spare is zeroed once the active segment holds a
 // 64th of a segment, not before, so that a log that writes little (a
@@ -75,8 +87,11 @@ type spare struct {
 	filling *segment // the active segment when the fill in progress started
 	failed  *segment // the active segment when the last fill failed
 	isReady bool     // spareName is zeroed and synced
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// recycled says recycledName holds a deleted segment's file for the
+	// next fill to zero.
+	recycled bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 func newSpare(l *Log) *spare { return &spare{l: l, stop: make(chan struct{})} }
@@ -151,11 +166,61 @@ func (s *spare) fill() {
 	s.isReady = err == nil
 }
 
+// recycle keeps the file at path, of a segment DeletePrefix deleted, for
+// the next fill, unless one is kept already; it reports whether it did.
+// The caller makes the rename durable with the deletion.
+func (s *spare) recycle(path string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recycled {
+		return false
+	}
+	s.recycled = s.l.fs.Rename(path, s.l.path(recycledName)) == nil
+	return s.recycled
+}
+
+// create opens the file a fill zeroes: the recycled file if there is
+// one, cut to a segment's size, else a new one.
+func (s *spare) create(tmp string) (vfs.File, error) {
+	s.mu.Lock()
+	recycled := s.recycled && s.l.fs.Rename(s.l.path(recycledName), tmp) == nil
+	s.recycled = false
+	s.mu.Unlock()
+	if !recycled {
+		return s.l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
+	// The deleted segment's name must be gone for good before its
+	// records are zeroed: a power loss that brought the name back would
+	// bring it back zeroed, a segment damaged in the middle of the log.
+	if err := s.l.syncDir(); err != nil {
+		return nil, err
+	}
+	f, err := s.l.fs.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Zeroing covers a segment's size; what lies past it must go, or
+	// its bytes would read as records written after the zeros.
+	if size, err := f.Size(); err != nil || size > s.l.segSize {
+		if err == nil {
+			err = f.Truncate(s.l.segSize)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
 var errSpareStopped = errors.New("log closed while zeroing a spare")
 
 func (s *spare) zero() error {
 	tmp := s.l.path(spareTmpName)
-	f, err := s.l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.create(tmp)
 	if err != nil {
 		return fmt.Errorf("create spare %s: %w", tmp, err)
 	}
