@@ -126,12 +126,10 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil, Files: opts.Files}
 	if opts.WAL != nil {
+		logOpts.ElsewhereNoTear = opts.WAL.NoTear()
 		// Synced only by checkpoints and segment rolls: written back as
 		// it goes instead.
 		logOpts.WritebackEvery = writebackEvery
-	}
-	if opts.WAL != nil {
-		logOpts.ElsewhereNoTear = opts.WAL.NoTear()
 	}
 	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
