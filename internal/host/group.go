@@ -106,6 +106,7 @@ type group struct {
 	confState      *pb.ConfState
 	snapIndex      uint64
 	bytesSinceSnap int64
+	lastSnapBytes  int64 // the size of the last snapshot this replica wrote
 	snapInFlight   bool
 	snapWG         sync.WaitGroup
 
@@ -173,8 +174,24 @@ type group struct {
 
 type snapResult struct {
 	index uint64
+	bytes int64 // the snapshot's size
 	err   error
 }
+
+// A snapshot of snapshotCostFloor bytes or more is taken only once the
+// entries applied since the last one hold snapshotCostFactor times its
+// size, or there are snapshotCostFactor times Config.SnapshotEntries of
+// them, so that writing snapshots costs a small part of what writing the
+// log does. A shard's snapshot grows with its backlog (an entry per
+// pending event): 2.9 MB after 450,000 events in a benchmark that
+// consumed none, written every 10,000 entries (about 24 MB of log) at one
+// event per call, and its writes delayed the WAL's fdatasyncs: p99 of
+// publishing 4.1-4.3 ms, 3.2-3.5 ms with this rule. A smaller snapshot
+// costs about what its fdatasync does, whatever its size.
+const (
+	snapshotCostFactor = 16
+	snapshotCostFloor  = 1 << 20
+)
 
 // openGroup opens a group's storage, creating and bootstrapping it if it
 // is new; a new group made to rebuild a lost replica (rebuild, or
@@ -246,6 +263,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
+	g.lastSnapBytes = int64(len(snap.GetData()))
 	g.confState = snap.GetMetadata().GetConfState()
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
@@ -741,6 +759,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
+	g.lastSnapBytes = int64(len(snap.GetData()))
 	g.confState = snap.GetMetadata().GetConfState()
 	g.bytesSinceSnap = 0
 	g.appliedAt.Store(g.applied)
@@ -824,7 +843,12 @@ func (g *group) maybeSnapshot() {
 	if g.snapInFlight || g.applied <= g.snapIndex {
 		return
 	}
-	if g.applied-g.snapIndex < g.h.cfg.SnapshotEntries && g.bytesSinceSnap < g.h.cfg.SnapshotBytes {
+	entries := g.applied - g.snapIndex
+	if entries < g.h.cfg.SnapshotEntries && g.bytesSinceSnap < g.h.cfg.SnapshotBytes {
+		return
+	}
+	if g.lastSnapBytes >= snapshotCostFloor &&
+		g.bytesSinceSnap < snapshotCostFactor*g.lastSnapBytes && entries < snapshotCostFactor*g.h.cfg.SnapshotEntries {
 		return
 	}
 	term, err := g.storage.Term(g.applied)
@@ -879,7 +903,7 @@ func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 		return snapResult{index: idx, err: err}
 	}
 	g.h.observeSnapshot(time.Since(start))
-	return snapResult{index: idx}
+	return snapResult{index: idx, bytes: int64(len(snap.GetData()))}
 }
 
 func (g *group) snapshotFinished(r snapResult) {
@@ -891,6 +915,7 @@ func (g *group) snapshotFinished(r snapResult) {
 		return
 	}
 	g.snapIndex = max(g.snapIndex, r.index)
+	g.lastSnapBytes = r.bytes
 	g.snapAt.Store(g.snapIndex)
 	// Requests that arrived while this one ran were coalesced into this check.
 	g.maybeSnapshot()

@@ -700,3 +700,41 @@ func TestBootedReplaysTheWALIntoGroupsNotYetAdded(t *testing.T) {
 		t.Fatalf("the group holds %d of its 20 acknowledged commands after a power loss", len(got))
 	}
 }
+
+// TestLargeSnapshotsAreTakenLessOften checks that once a group's snapshot
+// reaches snapshotCostFloor, the next waits for snapshotCostFactor times
+// Config.SnapshotEntries entries (or as many times its size in entry
+// bytes), where smaller snapshots came every SnapshotEntries entries.
+func TestLargeSnapshotsAreTakenLessOften(t *testing.T) {
+	const every = 5
+	h := newTestHost(t, t.TempDir(), func(c *Config) {
+		c.SnapshotEntries = every
+		c.SyncSnapshots = true // taken as entries apply: at known indexes
+	})
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 64<<10)
+	proposeN := func(n int) {
+		for range n {
+			propose(t, h, 1, big)
+		}
+	}
+	// The list's snapshot passes a megabyte at the 16th command.
+	proposeN(24)
+	st := waitFor(t, h, 1, func(st Status) bool { return st.Applied >= 25 })
+	large := st.SnapIndex
+	if large < 17 {
+		t.Fatalf("snapshot at index %d after 25 entries, every %d; want one of a megabyte or more, at 17 or later", large, every)
+	}
+	// Fewer than snapshotCostFactor*every entries since: no snapshot.
+	remaining := int(large) + snapshotCostFactor*every - 25 - 1
+	proposeN(remaining)
+	st = waitFor(t, h, 1, func(st Status) bool { return st.Applied >= 25+uint64(remaining) })
+	if st.SnapIndex != large {
+		t.Fatalf("snapshot at index %d, %d entries after one of %d bytes or more at %d; want none before %d entries",
+			st.SnapIndex, st.Applied-large, snapshotCostFloor, large, snapshotCostFactor*every)
+	}
+	proposeN(2)
+	waitFor(t, h, 1, func(st Status) bool { return st.SnapIndex > large })
+}
