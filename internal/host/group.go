@@ -106,7 +106,7 @@ type group struct {
 	confState      *pb.ConfState
 	snapIndex      uint64
 	bytesSinceSnap int64
-	lastSnapBytes  int64 // the size of the last snapshot this replica wrote
+	lastSnapBytes  int64 // the size of the snapshot at snapIndex
 	snapInFlight   bool
 	snapWG         sync.WaitGroup
 
