@@ -958,16 +958,25 @@ func TestDeletePrefixLetsAppendsGoOn(t *testing.T) {
 	reset := make(chan error, 1)
 	go func() { reset <- l.Reset(second, 1) }() // the name of the segment to remove next
 	close(gate.release)
-	go func() {
-		for range gate.begun {
+	stop := make(chan struct{})
+	var drain sync.WaitGroup
+	drain.Go(func() { // the removals still to come
+		for {
+			select {
+			case <-gate.begun:
+			case <-stop:
+				return
+			}
 		}
-	}()
+	})
 	if err := <-deleted; err != nil {
 		t.Fatalf("DeletePrefix: %v", err)
 	}
 	if err := <-reset; err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
+	close(stop)
+	drain.Wait()
 	mustAppend(t, l, mkrecs(second, second+5, 2))
 	mustClose(t, l)
 	l = mustOpen(t, dir, Options{SegmentSize: 2048})
