@@ -183,7 +183,7 @@ type snapResult struct {
 // size, or there are snapshotCostFactor times Config.SnapshotEntries of
 // them, so that writing snapshots costs a small part of what writing the
 // log does. A shard's snapshot grows with its backlog (an entry per
-// pending event): 2.9 MB after 450,000 events in a benchmark that
+// pending event): 2.9 MB after about 480,000 events in a benchmark that
 // consumed none, written every 10,000 entries (about 24 MB of log) at one
 // event per call, and its writes delayed the WAL's fdatasyncs: p99 of
 // publishing 4.1-4.3 ms, 3.2-3.5 ms with this rule. A smaller snapshot
@@ -914,8 +914,9 @@ func (g *group) snapshotFinished(r snapResult) {
 		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
 		return
 	}
-	g.snapIndex = max(g.snapIndex, r.index)
-	g.lastSnapBytes = r.bytes
+	if r.index >= g.snapIndex { // not overtaken by an installed snapshot
+		g.snapIndex, g.lastSnapBytes = r.index, r.bytes
+	}
 	g.snapAt.Store(g.snapIndex)
 	// Requests that arrived while this one ran were coalesced into this check.
 	g.maybeSnapshot()
