@@ -1,6 +1,7 @@
 // Package wal is a node's write-ahead log: every Raft group on the node
-// appends its entries to it, so that one fdatasync makes the appends of all
-// groups durable, however many groups there are.
+// appends its entries to it, so that one write and one fdatasync make the
+// appends of all groups durable, however many groups there are (appends
+// are queued, and written by the Sync that leads the group commit).
 //
 // A group writes each batch of entries twice: to its own segment log
 // (internal/log), where it is read back by index and deleted by whole
@@ -48,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -76,6 +78,10 @@ const (
 // flushParallelism bounds the groups a checkpoint flushes at once: each
 // flush is an fdatasync, and a disk serves several at a time.
 const flushParallelism = 16
+
+// maxRetainedBuf bounds the buffer of appended records that the WAL keeps
+// for the next batch once a batch is written.
+const maxRetainedBuf = 4 << 20
 
 // walTerm is the term of every WAL record: the WAL's own log has no terms.
 const walTerm = 1
@@ -124,8 +130,24 @@ type WAL struct {
 
 	ckptMu sync.Mutex // held through a checkpoint
 
+	// wmu serializes writes of what was appended to the log, in the
+	// order of the records' indices; it is taken before mu.
+	wmu       sync.Mutex
+	spareEnds []pendingRecord // reused by the next batch appended; guarded by wmu
+	spareBuf  []byte          // reused by the next batch appended; guarded by wmu
+	recs      []hlog.Record   // the records of the batch being written; guarded by wmu
+
+	// smu guards the group commit of Sync; it is taken before mu.
+	smu     sync.Mutex
+	scond   *sync.Cond // signalled when a leading Sync finishes
+	syncing bool       // a Sync leads
+	synced  uint64     // the records up to this index are durable
+
 	mu        sync.Mutex
 	next      uint64             // index of the next record
+	ends      []pendingRecord    // records appended and not yet written, the last one's index next-1
+	pbuf      []byte             // their data, one after the other
+	failed    error              // a write of appended records failed: nothing more is appended
 	dirty     map[uint64]Flusher // groups with entries that only the WAL holds
 	sinceCkpt int64              // bytes appended since the last checkpoint started
 	recovered map[uint64][]Op    // what Open found, by group, until taken
@@ -138,6 +160,14 @@ type WAL struct {
 	done    chan struct{}
 	closing bool // Close has begun
 	closed  bool // no more appends
+}
+
+// A pendingRecord is a record appended and not yet written to the log:
+// its kind, and where its data ends in WAL.pbuf (it starts where the
+// previous record's ends).
+type pendingRecord struct {
+	kind uint8
+	end  int
 }
 
 // Open opens (creating if needed) the WAL in dir and reads what it holds,
@@ -154,6 +184,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		interval:  opts.CheckpointInterval,
 		logger:    opts.Logger,
 		next:      l.LastIndex() + 1,
+		synced:    l.LastIndex(),
 		dirty:     make(map[uint64]Flusher),
 		recovered: make(map[uint64][]Op),
 		states:    make(map[uint64]state),
@@ -161,6 +192,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	w.scond = sync.NewCond(&w.smu)
 	if w.segSize <= 0 {
 		w.segSize = hlog.DefaultSegmentSize
 	}
@@ -385,9 +417,11 @@ func (w *WAL) appendLocked(kind uint8, data []byte) error {
 	if w.closed {
 		return hlog.ErrClosed
 	}
-	if err := w.log.Append([]hlog.Record{{Index: w.next, Term: walTerm, Type: kind | kindMarked, Data: data}}); err != nil {
-		return err
+	if w.failed != nil {
+		return w.failed
 	}
+	w.pbuf = append(w.pbuf, data...)
+	w.ends = append(w.ends, pendingRecord{kind: kind, end: len(w.pbuf)})
 	w.next++
 	w.sinceCkpt += int64(len(data))
 	if w.sinceCkpt >= w.segSize {
@@ -399,13 +433,96 @@ func (w *WAL) appendLocked(kind uint8, data []byte) error {
 	return nil
 }
 
-// Sync makes every record appended before the call durable. Concurrent
-// calls share one fdatasync (group commit).
+// Sync makes every record appended before the call durable.
+//
+// Appends only queue their records, and Syncs are group-committed: one
+// caller at a time leads, writing every record queued so far in one
+// write and making them durable with one fdatasync, while those arriving
+// meanwhile wait for it and then for the next leader, if it did not cover
+// them. Before it writes, a leader yields the processor once: groups
+// whose Readies are being persisted at the same moment then queue their
+// records first and share its write and fdatasync, instead of making one
+// write each and syncing back to back.
 func (w *WAL) Sync() error {
-	if err := w.log.Sync(); err != nil {
-		return fmt.Errorf("sync the node's write-ahead log: %w", err)
+	w.mu.Lock()
+	target := w.next - 1
+	w.mu.Unlock()
+	w.smu.Lock()
+	for w.syncing && w.synced < target {
+		w.scond.Wait()
 	}
-	return nil
+	if w.synced >= target {
+		w.smu.Unlock()
+		return nil
+	}
+	w.syncing = true
+	w.smu.Unlock()
+
+	runtime.Gosched()
+	last, err := w.write()
+	if err == nil {
+		if err = w.log.Sync(); err != nil {
+			err = fmt.Errorf("sync the node's write-ahead log: %w", err)
+		}
+	}
+	w.smu.Lock()
+	w.syncing = false
+	if err == nil {
+		w.synced = max(w.synced, last)
+	}
+	w.scond.Broadcast()
+	w.smu.Unlock()
+	return err
+}
+
+// write writes the records appended and not yet written to the log, and
+// returns the index of the last record appended: every record up to it is
+// in the log's files. If the write fails, the WAL fails: the records were
+// other groups' too, and their Syncs, and every later Append, report the
+// failure.
+func (w *WAL) write() (last uint64, err error) {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.mu.Lock()
+	last = w.next - 1
+	if w.failed != nil {
+		w.mu.Unlock()
+		return 0, w.failed
+	}
+	if len(w.ends) == 0 {
+		w.mu.Unlock()
+		return last, nil
+	}
+	ends, buf := w.ends, w.pbuf
+	first := w.next - uint64(len(ends))
+	// The spares become the next batch's: their last batch is written.
+	w.ends, w.pbuf = w.spareEnds[:0], w.spareBuf[:0]
+	w.spareEnds, w.spareBuf = nil, nil
+	w.mu.Unlock()
+
+	recs := w.recs[:0]
+	start := 0
+	for i, r := range ends {
+		recs = append(recs, hlog.Record{Index: first + uint64(i), Term: walTerm, Type: r.kind | kindMarked, Data: buf[start:r.end]})
+		start = r.end
+	}
+	err = w.log.Append(recs)
+	clear(recs)
+	w.recs = recs[:0]
+	w.spareEnds = ends[:0]
+	if cap(buf) <= maxRetainedBuf {
+		w.spareBuf = buf[:0]
+	} else {
+		w.spareBuf = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("write records %d to %d to the node's write-ahead log: %w; it must be reopened", first, first+uint64(len(ends))-1, err)
+		w.mu.Lock()
+		w.failed = err
+		w.mu.Unlock()
+		return 0, err
+	}
+	return last, nil
 }
 
 // NoTear says why no write of the WAL, and so of any group's log it
@@ -472,6 +589,11 @@ func (w *WAL) Checkpoint() error {
 	w.sinceCkpt = 0
 	booted := w.booted
 	w.mu.Unlock()
+	// What covered covers must be in the log's files before PrefixEnd
+	// looks at them (carryStates).
+	if _, err := w.write(); err != nil {
+		return err
+	}
 
 	var (
 		errMu sync.Mutex
@@ -575,6 +697,10 @@ func (w *WAL) Close() error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+	// The checkpoint's flushed mark, and anything a failed checkpoint
+	// left, is written before the log closes.
+	_, werr := w.write()
+	ckptErr = errors.Join(ckptErr, werr)
 	if ckptErr != nil {
 		// A group's log may hold unsynced writes: the WAL must not say
 		// that nothing of it can have been torn.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +112,10 @@ func TestCheckpointFlushesThenDropsWhatItCovers(t *testing.T) {
 		if err := w.Append(1, recs(uint64(i+1), strings.Repeat("e", 50)), f); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Appends are written by the next Sync.
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
 	}
 	files := w.Files()
 	if files < 3 {
@@ -219,6 +225,9 @@ func TestCheckpointKeepsEverythingWhenAFlushFails(t *testing.T) {
 		if err := w.Append(1, recs(uint64(i+1), strings.Repeat("e", 50)), bad); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
 	}
 	files := w.Files()
 	if err := w.Checkpoint(); err == nil || !strings.Contains(err.Error(), "disk full") {
@@ -465,5 +474,100 @@ func TestCheckpointWhoseOwnRecordsRollKeepsStates(t *testing.T) {
 		if got != "[state one]" {
 			t.Fatalf("after %d entries and a checkpoint, group 1 recovered %q, want its state", fill, got)
 		}
+	}
+}
+
+// Appends are queued and written by the next Sync, all in one write:
+// groups that persist at the same moment share a write as well as an
+// fdatasync. What the Sync covered survives a power loss.
+func TestSyncWritesEveryQueuedAppendInOneWrite(t *testing.T) {
+	fs := vfs.NewMem()
+	w, err := Open("/wal", Options{FS: fs, BootID: "b1", SegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &countingFlusher{}
+	// The first write creates the WAL's first file.
+	if err := w.Append(99, recs(1, "first"), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var writes, syncs atomic.Int64
+	fs.SetInjector(func(op vfs.Op) error {
+		switch {
+		case !strings.Contains(op.Path, ".seg"):
+		case op.Kind == vfs.OpWrite:
+			writes.Add(1)
+		case op.Kind == vfs.OpSync:
+			syncs.Add(1)
+		}
+		return nil
+	})
+	for group := uint64(1); group <= 10; group++ {
+		if err := w.Append(group, recs(1, fmt.Sprint("event of ", group)), f); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.SetState(group, []byte(fmt.Sprint("s", group))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load(); n != 0 {
+		t.Fatalf("%d writes before Sync, want the appends queued", n)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n, s := writes.Load(), syncs.Load(); n != 1 || s != 1 {
+		t.Fatalf("Sync of 20 queued records made %d writes and %d fdatasyncs, want 1 and 1", n, s)
+	}
+	fs.SetInjector(nil)
+	w2 := openMem(t, fs.CrashClone(nil), "b2")
+	defer w2.Close()
+	for group := uint64(1); group <= 10; group++ {
+		want := fmt.Sprintf("[1: event of %d/3][state s%d]", group, group)
+		if got := describe(w2.Recovered(group)); got != want {
+			t.Errorf("group %d recovered %s after a power loss, want %s", group, got, want)
+		}
+	}
+}
+
+// A failed write of queued records fails the WAL: the records were
+// several groups', so every Sync that needed them, and every later
+// Append, reports the failure instead of acknowledging what no file holds.
+func TestFailedWriteFailsTheWAL(t *testing.T) {
+	fs := vfs.NewMem()
+	w := openMem(t, fs, "b1")
+	f := &countingFlusher{}
+	if err := w.Append(1, recs(1, "a"), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(2, recs(2, "b"), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(3, recs(1, "c"), f); err != nil {
+		t.Fatal(err)
+	}
+	fs.SetInjector(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && strings.Contains(op.Path, ".seg") {
+			return vfs.InjectedError(op, syscall.EIO)
+		}
+		return nil
+	})
+	for i := range 2 {
+		if err := w.Sync(); err == nil || !errors.Is(err, vfs.ErrInjected) || !strings.Contains(err.Error(), "must be reopened") {
+			t.Fatalf("Sync %d after a failed write = %v, want the failure and that the WAL must be reopened", i+1, err)
+		}
+	}
+	fs.SetInjector(nil)
+	if err := w.Append(4, recs(1, "d"), f); err == nil || !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Append after a failed write = %v, want the failure", err)
+	}
+	if err := w.Sync(); err == nil {
+		t.Fatal("Sync after a failed write succeeded once the disk recovered; the WAL must stay failed until reopened")
 	}
 }
