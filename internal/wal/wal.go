@@ -516,7 +516,7 @@ func (w *WAL) write() (last uint64, err error) {
 		w.spareBuf = nil
 	}
 	if err != nil {
-		err = fmt.Errorf("write records %d to %d to the node's write-ahead log: %w; it must be reopened", first, first+uint64(len(ends))-1, err)
+		err = fmt.Errorf("write records %d to %d to the node's write-ahead log: %w; no later write is acknowledged: restart the node to reopen it", first, first+uint64(len(ends))-1, err)
 		w.mu.Lock()
 		w.failed = err
 		w.mu.Unlock()

@@ -559,8 +559,8 @@ func TestFailedWriteFailsTheWAL(t *testing.T) {
 		return nil
 	})
 	for i := range 2 {
-		if err := w.Sync(); err == nil || !errors.Is(err, vfs.ErrInjected) || !strings.Contains(err.Error(), "must be reopened") {
-			t.Fatalf("Sync %d after a failed write = %v, want the failure and that the WAL must be reopened", i+1, err)
+		if err := w.Sync(); err == nil || !errors.Is(err, vfs.ErrInjected) || !strings.Contains(err.Error(), "restart the node") {
+			t.Fatalf("Sync %d after a failed write = %v, want the failure and that the node must restart", i+1, err)
 		}
 	}
 	fs.SetInjector(nil)
