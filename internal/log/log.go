@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,10 @@ const DefaultSegmentSize = 64 << 20
 // maxRetainedBuf bounds the write buffer kept between appends, so that one
 // huge batch does not pin its memory for the life of the log.
 const maxRetainedBuf = 4 << 20
+
+// removeStep is how much of a deleted segment's file is cut at a time
+// before it is unlinked (vfs.RemoveInSteps).
+const removeStep = 4 << 20
 
 // Record is one entry of the log.
 type Record struct {
@@ -111,6 +116,7 @@ type Log struct {
 	writeAt        func(f vfs.File, b []byte, off int64) (int, error)
 	fsyncFile      func(f vfs.File) error
 	startWriteback func(f vfs.File, off, n int64)
+	removeStep     int64 // bytes a deleted segment's file is cut by at a time
 
 	syncs atomic.Uint64 // fdatasync calls made
 
@@ -193,6 +199,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		fsyncFile: vfs.File.SyncData,
 
 		startWriteback: vfs.StartWriteback,
+		removeStep:     removeStep,
 	}
 	l.scond.L = &l.smu
 	if opts.Preallocate {
@@ -227,6 +234,11 @@ func (l *Log) recover() error {
 	var resets []string
 	for _, name := range names {
 		switch {
+		case strings.HasSuffix(name, deletingSuffix):
+			// A detached segment that a crash left partly emptied.
+			if err := l.fs.Remove(l.path(name)); err != nil {
+				return fmt.Errorf("open log %s: remove deleted segment: %w", l.dir, err)
+			}
 		case strings.HasSuffix(name, tmpSuffix):
 			// A roll that crashed before renaming its new segment into
 			// place; the segment never received a record.
@@ -804,21 +816,55 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	// are removed.
 	l.wmu.Unlock()
 	retire(removed)
+	errs := l.removeSegmentFiles(removed)
+	if n > 0 {
+		if err := l.syncDir(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("delete prefix below index %d: %w", below, err)
+	}
+	return n, nil
+}
+
+// removeSegmentFiles removes the files of segments detached from the log
+// (but for one a preallocated log recycles). Each is renamed to a name
+// recovery removes, the renames are made durable, and only then is each
+// emptied in steps and unlinked (vfs.RemoveInSteps): a crash meanwhile
+// must not leave a segment cut short under its own name, which recovery
+// would find followed by a gap and call damage.
+func (l *Log) removeSegmentFiles(removed []*segment) []error {
 	var errs []error
+	var renamed []string
 	for _, s := range removed {
 		if l.spare.recycle(s.path) {
 			continue
 		}
-		if err := l.fs.Remove(s.path); err != nil {
-			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
+		doomed := l.path(segName(s.base, deletingSuffix))
+		if err := l.fs.Rename(s.path, doomed); err != nil {
+			// Removed at once, as a whole.
+			if err := l.fs.Remove(s.path); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		renamed = append(renamed, doomed)
+	}
+	if len(renamed) == 0 {
+		return errs
+	}
+	step := l.removeStep
+	if err := l.syncDir(); err != nil {
+		errs = append(errs, err)
+		step = math.MaxInt64 // whole: the segments' own names may come back
+	}
+	for _, doomed := range renamed {
+		if err := vfs.RemoveInSteps(l.fs, doomed, step); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if n > 0 {
-		if err := l.syncDir(); err != nil {
-			errs = append(errs, fmt.Errorf("delete prefix below index %d: %w", below, err))
-		}
-	}
-	return n, errors.Join(errs...)
+	return errs
 }
 
 // PrefixEnd returns the index of the first record DeletePrefix(below)

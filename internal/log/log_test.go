@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -921,7 +922,7 @@ type removeGate struct {
 }
 
 func (g *removeGate) Remove(name string) error {
-	if strings.HasSuffix(name, segSuffix) {
+	if strings.HasSuffix(name, segSuffix) || strings.HasSuffix(name, deletingSuffix) {
 		g.begun <- name
 		<-g.release
 	}
@@ -1018,5 +1019,67 @@ func TestWritebackCoversWhatIsWritten(t *testing.T) {
 			t.Errorf("WritebackEvery %d: %d writebacks asked", every, asked)
 		}
 		mustClose(t, l)
+	}
+}
+
+// A deleted segment's file is renamed, the rename made durable, and only
+// then emptied a step at a time and unlinked: on a disk mounted with
+// discard, one unlink of a full segment would hold every fdatasync behind
+// its discard. A failure or crash while it is emptied leaves a file that
+// recovery removes, never a segment cut short under its own name (which
+// recovery would find followed by a gap and call damage).
+func TestDeletedSegmentsAreEmptiedInStepsSafely(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
+			fs := vfs.NewMem()
+			l := mustOpen(t, "/log", Options{SegmentSize: 2048, FS: fs})
+			l.removeStep = 256
+			mustAppend(t, l, mkrecs(1, 301, 1))
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			third := l.segs[2].base
+			var truncates atomic.Int64
+			fs.SetInjector(func(op vfs.Op) error {
+				if op.Kind != vfs.OpTruncate {
+					return nil
+				}
+				if !strings.HasSuffix(op.Path, deletingSuffix) {
+					t.Errorf("truncate of %s: only a file renamed for deletion may be cut", op.Path)
+				}
+				if truncates.Add(1) == 2 && fail {
+					return vfs.InjectedError(op, syscall.EIO)
+				}
+				return nil
+			})
+			_, err := l.DeletePrefix(third)
+			fs.SetInjector(nil)
+			if fail != (err != nil) {
+				t.Fatalf("DeletePrefix with a failing cut: %v = %v", fail, err)
+			}
+			if n := truncates.Load(); n < 2 {
+				t.Fatalf("%d cuts of the deleted files, want several steps", n)
+			}
+			names, err := fs.ReadDir("/log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, deletingSuffix) })
+			if left != fail {
+				t.Fatalf("files after DeletePrefix: %v", names)
+			}
+
+			l2 := mustOpen(t, "/log", Options{SegmentSize: 2048, FS: fs.CrashClone(nil)})
+			defer l2.Close()
+			expect(t, l2, third, 1, mkrecs(third, 301, 1))
+			names, err = l2.fs.ReadDir("/log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, deletingSuffix) }) {
+				t.Fatalf("recovery left a deleted segment's file: %v", names)
+			}
+			mustClose(t, l)
+		})
 	}
 }

@@ -17,6 +17,9 @@ const (
 	segSuffix   = ".seg"
 	tmpSuffix   = ".seg.tmp" // a segment being created by a roll
 	resetSuffix = ".reset"   // the replacement segment of an unfinished Reset
+	// deletingSuffix names a segment that DeletePrefix detached and is
+	// emptying before it unlinks it (see removeSegmentFiles).
+	deletingSuffix = ".seg.deleting"
 )
 
 // termRun records that the records from index first onwards have the given

@@ -112,6 +112,34 @@ func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 	return SyncDir(fsys, dir)
 }
 
+// RemoveInSteps removes name after cutting its length down by step bytes
+// at a time. On a file system mounted with discard, unlinking a large file
+// discards all its blocks in one request, and every fdatasync on the disk
+// waits behind it: 13–15 ms for a 64 MiB file on the benchmark machine,
+// against 2–3 ms at most when it is cut 4 MiB at a time. A crash or an
+// error can leave the file shorter and in place: call it only on a file
+// nothing will read again, under a name that recovery removes.
+func RemoveInSteps(fsys FS, name string, step int64) error {
+	f, err := fsys.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	size, err := f.Size()
+	for err == nil && size > 0 {
+		size = max(size-step, 0)
+		if err = f.Truncate(size); err != nil {
+			err = fmt.Errorf("remove %s: cut it to %d bytes: %w", name, size, err)
+		}
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("remove %s: %w", name, cerr)
+	}
+	if err != nil {
+		return err
+	}
+	return fsys.Remove(name)
+}
+
 // RemoveTemp deletes dir/name.tmp, the leftover of a WriteFileAtomic that a
 // crash interrupted before its rename; nothing refers to it.
 func RemoveTemp(fsys FS, dir, name string) error {
