@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -854,13 +853,19 @@ func (l *Log) removeSegmentFiles(removed []*segment) []error {
 	if len(renamed) == 0 {
 		return errs
 	}
-	step := l.removeStep
 	if err := l.syncDir(); err != nil {
+		// The segments' own names may come back after a crash: they are
+		// unlinked whole, never cut.
 		errs = append(errs, err)
-		step = math.MaxInt64 // whole: the segments' own names may come back
+		for _, doomed := range renamed {
+			if err := l.fs.Remove(doomed); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errs
 	}
 	for _, doomed := range renamed {
-		if err := vfs.RemoveInSteps(l.fs, doomed, step); err != nil {
+		if err := vfs.RemoveInSteps(l.fs, doomed, l.removeStep); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -115,8 +115,9 @@ func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 // RemoveInSteps removes name after cutting its length down by step bytes
 // at a time. On a file system mounted with discard, unlinking a large file
 // discards all its blocks in one request, and every fdatasync on the disk
-// waits behind it: 13–15 ms for a 64 MiB file on the benchmark machine,
-// against 2–3 ms at most when it is cut 4 MiB at a time. A crash or an
+// waits behind it: up to 14–16 ms for a 64 MiB file on the benchmark
+// machine, against 2.4 ms in two runs of three (10 ms in the third) when
+// it is cut 4 MiB at a time (bench/cmd/remove-stall). A crash or an
 // error can leave the file shorter and in place: call it only on a file
 // nothing will read again, under a name that recovery removes.
 func RemoveInSteps(fsys FS, name string, step int64) error {
