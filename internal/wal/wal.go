@@ -153,7 +153,6 @@ type WAL struct {
 	recovered map[uint64][]Op    // what Open found, by group, until taken
 	states    map[uint64]state   // each group's latest state (SetState), and where it is
 	booted    bool               // unclaimed recovered ops were dropped; checkpoints may delete
-	wbuf      []byte
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -333,8 +332,8 @@ func (w *WAL) Append(group uint64, ents []hlog.Record, f Flusher) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wbuf = append(encodeEntries(w.wbuf[:0], group, ents), endMark)
-	if err := w.appendLocked(kindEntries, w.wbuf); err != nil {
+	err := w.appendLocked(kindEntries, func(b []byte) []byte { return encodeEntries(b, group, ents) })
+	if err != nil {
 		return fmt.Errorf("append %d entries of group %d at index %d: %w", len(ents), group, ents[0].Index, err)
 	}
 	w.dirty[group] = f
@@ -359,10 +358,10 @@ func (w *WAL) SetState(group uint64, data []byte) error {
 }
 
 func (w *WAL) appendStateLocked(group uint64, data []byte) error {
-	w.wbuf = binary.LittleEndian.AppendUint64(w.wbuf[:0], group)
-	w.wbuf = append(w.wbuf, data...)
-	w.wbuf = append(w.wbuf, endMark)
-	if err := w.appendLocked(kindState, w.wbuf); err != nil {
+	err := w.appendLocked(kindState, func(b []byte) []byte {
+		return append(binary.LittleEndian.AppendUint64(b, group), data...)
+	})
+	if err != nil {
 		return err
 	}
 	w.states[group] = state{data: data, at: w.next - 1}
@@ -385,9 +384,7 @@ func (w *WAL) Remove(group uint64) {
 // a tail the snapshot removed.
 func (w *WAL) Barrier(group uint64) error {
 	w.mu.Lock()
-	b := [9]byte{8: endMark}
-	binary.LittleEndian.PutUint64(b[:], group)
-	err := w.appendLocked(kindBarrier, b[:])
+	err := w.appendLocked(kindBarrier, func(b []byte) []byte { return binary.LittleEndian.AppendUint64(b, group) })
 	delete(w.dirty, group)
 	if st, ok := w.states[group]; ok && err == nil {
 		// Replay starts after the barrier: the state must follow it.
@@ -408,22 +405,21 @@ func (w *WAL) Forget(group uint64) {
 	w.mu.Unlock()
 }
 
-// appendLocked appends a record of kind whose data, made by the caller,
-// ends with endMark.
-func (w *WAL) appendLocked(kind uint8, data []byte) error {
-	if len(data) == 0 || data[len(data)-1] != endMark {
-		panic("wal: a record's data must end with endMark")
-	}
+// appendLocked queues a record of kind: encode appends its data (the
+// group first) to the queue's buffer, and appendLocked ends it with
+// endMark.
+func (w *WAL) appendLocked(kind uint8, encode func(b []byte) []byte) error {
 	if w.closed {
 		return hlog.ErrClosed
 	}
 	if w.failed != nil {
 		return w.failed
 	}
-	w.pbuf = append(w.pbuf, data...)
+	start := len(w.pbuf)
+	w.pbuf = append(encode(w.pbuf), endMark)
 	w.ends = append(w.ends, pendingRecord{kind: kind, end: len(w.pbuf)})
 	w.next++
-	w.sinceCkpt += int64(len(data))
+	w.sinceCkpt += int64(len(w.pbuf) - start)
 	if w.sinceCkpt >= w.segSize {
 		select {
 		case w.kick <- struct{}{}:
@@ -669,11 +665,12 @@ func (w *WAL) carryStates(covered uint64) (keep uint64, err error) {
 // groups' own files, so that a restart does not replay them. It needs no
 // sync of its own: without it, a restart replays more than it must.
 func (w *WAL) markFlushed(covered uint64) error {
-	b := [17]byte{16: endMark}
-	binary.LittleEndian.PutUint64(b[8:], covered)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.appendLocked(kindFlushed, b[:]); err != nil {
+	err := w.appendLocked(kindFlushed, func(b []byte) []byte {
+		return binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, 0), covered) // group 0
+	})
+	if err != nil {
 		return fmt.Errorf("mark the write-ahead log flushed up to record %d: %w", covered, err)
 	}
 	return nil
