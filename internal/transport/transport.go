@@ -163,7 +163,7 @@ func (t *Transport) newPeer(id uint64, url string) *peer {
 	return &peer{
 		t: t, id: id, url: url,
 		queue:  make(chan outgoing, t.cfg.QueueSize),
-		client: clusterv1connect.NewClusterServiceClient(t.cfg.HTTPClient, url, connect.WithGRPC()),
+		client: clusterv1connect.NewClusterServiceClient(wholeMessages{t.cfg.HTTPClient}, url, connect.WithGRPC()),
 	}
 }
 
