@@ -46,7 +46,10 @@
 #   herald        three herald serve processes (--node-id, --peers), a topic
 #                 of HERALD_SHARDS shards (default 3: one led by each node),
 #                 a snapshot every SNAPSHOT_ENTRIES entries (default 1000),
-#                 written in the background (the default)
+#                 written in the background (the default); the publish
+#                 stream with leader routing also with a topic of 1 shard,
+#                 one ordered log with one leader, as the peers' R3 stream
+#                 and quorum queue are
 #   herald-sync   a second such cluster with --sync-snapshots, run at
 #                 SNAPSHOT_BATCHES (default "1 500") against herald at the
 #                 same batches: the sync vs async snapshots experiment
@@ -563,6 +566,11 @@ for batch in "${batches[@]}"; do
 					if [[ $MODE == r3 ]]; then runs+=("herald-rs:$shards $batch"); fi
 				fi
 			done
+			# In a cluster, the routed stream also on one shard: one log
+			# and one leader, the configuration of the peers' rows.
+			if [[ $MODE == r3 && $batch == 1 && $HERALD_STREAM != 0 && " $HERALD_SHARDS " != *" 1 "* ]]; then
+				runs+=("herald-rs:1 $batch")
+			fi
 		else
 			runs+=("$system $batch")
 		fi
