@@ -45,6 +45,9 @@ func (r *messageReader) Read(p []byte) (int, error) {
 	if r.left > 0 {
 		n, err := r.body.Read(p[:min(len(p), r.left)])
 		r.left -= n
+		if err == io.EOF && r.left > 0 {
+			err = io.ErrUnexpectedEOF // a message cut short
+		}
 		return n, err
 	}
 	if len(p) < grpcPrefixLen {

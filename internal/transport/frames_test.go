@@ -122,16 +122,22 @@ func TestMessageReaderReadsWholeMessages(t *testing.T) {
 }
 
 func TestMessageReaderReportsAMessageCutShort(t *testing.T) {
-	m := grpcMessage([]byte("a message"))
-	pr, pw := io.Pipe()
-	go func() {
-		pw.Write(m[:grpcPrefixLen])
-		pw.Write(m[grpcPrefixLen : len(m)-2])
-		pw.Close()
-	}()
-	r := &messageReader{body: pr}
-	_, err := io.ReadAll(r)
-	if err != io.ErrUnexpectedEOF {
-		t.Fatalf("reading a message cut short = %v; want io.ErrUnexpectedEOF", err)
+	m := grpcMessage(bytes.Repeat([]byte("a message "), 10))
+	for _, bufLen := range []int{len(m), 16} { // cut in the first read, and in a later one
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write(m[:grpcPrefixLen])
+			pw.Write(m[grpcPrefixLen : len(m)-2])
+			pw.Close()
+		}()
+		r := &messageReader{body: pr}
+		buf := make([]byte, bufLen)
+		var err error
+		for err == nil {
+			_, err = r.Read(buf)
+		}
+		if err != io.ErrUnexpectedEOF {
+			t.Errorf("reading a message cut short into %d-byte reads = %v; want io.ErrUnexpectedEOF", bufLen, err)
+		}
 	}
 }
