@@ -792,7 +792,9 @@ func (l *Log) truncate(from uint64) error {
 // stay below below.
 //
 // The deletion is made durable in the directory before DeletePrefix
-// returns, so space the caller counts as freed stays freed after a crash.
+// returns, so space the caller counts as freed stays freed after a crash
+// (a file whose final unlink a crash undid is under a name that recovery
+// removes).
 // A preallocated log keeps one deleted file to zero into its next spare
 // (prealloc.go, Recycling) instead of unlinking it.
 func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
@@ -815,25 +817,23 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	// are removed.
 	l.wmu.Unlock()
 	retire(removed)
-	errs := l.removeSegmentFiles(removed)
-	if n > 0 {
-		if err := l.syncDir(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := l.removeSegmentFiles(removed); err != nil {
 		return n, fmt.Errorf("delete prefix below index %d: %w", below, err)
 	}
 	return n, nil
 }
 
 // removeSegmentFiles removes the files of segments detached from the log
-// (but for one a preallocated log recycles). Each is renamed to a name
-// recovery removes, the renames are made durable, and only then is each
-// emptied in steps and unlinked (vfs.RemoveInSteps): a crash meanwhile
-// must not leave a segment cut short under its own name, which recovery
-// would find followed by a gap and call damage.
-func (l *Log) removeSegmentFiles(removed []*segment) []error {
+// (but for one a preallocated log recycles), durably. Each is renamed to a
+// name recovery removes, and one sync of the directory makes the renames
+// (and the recycling) durable; only then is each emptied in steps and
+// unlinked (vfs.RemoveInSteps), which needs no sync of its own: a crash
+// meanwhile must not leave a segment cut short under its own name, which
+// recovery would find followed by a gap and call damage.
+func (l *Log) removeSegmentFiles(removed []*segment) error {
+	if len(removed) == 0 {
+		return nil
+	}
 	var errs []error
 	var renamed []string
 	for _, s := range removed {
@@ -850,9 +850,6 @@ func (l *Log) removeSegmentFiles(removed []*segment) []error {
 		}
 		renamed = append(renamed, doomed)
 	}
-	if len(renamed) == 0 {
-		return errs
-	}
 	if err := l.syncDir(); err != nil {
 		// The segments' own names may come back after a crash: they are
 		// unlinked whole, never cut.
@@ -862,14 +859,14 @@ func (l *Log) removeSegmentFiles(removed []*segment) []error {
 				errs = append(errs, err)
 			}
 		}
-		return errs
+		return errors.Join(errs...)
 	}
 	for _, doomed := range renamed {
 		if err := vfs.RemoveInSteps(l.fs, doomed, l.removeStep); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errs
+	return errors.Join(errs...)
 }
 
 // PrefixEnd returns the index of the first record DeletePrefix(below)
