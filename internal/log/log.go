@@ -18,9 +18,10 @@ import (
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is 0.
 const DefaultSegmentSize = 64 << 20
 
-// maxRetainedBuf bounds the write buffer kept between appends, so that one
+// MaxRetainedBuf bounds a write buffer kept from one batch of appends for
+// the next (the log's, and the node WAL's queue of records), so that one
 // huge batch does not pin its memory for the life of the log.
-const maxRetainedBuf = 4 << 20
+const MaxRetainedBuf = 4 << 20
 
 // removeStep is how much of a deleted segment's file is cut at a time
 // before it is unlinked (vfs.RemoveInSteps).
@@ -576,7 +577,7 @@ func (l *Log) write(recs []Record) error {
 	defer func() {
 		clear(done)
 		l.pend = done[:0]
-		if cap(buf) <= maxRetainedBuf {
+		if cap(buf) <= MaxRetainedBuf {
 			l.wbuf = buf[:0]
 		} else {
 			l.wbuf = nil

@@ -79,10 +79,6 @@ const (
 // flush is an fdatasync, and a disk serves several at a time.
 const flushParallelism = 16
 
-// maxRetainedBuf bounds the buffer of appended records that the WAL keeps
-// for the next batch once a batch is written.
-const maxRetainedBuf = 4 << 20
-
 // walTerm is the term of every WAL record: the WAL's own log has no terms.
 const walTerm = 1
 
@@ -506,7 +502,7 @@ func (w *WAL) write() (last uint64, err error) {
 	clear(recs)
 	w.recs = recs[:0]
 	w.spareEnds = ends[:0]
-	if cap(buf) <= maxRetainedBuf {
+	if cap(buf) <= hlog.MaxRetainedBuf {
 		w.spareBuf = buf[:0]
 	} else {
 		w.spareBuf = nil
