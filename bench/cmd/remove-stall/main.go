@@ -16,9 +16,9 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
+	"herald/bench/load"
 	"herald/internal/vfs"
 )
 
@@ -71,9 +71,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-	fmt.Printf("%s: %d fdatasyncs, p50 %v p99 %v p99.9 %v max %v\n", *mode, len(lat), q(.5), q(.99), q(.999), lat[len(lat)-1])
+	fmt.Printf("%s: %d fdatasyncs, p50 %v p99 %v p99.9 %v max %v\n", *mode, lat.Count(),
+		lat.Percentile(.5), lat.Percentile(.99), lat.Percentile(.999), lat.Max())
 }
 
 // writeSynced writes size bytes to a new file at path and fdatasyncs it.
@@ -100,15 +99,15 @@ func writeSynced(path string, size int) error {
 }
 
 // syncUntil appends 4 KiB to path and fdatasyncs it until done reports,
-// and returns each fdatasync's duration.
-func syncUntil(path string, done <-chan error) ([]time.Duration, error) {
+// and returns the fdatasyncs' durations.
+func syncUntil(path string, done <-chan error) (*load.Histogram, error) {
 	f, err := vfs.OS.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	buf := make([]byte, 4096)
-	var lat []time.Duration
+	lat := new(load.Histogram)
 	for off := int64(0); ; off += int64(len(buf)) {
 		select {
 		case err := <-done:
@@ -122,6 +121,6 @@ func syncUntil(path string, done <-chan error) ([]time.Duration, error) {
 		if err := f.SyncData(); err != nil {
 			return nil, err
 		}
-		lat = append(lat, time.Since(start))
+		lat.Record(time.Since(start))
 	}
 }
