@@ -15,7 +15,10 @@ func TestOpenSegmentFilesBound(t *testing.T) {
 	const groups, bound = 12, 3
 	dir := t.TempDir()
 	open := func() *Host {
-		h := newTestHost(t, dir, func(c *Config) { c.OpenSegmentFiles = bound })
+		h := newTestHost(t, dir, func(c *Config) {
+			c.OpenSegmentFiles = bound
+			c.WriteBehind = -1 // each proposal touches its group's files
+		})
 		var gcs []GroupConfig
 		for i := range groups {
 			gcs = append(gcs, GroupConfig{ID: uint64(i + 1), Name: fmt.Sprint("g", i), StateMachine: &listMachine{}})

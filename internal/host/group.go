@@ -587,17 +587,19 @@ func (g *group) handleReady() error {
 		synced = make(chan error, 1)
 		go func() { synced <- g.sync() }()
 	}
-	var applyErr error
-	if overlap {
-		applyErr = g.apply(rd.CommittedEntries)
+	// The segment files are written behind, while the WAL syncs: the
+	// WAL, not they, makes the entries durable.
+	err := g.storage.WriteBehind()
+	if overlap && err == nil {
+		err = g.apply(rd.CommittedEntries)
 	}
 	if synced != nil {
-		if err := <-synced; err != nil {
-			return err
+		if serr := <-synced; serr != nil {
+			return serr
 		}
 	}
-	if applyErr != nil {
-		return applyErr
+	if err != nil {
+		return err
 	}
 	if rd.HardState != nil && !walHS {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {

@@ -93,6 +93,11 @@ type Config struct {
 	PerGroupSync bool
 	// WALSegmentSize is the size of each WAL file; 0 is the log's default.
 	WALSegmentSize int64
+	// WriteBehind is how many bytes of its newest entries a group keeps
+	// in memory, under the WAL, before writing them to its segment files
+	// (raftstore.Options.WriteBehind): 0 means 256 KiB, -1 writes each
+	// Ready's entries at once.
+	WriteBehind int64
 	// OpenSegmentFiles bounds the groups' log segment files open at once
 	// (the least recently used idle ones are closed, and opened again
 	// when needed); 0 means half the process's open-files limit, leaving
@@ -826,7 +831,7 @@ func (h *Host) SweepGroupDirs(keep func(id uint64) bool) error {
 }
 
 func (h *Host) storageOptions(group uint64) raftstore.Options {
-	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID, WAL: h.wal, Group: group, Files: h.files}
+	return raftstore.Options{SegmentSize: h.cfg.SegmentSize, FS: h.cfg.FS, BootID: h.cfg.BootID, WAL: h.wal, Group: group, Files: h.files, WriteBehind: h.cfg.WriteBehind}
 }
 
 // groupFailed reports whether the group stopped on a failure.

@@ -40,7 +40,10 @@ func waitChanged(t *testing.T, w *LeadershipWatch, want ...uint64) {
 // failed, without polling; a stopped group reports no leader.
 func TestLeadershipWatchReportsElectionsAndStops(t *testing.T) {
 	mem := vfs.NewMem()
-	h := newTestHost(t, "/data", func(c *Config) { c.FS = mem })
+	h := newTestHost(t, "/data", func(c *Config) {
+		c.FS = mem
+		c.WriteBehind = 1 // a group's files are written in each Ready
+	})
 	w := h.WatchLeadership()
 	defer w.Stop()
 	for id := uint64(1); id <= 2; id++ {

@@ -90,6 +90,14 @@ type Options struct {
 	// with one segment's worth of data that the WAL's fdatasyncs would
 	// queue behind.
 	WritebackEvery int64
+
+	// WriteBehind, if positive, keeps appended records in memory and
+	// writes them to the segment files later, many appends in one write
+	// (behind.go): once WriteBehind is called with at least this many
+	// bytes held, before every Sync, and by Append itself past four times
+	// this many. Only for a log with UnsyncedElsewhere: a record held in
+	// memory is lost if the process dies.
+	WriteBehind int64
 }
 
 // Log is the record log of one shard.
@@ -111,6 +119,7 @@ type Log struct {
 	cutFrom   uint64   // index of the first record recovery cut; 0 if none
 	spare     *spare   // the zeroed file the next segment is written into; nil without Options.Preallocate
 	writeback int64    // Options.WritebackEvery
+	behind    int64    // Options.WriteBehind
 
 	// Test hooks, set before the log is shared.
 	writeAt        func(f vfs.File, b []byte, off int64) (int, error)
@@ -127,6 +136,10 @@ type Log struct {
 	wmu  sync.Mutex
 	wbuf []byte  // encoding buffer reused by Append
 	pend []chunk // per-segment results of the Append in progress
+	// tail holds the records appended but not yet written, after the
+	// segments' last one (behind.go); changed under wmu and mu both.
+	tail      []Record
+	tailBytes int64 // their data's size
 
 	// rmu is held while DeletePrefix removes the files of the segments it
 	// detached, which it does without wmu: unlinking a full segment takes
@@ -172,6 +185,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if segSize <= headerSize {
 		return nil, fmt.Errorf("open log %s: segment size %d is too small", dir, segSize)
 	}
+	if opts.WriteBehind > 0 && !opts.UnsyncedElsewhere {
+		return nil, fmt.Errorf("open log %s: writing behind needs another log holding the records (Options.UnsyncedElsewhere)", dir)
+	}
 	fsys := opts.FS
 	if fsys == nil {
 		fsys = vfs.OS
@@ -195,6 +211,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		bootID:    bootID,
 		covered:   opts.UnsyncedElsewhere,
 		writeback: opts.WritebackEvery,
+		behind:    opts.WriteBehind,
 		writeAt:   vfs.File.WriteAt,
 		fsyncFile: vfs.File.SyncData,
 
@@ -518,7 +535,8 @@ func retire(removed []*segment) {
 // Append appends recs, which must have consecutive indices. If recs[0]
 // overlaps the log, the conflicting tail from recs[0].Index on is truncated
 // first, as Raft requires. The records are readable at once and durable
-// after the next Sync.
+// after the next Sync. A log writing behind (Options.WriteBehind) keeps
+// recs, whose Data must then not be changed.
 //
 // An invalid batch changes nothing. If writing fails, for example because
 // the disk is full, the log is rolled back to its state before the write
@@ -547,7 +565,7 @@ func (l *Log) Append(recs []Record) error {
 				recs[i].Index)
 		}
 	}
-	first, last := l.segs[0].base, l.active().next()-1
+	first, last := l.segs[0].base, l.lastIndex()
 	at := recs[0].Index
 	switch {
 	case at > last+1:
@@ -559,17 +577,33 @@ func (l *Log) Append(recs []Record) error {
 		return fmt.Errorf("append at index %d: %w", at, err)
 	}
 	if at <= last {
-		if err := l.truncate(at); err != nil {
+		if err := l.cut(at); err != nil {
 			return err
 		}
 	}
-	return l.write(recs)
+	if l.behind > 0 {
+		return l.addToTail(recs)
+	}
+	return l.write(recs, false)
+}
+
+// cut removes every record from index from on, from the tail and, if it
+// starts there, from the segments. The caller holds wmu and has checked
+// that from is within the log.
+func (l *Log) cut(from uint64) error {
+	l.cutTail(from)
+	if from < l.active().next() {
+		return l.truncate(from)
+	}
+	return nil
 }
 
 // write appends recs at the end of the log, rolling segments as they fill.
 // It issues one write call per segment touched. Nothing is visible to
-// readers until every write has succeeded. The caller holds wmu.
-func (l *Log) write(recs []Record) error {
+// readers until every write has succeeded, and then recs are in the
+// segments and, if they were the tail (fromTail), no longer in it. The
+// caller holds wmu.
+func (l *Log) write(recs []Record, fromTail bool) error {
 	act := l.active()
 	c := chunk{seg: act, pos: act.pos, runs: act.runs, size: act.size}
 	done := l.pend[:0]
@@ -643,6 +677,9 @@ func (l *Log) write(recs []Record) error {
 			s.dirty = true
 			l.dirty = append(l.dirty, s)
 		}
+	}
+	if fromTail {
+		l.takeTail()
 	}
 	l.written++
 	l.mu.Unlock()
@@ -731,13 +768,13 @@ func (l *Log) TruncateSuffix(from uint64) error {
 	if first := l.segs[0].base; from < first {
 		return fmt.Errorf("truncate suffix from index %d: the log starts at index %d: %w", from, first, ErrCompacted)
 	}
-	if from >= l.active().next() {
+	if from > l.lastIndex() {
 		return nil
 	}
 	if err := l.markWriting(); err != nil {
 		return fmt.Errorf("truncate suffix from index %d: %w", from, err)
 	}
-	return l.truncate(from)
+	return l.cut(from)
 }
 
 // truncate implements TruncateSuffix for a from within the log. The caller
@@ -797,9 +834,15 @@ func (l *Log) truncate(from uint64) error {
 // (a file whose final unlink a crash undid is under a name that recovery
 // removes).
 // A preallocated log keeps one deleted file to zero into its next spare
-// (prealloc.go, Recycling) instead of unlinking it.
+// (prealloc.go, Recycling) instead of unlinking it. A log writing behind
+// first writes what it holds in memory, so that the records below below
+// can be in segments that are not the active one.
 func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	l.wmu.Lock()
+	if err := l.writeTail(); err != nil {
+		l.wmu.Unlock()
+		return 0, fmt.Errorf("delete prefix below index %d: %w", below, err)
+	}
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
 	l.mu.Lock()
@@ -934,6 +977,7 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	old := l.segs
 	l.segs = []*segment{s}
 	l.detach(old)
+	l.takeTail()
 	l.mu.Unlock()
 	retire(old)
 	var errs []error
@@ -978,7 +1022,7 @@ func (l *Log) LastIndex() uint64 {
 	if l.closed {
 		return 0
 	}
-	return l.active().next() - 1
+	return l.lastIndex()
 }
 
 // Term returns the term of the record at index, for FirstIndex()-1 <=
@@ -994,7 +1038,7 @@ func (l *Log) Term(index uint64) (uint64, error) {
 	if index == 0 {
 		return 0, nil
 	}
-	first, last := l.segs[0].base, l.active().next()-1
+	first, last := l.segs[0].base, l.lastIndex()
 	switch {
 	case index < first-1:
 		return 0, fmt.Errorf("term of index %d: the log starts at index %d: %w", index, first, ErrCompacted)
@@ -1002,6 +1046,9 @@ func (l *Log) Term(index uint64) (uint64, error) {
 		return 0, fmt.Errorf("term of index %d: the log ends at index %d: %w", index, last, ErrUnavailable)
 	case index == first-1:
 		return l.segs[0].prevTerm, nil
+	}
+	if k, ok := l.tailFrom(index); ok {
+		return l.tail[k].Term, nil
 	}
 	return l.segs[l.find(index)].term(index), nil
 }
@@ -1017,7 +1064,7 @@ func (l *Log) Entries(lo, hi, maxBytes uint64) ([]Record, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
-	first, last := l.segs[0].base, l.active().next()-1
+	first, last := l.segs[0].base, l.lastIndex()
 	switch {
 	case lo < first:
 		return nil, fmt.Errorf("entries from index %d: the log starts at index %d: %w", lo, first, ErrCompacted)
@@ -1032,7 +1079,8 @@ func (l *Log) Entries(lo, hi, maxBytes uint64) ([]Record, error) {
 	var out []Record
 	var total uint64
 	full := false
-	for k, i := l.find(lo), lo; i < hi && !full; k++ {
+	i, onDisk := lo, min(hi, l.active().next())
+	for k := l.find(lo); i < onDisk && !full; k++ {
 		s := l.segs[k]
 		end := min(hi, s.next())
 		// Decide from the positions alone how many records fit, then read
@@ -1054,6 +1102,9 @@ func (l *Log) Entries(lo, hi, maxBytes uint64) ([]Record, error) {
 			}
 		}
 		i = j
+	}
+	if !full && i < hi {
+		out = l.tailEntries(out, i, hi, maxBytes, total, i == lo)
 	}
 	return out, nil
 }
@@ -1105,6 +1156,8 @@ func (l *Log) CloseUnclean() error { return l.close(false) }
 func (l *Log) close(clean bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	// The tail goes out while a segment may still roll into the spare.
+	tailErr := l.writeTail()
 	l.spare.close()
 	l.mu.RLock()
 	closed, broken := l.closed, l.broken
@@ -1115,7 +1168,9 @@ func (l *Log) close(clean bool) error {
 	var errs []error
 	if broken != nil {
 		errs = append(errs, fmt.Errorf("close log %s: not synced, it failed earlier: %w", l.dir, broken))
-	} else if err := l.Sync(); err != nil {
+	} else if tailErr != nil {
+		errs = append(errs, fmt.Errorf("close log %s: %w", l.dir, tailErr))
+	} else if err := l.syncWritten(); err != nil {
 		errs = append(errs, err)
 	} else if !clean {
 		if err := l.setState(logState{bootID: l.bootID}); err != nil {

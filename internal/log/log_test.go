@@ -650,7 +650,16 @@ func TestClosed(t *testing.T) {
 // TestConcurrent runs a writer, readers, a compactor and syncers at once;
 // it is meant for -race, and also checks every record read is intact.
 func TestConcurrent(t *testing.T) {
-	l := mustOpen(t, t.TempDir(), Options{SegmentSize: 8 << 10})
+	t.Run("direct", func(t *testing.T) { testConcurrent(t, Options{SegmentSize: 8 << 10}) })
+	t.Run("behind", func(t *testing.T) {
+		testConcurrent(t, Options{SegmentSize: 8 << 10, UnsyncedElsewhere: true, WriteBehind: 1 << 10})
+	})
+}
+
+// testConcurrent runs a writer, readers, a compactor and a syncer on one
+// log at once; the writer of a log writing behind also writes behind.
+func testConcurrent(t *testing.T, opts Options) {
+	l := mustOpen(t, t.TempDir(), opts)
 	defer l.Close()
 	const total = 3000
 	all := mkrecs(0, total+20, 1) // all[i] is record i
@@ -671,6 +680,10 @@ func TestConcurrent(t *testing.T) {
 		for i := uint64(1); i <= total; {
 			n := 1 + i%13
 			if err := l.Append(all[i : i+n]); err != nil {
+				report(err)
+				return
+			}
+			if err := l.WriteBehind(); err != nil {
 				report(err)
 				return
 			}

@@ -16,7 +16,23 @@ import (
 // A failed fdatasync leaves the state of the page cache unknown, so the
 // failure is sticky: every later write and Sync reports it, and the log
 // must be reopened (which re-verifies what reached the disk).
+//
+// A log writing behind (Options.WriteBehind) first writes the records it
+// holds in memory.
 func (l *Log) Sync() error {
+	if l.behind > 0 {
+		l.wmu.Lock()
+		err := l.writeTail()
+		l.wmu.Unlock()
+		if err != nil {
+			return fmt.Errorf("sync log %s: %w", l.dir, err)
+		}
+	}
+	return l.syncWritten()
+}
+
+// syncWritten is Sync of what has been written to the segment files.
+func (l *Log) syncWritten() error {
 	l.smu.Lock()
 	defer l.smu.Unlock()
 

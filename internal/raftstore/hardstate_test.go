@@ -144,13 +144,23 @@ func TestWALHardStateOfReplacedDirectoryIsIgnored(t *testing.T) {
 }
 
 // After a process crash the group's log still holds what the WAL holds
-// for it: reopening writes and syncs nothing. After a power loss that
-// took the log's unsynced tail, the WAL's entries are written back.
+// for it, once written behind: reopening writes and syncs nothing. After
+// a power loss that took the log's unsynced tail, the WAL's entries are
+// written back.
 func TestWALReplaySkipsEntriesTheLogHolds(t *testing.T) {
 	fs := vfs.NewMem()
-	n := newWALGroups(t, fs, 1)
+	n, err := openWALNodeWith(t, fs, "boot-1", 1, 1) // written behind at every call
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.groups[1].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
+		t.Fatal(err)
+	}
 	appendEach(t, n.groups[1], 2, 20, func(i uint64) string { return fmt.Sprint("e", i) })
 	if err := n.groups[1].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.groups[1].WriteBehind(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -59,6 +59,13 @@ const (
 	// megabyte takes the disk about a millisecond, which is how long a
 	// WAL fdatasync may wait behind it.
 	writebackEvery = 1 << 20
+
+	// writeBehindBytes is how much of a WAL-backed log's newest entries
+	// its group keeps in memory before writing them to the segment files
+	// (log.Options.WriteBehind): at one event per request a Ready holds a
+	// few kilobytes, and one write call for dozens of Readies costs less
+	// than one each. The WAL's checkpoints bound what all groups hold.
+	writeBehindBytes = 256 << 10
 )
 
 // Options configure a Storage.
@@ -73,6 +80,11 @@ type Options struct {
 	// is the group's id in it.
 	WAL   *wal.WAL
 	Group uint64
+	// WriteBehind, under the WAL, is how many bytes of its newest entries
+	// the group's log keeps in memory before writing them to its segment
+	// files (log.Options.WriteBehind); 0 means 256 KiB, and a negative
+	// value writes every append at once.
+	WriteBehind int64
 	// Files, if set, bounds the log segment files open at once across
 	// every group sharing it; nil keeps the group's files open.
 	Files *hlog.Files
@@ -130,6 +142,12 @@ func Open(dir string, opts Options) (*Storage, error) {
 		// Synced only by checkpoints and segment rolls: written back as
 		// it goes instead.
 		logOpts.WritebackEvery = writebackEvery
+		switch {
+		case opts.WriteBehind == 0:
+			logOpts.WriteBehind = writeBehindBytes
+		case opts.WriteBehind > 0:
+			logOpts.WriteBehind = opts.WriteBehind
+		}
 	}
 	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
 	if err != nil {
@@ -457,6 +475,12 @@ func (s *Storage) Sync() error {
 	}
 	return s.Log().Sync()
 }
+
+// WriteBehind writes the entries the group's log holds in memory to its
+// segment files once they are many enough (log.Options.WriteBehind); the
+// group calls it while the WAL's fdatasync runs. Without the WAL every
+// append is written at once, and it does nothing.
+func (s *Storage) WriteBehind() error { return s.Log().WriteBehind() }
 
 // Flush makes every appended entry durable in the group's own log: what
 // a WAL checkpoint does before it deletes the WAL files holding them.

@@ -26,13 +26,19 @@ type walNode struct {
 
 func openWALNode(t *testing.T, fs *vfs.MemFS, boot string, groups ...uint64) (*walNode, error) {
 	t.Helper()
+	return openWALNodeWith(t, fs, boot, 0, groups...)
+}
+
+// openWALNodeWith is openWALNode with the groups' Options.WriteBehind.
+func openWALNodeWith(t *testing.T, fs *vfs.MemFS, boot string, writeBehind int64, groups ...uint64) (*walNode, error) {
+	t.Helper()
 	w, err := wal.Open("/data/wal", wal.Options{FS: fs, BootID: boot, SegmentSize: 4096})
 	if err != nil {
 		return nil, err
 	}
 	n := &walNode{t: t, fs: fs, boot: boot, wal: w, groups: make(map[uint64]*Storage)}
 	for _, g := range groups {
-		s, err := Open(n.dir(g), Options{FS: fs, BootID: boot, SegmentSize: 2048, WAL: w, Group: g})
+		s, err := Open(n.dir(g), Options{FS: fs, BootID: boot, SegmentSize: 2048, WAL: w, Group: g, WriteBehind: writeBehind})
 		if err != nil {
 			w.Close()
 			return nil, err
@@ -120,6 +126,63 @@ func TestWALEntriesSurvivePowerLossWithoutGroupSyncs(t *testing.T) {
 	for _, g := range groups {
 		checkEntries(t, n2.groups[g], g, perGroup)
 	}
+}
+
+// Entries a group's log holds in memory, not yet written behind, come
+// back from the WAL after a process crash and after a power loss; a
+// checkpoint writes and syncs them into the log, so that the WAL need
+// not hold them any more.
+func TestWALBringsBackEntriesHeldInMemory(t *testing.T) {
+	fs := vfs.NewMem()
+	n := newWALGroups(t, fs, 1)
+	empty := n.groups[1].Log().SizeBytes()
+	const count = 50
+	for i := range count {
+		if err := n.groups[1].Append([]*pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g1-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.groups[1].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.groups[1].WriteBehind(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.groups[1].Log().SizeBytes(); got != empty {
+		t.Fatalf("the group's log wrote %d bytes below its write-behind bound", got-empty)
+	}
+	for name, clone := range map[string]*vfs.MemFS{"process crash": fs.Clone(), "power loss": fs.CrashClone(nil)} {
+		n2, err := openWALNode(t, clone, "boot-2", 1)
+		if err != nil {
+			t.Fatalf("reopen after a %s: %v", name, err)
+		}
+		checkEntries(t, n2.groups[1], 1, count)
+		n2.close()
+	}
+
+	if err := n.wal.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.groups[1].Log().SizeBytes(); got == empty {
+		t.Fatal("the checkpoint did not write the entries held in memory to the group's log")
+	}
+	crashed := fs.CrashClone(nil)
+	walOnly, err := openWALNode(t, crashed.Clone(), "boot-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range walOnly.wal.Recovered(1) {
+		if len(op.Entries) > 0 {
+			t.Fatalf("the WAL still held entries %d.. of the group after its checkpoint", op.Entries[0].Index)
+		}
+	}
+	walOnly.close()
+	n2, err := openWALNode(t, crashed, "boot-2", 1)
+	if err != nil {
+		t.Fatalf("reopen after a checkpoint and a power loss: %v", err)
+	}
+	defer n2.close()
+	checkEntries(t, n2.groups[1], 1, count)
 }
 
 func checkEntries(t *testing.T, s *Storage, g uint64, want int) {
