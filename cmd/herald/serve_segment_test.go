@@ -22,13 +22,15 @@ func TestServeSegmentSize(t *testing.T) {
 	if _, err := c.CreateTopic(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 100 {
-		if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte(strings.Repeat("x", 200))}); err != nil {
+	for i := range 400 {
+		if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte(strings.Repeat("x", 1000))}); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
-	// 100 events of 200 bytes make 20 KiB of log: at least five files of
-	// 4 KiB in the shard's directory (the default, 64 MiB, would be one).
+	// 400 events of 1,000 bytes make 400 KiB of log, more than a shard
+	// keeps in memory before writing its log (256 KiB): at least five
+	// files of 4 KiB in the shard's directory (the default, 64 MiB, would
+	// be one).
 	perDir := map[string]int{}
 	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(path, ".seg") {
