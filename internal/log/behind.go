@@ -114,6 +114,7 @@ func (l *Log) tailEntries(out []Record, lo, hi, maxBytes, total uint64, first bo
 		}
 		first = false
 		total += n
+		r.Data = slices.Clip(r.Data) // appending to it must not reach whatever follows
 		out = append(out, r)
 	}
 	return out

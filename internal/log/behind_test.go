@@ -229,3 +229,21 @@ func TestWriteBehindKeepsWhatItCouldNotWrite(t *testing.T) {
 	defer l.Close()
 	expect(t, l, 1, 0, rs)
 }
+
+// TestWriteBehindDataNotShared: records read from memory are the ones
+// appended, so appending to one's Data must not reach the next, even when
+// the caller's records share one array.
+func TestWriteBehindDataNotShared(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), behindOptions(1<<20))
+	defer l.Close()
+	buf := []byte("onetwo")
+	mustAppend(t, l, []Record{{Index: 1, Term: 1, Data: buf[:3]}, {Index: 2, Term: 1, Data: buf[3:]}})
+	got, err := l.Entries(1, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = append(got[0].Data, "XXX"...)
+	if string(buf) != "onetwo" {
+		t.Fatalf("appending to record 1's data changed record 2: %q", buf)
+	}
+}

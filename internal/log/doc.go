@@ -43,6 +43,13 @@
 // next one is created, so only the last segment can ever end in a torn
 // record.
 //
+// A log whose records another log holds synced (Options.UnsyncedElsewhere,
+// a shard's log under the node's WAL) may write behind
+// (Options.WriteBehind): it keeps its newest records in memory, visible to
+// readers, and writes many appends' worth in one write call later, always
+// before a Sync or a DeletePrefix. A crash loses what it held; the other
+// log brings it back.
+//
 // A failed fdatasync leaves the page cache in an unknown state, so it makes
 // the log refuse further writes until it is reopened. A failed write, such
 // as one hitting a full disk, is rolled back instead, and the log stays
