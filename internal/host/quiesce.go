@@ -125,10 +125,23 @@ func (g *group) maybeQuiesce() bool {
 			Term: new(st.GetTerm()), Commit: new(last), Context: quiesceContext})
 	}
 	g.send(msgs)
-	g.quiesced = true
-	g.quiescedNow.Store(true)
+	g.quiesce()
 	g.h.setTicking(g, false) // a quiesced leader has nothing to time; only work wakes it
 	return true
+}
+
+// quiesce writes what the group's log holds in memory and marks it
+// quiesced: a node killed while its groups are quiet then opens them
+// without writing and syncing their logs again from the WAL, one
+// fdatasync per group (without this, 10,000 shards took 2.4 s to boot
+// after a SIGKILL instead of 1.2; BENCHMARKS.md).
+func (g *group) quiesce() {
+	if err := g.storage.WriteHeld(); err != nil {
+		g.fail(err)
+		return
+	}
+	g.quiesced = true
+	g.quiescedNow.Store(true)
 }
 
 // idle reports whether the group has nothing in flight.
@@ -149,8 +162,7 @@ func (g *group) quiesceFollower(m *pb.Message) {
 		st.GetCommit() != last || g.applied != last || g.staging || g.rebuilding {
 		return // it keeps ticking; if it times out, its pre-vote wakes the leader
 	}
-	g.quiesced = true
-	g.quiescedNow.Store(true)
+	g.quiesce()
 }
 
 // readyActivity wakes the group when raft has entries to persist or

@@ -82,6 +82,9 @@ func TestIdleGroupsQuiesceAndWake(t *testing.T) {
 	lead := leaderOf(t, hosts)
 	propose(t, hosts[lead-1], 1, "pub 1")
 	waitQuiesced(t, hosts...)
+	for _, h := range hosts {
+		wantLogWritten(t, h)
+	}
 
 	before := sent.Load()
 	tick := hosts[0].cfg.TickInterval
@@ -105,8 +108,22 @@ func TestIdleGroupsQuiesceAndWake(t *testing.T) {
 	}
 }
 
-// TestGroupAloneQuiesces: a group of one node quiesces without any peer
-// and serves proposals at once when woken.
+// wantLogWritten checks that a quiesced group's log holds its entries in
+// its segment files, not only in memory (log.Options.WriteBehind): a node
+// killed while its groups are quiet must not have to write and sync every
+// group's log again from the WAL when it starts.
+func wantLogWritten(t *testing.T, h *Host) {
+	t.Helper()
+	st := statusOf(t, h)
+	if empty := int64(32 * st.LogSegments); st.LogBytes <= empty {
+		t.Fatalf("node %d: a quiesced group's log holds %d bytes in %d segment files, no entries (last index %d)",
+			h.cfg.NodeID, st.LogBytes, st.LogSegments, st.LastIndex)
+	}
+}
+
+// TestGroupAloneQuiesces: a group of one node quiesces without any peer,
+// with its entries written to its log, and serves proposals at once when
+// woken.
 func TestGroupAloneQuiesces(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), nil)
 	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
@@ -114,6 +131,7 @@ func TestGroupAloneQuiesces(t *testing.T) {
 	}
 	for i := range 3 {
 		waitFor(t, h, 1, func(st Status) bool { return st.Quiesced })
+		wantLogWritten(t, h)
 		if got := propose(t, h, 1, fmt.Sprint("cmd ", i)); got != i+1 {
 			t.Fatalf("proposal %d applied as %d", i, got)
 		}

@@ -135,3 +135,16 @@ func (l *Log) WriteBehind() error {
 	}
 	return l.writeTail()
 }
+
+// WriteHeld writes every record held in memory to the segment files,
+// without syncing them: for an owner going idle, whose records would
+// otherwise wait in memory for the next Sync, and after a crash would
+// have to be brought back from the other log and synced.
+func (l *Log) WriteHeld() error {
+	if l.behind == 0 {
+		return nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.writeTail()
+}

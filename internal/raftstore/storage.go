@@ -482,6 +482,12 @@ func (s *Storage) Sync() error {
 // append is written at once, and it does nothing.
 func (s *Storage) WriteBehind() error { return s.Log().WriteBehind() }
 
+// WriteHeld writes every entry the group's log holds in memory to its
+// segment files, without syncing: for a group going quiet. A node killed
+// later finds them there, and opening the group need not write and sync
+// them again from the WAL.
+func (s *Storage) WriteHeld() error { return s.Log().WriteHeld() }
+
 // Flush makes every appended entry durable in the group's own log: what
 // a WAL checkpoint does before it deletes the WAL files holding them.
 // After a clean Close, which synced the log, there is nothing to do.
