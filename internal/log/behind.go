@@ -11,8 +11,9 @@ import "slices"
 // in one write call for many appends: when the owner asks (WriteBehind,
 // which the node's groups do while their WAL fdatasync runs), before any
 // Sync (so a WAL checkpoint, which syncs the log before it deletes the
-// WAL files holding its records, finds them on disk), and when the tail
-// outgrows four times the bound, however the owner behaves.
+// WAL files holding its records, finds them on disk), and when an append
+// would take the tail past four times the bound, however the owner
+// behaves.
 //
 // The tail is part of the log for readers: LastIndex, Term and Entries
 // see it. It always follows the segments' last record. Changing it, and
@@ -41,18 +42,24 @@ func (l *Log) tailFrom(i uint64) (int, bool) {
 	return int(i - l.tail[0].Index), true
 }
 
-// addToTail appends recs to the tail, writing the tail out if it has
-// grown past its limit. The caller holds wmu and has checked recs.
+// addToTail appends recs to the tail, first writing the tail out if recs
+// would take it past its limit: if that fails, recs are not appended, as
+// an Append that fails to write appends nothing. The caller holds wmu and
+// has checked recs.
 func (l *Log) addToTail(recs []Record) error {
+	var size int64
+	for i := range recs {
+		size += int64(len(recs[i].Data))
+	}
+	if l.tailBytes+size >= tailLimit*l.behind {
+		if err := l.writeTail(); err != nil {
+			return err
+		}
+	}
 	l.mu.Lock()
 	l.tail = append(l.tail, recs...)
-	for i := range recs {
-		l.tailBytes += int64(len(recs[i].Data))
-	}
+	l.tailBytes += size
 	l.mu.Unlock()
-	if l.tailBytes >= tailLimit*l.behind {
-		return l.writeTail()
-	}
 	return nil
 }
 

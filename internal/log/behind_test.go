@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -218,6 +219,13 @@ func TestWriteBehindKeepsWhatItCouldNotWrite(t *testing.T) {
 	l.writeAt = func(vfs.File, []byte, int64) (int, error) { return 0, full }
 	if err := l.Sync(); !errors.Is(err, full) {
 		t.Fatalf("Sync with a failing write: %v", err)
+	}
+	expect(t, l, 1, 0, rs)
+	// An append that must write what is held first, and cannot, appends
+	// nothing.
+	big := Record{Index: 60, Term: 1, Data: bytes.Repeat([]byte("x"), 4<<20)}
+	if err := l.Append([]Record{big}); !errors.Is(err, full) {
+		t.Fatalf("Append past the bound with a failing write: %v", err)
 	}
 	expect(t, l, 1, 0, rs)
 	l.writeAt = vfs.File.WriteAt

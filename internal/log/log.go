@@ -94,9 +94,9 @@ type Options struct {
 	// WriteBehind, if positive, keeps appended records in memory and
 	// writes them to the segment files later, many appends in one write
 	// (behind.go): once WriteBehind is called with at least this many
-	// bytes held, before every Sync, and by Append itself past four times
-	// this many. Only for a log with UnsyncedElsewhere: a record held in
-	// memory is lost if the process dies.
+	// bytes held, before every Sync, and by Append itself before it would
+	// hold four times this many. Only for a log with UnsyncedElsewhere: a
+	// record held in memory is lost if the process dies.
 	WriteBehind int64
 }
 
