@@ -75,6 +75,12 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 			// Small WAL files roll often, into zeroed spares (internal/log's
 			// Options.Preallocate) as the WAL of a busy node does.
 			c.WALSegmentSize = int64(2048 + rng.IntN(8192))
+			// The group's log writes behind (log.Options.WriteBehind): by
+			// default it holds more than a trial writes, so its entries
+			// reach the segment files only when a checkpoint, a
+			// compaction or quiescing writes them; with a small bound
+			// every few Readies write them, and with 1 every Ready does.
+			c.WriteBehind = []int64{0, 1, int64(64 + rng.IntN(512))}[rng.IntN(3)]
 		}
 	}
 	h := newTestHost(t, "/data", cfg("boot-1"))
