@@ -131,27 +131,23 @@ func (l *Log) tailEntries(out []Record, lo, hi, maxBytes, total uint64, first bo
 // the segment files if they amount to at least Options.WriteBehind bytes,
 // without syncing them. A log without Options.WriteBehind writes every
 // Append at once, and WriteBehind does nothing.
-func (l *Log) WriteBehind() error {
-	if l.behind == 0 {
-		return nil
-	}
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.tailBytes < l.behind {
-		return nil
-	}
-	return l.writeTail()
-}
+func (l *Log) WriteBehind() error { return l.writeHeld(l.behind) }
 
 // WriteHeld writes every record held in memory to the segment files,
 // without syncing them: for an owner going idle, whose records would
 // otherwise wait in memory for the next Sync, and after a crash would
 // have to be brought back from the other log and synced.
-func (l *Log) WriteHeld() error {
+func (l *Log) WriteHeld() error { return l.writeHeld(0) }
+
+// writeHeld writes the tail if its records hold atLeast bytes of data or more.
+func (l *Log) writeHeld(atLeast int64) error {
 	if l.behind == 0 {
 		return nil
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.tailBytes < atLeast {
+		return nil
+	}
 	return l.writeTail()
 }
