@@ -65,6 +65,7 @@ type Config struct {
 	WindowBytes int     // 16 MiB of payload read ahead
 	Logger      interface {
 		Warn(msg string, args ...any)
+		Info(msg string, args ...any)
 	}
 	now func() time.Time // for tests
 }
@@ -90,6 +91,8 @@ type Dispatcher struct {
 	wake chan struct{}
 	stop context.CancelFunc
 	done chan struct{}
+
+	health health
 }
 
 // Start runs a dispatcher until Stop or ctx ends.
@@ -122,6 +125,9 @@ func (d *Dispatcher) Notify() {
 	default:
 	}
 }
+
+// Health reports how the dispatcher's pushes are going.
+func (d *Dispatcher) Health() Health { return d.health.get() }
 
 // Stop ends the dispatcher and waits for it. Sends in flight are
 // cancelled; their events stay pending and are delivered again later.
@@ -285,7 +291,7 @@ func (r *run) send(ctx context.Context, it *item) {
 func (r *run) wait(ctx context.Context, retryAt time.Time) {
 	var timer <-chan time.Time
 	if !retryAt.IsZero() {
-		t := time.NewTimer(max(time.Until(retryAt), 0))
+		t := time.NewTimer(max(retryAt.Sub(r.d.cfg.now()), 0)) // the clock retryAt was set by
 		defer t.Stop()
 		timer = t.C
 	}
@@ -319,6 +325,7 @@ func (r *run) handle(o outcome) {
 	case o.err == nil:
 		it.settled = true
 		r.acks = append(r.acks, it)
+		r.succeeded()
 		if c.Metrics != nil {
 			c.Metrics.Delivered(c.Topic, c.Scheme, o.dur)
 		}
@@ -326,9 +333,11 @@ func (r *run) handle(o outcome) {
 		// Stopping: the event stays pending.
 	case endpoint.IsPermanent(o.err):
 		it.lastErr = o.err.Error()
+		r.failed(it)
 		r.deadLetter(it, ReasonRejected)
 	default:
 		it.lastErr = o.err.Error()
+		r.failed(it)
 		it.Attempts++
 		delay := retryDelay(c.Attributes.RetrySleepDuration, it.Attempts)
 		if after, ok := endpoint.RetryAfter(o.err); ok && after > delay {
@@ -339,6 +348,34 @@ func (r *run) handle(o outcome) {
 		if c.Metrics != nil {
 			c.Metrics.Retried(c.Topic, c.Scheme)
 		}
+	}
+}
+
+// failed records a failed push in the dispatcher's health, and logs it if
+// it starts a run of failures: one line per run, not one per retry, and
+// at most one a minute for an endpoint that keeps failing and recovering.
+func (r *run) failed(it *item) {
+	c := r.d.cfg
+	logIt, unlogged := r.d.health.failed(c.now(), it.lastErr)
+	if !logIt || c.Logger == nil {
+		return
+	}
+	args := []any{"topic", c.Topic, "shard", c.Shard, "endpoint", c.Scheme, "event", topic.EventID(c.Topic, c.Shard, it.Offset), "err", it.lastErr}
+	if unlogged > 0 {
+		args = append(args, "unlogged_failure_runs", unlogged)
+	}
+	c.Logger.Warn("push delivery failing; retrying, and logging its recovery, not each retry", args...)
+}
+
+// succeeded records a successful push in the dispatcher's health, and
+// logs the recovery from a run of failures whose start was logged.
+func (r *run) succeeded() {
+	c := r.d.cfg
+	now := c.now()
+	logIt, failures, since := r.d.health.succeeded(now)
+	if logIt && c.Logger != nil {
+		c.Logger.Info("push delivery recovered", "topic", c.Topic, "shard", c.Shard, "endpoint", c.Scheme,
+			"failed_attempts", failures, "failing_for", now.Sub(since).Round(time.Millisecond))
 	}
 }
 
