@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/controller"
+	"herald/internal/datadir"
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
 	"herald/internal/host"
@@ -171,6 +173,7 @@ type Node struct {
 	opened           chan struct{}          // closed when booted is set, or the boot was cut short by Close
 	nonPersistentSeq atomic.Uint64          // non-persistent events pushed in this epoch
 
+	lock      *datadir.Lock // the data directory's, held until Close has closed the host
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -182,7 +185,7 @@ type Node struct {
 // open in the background, a few at a time; each serves once it has opened
 // (see Readiness and Opened). A shard that fails to open (for example a
 // damaged log) is reported by name and stays unavailable; the others serve.
-func Open(ctx context.Context, cfg Config) (*Node, error) {
+func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	cfg.setDefaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("no data directory configured; pass --data-dir")
@@ -191,6 +194,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Nothing in the directory is read or written before it is ours.
+	lock, err := datadir.Acquire(cfg.DataDir, processDescription())
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
 	if err := checkWritable(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -237,6 +250,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		endpointFailed: make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 
+		lock:      lock,
 		bootEpoch: epoch,
 		live:      live,
 		opened:    make(chan struct{}),
@@ -354,6 +368,13 @@ func checkWritable(dir string) error {
 	return os.Remove(probe)
 }
 
+// processDescription says who holds the data directory, for a second
+// process that is refused it: the command line says which server (its
+// --listen, say) to stop.
+func processDescription() string {
+	return strings.Join(os.Args, " ")
+}
+
 // controllerWait bounds the wait for the controller at the start: in a
 // cluster, for a quorum of its nodes to be up.
 const controllerWait = 2 * time.Minute
@@ -389,7 +410,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.wg.Wait()
-		n.closeErr = n.host.Close()
+		n.closeErr = errors.Join(n.host.Close(), n.lock.Release())
 	})
 	return n.closeErr
 }
