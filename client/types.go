@@ -91,6 +91,21 @@ type ShardStats struct {
 	// Error is set when the shard cannot serve, for example because its
 	// log is damaged.
 	Error string `json:"error,omitempty"`
+	// Delivery is the health of push delivery. It lives in the memory of
+	// the shard's leader: nil in other nodes' answers, and for topics
+	// without a push endpoint.
+	Delivery *DeliveryHealth `json:"delivery,omitempty"`
+}
+
+// DeliveryHealth is how a shard's pushes are going, since its leader
+// became leader; in a topic's total, the newest error and success, and the
+// failures summed.
+type DeliveryHealth struct {
+	LastError     string    `json:"last_error,omitempty"`
+	LastErrorTime time.Time `json:"last_error_time,omitzero"`
+	// ConsecutiveFailures counts failed attempts since the last success.
+	ConsecutiveFailures uint64    `json:"consecutive_failures"`
+	LastSuccess         time.Time `json:"last_success,omitzero"`
 }
 
 // UnreadableShard is a shard that Fetch could not read, for example because
@@ -205,5 +220,14 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		DeadLetters:     s.GetDeadLetters(),
 		DeadLetterBytes: s.GetDeadLetterBytes(),
 		Error:           s.GetError(),
+		Delivery:        deliveryHealthFromProto(s.GetDelivery()),
 	}
+}
+
+func deliveryHealthFromProto(h *heraldv1.DeliveryHealth) *DeliveryHealth {
+	if h == nil {
+		return nil
+	}
+	return &DeliveryHealth{LastError: h.GetLastError(), LastErrorTime: timeOf(h.GetLastErrorTime()),
+		ConsecutiveFailures: h.GetConsecutiveFailures(), LastSuccess: timeOf(h.GetLastSuccess())}
 }

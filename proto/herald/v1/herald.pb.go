@@ -608,8 +608,13 @@ type ShardStats struct {
 	DeadLettered    uint64 `protobuf:"varint,16,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	DeadLetters     uint64 `protobuf:"varint,17,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
 	DeadLetterBytes uint64 `protobuf:"varint,18,opt,name=dead_letter_bytes,json=deadLetterBytes,proto3" json:"dead_letter_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Push delivery's health. It lives in the memory of the node that leads
+	// the shard (from when it became leader) and is not replicated: set only
+	// in answers of that node, and for topics with a push endpoint. In the
+	// total: the newest error and success, and the failures summed.
+	Delivery      *DeliveryHealth `protobuf:"bytes,19,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardStats) Reset() {
@@ -768,6 +773,85 @@ func (x *ShardStats) GetDeadLetterBytes() uint64 {
 	return 0
 }
 
+func (x *ShardStats) GetDelivery() *DeliveryHealth {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+// How a shard's pushes are going.
+type DeliveryHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The last failed push's error and time; empty and unset if none failed.
+	LastError     string                 `protobuf:"bytes,1,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
+	// Failed push attempts since the last success.
+	ConsecutiveFailures uint64 `protobuf:"varint,3,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	// The last successful push; unset if none succeeded.
+	LastSuccess   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_success,json=lastSuccess,proto3" json:"last_success,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryHealth) Reset() {
+	*x = DeliveryHealth{}
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryHealth) ProtoMessage() {}
+
+func (x *DeliveryHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryHealth.ProtoReflect.Descriptor instead.
+func (*DeliveryHealth) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeliveryHealth) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeliveryHealth) GetLastErrorTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorTime
+	}
+	return nil
+}
+
+func (x *DeliveryHealth) GetConsecutiveFailures() uint64 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *DeliveryHealth) GetLastSuccess() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuccess
+	}
+	return nil
+}
+
 type TopicStatsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -779,7 +863,7 @@ type TopicStatsResponse struct {
 
 func (x *TopicStatsResponse) Reset() {
 	*x = TopicStatsResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +875,7 @@ func (x *TopicStatsResponse) String() string {
 func (*TopicStatsResponse) ProtoMessage() {}
 
 func (x *TopicStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +888,7 @@ func (x *TopicStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatsResponse.ProtoReflect.Descriptor instead.
 func (*TopicStatsResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicStatsResponse) GetName() string {
@@ -847,7 +931,7 @@ type PublishEvent struct {
 
 func (x *PublishEvent) Reset() {
 	*x = PublishEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +943,7 @@ func (x *PublishEvent) String() string {
 func (*PublishEvent) ProtoMessage() {}
 
 func (x *PublishEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +956,7 @@ func (x *PublishEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEvent.ProtoReflect.Descriptor instead.
 func (*PublishEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PublishEvent) GetKey() string {
@@ -913,7 +997,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1009,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1022,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -965,7 +1049,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1061,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1074,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PublishResponse) GetIds() []string {
@@ -1015,7 +1099,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1111,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1124,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReserveRequest) GetTopic() string {
@@ -1081,7 +1165,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	mi := &file_herald_v1_herald_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1177,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	mi := &file_herald_v1_herald_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1190,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{18}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -1135,7 +1219,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	mi := &file_herald_v1_herald_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1231,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	mi := &file_herald_v1_herald_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1244,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{19}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1186,7 +1270,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	mi := &file_herald_v1_herald_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1282,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	mi := &file_herald_v1_herald_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1295,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{20}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommitResponse) GetIds() []string {
@@ -1230,7 +1314,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	mi := &file_herald_v1_herald_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1326,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	mi := &file_herald_v1_herald_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1339,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{21}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AbortRequest) GetReservationId() string {
@@ -1273,7 +1357,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	mi := &file_herald_v1_herald_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1369,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	mi := &file_herald_v1_herald_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1382,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{22}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{23}
 }
 
 type Event struct {
@@ -1327,7 +1411,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	mi := &file_herald_v1_herald_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1423,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	mi := &file_herald_v1_herald_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1436,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{23}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Event) GetId() string {
@@ -1442,7 +1526,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	mi := &file_herald_v1_herald_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1538,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	mi := &file_herald_v1_herald_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1551,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{24}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -1513,7 +1597,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1609,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1622,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{25}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchResponse) GetEvents() []*Event {
@@ -1569,7 +1653,7 @@ type UnreadableShard struct {
 
 func (x *UnreadableShard) Reset() {
 	*x = UnreadableShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1665,7 @@ func (x *UnreadableShard) String() string {
 func (*UnreadableShard) ProtoMessage() {}
 
 func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1678,7 @@ func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreadableShard.ProtoReflect.Descriptor instead.
 func (*UnreadableShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UnreadableShard) GetShard() uint32 {
@@ -1628,7 +1712,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1724,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1737,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckRequest) GetIds() []string {
@@ -1676,7 +1760,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1772,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1785,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AckResponse) GetAcked() uint32 {
@@ -1729,7 +1813,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1825,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1838,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NackRequest) GetIds() []string {
@@ -1772,7 +1856,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1868,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1881,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
 }
 
 type DeadLetter struct {
@@ -1814,7 +1898,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1910,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1923,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeadLetter) GetEvent() *Event {
@@ -1881,7 +1965,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1977,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1990,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeadLettersRequest) GetTopic() string {
@@ -1932,7 +2016,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2028,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2041,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -1978,7 +2062,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2074,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2087,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReplayDeadLettersRequest) GetTopic() string {
@@ -2029,7 +2113,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2125,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2138,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
@@ -2075,7 +2159,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2171,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2184,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PurgeDeadLettersRequest) GetTopic() string {
@@ -2126,7 +2210,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2222,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2235,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
@@ -2169,7 +2253,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2265,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2278,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
 }
 
 type ClusterNode struct {
@@ -2218,7 +2302,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2314,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2327,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -2308,7 +2392,7 @@ type ClusterReplica struct {
 
 func (x *ClusterReplica) Reset() {
 	*x = ClusterReplica{}
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2404,7 @@ func (x *ClusterReplica) String() string {
 func (*ClusterReplica) ProtoMessage() {}
 
 func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2417,7 @@ func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReplica.ProtoReflect.Descriptor instead.
 func (*ClusterReplica) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClusterReplica) GetNode() uint64 {
@@ -2376,7 +2460,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2472,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2485,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClusterShard) GetTopic() string {
@@ -2468,7 +2552,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2564,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2577,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -2542,7 +2626,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2638,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2651,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddNodeRequest) GetId() uint64 {
@@ -2592,7 +2676,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2688,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2701,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
 }
 
 type RemoveNodeRequest struct {
@@ -2629,7 +2713,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2725,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2738,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveNodeRequest) GetId() uint64 {
@@ -2672,7 +2756,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2768,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2781,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
 }
 
 type RebalanceRequest struct {
@@ -2708,7 +2792,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2804,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2817,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
 }
 
 type RebalanceResponse struct {
@@ -2744,7 +2828,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2840,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2853,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
 }
 
 type ShardLeadersRequest struct {
@@ -2781,7 +2865,7 @@ type ShardLeadersRequest struct {
 
 func (x *ShardLeadersRequest) Reset() {
 	*x = ShardLeadersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2877,7 @@ func (x *ShardLeadersRequest) String() string {
 func (*ShardLeadersRequest) ProtoMessage() {}
 
 func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2890,7 @@ func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ShardLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ShardLeadersRequest) GetTopic() string {
@@ -2832,7 +2916,7 @@ type ShardLeader struct {
 
 func (x *ShardLeader) Reset() {
 	*x = ShardLeader{}
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2928,7 @@ func (x *ShardLeader) String() string {
 func (*ShardLeader) ProtoMessage() {}
 
 func (x *ShardLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +2941,7 @@ func (x *ShardLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeader.ProtoReflect.Descriptor instead.
 func (*ShardLeader) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ShardLeader) GetShard() uint32 {
@@ -2900,7 +2984,7 @@ type ShardLeadersResponse struct {
 
 func (x *ShardLeadersResponse) Reset() {
 	*x = ShardLeadersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +2996,7 @@ func (x *ShardLeadersResponse) String() string {
 func (*ShardLeadersResponse) ProtoMessage() {}
 
 func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3009,7 @@ func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ShardLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ShardLeadersResponse) GetNodeId() uint64 {
@@ -2990,7 +3074,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
 	"\x13DeleteTopicResponse\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xba\x04\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xf1\x04\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -3012,7 +3096,14 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\aretried\x18\x0f \x01(\x04R\aretried\x12#\n" +
 	"\rdead_lettered\x18\x10 \x01(\x04R\fdeadLettered\x12!\n" +
 	"\fdead_letters\x18\x11 \x01(\x04R\vdeadLetters\x12*\n" +
-	"\x11dead_letter_bytes\x18\x12 \x01(\x04R\x0fdeadLetterBytes\"\x84\x01\n" +
+	"\x11dead_letter_bytes\x18\x12 \x01(\x04R\x0fdeadLetterBytes\x125\n" +
+	"\bdelivery\x18\x13 \x01(\v2\x19.herald.v1.DeliveryHealthR\bdelivery\"\xe5\x01\n" +
+	"\x0eDeliveryHealth\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x01 \x01(\tR\tlastError\x12B\n" +
+	"\x0flast_error_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\x121\n" +
+	"\x14consecutive_failures\x18\x03 \x01(\x04R\x13consecutiveFailures\x12=\n" +
+	"\flast_success\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccess\"\x84\x01\n" +
 	"\x12TopicStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x05total\x18\x02 \x01(\v2\x15.herald.v1.ShardStatsR\x05total\x12-\n" +
@@ -3190,7 +3281,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                      // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
@@ -3205,130 +3296,134 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*DeleteTopicResponse)(nil),        // 10: herald.v1.DeleteTopicResponse
 	(*TopicStatsRequest)(nil),          // 11: herald.v1.TopicStatsRequest
 	(*ShardStats)(nil),                 // 12: herald.v1.ShardStats
-	(*TopicStatsResponse)(nil),         // 13: herald.v1.TopicStatsResponse
-	(*PublishEvent)(nil),               // 14: herald.v1.PublishEvent
-	(*PublishRequest)(nil),             // 15: herald.v1.PublishRequest
-	(*PublishResponse)(nil),            // 16: herald.v1.PublishResponse
-	(*ReserveRequest)(nil),             // 17: herald.v1.ReserveRequest
-	(*ReserveResponse)(nil),            // 18: herald.v1.ReserveResponse
-	(*CommitRequest)(nil),              // 19: herald.v1.CommitRequest
-	(*CommitResponse)(nil),             // 20: herald.v1.CommitResponse
-	(*AbortRequest)(nil),               // 21: herald.v1.AbortRequest
-	(*AbortResponse)(nil),              // 22: herald.v1.AbortResponse
-	(*Event)(nil),                      // 23: herald.v1.Event
-	(*FetchRequest)(nil),               // 24: herald.v1.FetchRequest
-	(*FetchResponse)(nil),              // 25: herald.v1.FetchResponse
-	(*UnreadableShard)(nil),            // 26: herald.v1.UnreadableShard
-	(*AckRequest)(nil),                 // 27: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 28: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 29: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 30: herald.v1.NackResponse
-	(*DeadLetter)(nil),                 // 31: herald.v1.DeadLetter
-	(*ListDeadLettersRequest)(nil),     // 32: herald.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),    // 33: herald.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),   // 34: herald.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil),  // 35: herald.v1.ReplayDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),    // 36: herald.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),   // 37: herald.v1.PurgeDeadLettersResponse
-	(*ClusterStatusRequest)(nil),       // 38: herald.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),                // 39: herald.v1.ClusterNode
-	(*ClusterReplica)(nil),             // 40: herald.v1.ClusterReplica
-	(*ClusterShard)(nil),               // 41: herald.v1.ClusterShard
-	(*ClusterStatusResponse)(nil),      // 42: herald.v1.ClusterStatusResponse
-	(*AddNodeRequest)(nil),             // 43: herald.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),            // 44: herald.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),          // 45: herald.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 46: herald.v1.RemoveNodeResponse
-	(*RebalanceRequest)(nil),           // 47: herald.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),          // 48: herald.v1.RebalanceResponse
-	(*ShardLeadersRequest)(nil),        // 49: herald.v1.ShardLeadersRequest
-	(*ShardLeader)(nil),                // 50: herald.v1.ShardLeader
-	(*ShardLeadersResponse)(nil),       // 51: herald.v1.ShardLeadersResponse
-	nil,                                // 52: herald.v1.Topic.AttributesEntry
-	nil,                                // 53: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 54: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 55: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 56: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 57: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 58: google.protobuf.Duration
+	(*DeliveryHealth)(nil),             // 13: herald.v1.DeliveryHealth
+	(*TopicStatsResponse)(nil),         // 14: herald.v1.TopicStatsResponse
+	(*PublishEvent)(nil),               // 15: herald.v1.PublishEvent
+	(*PublishRequest)(nil),             // 16: herald.v1.PublishRequest
+	(*PublishResponse)(nil),            // 17: herald.v1.PublishResponse
+	(*ReserveRequest)(nil),             // 18: herald.v1.ReserveRequest
+	(*ReserveResponse)(nil),            // 19: herald.v1.ReserveResponse
+	(*CommitRequest)(nil),              // 20: herald.v1.CommitRequest
+	(*CommitResponse)(nil),             // 21: herald.v1.CommitResponse
+	(*AbortRequest)(nil),               // 22: herald.v1.AbortRequest
+	(*AbortResponse)(nil),              // 23: herald.v1.AbortResponse
+	(*Event)(nil),                      // 24: herald.v1.Event
+	(*FetchRequest)(nil),               // 25: herald.v1.FetchRequest
+	(*FetchResponse)(nil),              // 26: herald.v1.FetchResponse
+	(*UnreadableShard)(nil),            // 27: herald.v1.UnreadableShard
+	(*AckRequest)(nil),                 // 28: herald.v1.AckRequest
+	(*AckResponse)(nil),                // 29: herald.v1.AckResponse
+	(*NackRequest)(nil),                // 30: herald.v1.NackRequest
+	(*NackResponse)(nil),               // 31: herald.v1.NackResponse
+	(*DeadLetter)(nil),                 // 32: herald.v1.DeadLetter
+	(*ListDeadLettersRequest)(nil),     // 33: herald.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 34: herald.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),   // 35: herald.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil),  // 36: herald.v1.ReplayDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),    // 37: herald.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),   // 38: herald.v1.PurgeDeadLettersResponse
+	(*ClusterStatusRequest)(nil),       // 39: herald.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),                // 40: herald.v1.ClusterNode
+	(*ClusterReplica)(nil),             // 41: herald.v1.ClusterReplica
+	(*ClusterShard)(nil),               // 42: herald.v1.ClusterShard
+	(*ClusterStatusResponse)(nil),      // 43: herald.v1.ClusterStatusResponse
+	(*AddNodeRequest)(nil),             // 44: herald.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),            // 45: herald.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),          // 46: herald.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 47: herald.v1.RemoveNodeResponse
+	(*RebalanceRequest)(nil),           // 48: herald.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 49: herald.v1.RebalanceResponse
+	(*ShardLeadersRequest)(nil),        // 50: herald.v1.ShardLeadersRequest
+	(*ShardLeader)(nil),                // 51: herald.v1.ShardLeader
+	(*ShardLeadersResponse)(nil),       // 52: herald.v1.ShardLeadersResponse
+	nil,                                // 53: herald.v1.Topic.AttributesEntry
+	nil,                                // 54: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                // 55: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                // 56: herald.v1.PublishEvent.HeadersEntry
+	nil,                                // 57: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	52, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	57, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	57, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	53, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	53, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	58, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	58, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	54, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	54, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	55, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	57, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
-	12, // 10: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
-	12, // 11: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	55, // 12: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
-	14, // 13: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	57, // 14: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 15: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	56, // 16: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	57, // 17: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	58, // 18: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	58, // 19: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
-	23, // 20: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	26, // 21: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
-	23, // 22: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	57, // 23: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	31, // 24: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	40, // 25: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
-	39, // 26: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
-	41, // 27: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
-	50, // 28: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
-	1,  // 29: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 30: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 31: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 32: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 33: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 34: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	15, // 35: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	17, // 36: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	19, // 37: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	21, // 38: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	24, // 39: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	27, // 40: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	29, // 41: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	32, // 42: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	34, // 43: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	36, // 44: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	38, // 45: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	43, // 46: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	45, // 47: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	47, // 48: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
-	49, // 49: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
-	2,  // 50: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 51: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 52: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 53: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 54: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	13, // 55: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	16, // 56: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	18, // 57: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	20, // 58: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	22, // 59: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	25, // 60: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	28, // 61: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	30, // 62: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	33, // 63: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	35, // 64: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	37, // 65: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	42, // 66: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	44, // 67: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	46, // 68: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	48, // 69: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
-	51, // 70: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
-	50, // [50:71] is the sub-list for method output_type
-	29, // [29:50] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	58, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	13, // 10: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
+	58, // 11: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
+	58, // 12: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
+	12, // 13: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
+	12, // 14: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
+	56, // 15: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	15, // 16: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
+	58, // 17: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 18: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
+	57, // 19: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	58, // 20: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	59, // 21: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	59, // 22: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	24, // 23: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
+	27, // 24: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
+	24, // 25: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	58, // 26: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	32, // 27: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	41, // 28: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
+	40, // 29: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
+	42, // 30: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
+	51, // 31: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
+	1,  // 32: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 33: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 34: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 35: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 36: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	11, // 37: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	16, // 38: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	18, // 39: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	20, // 40: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	22, // 41: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	25, // 42: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	28, // 43: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	30, // 44: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	33, // 45: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	35, // 46: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	37, // 47: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	39, // 48: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	44, // 49: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	46, // 50: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	48, // 51: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	50, // 52: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	2,  // 53: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 54: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 55: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 56: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 57: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	14, // 58: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	17, // 59: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	19, // 60: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	21, // 61: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	23, // 62: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	26, // 63: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	29, // 64: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	31, // 65: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	34, // 66: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	36, // 67: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	38, // 68: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	43, // 69: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	45, // 70: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	47, // 71: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	49, // 72: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	52, // 73: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	53, // [53:74] is the sub-list for method output_type
+	32, // [32:53] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -3342,7 +3437,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
