@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"herald/internal/topic"
 )
 
 // LatencyBuckets are the buckets of herald's latency histograms: 50µs to
@@ -62,7 +64,7 @@ func newForwardsMetric() *prometheus.CounterVec {
 // and the shards' queue depths.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.delivery
-	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards, &depthCollector{node: n}} {
+	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards, &depthCollector{node: n}, &healthCollector{node: n}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register node metrics: %w", err)
 		}
@@ -112,4 +114,46 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, t.Name, s.Name)
 		}
 	}
+}
+
+var (
+	failuresDesc = prometheus.NewDesc("herald_delivery_consecutive_failures",
+		"Failed push attempts since the last success, per shard, on the node that leads it.", []string{"topic", "shard", "endpoint"}, nil)
+	lastSuccessDesc = prometheus.NewDesc("herald_delivery_last_success_timestamp_seconds",
+		"Unix time of the last successful push, per shard, on the node that leads it; 0 if none since it became leader.", []string{"topic", "shard", "endpoint"}, nil)
+	lastErrorDesc = prometheus.NewDesc("herald_delivery_last_error_timestamp_seconds",
+		"Unix time of the last failed push, per shard, on the node that leads it; 0 if none since it became leader.", []string{"topic", "shard", "endpoint"}, nil)
+)
+
+// healthCollector exports the health of the dispatchers this node runs
+// when Prometheus scrapes: only the leader of a shard has its series.
+type healthCollector struct{ node *Node }
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- failuresDesc
+	ch <- lastSuccessDesc
+	ch <- lastErrorDesc
+}
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.node
+	n.pushMu.Lock()
+	defer n.pushMu.Unlock()
+	for name, p := range n.push {
+		for i, d := range p.dispatchers {
+			h := d.Health()
+			labels := []string{name, topic.ShardName(name, i), p.scheme}
+			ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(h.ConsecutiveFailures), labels...)
+			ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(h.LastSuccess), labels...)
+			ch <- prometheus.MustNewConstMetric(lastErrorDesc, prometheus.GaugeValue, unixSeconds(h.LastErrorTime), labels...)
+		}
+	}
+}
+
+// unixSeconds is t as Unix seconds, and the zero time as 0.
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
 }

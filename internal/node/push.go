@@ -182,6 +182,22 @@ func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
 	}
 }
 
+// deliveryHealth returns the health of the shard's dispatcher, if this
+// node runs one: it leads the shard, of a topic with a push endpoint.
+func (n *Node) deliveryHealth(s *shardRuntime) (DeliveryHealth, bool) {
+	n.pushMu.Lock()
+	defer n.pushMu.Unlock()
+	p := n.push[s.topic]
+	if p == nil || p.firstGroup+uint64(s.index) != s.group {
+		return DeliveryHealth{}, false
+	}
+	d := p.dispatchers[s.index]
+	if d == nil {
+		return DeliveryHealth{}, false
+	}
+	return DeliveryHealth(d.Health()), true
+}
+
 // notifyDispatchers wakes the dispatchers of the given shards of a topic.
 func (n *Node) notifyDispatchers(topicName string, shards []int) {
 	n.pushMu.Lock()

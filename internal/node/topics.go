@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"herald/internal/controller"
+	"herald/internal/delivery"
 	"herald/internal/host"
 	"herald/internal/topic"
 )
@@ -121,7 +122,16 @@ type ShardStats struct {
 	Stats  QueueStats
 	Leased int
 	Err    error // the shard cannot serve
+	// Delivery is the health of the shard's push delivery, on the node
+	// that runs its dispatcher (the shard's leader); nil elsewhere, and
+	// for topics without a push endpoint. In the total, it sums the
+	// shards': the newest error and success, failures added up.
+	Delivery *DeliveryHealth
 }
+
+// DeliveryHealth is how a shard's pushes are going, kept in the memory of
+// its leader (delivery.Health).
+type DeliveryHealth delivery.Health
 
 // TopicStats are a topic's counters, summed over shards and per shard.
 type TopicStats struct {
@@ -150,6 +160,9 @@ func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err e
 
 func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) ShardStats {
 	ss := ShardStats{Shard: s.index, Name: s.name, Err: s.unservable()}
+	if h, ok := n.deliveryHealth(s); ok {
+		ss.Delivery = &h
+	}
 	if ss.Err != nil {
 		return ss
 	}
@@ -189,7 +202,27 @@ func addStats(total *ShardStats, s ShardStats) {
 		t.OldestEventTime = x.OldestEventTime
 	}
 	total.Leased += s.Leased
+	addHealth(total, s.Delivery)
 	if s.Err != nil && total.Err == nil {
 		total.Err = fmt.Errorf("shard %s: %w", s.Name, s.Err)
 	}
+}
+
+// addHealth adds a shard's delivery health to a total: the newest error
+// and success, and the failures since each shard's last success.
+func addHealth(total *ShardStats, h *DeliveryHealth) {
+	if h == nil {
+		return
+	}
+	if total.Delivery == nil {
+		total.Delivery = &DeliveryHealth{}
+	}
+	t := total.Delivery
+	if h.LastErrorTime.After(t.LastErrorTime) {
+		t.LastError, t.LastErrorTime = h.LastError, h.LastErrorTime
+	}
+	if h.LastSuccess.After(t.LastSuccess) {
+		t.LastSuccess = h.LastSuccess
+	}
+	t.ConsecutiveFailures += h.ConsecutiveFailures
 }
