@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -213,7 +215,14 @@ EVENTS and BYTES count committed events not yet acknowledged; RESERVED and
 RESERVATIONS the space held for two-phase publishes; OLDEST the age of the
 oldest unacknowledged event; PUBLISHED, ACKED and LEASED count events; NEXT
 is the offset the next event gets and HEAD the first unacknowledged offset.
-ERROR says why a shard cannot serve, if it cannot.`,
+ERROR says why a shard cannot serve, if it cannot.
+
+For a push topic, the node that leads a shard adds how its pushes are
+going, which it keeps in memory since it became leader: FAILING counts the
+failed attempts since the last success, LAST OK is how long ago the last
+push succeeded, and LAST PUSH ERROR is the last failure, how long ago and
+why. A shard led by another node shows "?": ask that node (herald cluster
+status names the leaders).`,
 		Example: `  herald topic stats orders
   herald topic stats orders -o json`,
 		Args: nArgs(1, false),
@@ -264,12 +273,22 @@ func (g *globals) printTopics(w io.Writer, topics []*client.Topic) error {
 
 func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 	tw := newTable(w)
-	row(tw, "SHARD", "NAME", "EVENTS", "BYTES", "RESERVED", "RESERVATIONS", "OLDEST",
-		"PUBLISHED", "ACKED", "LEASED", "DELIVERED", "RETRIED", "DEAD", "NEXT", "HEAD", "ERROR")
+	header := []any{"SHARD", "NAME", "EVENTS", "BYTES", "RESERVED", "RESERVATIONS", "OLDEST",
+		"PUBLISHED", "ACKED", "LEASED", "DELIVERED", "RETRIED", "DEAD", "NEXT", "HEAD", "ERROR"}
+	// Delivery health only comes from the leaders of push topics' shards.
+	health := s.Total.Delivery != nil || slices.ContainsFunc(s.Shards, func(st client.ShardStats) bool { return st.Delivery != nil })
+	if health {
+		header = append(header, "FAILING", "LAST OK", "LAST PUSH ERROR")
+	}
+	row(tw, header...)
 	statsRow := func(shard string, st client.ShardStats) {
-		row(tw, shard, st.Name, st.Events, st.Bytes, st.ReservedBytes, st.Reservations,
+		cells := []any{shard, st.Name, st.Events, st.Bytes, st.ReservedBytes, st.Reservations,
 			ageText(st.OldestEventTime, now), st.Published, st.Acked, st.Leased,
-			st.Delivered, st.Retried, st.DeadLetters, st.NextOffset, st.Head, orDash(st.Error))
+			st.Delivered, st.Retried, st.DeadLetters, st.NextOffset, st.Head, orDash(st.Error)}
+		if health {
+			cells = append(cells, healthCells(st.Delivery, now)...)
+		}
+		row(tw, cells...)
 	}
 	for _, st := range s.Shards {
 		statsRow(strconv.Itoa(st.Shard), st)
@@ -280,4 +299,22 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 	}
 	statsRow("total", total)
 	return tw.Flush()
+}
+
+// healthCells are a shard's FAILING, LAST OK and LAST PUSH ERROR; "?" for
+// a shard whose leader is another node, which alone knows them.
+func healthCells(h *client.DeliveryHealth, now time.Time) []any {
+	if h == nil {
+		return []any{"?", "?", "? (ask the shard's leader)"}
+	}
+	lastErr := "-"
+	if !h.LastErrorTime.IsZero() {
+		// One line per row, whatever the endpoint answered.
+		lastErr = ageText(h.LastErrorTime, now) + " ago: " + strings.Join(strings.Fields(h.LastError), " ")
+	}
+	lastOK := "-"
+	if !h.LastSuccess.IsZero() {
+		lastOK = ageText(h.LastSuccess, now) + " ago"
+	}
+	return []any{h.ConsecutiveFailures, lastOK, lastErr}
 }

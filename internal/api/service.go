@@ -198,7 +198,19 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 	if s.Err != nil {
 		p.Error = s.Err.Error()
 	}
+	if h := s.Delivery; h != nil {
+		p.Delivery = &heraldv1.DeliveryHealth{LastError: h.LastError, ConsecutiveFailures: h.ConsecutiveFailures,
+			LastErrorTime: timestampOrNil(h.LastErrorTime), LastSuccess: timestampOrNil(h.LastSuccess)}
+	}
 	return p
+}
+
+// timestampOrNil leaves the zero time unset.
+func timestampOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 func eventsFromProto(in []*heraldv1.PublishEvent) []node.Event {
