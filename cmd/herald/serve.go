@@ -494,7 +494,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	stopStreams := make(chan struct{})
 	front.open(api.NewHandler(n, reg, api.Options{Stop: stopStreams, Tokens: sec.tokens, MetricsNeedToken: cfg.MetricsNeedToken, Dashboard: dash, Logger: logger,
 		SNSZonegroup: cfg.SNSZonegroup}))
-	logger.Info("herald is serving", "listen", ln.Addr().String(), "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
+	logger.Info("herald is serving", "listen", ln.Addr().String(), "dashboard", map[bool]string{false: "http", true: "https"}[sec.tls != nil]+"://"+ln.Addr().String()+"/dashboard/", "tls", sec.tls != nil, "tokens", sec.tokens != nil, "data_dir", cfg.DataDir,
 		"topics", len(n.ListTopics()), "boot", time.Since(start).Round(time.Millisecond))
 
 	select {
