@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"herald/client"
+	"herald/internal/datadir"
 	"herald/internal/testkit"
 )
 
@@ -91,4 +95,84 @@ func consumeAll(t *testing.T, c *client.Client, topic string, n int) []string {
 		}
 	}
 	return ids
+}
+
+// TestDataDirectoryOfAnotherNodeIsRefused starts a node on a directory
+// recorded as another node's: refused, saying whose it is and what to do,
+// and the directory still starts as its own node.
+func TestDataDirectoryOfAnotherNodeIsRefused(t *testing.T) {
+	dataDir := t.TempDir()
+	startServer(t, dataDir, testkit.FreeAddr(t)).kill() // node 1, the default
+
+	out, err := exec.Command(heraldBinary(t), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t), "--node-id", "2").CombinedOutput()
+	if err == nil {
+		t.Fatalf("node 2 started on node 1's data directory:\n%s", out)
+	}
+	for _, s := range []string{dataDir, "belongs to node 1", "--node-id 1", "a data directory of its own"} {
+		if !strings.Contains(string(out), s) {
+			t.Errorf("the refusal does not say %q:\n%s", s, out)
+		}
+	}
+	startServer(t, dataDir, testkit.FreeAddr(t)).kill()
+}
+
+// TestDataDirectoryOfAnotherClusterIsRefused starts, among the nodes of a
+// running cluster, a node whose data directory belongs to another cluster
+// (a node alone, with the same node id): it is refused before it serves,
+// the cluster goes on serving, and the node's own directory rejoins.
+func TestDataDirectoryOfAnotherClusterIsRefused(t *testing.T) {
+	c := startCluster(t)
+	waitClusterID(t, c.dirs...)
+	c.nodes[2].kill()
+
+	// Node 3 of another cluster: a cluster of one.
+	foreign := t.TempDir()
+	startServer(t, foreign, testkit.FreeAddr(t), "--node-id", "3").kill()
+	waitClusterID(t, foreign)
+
+	own := c.dirs[2]
+	c.dirs[2] = foreign
+	s, err := c.tryStart(2)
+	if err == nil {
+		s.kill()
+		t.Fatal("a node of another cluster started among the cluster's nodes")
+	}
+	for _, want := range []string{foreign, "belongs to node 3 of cluster", "check --peers", "herald cluster add"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+
+	// The cluster serves, and node 3 on its own directory rejoins it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.client(0).CreateTopic(ctx, "after", map[string]string{"shards": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	c.dirs[2] = own
+	if c.nodes[2], err = c.tryStart(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client(2).Publish(ctx, "after", client.Event{Key: "k", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitClusterID waits until each data directory has recorded its cluster
+// id, which a node learns from its controller shortly after it starts.
+func waitClusterID(t *testing.T, dirs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, dir := range dirs {
+		for {
+			data, _ := os.ReadFile(filepath.Join(dir, datadir.IdentityFile))
+			if bytes.Contains(data, []byte(`"cluster":"`)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s recorded no cluster id within 30s: %q", dir, data)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }

@@ -28,6 +28,11 @@ const (
 	OpRebalanceDone = "rebalance-done" // the rebalance has nothing left to do
 	OpMoveReplica   = "move-replica"   // shard Shard of topic Name gains a replica on To, to replace the one on Node
 	OpSetPreferred  = "set-preferred"  // Node, a replica of shard Shard of topic Name, becomes its preferred leader
+
+	// OpNameCluster gives the cluster its id, Cluster, unless it has one:
+	// the first leader of the controller proposes it, so a cluster
+	// started from --peers alone gets one id on every node.
+	OpNameCluster = "name-cluster"
 )
 
 // A Command is one change to the controller's state, as proposed to its
@@ -57,6 +62,8 @@ type Command struct {
 	Shard int `json:"shard,omitempty"`
 	// To is the node OpMoveReplica moves the replica on Node to.
 	To uint64 `json:"to,omitempty"`
+	// Cluster is the cluster id OpNameCluster gives.
+	Cluster string `json:"cluster,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -102,9 +109,12 @@ func (c *Command) checkFields() error {
 	case OpDelete:
 	case OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica, OpMoveReplica, OpSetPreferred:
 		return c.checkMembershipFields()
-	case OpRebalance, OpRebalanceDone:
+	case OpRebalance, OpRebalanceDone, OpNameCluster:
 		if c.Name != "" || c.Node != 0 || c.To != 0 || c.Address != "" || c.Shard != 0 || c.Attributes != nil || c.Changes != nil || c.Members != nil {
 			return invalidf("invalid controller command: %s takes no topic, node, shard, attributes or members", c.Op)
+		}
+		if (c.Op == OpNameCluster) != (c.Cluster != "") {
+			return invalidf("invalid controller command: %s with cluster id %q; only %s gives one, and it must", c.Op, c.Cluster, OpNameCluster)
 		}
 		return nil
 	default:
@@ -130,7 +140,7 @@ func (c *Command) checkFields() error {
 
 // ops are the valid values of Command.Op.
 var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica,
-	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred}
+	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred, OpNameCluster}
 
 // checkMembershipFields is checkFields for the node and replica ops.
 func (c *Command) checkMembershipFields() error {

@@ -137,6 +137,7 @@ type State struct {
 	// move is the replica it moves, until the move is done (nil then).
 	rebalancing bool
 	move        *Move
+	cluster     string // see Cluster
 }
 
 // New returns an empty state.
@@ -168,6 +169,11 @@ func (s *State) Apply(index uint64, data []byte) any {
 		return s.forgetNode(&c)
 	case OpRebalance, OpRebalanceDone:
 		s.rebalancing = c.Op == OpRebalance
+		return Result{}
+	case OpNameCluster:
+		if s.cluster == "" { // the first one proposed wins, on every replica
+			s.cluster = c.Cluster
+		}
 		return Result{}
 	}
 	if err := topic.ValidateName(c.Name); err != nil {
@@ -270,6 +276,10 @@ func (s *State) Topics() []Topic {
 // change has recorded them; nil before.
 func (s *State) Members() []Member { return slices.Clone(s.members) }
 
+// Cluster returns the cluster's id, empty until OpNameCluster has given
+// one. It never changes once given.
+func (s *State) Cluster() string { return s.cluster }
+
 // Applied returns the index of the last log entry applied.
 func (s *State) Applied() uint64 { return s.applied }
 
@@ -289,6 +299,8 @@ type snapshot struct {
 	// Rebalancing and Move: see State.rebalancing.
 	Rebalancing bool  `json:"rebalancing,omitempty"`
 	Move        *Move `json:"move,omitempty"`
+	// Cluster: see State.Cluster.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 const snapshotVersion = 1
@@ -306,6 +318,7 @@ func (s *State) Snapshot() ([]byte, error) {
 
 		Rebalancing: s.rebalancing,
 		Move:        s.move,
+		Cluster:     s.cluster,
 	})
 }
 
@@ -325,7 +338,7 @@ func (s *State) Restore(data []byte) error {
 	}
 	r := New()
 	r.applied, r.nextGroup, r.members, r.founders = snap.Applied, snap.NextGroup, snap.Members, snap.Founders
-	r.rebalancing, r.move = snap.Rebalancing, snap.Move
+	r.rebalancing, r.move, r.cluster = snap.Rebalancing, snap.Move, snap.Cluster
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t

@@ -173,7 +173,8 @@ type Node struct {
 	opened           chan struct{}          // closed when booted is set, or the boot was cut short by Close
 	nonPersistentSeq atomic.Uint64          // non-persistent events pushed in this epoch
 
-	lock      *datadir.Lock // the data directory's, held until Close has closed the host
+	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
+	identity  datadir.Identity // whose the data directory is; see learnCluster for who changes it
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -213,6 +214,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if len(cfg.Members) > 1 && cfg.Transport == nil {
 		return nil, fmt.Errorf("node %d has peers %v but no transport to reach them", cfg.NodeID, cfg.Members)
 	}
+	identity, err := claimDataDir(cfg)
+	if err != nil {
+		return nil, err
+	}
 	epoch, err := nextBootEpoch(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -251,6 +256,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		stop:           make(chan struct{}),
 
 		lock:      lock,
+		identity:  identity,
 		bootEpoch: epoch,
 		live:      live,
 		opened:    make(chan struct{}),
@@ -272,6 +278,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if !cfg.Join {
 		n.rejoin = n.rejoining(ctx, epoch)
 	}
+	if err := n.checkPeersCluster(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
 	ctrlVoters := cfg.Members
 	if cfg.Join && epoch == 1 {
 		if ctrlVoters, err = n.joinCluster(ctx); err != nil {
@@ -286,6 +296,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
 	}
 	if err := n.waitControllerCaughtUp(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if err := n.learnCluster(ctx); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -392,6 +406,9 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 		if st.Err != nil {
 			return fmt.Errorf("controller: %w", st.Err)
 		}
+		if err := n.foreignPeer(); err != nil {
+			return err
+		}
 		if st.Leader != 0 && st.Applied >= st.LastIndex && !st.Rebuilding {
 			return nil
 		}
@@ -459,6 +476,10 @@ func (n *Node) Readiness() Readiness {
 // applies a change (a topic created or deleted by another node's request,
 // or by a request this node forwarded).
 func (n *Node) watchController() {
+	// Until the cluster has an id, its controller's leader may change
+	// before naming it: look again now and then, not only on changes.
+	unnamed := time.NewTicker(5 * time.Second)
+	defer unnamed.Stop()
 	for {
 		select {
 		case <-n.stop:
@@ -468,8 +489,23 @@ func (n *Node) watchController() {
 			if err := n.reconcile(ctx); err != nil {
 				n.log.Error("reconcile shards with the controller", "err", err)
 			}
+			n.learnClusterOrLog(ctx)
+			cancel()
+		case <-unnamed.C:
+			if n.identity.Cluster != "" {
+				unnamed.Stop()
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			n.learnClusterOrLog(ctx)
 			cancel()
 		}
+	}
+}
+
+func (n *Node) learnClusterOrLog(ctx context.Context) {
+	if err := n.learnCluster(ctx); err != nil {
+		n.log.Error("learn the cluster's id", "err", err)
 	}
 }
 

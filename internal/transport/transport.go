@@ -135,6 +135,8 @@ type Transport struct {
 	receiver Receiver
 	calls    map[string]CallHandler
 
+	cluster clusterCheck // see SetCluster
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -162,8 +164,9 @@ func New(cfg Config) *Transport {
 func (t *Transport) newPeer(id uint64, url string) *peer {
 	return &peer{
 		t: t, id: id, url: url,
-		queue:  make(chan outgoing, t.cfg.QueueSize),
-		client: clusterv1connect.NewClusterServiceClient(wholeMessages{t.cfg.HTTPClient}, url, connect.WithGRPC()),
+		queue: make(chan outgoing, t.cfg.QueueSize),
+		client: clusterv1connect.NewClusterServiceClient(identified{next: wholeMessages{t.cfg.HTTPClient}, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
+			url, connect.WithGRPC()),
 	}
 }
 
@@ -213,6 +216,7 @@ func (t *Transport) HandleCall(op string, h CallHandler) {
 // requests whose connection presented a verified client certificate.
 func (t *Transport) Handler() (string, http.Handler) {
 	path, h := clusterv1connect.NewClusterServiceHandler(&service{t: t})
+	h = t.sameCluster(h)
 	if t.cfg.TLS != nil {
 		h = peersOnly(h)
 	}
