@@ -105,6 +105,11 @@ func (a *authorizer) scopeFor(r *http.Request) (auth.Scope, string) {
 		}
 		return auth.ScopeAdmin, "SNS " + action
 	}
+	if p == snsPath {
+		// GET / sends browsers to the dashboard, or says what the node
+		// serves: it holds no data.
+		return public, p
+	}
 	if p == "/metrics" && !a.metricsNeedToken {
 		return public, p
 	}

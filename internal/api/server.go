@@ -23,10 +23,6 @@ import (
 // compressMinBytes is the smallest response worth gzipping.
 const compressMinBytes = 64 << 10
 
-// MaxRequestBytes bounds a request body: a batch of events up to the
-// payload limit each.
-const MaxRequestBytes = 64 << 20
-
 // Handler returns the HTTP handler of a node, open to every caller: the
 // API at /herald.v1.HeraldService/, /metrics, /healthz and /readyz. The
 // API's metrics are registered with reg, and /metrics serves everything
@@ -75,12 +71,14 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	svc := &service{node: n, metrics: m}
 	path, h := heraldv1connect.NewHeraldServiceHandler(svc,
 		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger), forwardedHeader()),
-		connect.WithReadMaxBytes(MaxRequestBytes),
+		// The request limit is limitRequest's and limitedGzip's (limits.go).
+		gzipOption(),
+		jsonCodecs(),
 		// Gzip only large responses (big Fetch batches): resetting a gzip
 		// writer for every small response costs more than it saves.
 		connect.WithCompressMinBytes(compressMinBytes),
 	)
-	mux.Handle(path, retryAfterStatus(h))
+	mux.Handle(path, limitRequest(jsonErrors(retryAfterStatus(h))))
 	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
 	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop, recheck: a.recheck})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -96,7 +94,11 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	// Without tokens, it serves loopback callers only.
 	mux.Handle("POST "+snsPath+"{$}", sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil}))
 	// S3 event notifications (publish scope), to the topic in the path.
-	mux.Handle("POST "+s3IngestPath+"{topic}", s3ingest.New(n))
+	mux.Handle("POST "+s3IngestPath+"{topic}", retryAfterStatus(s3ingest.New(n, connectError)))
+	mux.HandleFunc(s3IngestPath, s3Misrouted)
+	// What a browser or a mistyped path finds.
+	mux.Handle("GET /{$}", root(opts.Dashboard != nil))
+	mux.HandleFunc("/", notFound)
 	return a.wrap(mux)
 }
 
@@ -127,10 +129,12 @@ func readyz(n *node.Node, w http.ResponseWriter) {
 	json.NewEncoder(w).Encode(body)
 }
 
-// retryAfterStatus turns the Connect protocol's 429 for a retryable
-// overload (a full queue) into 503 with Retry-After, which is what HTTP
-// clients and proxies retry on. Connect clients read the code from the
-// body, so they are unaffected; gRPC responses always carry 200.
+// retryAfterStatus turns the Connect protocol's 429 for resource_exhausted
+// (a full queue, too many proposals: retryable overloads) into 503 with
+// Retry-After, which is what HTTP clients and proxies retry on. Connect
+// clients read the code from the body, so they are unaffected; gRPC
+// responses always carry 200. (A request over the request limit is
+// invalid_argument, 400: see limits.go.)
 func retryAfterStatus(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
@@ -146,8 +150,11 @@ type statusRewriter struct {
 }
 
 func (s *statusRewriter) WriteHeader(code int) {
-	if code == http.StatusTooManyRequests && s.Header().Get("Retry-After") != "" {
+	if code == http.StatusTooManyRequests {
 		code = http.StatusServiceUnavailable
+		if s.Header().Get("Retry-After") == "" {
+			s.Header().Set("Retry-After", retryAfterSeconds)
+		}
 	}
 	s.ResponseWriter.WriteHeader(code)
 }

@@ -13,7 +13,8 @@
 //
 // A request is all or nothing at validation: if any record lacks its
 // eventSource, eventName, bucket name or object key, the whole request is
-// refused with 400 and nothing is published. Each event's dedup id is a
+// refused with 400 and nothing is published. Errors have the shape of
+// the rest of the API's, Connect's {"code": ..., "message": ...}. Each event's dedup id is a
 // digest of its record, so a store that sends a notification again (after
 // a timeout, say) within the dedup window does not publish it twice.
 //
@@ -30,6 +31,8 @@ import (
 	"net/http"
 	"strings"
 
+	"connectrpc.com/connect"
+
 	"herald/internal/node"
 )
 
@@ -38,12 +41,17 @@ const MaxRequestBytes = 16 << 20
 
 // Handler serves POST /s3/{topic}.
 type Handler struct {
-	node *node.Node
+	node      *node.Node
+	toConnect func(error) *connect.Error
+	errors    *connect.ErrorWriter
 }
 
-// New returns a Handler publishing to n's topics. Mount it on a pattern
-// with a {topic} wildcard, such as "POST /s3/{topic}".
-func New(n *node.Node) *Handler { return &Handler{node: n} }
+// New returns a Handler publishing to n's topics. toConnect gives the
+// node's errors their codes, as the rest of the API does. Mount it on a
+// pattern with a {topic} wildcard, such as "POST /s3/{topic}".
+func New(n *node.Node, toConnect func(error) *connect.Error) *Handler {
+	return &Handler{node: n, toConnect: toConnect, errors: connect.NewErrorWriter()}
+}
 
 // A notification is the body an object store sends. MinIO adds EventName
 // and Key at the top; AWS's test event has Event and no Records.
@@ -70,7 +78,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	topicName := r.PathValue("topic")
 	events, err := parse(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error() + "; nothing was published"})
+		h.fail(w, r, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w; nothing was published", err)))
 		return
 	}
 	if len(events) == 0 {
@@ -80,11 +88,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := h.node.Publish(r.Context(), topicName, events)
 	if err != nil {
-		status, retry := statusOf(err)
-		if retry {
-			w.Header().Set("Retry-After", "1")
-		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
+		h.fail(w, r, h.toConnect(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]string{"ids": ids})
@@ -95,6 +99,9 @@ func parse(body io.Reader) ([]node.Event, error) {
 	var n notification
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(&n); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, fmt.Errorf("the notification is larger than the limit of %d bytes (16 MiB); have the store send fewer records per notification", MaxRequestBytes)
+		}
 		return nil, fmt.Errorf("the body is not an S3 event notification (JSON with a Records list): %w", err)
 	}
 	if n.Records == nil && n.Event == "s3:TestEvent" {
@@ -146,18 +153,11 @@ func recordKey(raw json.RawMessage) (string, error) {
 	return *rec.S3.Bucket.Name + ":" + *rec.S3.Object.Key, nil
 }
 
-// statusOf maps a node error to an HTTP status, and whether to say
-// Retry-After.
-func statusOf(err error) (int, bool) {
-	switch {
-	case errors.Is(err, node.ErrNotFound):
-		return http.StatusNotFound, false
-	case errors.Is(err, node.ErrInvalid), errors.Is(err, node.ErrFailedPrecondition):
-		return http.StatusBadRequest, false
-	case errors.Is(err, node.ErrOverloaded), errors.Is(err, node.ErrUnavailable):
-		return http.StatusServiceUnavailable, true
-	}
-	return http.StatusInternalServerError, false
+// fail answers err as the rest of the API does: a JSON body with its code
+// and message, the HTTP status of the code, and its metadata (Retry-After).
+// (The status of resource_exhausted is api's: 503.)
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	h.errors.Write(w, r, err) // fails only if the client is gone: nobody to tell
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,6 +3,7 @@ package s3ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"herald/internal/endpoint"
 	"herald/internal/node"
@@ -34,7 +37,7 @@ func openNode(t *testing.T) *node.Node {
 func post(t *testing.T, n *node.Node, topicName, body string) (int, map[string]any) {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("POST /s3/{topic}", New(n))
+	mux.Handle("POST /s3/{topic}", New(n, toConnect))
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/s3/"+topicName, strings.NewReader(body)))
 	var resp map[string]any
@@ -42,6 +45,17 @@ func post(t *testing.T, n *node.Node, topicName, body string) (int, map[string]a
 		t.Fatalf("response %s: %v", w.Body, err)
 	}
 	return w.Code, resp
+}
+
+// toConnect is the part of api's error codes these tests need.
+func toConnect(err error) *connect.Error {
+	switch {
+	case errors.Is(err, node.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, node.ErrInvalid):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
 }
 
 // cephRecord is a record as Ceph RGW sends it, abridged.
@@ -141,8 +155,8 @@ func TestMalformedNotificationsPublishNothing(t *testing.T) {
 		{"repeated record", notify(good, good), "record 1 repeats record 0"},
 	} {
 		status, resp := post(t, n, "objects", tt.body)
-		msg, _ := resp["error"].(string)
-		if status != http.StatusBadRequest || !strings.Contains(msg, tt.says) || !strings.Contains(msg, "nothing was published") {
+		msg, _ := resp["message"].(string)
+		if status != http.StatusBadRequest || resp["code"] != "invalid_argument" || !strings.Contains(msg, tt.says) || !strings.Contains(msg, "nothing was published") {
 			t.Errorf("%s: %d %v, want 400 saying %q", tt.name, status, resp, tt.says)
 		}
 	}
@@ -150,7 +164,7 @@ func TestMalformedNotificationsPublishNothing(t *testing.T) {
 	if err != nil || st.Total.Stats.Published != 0 {
 		t.Fatalf("malformed notifications published %d events (%v)", st.Total.Stats.Published, err)
 	}
-	if status, resp := post(t, n, "nope", notify(good)); status != http.StatusNotFound {
+	if status, resp := post(t, n, "nope", notify(good)); status != http.StatusNotFound || resp["code"] != "not_found" || !strings.Contains(resp["message"].(string), "nope") {
 		t.Errorf("unknown topic: %d %v, want 404", status, resp)
 	}
 	// AWS's test event, sent when a notification is configured.
