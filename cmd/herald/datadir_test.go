@@ -59,7 +59,10 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 
 	// The first still serves, and what it holds is whole.
 	publish(5)
-	got := consumeAll(t, c, "orders", len(want))
+	var got []string
+	for _, d := range consumeAll(t, c, "orders", len(want)) {
+		got = append(got, d.ID)
+	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("consumed %v, want %v", got, want)
 	}
@@ -71,21 +74,21 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 }
 
 // consumeAll fetches and acknowledges n events of topic, failing the test
-// if they do not come within a minute, and returns their ids in the order
+// if they do not come within a minute, and returns them in the order
 // received.
-func consumeAll(t *testing.T, c *client.Client, topic string, n int) []string {
+func consumeAll(t *testing.T, c *client.Client, topic string, n int) []client.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var ids []string
-	for len(ids) < n {
+	var got []client.Delivery
+	for len(got) < n {
 		ds, err := c.Fetch(ctx, topic, client.FetchOptions{MaxEvents: n, Wait: time.Second})
 		if err != nil {
-			t.Fatalf("fetch after %d of %d events: %v", len(ids), n, err)
+			t.Fatalf("fetch after %d of %d events: %v", len(got), n, err)
 		}
 		var receipts []string
 		for _, d := range ds {
-			ids = append(ids, d.ID)
+			got = append(got, d)
 			receipts = append(receipts, d.Receipt)
 		}
 		if len(receipts) > 0 {
@@ -94,7 +97,7 @@ func consumeAll(t *testing.T, c *client.Client, topic string, n int) []string {
 			}
 		}
 	}
-	return ids
+	return got
 }
 
 // TestDataDirectoryOfAnotherNodeIsRefused starts a node on a directory

@@ -846,11 +846,16 @@ func (g *group) maybeSnapshot() {
 		return
 	}
 	entries := g.applied - g.snapIndex
-	if entries < g.h.cfg.SnapshotEntries && g.bytesSinceSnap < g.h.cfg.SnapshotBytes {
-		return
-	}
-	if g.lastSnapBytes >= snapshotCostFloor &&
+	due := entries >= g.h.cfg.SnapshotEntries || g.bytesSinceSnap >= g.h.cfg.SnapshotBytes
+	if due && g.lastSnapBytes >= snapshotCostFloor &&
 		g.bytesSinceSnap < snapshotCostFactor*g.lastSnapBytes && entries < snapshotCostFactor*g.h.cfg.SnapshotEntries {
+		due = false
+	}
+	// A queue drained by consumers frees its log's segments only through a
+	// snapshot: take one as soon as that frees a segment, whatever the
+	// counts, or a drained queue would hold its disk until traffic comes
+	// (and a node short of disk space, refusing that traffic, forever).
+	if !due && !g.storage.Log().WouldDelete(min(g.applied+1, g.sm.CompactIndex())) {
 		return
 	}
 	term, err := g.storage.Term(g.applied)

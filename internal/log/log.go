@@ -926,6 +926,14 @@ func (l *Log) PrefixEnd(below uint64) uint64 {
 
 // prefixSegments returns how many segments, oldest first, hold only
 // records below below: never the active one. The caller holds mu.
+// WouldDelete reports whether DeletePrefix(below) would delete a segment:
+// whether compacting the log to below frees disk space.
+func (l *Log) WouldDelete(below uint64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.prefixSegments(below) > 0
+}
+
 func (l *Log) prefixSegments(below uint64) int {
 	n := 0
 	for n+1 < len(l.segs) && l.segs[n+1].base <= below {

@@ -68,7 +68,12 @@ type Config struct {
 	// DedupWindow is how long a published event's dedup id is
 	// remembered (see Event.DedupID).
 	DedupWindow time.Duration
-	Logger      *slog.Logger // slog.Default()
+	// DiskFreeLimit is the free space, in bytes, on the data directory's
+	// file system under which new events (publishes, reservations,
+	// commits) are refused: 0 means DefaultDiskFreeLimit, a negative
+	// value turns the check off.
+	DiskFreeLimit int64
+	Logger        *slog.Logger // slog.Default()
 	// Registerer receives the node's metrics (delivery outcomes, queue
 	// depths) and its host's; nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -76,6 +81,10 @@ type Config struct {
 	// addresses, and where their CA files may be. The zero value allows
 	// only public addresses and no CA file.
 	PushGuard endpoint.GuardConfig
+
+	// DiskFree, if set, replaces the reading of the data directory's free
+	// disk space (in bytes): a hook for tests of the disk alarm.
+	DiskFree func(dir string) (uint64, error)
 
 	// BeforeShardOpen, if set, is called with a shard's group id as the
 	// group opens, before its state is restored: a hook for tests, which
@@ -100,6 +109,7 @@ func DefaultConfig() Config {
 		SnapshotEntries:     host.DefaultSnapshotEntries,
 		DeliveryConcurrency: delivery.DefaultMaxInFlight,
 		DedupWindow:         DefaultDedupWindow,
+		DiskFreeLimit:       DefaultDiskFreeLimit,
 		BalanceInterval:     2 * time.Second,
 	}
 }
@@ -123,6 +133,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DedupWindow <= 0 {
 		c.DedupWindow = d.DedupWindow
+	}
+	if c.DiskFreeLimit == 0 {
+		c.DiskFreeLimit = d.DiskFreeLimit
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -175,6 +188,7 @@ type Node struct {
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
 	identity  datadir.Identity // whose the data directory is; see learnCluster for who changes it
+	disk      *diskAlarm       // refuses new events while the data directory's disk is short of space
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -219,6 +233,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	epoch, err := nextBootEpoch(cfg.DataDir)
+	if isDiskFull(err) {
+		// A node on a full disk still serves what frees space; it only
+		// cannot make non-persistent event ids (see pushNow).
+		cfg.Logger.Warn("the disk is full: the boot epoch was not stored, so non-persistent topics cannot push until the node restarts with space", "err", err)
+		epoch, err = 0, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +277,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 		lock:      lock,
 		identity:  identity,
+		disk:      newDiskAlarm(cfg),
 		bootEpoch: epoch,
 		live:      live,
 		opened:    make(chan struct{}),
@@ -320,6 +341,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	} else {
 		n.wg.Go(func() { n.boot(plan) })
 	}
+	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.superviseDispatchers(leadership) })

@@ -33,6 +33,9 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	if err := n.checkEvents(events); err != nil {
 		return nil, err
 	}
+	if err := n.disk.refusal(); err != nil && tr.info.Attributes.Persistent {
+		return nil, err
+	}
 	// The whole request: the same id in events of two shards would pass
 	// each shard's check.
 	if err := shard.CheckDedupIDs(dedup); err != nil {
@@ -189,6 +192,9 @@ func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, 
 	if err != nil {
 		return Reservation{}, err
 	}
+	if err := n.disk.refusal(); err != nil {
+		return Reservation{}, err
+	}
 	if bytes <= 0 {
 		return Reservation{}, fmt.Errorf("%w: reserve at least one byte: the size of the events you will commit (key, payload, header names and values)", errInvalidRequest)
 	}
@@ -210,6 +216,9 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 
 	s, rid, err := n.reservationShard(reservationID)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.disk.refusal(); err != nil {
 		return nil, err
 	}
 	if err := n.checkEvents(events); err != nil {

@@ -223,6 +223,10 @@ func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Eve
 	if p == nil {
 		return nil, fmt.Errorf("%w: the push endpoint of topic %q is not open (see the server log); nothing was stored", ErrUnavailable, tr.info.Name)
 	}
+	if n.bootEpoch == 0 {
+		return nil, fmt.Errorf("%w: this node started on a full disk and could not store its boot epoch (%s in %s), without which non-persistent event ids could repeat; free space on the disk and restart the node",
+			ErrUnavailable, bootEpochFile, n.cfg.DataDir)
+	}
 	ids := make([]string, len(events))
 	now := time.Now()
 	for i, e := range events {
