@@ -216,6 +216,32 @@ type shardState struct {
 	Error        string  `json:"error,omitempty"`
 	PublishRate  float64 `json:"publish_rate"`  // per second, over the last interval
 	DeliveryRate float64 `json:"delivery_rate"` // per second, over the last interval
+	// Delivery is how pushes are going, from this node's memory: only for
+	// shards it leads (node.ShardStats.Delivery).
+	Delivery *healthState `json:"delivery,omitempty"`
+}
+
+// healthState is node.DeliveryHealth with times as ages, so that the page
+// does not depend on the browser's clock; an age of -1 means never.
+type healthState struct {
+	ConsecutiveFailures uint64  `json:"consecutive_failures"`
+	LastError           string  `json:"last_error,omitempty"`
+	LastErrorAge        float64 `json:"last_error_age_seconds"`
+	LastSuccessAge      float64 `json:"last_success_age_seconds"`
+}
+
+func healthStateOf(h *node.DeliveryHealth, now time.Time) *healthState {
+	if h == nil {
+		return nil
+	}
+	age := func(t time.Time) float64 {
+		if t.IsZero() {
+			return -1
+		}
+		return max(0, now.Sub(t).Seconds())
+	}
+	return &healthState{ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError,
+		LastErrorAge: age(h.LastErrorTime), LastSuccessAge: age(h.LastSuccess)}
 }
 
 // history are a topic's charts: at each sample time, the rates over the
@@ -257,6 +283,7 @@ func shardStateOf(s node.ShardStats, now time.Time) shardState {
 	out := shardState{
 		Name: s.Name, Events: st.Events, Bytes: st.Bytes, Published: st.Published, Delivered: st.Delivered,
 		Retried: st.Retried, DeadLettered: st.DeadLettered, DeadLetters: st.DeadLetters, Leased: s.Leased,
+		Delivery: healthStateOf(s.Delivery, now),
 	}
 	if st.OldestEventTime != 0 {
 		out.OldestAge = max(0, now.Sub(time.Unix(0, st.OldestEventTime)).Seconds())

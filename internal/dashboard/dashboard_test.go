@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,6 +270,20 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.Contains(lastError, "order schema v2 not supported") {
 		t.Errorf("the dead letter's row %q does not show the receiver's answer", lastError)
 	}
+	// On a narrow screen too, the dead letters' words stay whole.
+	for _, width := range []int64{1280, 700} {
+		if err := chromedp.Do(b, chromedp.EmulateViewport(width, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		broken, err := chromedp.Run(b, chromedp.Evaluate[string](brokenWords(`section[data-topic="hooks"] .dead td`)))
+		if err != nil || broken != "" {
+			t.Errorf("%d pixels wide, the dead letters' table breaks a word across lines in %q (%v)", width, broken, err)
+		}
+	}
+	if err := chromedp.Do(b, chromedp.EmulateViewport(1280, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	checkHealthAndCharts(t, b)
 	screenshot(t, b, dir, "dashboard.png")
 
 	accept.Store(true) // the receiver is fixed; replay
@@ -284,7 +299,70 @@ func TestDashboardInChromium(t *testing.T) {
 		st := hooks()
 		return st.DeadLetters == 0 && st.Delivered == 1
 	})
+	err = poll(b, `document.querySelector('section[data-topic="hooks"] [data-health]').textContent.startsWith('Delivering: last success')`)
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-failed.png")
+		t.Fatalf("the hooks topic's health after the replay: %v", err)
+	}
 	screenshot(t, b, dir, "dashboard-replayed.png")
+}
+
+// brokenWords is a script that returns the text of the first cell under
+// selector in which a word is split across lines, or "".
+func brokenWords(selector string) string {
+	return `(() => {
+  for (const td of document.querySelectorAll(` + jsString(selector) + `)) {
+    const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      for (const m of n.textContent.matchAll(/\S+/g)) {
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        if (r.getClientRects().length > 1) return td.textContent;
+      }
+    }
+  }
+  return "";
+})()`
+}
+
+// checkHealthAndCharts: the hooks topic, whose receiver refused its event,
+// says so with the receiver's answer, in its health line and its shard's
+// row; the charts have a time axis, and the backlog chart, of counts, says
+// its maximum as a whole number.
+func checkHealthAndCharts(t *testing.T, b context.Context) {
+	t.Helper()
+	const hooks = `section[data-topic="hooks"]`
+	health, err := chromedp.Run(b, chromedp.Text(hooks+` [data-health]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(health, "Failing: 1 failed attempt since") || !strings.Contains(health, "order schema v2 not supported") {
+		t.Errorf("the hooks topic's health line says %q, want its failure and the receiver's answer", health)
+	}
+	rows, err := chromedp.Run(b, chromedp.Evaluate[string](`[...document.querySelectorAll('`+hooks+` tbody tr[data-shard]')].map(r => r.textContent).join('\n')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rows, "order schema v2 not supported") {
+		t.Errorf("no shard row of the hooks topic shows the last push error:\n%s", rows)
+	}
+	const orders = `section[data-topic="orders"]`
+	note, err := chromedp.Run(b, chromedp.Evaluate[string](`document.querySelectorAll('`+orders+` .chart .note')[1].textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^\(max [0-9][0-9,]*\)$`).MatchString(note) {
+		t.Errorf("the backlog chart says %q, want its maximum as a whole number", note)
+	}
+	ticks, err := chromedp.Run(b, chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+orders+` .chart .axis span')].map(s => s.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := regexp.MustCompile(`\d{1,2}:\d{2}:\d{2}`)
+	if len(ticks) != 6 || !clock.MatchString(ticks[0]) || !clock.MatchString(ticks[2]) {
+		t.Errorf("the charts' time axes say %q, want the times of the first, middle and last samples", ticks)
+	}
 }
 
 // TestDashboardDataNeedsAToken: the page is public, its data is not.

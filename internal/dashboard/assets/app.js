@@ -64,13 +64,24 @@ function fmtAge(s) {
   return (s / 86400).toFixed(1) + " d";
 }
 
+// ago says how long ago something happened, from its age in seconds; a
+// negative age means it never did.
+function ago(age) {
+  if (age < 0) return "never";
+  return age < 1 ? "just now" : fmtAge(age) + " ago";
+}
+
+const fmtClock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
 function figure(label, name) {
   const value = el("div", { class: "value", "data-figure": name }, "–");
   return { box: el("div", { class: "figure" }, el("div", { class: "label" }, label), value), value };
 }
 
-// chart is an SVG of lines over the same time axis, scaled to their maximum.
-function chart(label, lines) {
+// chart is an SVG of lines over the same time axis, scaled to their
+// maximum, with the times of its first, middle and last samples below it.
+// A chart of counts (integer) says its maximum as a whole number.
+function chart(label, lines, integer) {
   const svg = document.createElementNS(svgNS, "svg");
   svg.setAttribute("viewBox", "0 0 300 90");
   svg.setAttribute("preserveAspectRatio", "none");
@@ -90,13 +101,17 @@ function chart(label, lines) {
     return p;
   });
   const maxEl = el("span", { class: "note" });
-  const box = el("div", { class: "chart" }, el("div", { class: "label" }, label, " ", maxEl), svg, legend);
+  const ticks = [el("span"), el("span"), el("span")];
+  const axis = el("div", { class: "axis", "aria-hidden": "true" }, ...ticks);
+  const box = el("div", { class: "chart" }, el("div", { class: "label" }, label, " ", maxEl), svg, axis, legend);
   return {
     box,
-    draw(series) {
+    draw(series, times) {
       const n = Math.max(0, ...series.map(s => s.length));
-      const top = Math.max(1e-9, ...series.flat());
-      maxEl.textContent = n ? "(max " + fmtRate(top) + ")" : "(collecting…)";
+      const top = Math.max(integer ? 1 : 1e-9, ...series.flat());
+      maxEl.textContent = n ? "(max " + (integer ? fmtNum(Math.round(top)) : fmtRate(top)) + ")" : "(collecting…)";
+      const at = [0, Math.floor((times.length - 1) / 2), times.length - 1];
+      ticks.forEach((t, i) => { t.textContent = times.length > i ? fmtClock.format(new Date(times[at[i]])) : ""; });
       series.forEach((s, k) => {
         const pts = s.map((v, i) => ((n <= 1 ? 300 : (i * 300) / (n - 1)).toFixed(1) + "," + (88 - (v / top) * 84).toFixed(1)));
         paths[k].setAttribute("points", pts.join(" "));
@@ -116,16 +131,58 @@ function topicView(name) {
     dead: figure("Dead letters", "dead-letters"),
   };
   const rates = chart("Publish and delivery rate (events/s)", [{ name: "published", color: "var(--pub)" }, { name: "delivered", color: "var(--del)" }]);
-  const backlog = chart("Backlog (events)", [{ name: "backlog", color: "var(--back)" }, { name: "dead letters", color: "var(--bad)" }]);
+  const backlog = chart("Backlog (events)", [{ name: "backlog", color: "var(--back)" }, { name: "dead letters", color: "var(--bad)" }], true);
+  const shardHead = el("tr");
   const shardBody = el("tbody");
-  const shards = el("details", {}, el("summary", {}, "Shards"),
-    el("table", {}, el("thead", {}, el("tr", {}, ...["Shard", "Events", "Bytes", "Oldest", "Published", "Delivered", "Retries", "Dead letters", "Leased"].map(h => el("th", {}, h)))), shardBody));
+  const shards = el("details", {}, el("summary", {}, "Shards"), el("table", {}, el("thead", {}, shardHead), shardBody));
   const dead = el("div", { class: "dead" });
   const endpoint = el("div", { class: "endpoint" });
-  const section = el("section", { class: "topic", "data-topic": name }, el("h2", {}, name), endpoint,
+  const health = el("p", { class: "health", "data-health": "" });
+  const section = el("section", { class: "topic", "data-topic": name }, el("h2", {}, name), endpoint, health,
     el("div", { class: "figures" }, ...Object.values(figures).map(f => f.box)),
     el("div", { class: "charts" }, rates.box, backlog.box), shards, dead);
-  return { section, figures, rates, backlog, shardBody, dead, endpoint, deadOpen: false, deadCount: -1 };
+  return { section, figures, rates, backlog, shardHead, shardBody, dead, endpoint, health, deadOpen: false, deadCount: -1 };
+}
+
+const shardColumns = ["Shard", "Events", "Bytes", "Oldest", "Published", "Delivered", "Retries", "Dead letters", "Leased"];
+const pushColumns = ["Failing", "Last success", "Last push error"];
+
+// shardRow is a shard's row of the Shards table; push topics' rows end
+// with how the shard's pushes are going, which only its leader knows.
+function shardRow(s, push) {
+  const cols = shardColumns.length + (push ? pushColumns.length : 0);
+  if (s.error) return el("tr", { "data-shard": s.name }, el("td", {}, s.name), el("td", { class: "error", colspan: String(cols - 1) }, s.error));
+  const cells = [fmtNum(s.events), fmtBytes(s.bytes), fmtAge(s.oldest_age_seconds), fmtNum(s.published),
+    fmtNum(s.delivered), fmtNum(s.retried), fmtNum(s.dead_letters), fmtNum(s.leased)].map(x => el("td", {}, x));
+  if (push) {
+    const h = s.delivery;
+    if (!h) {
+      cells.push(el("td", { class: "note", colspan: "3" }, "known to the shard's leader, another node"));
+    } else {
+      cells.push(el("td", { class: h.consecutive_failures > 0 ? "bad" : "" }, fmtNum(h.consecutive_failures)),
+        el("td", {}, ago(h.last_success_age_seconds)),
+        el("td", { class: "text" + (h.consecutive_failures > 0 ? " bad" : "") }, h.last_error ? ago(h.last_error_age_seconds) + ": " + h.last_error : "–"));
+    }
+  }
+  return el("tr", { "data-shard": s.name }, el("td", {}, s.name), ...cells);
+}
+
+// healthText says how a push topic's deliveries are going, from the
+// shards this node leads.
+function healthText(t) {
+  const h = t.total.delivery;
+  const partial = t.shards.some(s => !s.error && !s.delivery);
+  if (!h) return { text: "Delivery health is known to each shard's leader; this node leads none of this topic's shards.", bad: false };
+  let text;
+  if (h.consecutive_failures > 0) {
+    text = "Failing: " + fmtNum(h.consecutive_failures) + (h.consecutive_failures === 1 ? " failed attempt" : " failed attempts") + " since the last success (" + ago(h.last_success_age_seconds) +
+      "). Last error " + ago(h.last_error_age_seconds) + ": " + h.last_error;
+  } else {
+    text = "Delivering: last success " + ago(h.last_success_age_seconds) + "." +
+      (h.last_error ? " Last error " + ago(h.last_error_age_seconds) + ": " + h.last_error : "");
+  }
+  if (partial) text += " (Shards led by other nodes are not included.)";
+  return { text, bad: h.consecutive_failures > 0 };
 }
 
 function render(state) {
@@ -148,12 +205,17 @@ function render(state) {
     f.retried.value.textContent = fmtNum(tot.retried);
     f.dead.value.textContent = fmtNum(tot.dead_letters);
     f.dead.box.classList.toggle("bad", tot.dead_letters > 0);
-    v.rates.draw([t.history.publish_rate, t.history.delivery_rate]);
-    v.backlog.draw([t.history.backlog, t.history.dead_letters]);
-    v.shardBody.replaceChildren(...t.shards.map(s => s.error
-      ? el("tr", {}, el("td", {}, s.name), el("td", { class: "error", colspan: "8" }, s.error))
-      : el("tr", {}, el("td", {}, s.name), ...[fmtNum(s.events), fmtBytes(s.bytes), fmtAge(s.oldest_age_seconds), fmtNum(s.published),
-        fmtNum(s.delivered), fmtNum(s.retried), fmtNum(s.dead_letters), fmtNum(s.leased)].map(x => el("td", {}, x)))));
+    v.rates.draw([t.history.publish_rate, t.history.delivery_rate], t.history.time);
+    v.backlog.draw([t.history.backlog, t.history.dead_letters], t.history.time);
+    const push = !!t.push_endpoint;
+    v.health.hidden = !push;
+    if (push) {
+      const h = healthText(t);
+      v.health.textContent = h.text;
+      v.health.classList.toggle("bad", h.bad);
+    }
+    v.shardHead.replaceChildren(...shardColumns.concat(push ? pushColumns : []).map(h => el("th", { class: h === "Last push error" ? "text" : "" }, h)));
+    v.shardBody.replaceChildren(...t.shards.map(s => shardRow(s, push)));
     renderDeadSummary(t.name, v, tot.dead_letters);
   }
   for (const [name, v] of views) {
@@ -224,15 +286,22 @@ async function loadCluster() {
   } catch (e) {
     clusterEl.hidden = false;
     clusterNoteEl.textContent = "Nodes cannot be listed: " + e.message;
+    unreachable = [];
     nodesEl.replaceChildren();
     placementEl.replaceChildren();
     return;
   }
   clusterEl.hidden = false;
-  clusterNoteEl.textContent = "As node " + st.nodeId + " sees them; the controller's leader is " + (st.controllerLeader || "unknown") + ".";
+  const down = (st.nodes || []).filter(n => !n.reachable);
+  unreachable = down.map(n => "node " + n.id + (n.address ? " (" + n.address + ")" : ""));
+  clusterNoteEl.textContent = "As node " + st.nodeId + " sees them; the controller's leader is " + (st.controllerLeader || "unknown") + "." +
+    (down.length ? " Unreachable: " + unreachable.join(", ") + ". What only " + (down.length > 1 ? "they know is" : "it knows is") +
+      " missing: its replicas' state below, and the delivery health of the shards it leads." : "");
+  clusterNoteEl.classList.toggle("bad", down.length > 0);
   nodesEl.replaceChildren(...(st.nodes || []).map(n => el("tr", { "data-node": n.id },
     el("td", {}, n.id), el("td", { class: "text" }, n.address || "–"),
-    el("td", { class: n.reachable ? "text" : "error" }, nodeState(n)), el("td", {}, fmtNum(n.replicas || 0)))));
+    el("td", Object.assign({ class: n.reachable ? "text" : "error" }, n.error ? { title: n.error } : {}), nodeState(n)),
+    el("td", {}, fmtNum(n.replicas || 0)))));
   placementEl.replaceChildren(...(st.shards || []).map(s => el("tr", { "data-shard": s.name },
     el("td", {}, s.name),
     el("td", { class: "text" }, (s.replicas || []).map(r => r.node + (r.error ? " (no answer)" : " @ " + (r.applied || 0))).join(", ")),
@@ -240,8 +309,10 @@ async function loadCluster() {
     el("td", { class: s.leader && s.leader === s.preferredLeader ? "" : "warn" }, s.leader || "none"))));
 }
 
+// nodeState is a node's state in plain words; the error of a node that
+// did not answer is its cell's tooltip.
 function nodeState(n) {
-  let state = n.reachable ? "up" : "unreachable" + (n.error ? ": " + n.error : "");
+  let state = n.reachable ? "up" : "unreachable";
   if (n.draining) state += ", draining";
   if (n.self) state += " (this node)";
   return state;
@@ -258,19 +329,32 @@ function askToken(why) {
   document.getElementById("token").focus();
 }
 
+// unreachable names the nodes the last cluster status found unreachable.
+let unreachable = [];
+let clusterLoading = false;
+
+// poll shows the node's topics as soon as they come, and the cluster's
+// status when it does: a node that does not answer holds up neither.
 async function poll() {
   clearTimeout(timer);
   try {
     const state = await call(base + "data/state");
     loginEl.hidden = true;
     render(state);
-    await loadCluster();
-    setStatus("updated " + new Date(state.time).toLocaleTimeString());
+    showUpdated(new Date(state.time));
+    if (!clusterLoading) {
+      clusterLoading = true;
+      loadCluster().then(() => showUpdated(new Date(state.time))).finally(() => { clusterLoading = false; });
+    }
   } catch (e) {
     if (e instanceof AuthError) { askToken(e.message); setStatus("needs a token", true); return; }
     setStatus("cannot reach herald: " + e.message, true);
   }
   timer = setTimeout(poll, pollMs);
+}
+
+function showUpdated(at) {
+  setStatus("updated " + at.toLocaleTimeString() + (unreachable.length ? "; unreachable: " + unreachable.join(", ") : ""), unreachable.length > 0);
 }
 
 loginEl.addEventListener("submit", ev => {
