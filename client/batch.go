@@ -30,6 +30,7 @@ const batchInFlight = 2
 // publishCall is one Publish call waiting for a shared request.
 type publishCall struct {
 	events []Event
+	bytes  int // the events' EventBytes
 	ids    []string
 	err    error
 	done   chan struct{}
@@ -64,7 +65,7 @@ func (b *batchers) get(topic string) *topicBatcher {
 // publishBatched queues the call and, if fewer than batchInFlight requests
 // are in flight, sends batches itself until the queue is empty.
 func (c *Client) publishBatched(ctx context.Context, topic string, events []Event) ([]string, error) {
-	call := &publishCall{events: events, done: make(chan struct{})}
+	call := &publishCall{events: events, bytes: eventsBytes(events), done: make(chan struct{})}
 	tb := c.batchers.get(topic)
 	tb.mu.Lock()
 	tb.queue = append(tb.queue, call)
@@ -91,7 +92,7 @@ func (c *Client) publishBatched(ctx context.Context, topic string, events []Even
 func (c *Client) sendBatches(ctx context.Context, topic string, tb *topicBatcher) {
 	for {
 		tb.mu.Lock()
-		batch := takeBatch(&tb.queue, c.batchMax)
+		batch := takeBatch(&tb.queue, c.batchMax, MaxRequestBytes-requestBytes(topic))
 		if len(batch) == 0 {
 			tb.inFlight--
 			tb.mu.Unlock()
@@ -103,11 +104,16 @@ func (c *Client) sendBatches(ctx context.Context, topic string, tb *topicBatcher
 }
 
 // takeBatch removes whole calls from the front of the queue, at least one,
-// while they fit in maxEvents.
-func takeBatch(queue *[]*publishCall, maxEvents int) []*publishCall {
-	n, events := 0, 0
-	for n < len(*queue) && (n == 0 || events+len((*queue)[n].events) <= maxEvents) {
-		events += len((*queue)[n].events)
+// while they fit in maxEvents and maxBytes (of EventBytes).
+func takeBatch(queue *[]*publishCall, maxEvents, maxBytes int) []*publishCall {
+	n, events, bytes := 0, 0, 0
+	for n < len(*queue) {
+		call := (*queue)[n]
+		if n > 0 && (events+len(call.events) > maxEvents || bytes+call.bytes > maxBytes) {
+			break
+		}
+		events += len(call.events)
+		bytes += call.bytes
 		n++
 	}
 	batch := (*queue)[:n:n]
@@ -163,3 +169,12 @@ func (c *Client) publishVia(ctx context.Context, svc heraldv1connect.HeraldServi
 }
 
 var errShortIDs = errors.New("the server returned fewer ids than events published; the batch's outcome is unknown")
+
+// eventsBytes is the sum of the events' EventBytes.
+func eventsBytes(events []Event) int {
+	n := 0
+	for _, e := range events {
+		n += EventBytes(e)
+	}
+	return n
+}

@@ -18,9 +18,40 @@ import (
 // With WithPublishBatching, concurrent calls share requests; with
 // WithPublishRetries, a call that fails for a retryable reason is retried,
 // idempotently.
+//
+// Events that would make a request larger than the server's request
+// limit (MaxRequestBytes; EventBytes says how much each takes) are sent
+// as several requests, one after another, each with as many events as
+// fit. If one of them fails, the events of the requests before it are
+// committed: Publish then returns their ids, a prefix of the events', with
+// the error. An event too large for a request of its own fails the call
+// before anything is sent.
 func (c *Client) Publish(ctx context.Context, topic string, events ...Event) ([]string, error) {
 	if c.retries > 0 && len(events) > 0 {
-		return c.publishRetrying(ctx, topic, withDedupIDs(events))
+		events = withDedupIDs(events)
+	}
+	parts, err := splitRequests(topic, events)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 1 {
+		return c.publishPart(ctx, topic, parts[0])
+	}
+	ids := make([]string, 0, len(events))
+	for _, part := range parts {
+		got, err := c.publishPart(ctx, topic, part)
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, got...)
+	}
+	return ids, nil
+}
+
+// publishPart publishes events that fit in one request.
+func (c *Client) publishPart(ctx context.Context, topic string, events []Event) ([]string, error) {
+	if c.retries > 0 && len(events) > 0 {
+		return c.publishRetrying(ctx, topic, events)
 	}
 	return c.publishOnce(ctx, topic, events)
 }

@@ -43,8 +43,9 @@ func newPublishCommand(g *globals) *cobra.Command {
 
 Each PAYLOAD argument is one event. Without PAYLOAD arguments, each line of
 --file (or of standard input, without --file) is one event; empty lines are
-skipped. Events are sent --batch at a time; each batch returns once its
-events are committed, and their ids are printed then.
+skipped. Events are sent --batch at a time, or fewer when more would make a
+request larger than the server's request limit (64 MiB); each batch
+returns once its events are committed, and their ids are printed then.
 
 Every event gets the --key and --header values. With --keyed, each line or
 argument is KEY<TAB>PAYLOAD instead, and the key is taken from it.
@@ -95,8 +96,9 @@ func (g *globals) publish(cmd *cobra.Command, p *publishFlags, topic string, pay
 		publish: func(ctx context.Context, events []client.Event) ([]string, error) {
 			return c.Publish(ctx, topic, events...)
 		},
-		size:  p.batch,
-		print: g.idPrinter(cmd.OutOrStdout()),
+		size:     p.batch,
+		maxBytes: client.MaxRequestBytes - len(topic) - 16, // less the request's topic field
+		print:    g.idPrinter(cmd.OutOrStdout()),
 	}
 	mk := eventMaker{key: p.key, headers: headers, keyed: p.keyed}
 	ctx := cmd.Context()
@@ -117,6 +119,9 @@ func (g *globals) publish(cmd *cobra.Command, p *publishFlags, topic string, pay
 func publishArgs(ctx context.Context, b *batcher, mk eventMaker, payloads []string) error {
 	for i, s := range payloads {
 		e, err := mk.make([]byte(s))
+		if err == nil {
+			err = b.fits(e)
+		}
 		if err != nil {
 			return fmt.Errorf("payload argument %d: %w", i+1, err)
 		}
@@ -209,27 +214,49 @@ func (m eventMaker) make(data []byte) (client.Event, error) {
 	return e, nil
 }
 
-// batcher sends events size at a time, or fewer when the input pauses, and
-// prints their ids.
+// batcher sends events size at a time, or fewer when more would take a
+// request over maxBytes or when the input pauses, and prints their ids.
+// Keeping each batch to one request (rather than leaving the client to
+// split it) keeps the count of events published before an error exact.
 type batcher struct {
-	publish func(context.Context, []client.Event) ([]string, error)
-	size    int
-	print   func(ids []string, events []client.Event) error
-	pending []client.Event
-	sent    int
+	publish      func(context.Context, []client.Event) ([]string, error)
+	size         int
+	maxBytes     int
+	print        func(ids []string, events []client.Event) error
+	pending      []client.Event
+	pendingBytes int // client.EventBytes of pending
+	sent         int
 }
 
 // addLine adds the event of a line of input.
 func (b *batcher) addLine(ctx context.Context, mk eventMaker, input string, it lineItem) error {
 	e, err := mk.make(it.line)
+	if err == nil {
+		err = b.fits(e)
+	}
 	if err != nil {
 		return fmt.Errorf("%s line %d: %w", input, it.n, err)
 	}
 	return b.add(ctx, e)
 }
 
+// fits refuses an event that no request can carry.
+func (b *batcher) fits(e client.Event) error {
+	if n := client.EventBytes(e); b.maxBytes > 0 && n > b.maxBytes {
+		return fmt.Errorf("the event is %d bytes, more than a request to the server may carry (%d bytes); split it", n, b.maxBytes)
+	}
+	return nil
+}
+
 func (b *batcher) add(ctx context.Context, e client.Event) error {
+	n := client.EventBytes(e)
+	if b.maxBytes > 0 && b.pendingBytes+n > b.maxBytes {
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+	}
 	b.pending = append(b.pending, e)
+	b.pendingBytes += n
 	if len(b.pending) < b.size {
 		return nil
 	}
@@ -247,7 +274,7 @@ func (b *batcher) flush(ctx context.Context) error {
 	}
 	b.sent += len(b.pending)
 	events := b.pending
-	b.pending = nil
+	b.pending, b.pendingBytes = nil, 0
 	return b.print(ids, events)
 }
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,6 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"herald/client"
+	"herald/internal/testkit"
 	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
 )
@@ -265,5 +269,86 @@ func TestPublishRetriesWithTheSameDedupIDs(t *testing.T) {
 	}
 	if msg := cliFails(t, url, "", "publish", "orders", "--retries", "0", "x"); !strings.Contains(msg, "--retries 0: want at least 1") {
 		t.Fatalf("--retries 0: %q", msg)
+	}
+}
+
+// TestPublishFileOverRequestLimit runs the real binaries: 70 lines of a
+// megabyte, each under the server's payload limit and together over its
+// request limit, are sent as several requests and every one is published.
+// (They were sent as one request, which the server refused: "message size
+// 70003298 is larger than configured max 67108864".)
+func TestPublishFileOverRequestLimit(t *testing.T) {
+	const lines, lineBytes = 70, 1_000_000
+	addr := testkit.FreeAddr(t)
+	startServer(t, t.TempDir(), addr, "--max-payload-bytes", "1100000")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(heraldBinary(t), append([]string{"--server", "http://" + addr}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("herald %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("topic", "create", "big", "--shards", "2")
+	path := filepath.Join(t.TempDir(), "events")
+	var file bytes.Buffer
+	for i := range lines {
+		file.WriteString(strings.Repeat(fmt.Sprintf("%02d", i), lineBytes/2) + "\n")
+	}
+	if err := os.WriteFile(path, file.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Fields(run("publish", "big", "--file", path))
+	if len(ids) != lines {
+		t.Fatalf("printed %d ids, want %d", len(ids), lines)
+	}
+	var stats struct {
+		Total struct {
+			Published int64 `json:"published"`
+		} `json:"total"`
+	}
+	out := run("topic", "stats", "big", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &stats); err != nil || stats.Total.Published != lines {
+		t.Fatalf("stats %s (%v), want %d published", out, err, lines)
+	}
+}
+
+// TestPublishBatchesStayUnderRequestLimit: a batch is cut where the next
+// event would take its request over the limit, whatever --batch says.
+func TestPublishBatchesStayUnderRequestLimit(t *testing.T) {
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
+	third := strings.Repeat("x", client.MaxRequestBytes/3)
+	stdin := strings.Repeat(third+"\n", 4) + "small\n"
+	out := cli(t, url, stdin, "publish", "orders", "--batch", "100")
+	var sizes []int
+	for _, b := range publishedBatches(f) {
+		sizes = append(sizes, len(b))
+	}
+	if want := []int{2, 3}; !reflect.DeepEqual(sizes, want) {
+		t.Errorf("batches of %v events, want %v", sizes, want)
+	}
+	if strings.Count(out, "\n") != 5 {
+		t.Errorf("printed %d ids, want 5", strings.Count(out, "\n"))
+	}
+}
+
+// TestPublishLineOverRequestLimit: a line no request can carry is refused
+// by its number, as any bad line is, and the batch it would have joined
+// is not sent: nothing is published.
+func TestPublishLineOverRequestLimit(t *testing.T) {
+	f := fakeherald.New(eventTime)
+	url := f.Start(t)
+	f.AddTopic("orders", nil)
+	stdin := "small\n" + strings.Repeat("x", client.MaxRequestBytes) + "\n"
+	stderr := cliFails(t, url, stdin, "publish", "orders")
+	for _, want := range []string{"standard input line 2", "more than a request to the server may carry", "split it"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not mention %q", stderr, want)
+		}
+	}
+	if got := publishedBatches(f); len(got) != 0 || strings.Contains(stderr, "were published") {
+		t.Errorf("published %d batches (%q), want none", len(got), stderr)
 	}
 }
