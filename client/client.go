@@ -10,6 +10,9 @@
 //
 //	c := client.New(client.DefaultAddress)
 //	ids, err := c.Publish(ctx, "orders", client.Event{Key: "customer-42", Payload: data})
+//
+// A server reads requests of up to MaxRequestBytes (64 MiB); Publish sends
+// a larger batch as several requests.
 package client
 
 import (
