@@ -133,8 +133,10 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 		}
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
-			out.Send(protocol.AppendResponse(nil, id, uint64(connect.CodeResourceExhausted), 0,
-				[]byte(fmt.Sprintf("publish request %v; send fewer or smaller events per call", err))))
+			// invalid_argument, as a request over the limit is (limits.go):
+			// resending it cannot help.
+			out.Send(protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument), 0,
+				[]byte(fmt.Sprintf("publish request %v; nothing was published: send fewer or smaller events per call", err))))
 			continue
 		case err != nil:
 			if isStop(p.stop) {

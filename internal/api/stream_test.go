@@ -257,8 +257,8 @@ func TestPublishStreamBadFrames(t *testing.T) {
 
 	big := protocol.AppendFrame(nil, 8, make([]byte, MaxRequestBytes+1))
 	go conn.Write(big)
-	if id, code, msg := readAnswer(t, r); id != 8 || code != connect.CodeResourceExhausted || !strings.Contains(string(msg), "fewer or smaller events") {
-		t.Errorf("oversized: answer %d %v %q; want 8, resource_exhausted saying what to do", id, code, msg)
+	if id, code, msg := readAnswer(t, r); id != 8 || code != connect.CodeInvalidArgument || !strings.Contains(string(msg), "fewer or smaller events") {
+		t.Errorf("oversized: answer %d %v %q; want 8, invalid_argument saying what to do", id, code, msg)
 	}
 
 	conn.Write(publishFrame(t, 9, "orders", "fine"))
