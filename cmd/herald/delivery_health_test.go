@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"net"
 	"net/http"
 	"os/exec"
@@ -32,8 +32,8 @@ func TestE2EDeliveryHealthOfARefusingWebhook(t *testing.T) {
 	}
 	stats := func() client.ShardStats {
 		t.Helper()
-		var s client.TopicStats
-		if err := json.Unmarshal([]byte(cli("topic", "stats", "hooks", "-o", "json")), &s); err != nil {
+		s, err := client.New("http://"+addr).TopicStats(context.Background(), "hooks")
+		if err != nil {
 			t.Fatal(err)
 		}
 		return s.Shards[0]
@@ -59,6 +59,9 @@ func TestE2EDeliveryHealthOfARefusingWebhook(t *testing.T) {
 	}
 	if table := cli("topic", "stats", "hooks"); !strings.Contains(table, "LAST PUSH ERROR") || !strings.Contains(table, "connection refused") {
 		t.Fatalf("topic stats does not show the push error:\n%s", table)
+	}
+	if out := cli("topic", "stats", "hooks", "-o", "json"); !strings.Contains(out, "connection refused") {
+		t.Fatalf("topic stats -o json does not show the push error:\n%s", out)
 	}
 
 	ln, err := net.Listen("tcp", hookAddr)
