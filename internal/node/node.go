@@ -420,7 +420,13 @@ const controllerWait = 2 * time.Minute
 func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, controllerWait)
 	defer cancel()
+	start := time.Now()
+	nextLog := start.Add(peerWaitLogEvery)
 	for {
+		if time.Now().After(nextLog) {
+			n.logPeerWait(ctx, start)
+			nextLog = time.Now().Add(peerWaitLogEvery)
+		}
 		st, err := n.host.GroupStatus(controller.ControllerGroup)
 		if err != nil {
 			return err
