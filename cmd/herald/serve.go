@@ -118,7 +118,7 @@ SIGTERM or SIGINT stops accepting requests, lets those in flight finish (up to
 --shutdown-timeout) and exits cleanly. SIGHUP reloads the tokens file and the
 TLS certificate (which is also reloaded when its files change).`,
 		Example: `  herald serve
-  herald serve --data-dir /var/lib/herald --listen 0.0.0.0:7600
+  herald serve --data-dir /var/lib/herald --listen 0.0.0.0:7600 --tokens-file /etc/herald/tokens
   HERALD_LISTEN=127.0.0.1:8600 herald serve --config herald.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
