@@ -103,6 +103,7 @@ environment variable.`,
 		"PEM file of the CA that signed an https:// server's certificate; $"+caFileEnv+" sets the default")
 	root.AddCommand(
 		newServeCommand(),
+		newRepairCommand(),
 		newTopicCommand(g),
 		newPublishCommand(g),
 		newReserveCommand(g),

@@ -202,6 +202,9 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, what := range st.Lost() {
+		h.cfg.Logger.Warn("after the repair of its storage, the group accepted a loss", "group", gc.ID, "name", gc.Name, "lost", what)
+	}
 	created := st.IsEmpty()
 	if created && (rebuild || gc.Rejoin) {
 		if err := st.MarkRebuilding(); err != nil {

@@ -363,7 +363,10 @@ func groupDirID(name string) (uint64, bool) {
 func (h *Host) Booted() {
 	if h.wal != nil {
 		h.replayWAL()
-		h.wal.Booted()
+		if err := h.wal.Booted(); err != nil {
+			// The note stays, and the next start accepts the loss again.
+			h.cfg.Logger.Error("finish the repair of the write-ahead log", "err", err)
+		}
 	}
 }
 

@@ -29,10 +29,7 @@ type CorruptionError struct {
 }
 
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("log corrupted: %s at byte offset %d: %s; "+
-		"restore the shard from a replica or backup; "+
-		"herald will not serve it while its log is damaged",
-		e.File, e.Offset, e.Reason)
+	return fmt.Sprintf("log corrupted: %s at byte offset %d: %s", e.File, e.Offset, e.Reason)
 }
 
 func corruptf(file string, off int64, format string, args ...any) *CorruptionError {

@@ -151,6 +151,14 @@ func (c *Config) setDefaults() {
 
 const controllerName = "controller"
 
+// ControllerDir is the directory of the controller group in a data
+// directory, and ControllerGroup its group id: what an offline check of
+// the directory needs to know of it (host.CheckDir).
+const (
+	ControllerDir   = controllerName
+	ControllerGroup = controller.ControllerGroup
+)
+
 // Node is a running herald node.
 type Node struct {
 	cfg   Config

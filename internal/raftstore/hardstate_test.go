@@ -200,7 +200,7 @@ func TestWALLogsWrittenAfterACleanCloseSurviveATornPowerLoss(t *testing.T) {
 		t.Run(fmt.Sprint(trial), func(t *testing.T) {
 			fs := vfs.NewMem()
 			newWALGroups(t, fs, 1, 2).close()
-			statePath := filepath.Join("/data/shards/1", logDir, "state")
+			statePath := filepath.Join("/data/shards/1", LogDir, "state")
 			before, err := vfs.ReadFile(fs, statePath)
 			if err != nil {
 				t.Fatal(err)

@@ -124,7 +124,7 @@ func (s *Storage) swapInStagedLog() error {
 	if err := moveStagedLog(s.fs, s.dir); err != nil {
 		return err
 	}
-	l, err := hlog.Open(filepath.Join(s.dir, logDir), s.logOptions)
+	l, err := hlog.Open(filepath.Join(s.dir, LogDir), s.logOptions)
 	if err != nil {
 		return err
 	}
@@ -135,10 +135,10 @@ func (s *Storage) swapInStagedLog() error {
 // moveStagedLog replaces dir's log with its staged log, durably. Repeating
 // it after a crash finishes it.
 func moveStagedLog(fsys vfs.FS, dir string) error {
-	if err := fsys.RemoveAll(filepath.Join(dir, logDir)); err != nil {
+	if err := fsys.RemoveAll(filepath.Join(dir, LogDir)); err != nil {
 		return err
 	}
-	if err := fsys.Rename(filepath.Join(dir, stagedLogDir), filepath.Join(dir, logDir)); err != nil {
+	if err := fsys.Rename(filepath.Join(dir, stagedLogDir), filepath.Join(dir, LogDir)); err != nil {
 		return err
 	}
 	return vfs.SyncDir(fsys, dir)

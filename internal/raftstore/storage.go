@@ -40,7 +40,8 @@ import (
 const (
 	hardStateFile = "hardstate"
 	snapshotFile  = "snapshot"
-	logDir        = "log"
+	// LogDir, in a group's directory, holds its log.
+	LogDir = "log"
 	// installFile marks a snapshot install in progress: it names the
 	// snapshot that replaces the log, so that recovery may finish the
 	// log's reset. Without it, a log that lacks the snapshot's index has
@@ -108,6 +109,12 @@ type Storage struct {
 	// of an older snapshot can never replace a newer one.
 	saveMu sync.Mutex
 
+	// repaired is the note of a repair that cut the group's log or the
+	// node's WAL (see log.Cut): the group then accepts what it lost
+	// instead of reporting it as damage, once. lost says what that was.
+	repaired string
+	lost     []string
+
 	mu        sync.Mutex
 	hardState *pb.HardState // latest, possibly with a commit newer than on disk
 	savedTerm uint64        // term and vote as last recorded (file or WAL)
@@ -149,12 +156,19 @@ func Open(dir string, opts Options) (*Storage, error) {
 			logOpts.WriteBehind = opts.WriteBehind
 		}
 	}
-	l, err := hlog.Open(filepath.Join(dir, logDir), logOpts)
+	l, err := hlog.Open(filepath.Join(dir, LogDir), logOpts)
+	if _, ok := errors.AsType[*hlog.CorruptionError](err); ok {
+		return nil, fmt.Errorf("%w; %s", err, damageRemedy)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s := &Storage{fs: fsys, dir: dir, logOptions: logOpts, log: l, wal: opts.WAL, group: opts.Group,
 		cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+	if s.repaired, err = repairNote(fsys, dir, opts.WAL); err != nil {
+		l.Close()
+		return nil, err
+	}
 	if s.cacheLimit <= 0 {
 		s.cacheLimit = DefaultCacheBytes
 	}
@@ -164,6 +178,10 @@ func Open(dir string, opts Options) (*Storage, error) {
 		return nil, err
 	}
 	if err := s.load(state); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := s.finishRepair(); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -201,7 +219,7 @@ func (s *Storage) load(walState []byte) error {
 		hs := &pb.HardState{}
 		if err := proto.Unmarshal(data, hs); err != nil {
 			if fromWAL {
-				return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; restore this shard from a replica or backup", s.dir, err))
+				return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; %s", s.dir, err, damageRemedy))
 			}
 			return s.damaged(hardStateFile, fmt.Sprintf("it does not decode: %v", err))
 		}
@@ -213,8 +231,11 @@ func (s *Storage) load(walState []byte) error {
 	}
 	si := s.snap.GetMetadata().GetIndex()
 	commit := max(s.hardState.GetCommit(), si)
-	if last := s.log.LastIndex(); commit > last {
-		return Damaged(fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries, restore this shard from a replica or backup", s.dir, commit, last))
+	if last := s.log.LastIndex(); commit > last && s.repaired != "" {
+		s.acceptLoss(fmt.Sprintf("entries %d..%d, committed, are gone: the commit index is lowered to %d", last+1, commit, last))
+		commit = last
+	} else if commit > last {
+		return Damaged(fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries; %s", s.dir, commit, last, damageRemedy))
 	}
 	s.hardState.Commit = new(commit)
 	return nil
@@ -235,8 +256,8 @@ func (s *Storage) checkSnapshotInLog() error {
 		if t, terr := s.log.Term(si); terr != nil || t != md.GetTerm() {
 			if inst == nil || inst.GetIndex() != si || inst.GetTerm() != md.GetTerm() {
 				return Damaged(fmt.Errorf("raft state in %s is inconsistent: the snapshot at index %d (term %d) is not continued by the log (%s; log holds %d..%d); "+
-					"the log lost committed entries; restore this shard from a replica or backup",
-					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex()))
+					"the log lost committed entries; %s",
+					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex(), damageRemedy))
 			}
 			if err := s.log.Reset(si+1, md.GetTerm()); err != nil {
 				return fmt.Errorf("finish installing snapshot %d in %s: %w", si, s.dir, err)
@@ -269,8 +290,8 @@ func (s *Storage) readFramed(name string) ([]byte, error) {
 // damaged reports a damaged file of the group, naming it and saying what
 // to do.
 func (s *Storage) damaged(name, reason string) error {
-	return Damaged(fmt.Errorf("%s is damaged (%s); restore this shard from a replica or backup; herald will not serve it while it is damaged",
-		filepath.Join(s.dir, name), reason))
+	return Damaged(fmt.Errorf("%s is damaged (%s); herald will not serve the shard while it is damaged: %s",
+		filepath.Join(s.dir, name), reason, damageRemedy))
 }
 
 // ErrDamaged matches (errors.Is) every error saying that a group's files

@@ -220,7 +220,7 @@ func TestDamagedFilesAreReportedByName(t *testing.T) {
 			b[len(b)-1] ^= 0xff
 			os.WriteFile(path, b, 0o644)
 			_, err = Open(dir, Options{})
-			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "restore") {
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "herald repair") {
 				t.Fatalf("open with damaged %s: err = %v, want one naming the file and what to do", name, err)
 			}
 		})
@@ -245,13 +245,13 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 	}
 	s.Close()
 	// The log loses its tail, the snapshot's index included.
-	logPath := filepath.Join(dir, logDir)
+	logPath := filepath.Join(dir, LogDir)
 	segs, _ := filepath.Glob(filepath.Join(logPath, "*.seg"))
 	for _, seg := range segs {
 		os.Truncate(seg, 32+200)
 	}
 	_, err := Open(dir, Options{})
-	if err == nil || !strings.Contains(err.Error(), "snapshot at index 40") || !strings.Contains(err.Error(), "restore") {
+	if err == nil || !strings.Contains(err.Error(), "snapshot at index 40") || !strings.Contains(err.Error(), "herald repair") {
 		t.Fatalf("open with a log that lost the snapshot's entries: %v, want an error saying so", err)
 	}
 	if segs2, _ := filepath.Glob(filepath.Join(logPath, "*.seg")); len(segs2) != len(segs) {

@@ -85,9 +85,13 @@ func (s *Storage) checkCutCovered(ops []wal.Op) error {
 	for _, op := range ops {
 		covers = covers || (len(op.Entries) > 0 && op.Entries[0].Index <= from)
 	}
+	if !covers && s.repaired != "" {
+		s.acceptLoss(fmt.Sprintf("the entries from index %d on, cut from the log after a power loss, are gone", from))
+		return nil
+	}
 	if !covers {
-		return Damaged(fmt.Errorf("the log in %s is damaged: recovery found a bad record at index %d after a power loss, and the node's write-ahead log does not hold the entries from there on; restore this shard from a replica or backup",
-			filepath.Join(s.dir, logDir), from))
+		return Damaged(fmt.Errorf("the log in %s is damaged: recovery found a bad record at index %d after a power loss, and the node's write-ahead log does not hold the entries from there on; %s",
+			filepath.Join(s.dir, LogDir), from, damageRemedy))
 	}
 	return nil
 }

@@ -286,7 +286,7 @@ func TestWALRefusesACutItDoesNotCover(t *testing.T) {
 	// log cannot tell this from a torn write, but the WAL holds nothing
 	// from there on.
 	crashed := fs.CrashClone(nil)
-	segs, err := crashed.Files(filepath.Join(n.dir(1), logDir))
+	segs, err := crashed.Files(filepath.Join(n.dir(1), LogDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,8 @@ type Op struct {
 // WAL is a node's write-ahead log. It is safe for concurrent use.
 type WAL struct {
 	log      *hlog.Log
+	fs       vfs.FS // of the log; nil means vfs.OS
+	repaired string // see Repaired; cleared by Booted
 	segSize  int64
 	interval time.Duration
 	logger   *slog.Logger
@@ -169,12 +171,19 @@ type pendingRecord struct {
 // to be taken by each group with Recovered. Checkpoints delete nothing
 // until Booted says that every group that will claim its entries has.
 func Open(dir string, opts Options) (*WAL, error) {
-	l, err := hlog.Open(dir, hlog.Options{SegmentSize: opts.SegmentSize, FS: opts.FS, BootID: opts.BootID, Preallocate: true})
+	l, err := hlog.Open(dir, logOptions(opts))
 	if err != nil {
-		return nil, fmt.Errorf("open the node's write-ahead log: %w", err)
+		return nil, fmt.Errorf("open the node's write-ahead log: %w; %s", err, damageRemedy(dir))
+	}
+	repaired, err := hlog.Repaired(opts.FS, dir)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open the node's write-ahead log: read its repair note: %w", err)
 	}
 	w := &WAL{
 		log:       l,
+		fs:        opts.FS,
+		repaired:  repaired,
 		segSize:   opts.SegmentSize,
 		interval:  opts.CheckpointInterval,
 		logger:    opts.Logger,
@@ -215,8 +224,8 @@ func (w *WAL) read() error {
 		}
 		for _, r := range recs {
 			if err := w.recover(r); err != nil {
-				return fmt.Errorf("the node's write-ahead log in %s is damaged at record %d: %w; restore the node's data directory from a backup, or, in a cluster, wipe it so the node is rebuilt from its peers",
-					w.log.Dir(), r.Index, err)
+				return fmt.Errorf("the node's write-ahead log in %s is damaged at record %d: %w; %s",
+					w.log.Dir(), r.Index, err, damageRemedy(w.log.Dir()))
 			}
 		}
 		lo = recs[len(recs)-1].Index + 1
@@ -313,11 +322,19 @@ func (w *WAL) RecoveredGroups() []uint64 {
 // taken them (Recovered): what is left belongs to groups that no longer
 // exist on the node, and checkpoints may now delete the WAL files that
 // hold it.
-func (w *WAL) Booted() {
+//
+// After a repair (see Repaired), every group has accepted its loss by then
+// and recorded its corrected state: Booted makes that durable and removes
+// the repair note.
+func (w *WAL) Booted() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.recovered = nil
 	w.booted = true
+	w.mu.Unlock()
+	if w.repaired != "" {
+		return w.clearRepaired()
+	}
+	return nil
 }
 
 // Append records ents, consecutive entries of group appended to its
