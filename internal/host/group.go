@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -153,11 +154,14 @@ type group struct {
 	reads readBarriers // readindex.go; loop field
 
 	// Read by other goroutines.
-	leader    atomic.Uint64 // the published leader, see publishLeader
-	isLeader  atomic.Bool
-	appliedAt atomic.Uint64
-	snapAt    atomic.Uint64
-	failErr   error // set before done is closed
+	leader   atomic.Uint64 // the published leader, see publishLeader
+	isLeader atomic.Bool
+	// waitingForSpace: the group waits for disk space to make a Ready
+	// durable (see persist).
+	waitingForSpace atomic.Bool
+	appliedAt       atomic.Uint64
+	snapAt          atomic.Uint64
+	failErr         error // set before done is closed
 
 	// caughtUp is closed once the group has applied everything its log
 	// held when it was opened (replayTo), so that a reopened group is not
@@ -375,6 +379,40 @@ func (g *group) applyReport(r report) {
 	}
 }
 
+// persist runs step, a write that makes the Ready durable, and while it
+// fails because the disk is full, waits and runs it again: until it
+// succeeds the Ready is neither acknowledged nor applied, as raft
+// requires, and the group takes nothing new, but it does not stop for
+// good. Raft's proposals meanwhile wait or time out; the node's disk alarm
+// refuses new events well before this happens, unless something else
+// fills the disk.
+func (g *group) persist(step func() error) error {
+	err := step()
+	if !isNoSpace(err) {
+		return err
+	}
+	g.waitingForSpace.Store(true)
+	defer g.waitingForSpace.Store(false)
+	g.log.Error("the disk is full: the group waits to make its log durable, and takes nothing new until it has", "err", err)
+	wait := 10 * time.Millisecond
+	for isNoSpace(err) {
+		select {
+		case <-g.stopc:
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+		err = step()
+	}
+	if err == nil {
+		g.log.Info("the disk has space again: the group goes on")
+	}
+	return err
+}
+
+// isNoSpace reports whether err is the file system's "no space left".
+func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+
 // fail stops the group after a storage failure: raft's contract cannot be
 // kept once a Ready could not be persisted.
 func (g *group) fail(err error) {
@@ -558,7 +596,7 @@ func (g *group) handleReady() error {
 			return err
 		}
 	}
-	if err := g.storage.Append(rd.Entries); err != nil {
+	if err := g.persist(func() error { return g.storage.Append(rd.Entries) }); err != nil {
 		return err
 	}
 	g.place(rd.Entries)
@@ -591,13 +629,21 @@ func (g *group) handleReady() error {
 		go func() { synced <- g.sync() }()
 	}
 	// The segment files are written behind, while the WAL syncs: the
-	// WAL, not they, makes the entries durable.
+	// WAL, not they, makes the entries durable; on a full disk they stay
+	// in memory until a later write.
 	err := g.storage.WriteBehind()
+	if isNoSpace(err) {
+		err = nil
+	}
 	if overlap && err == nil {
 		err = g.apply(rd.CommittedEntries)
 	}
 	if synced != nil {
-		if serr := <-synced; serr != nil {
+		if serr := <-synced; isNoSpace(serr) {
+			if err := g.persist(g.sync); err != nil {
+				return err
+			}
+		} else if serr != nil {
 			return serr
 		}
 	}
@@ -1220,6 +1266,8 @@ func (g *group) status() Status {
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
 		Rebuilding: g.rebuildingNow.Load(),
 		Quiesced:   g.quiescedNow.Load(),
+
+		WaitingForSpace: g.waitingForSpace.Load(),
 	}
 	select {
 	case <-g.done:

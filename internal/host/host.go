@@ -720,7 +720,10 @@ type Status struct {
 	Rebuilding bool
 	// Quiesced means the group is idle and does not tick (see quiesce.go).
 	Quiesced bool
-	Err      error // set when the group stopped on a storage failure
+	// WaitingForSpace means the disk is full and the group waits to make
+	// its latest entries durable, taking nothing new meanwhile.
+	WaitingForSpace bool
+	Err             error // set when the group stopped on a storage failure
 }
 
 // Leader returns the node that leads a group as this node knows it (0

@@ -126,7 +126,9 @@ func powerLossTrial(t *testing.T, seed uint64, kind crashKind) (refused bool) {
 			n += len(a)
 		}
 		mu.Unlock()
-		if n >= target || h.groupFailed(1) {
+		// A group on a full disk (ENOSPC injected) waits for space
+		// rather than failing: crash it while it waits.
+		if st, _ := h.GroupStatus(1); n >= target || h.groupFailed(1) || st.WaitingForSpace {
 			break
 		}
 		time.Sleep(time.Millisecond)

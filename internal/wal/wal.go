@@ -52,6 +52,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -486,9 +487,10 @@ func (w *WAL) Sync() error {
 
 // write writes the records appended and not yet written to the log, and
 // returns the index of the last record appended: every record up to it is
-// in the log's files. If the write fails, the WAL fails: the records were
-// other groups' too, and their Syncs, and every later Append, report the
-// failure.
+// in the log's files. If the disk is full, the records stay queued for
+// the next Sync. If the write fails otherwise, the WAL fails: the records
+// were other groups' too, and their Syncs, and every later Append, report
+// the failure.
 func (w *WAL) write() (last uint64, err error) {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
@@ -518,6 +520,13 @@ func (w *WAL) write() (last uint64, err error) {
 	err = w.log.Append(recs)
 	clear(recs)
 	w.recs = recs[:0]
+	if err != nil && errors.Is(err, syscall.ENOSPC) && w.log.LastIndex() == first-1 {
+		// The log rolled the write back: the records go back to the head
+		// of the queue, keeping their indices, and the next Sync, once
+		// the disk has space, writes them.
+		w.requeue(ends, buf)
+		return 0, fmt.Errorf("write records %d to %d to the node's write-ahead log: %w; they stay queued, and are written once the disk has space", first, first+uint64(len(ends))-1, err)
+	}
 	w.spareEnds = ends[:0]
 	if cap(buf) <= hlog.MaxRetainedBuf {
 		w.spareBuf = buf[:0]
@@ -532,6 +541,19 @@ func (w *WAL) write() (last uint64, err error) {
 		return 0, err
 	}
 	return last, nil
+}
+
+// requeue puts records whose write failed back ahead of those appended
+// since. The caller holds wmu.
+func (w *WAL) requeue(ends []pendingRecord, buf []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	merged := make([]pendingRecord, 0, len(ends)+len(w.ends))
+	merged = append(merged, ends...)
+	for _, r := range w.ends {
+		merged = append(merged, pendingRecord{kind: r.kind, end: r.end + len(buf)})
+	}
+	w.ends, w.pbuf = merged, append(buf, w.pbuf...)
 }
 
 // NoTear says why no write of the WAL, and so of any group's log it

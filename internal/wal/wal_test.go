@@ -571,3 +571,51 @@ func TestFailedWriteFailsTheWAL(t *testing.T) {
 		t.Fatal("Sync after a failed write succeeded once the disk recovered; the WAL must stay failed until reopened")
 	}
 }
+
+// A write that meets a full disk keeps its records queued, in order and
+// with their indices, ahead of those appended after it: the next Sync
+// once the disk has space writes them all, and they are recovered.
+func TestWriteOnAFullDiskIsRetried(t *testing.T) {
+	fs := vfs.NewMem()
+	w := openMem(t, fs, "b1")
+	f := &countingFlusher{}
+	if err := w.Append(1, recs(1, "a"), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(2, recs(1, "b"), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetState(2, []byte("state-b")); err != nil {
+		t.Fatal(err)
+	}
+	fs.SetInjector(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && strings.Contains(op.Path, ".seg") {
+			return vfs.InjectedError(op, syscall.ENOSPC)
+		}
+		return nil
+	})
+	for i := range 2 {
+		if err := w.Sync(); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "stay queued") {
+			t.Fatalf("Sync %d on a full disk = %v, want ENOSPC and that the records stay queued", i+1, err)
+		}
+	}
+	if err := w.Append(1, recs(2, "c"), f); err != nil {
+		t.Fatalf("Append on a full disk = %v; appends only queue", err)
+	}
+	fs.SetInjector(nil)
+	if err := w.Sync(); err != nil {
+		t.Fatalf("Sync once the disk has space: %v", err)
+	}
+	w.Close()
+
+	w = openMem(t, fs, "b1")
+	if got, want := describe(w.Recovered(1)), describe([]Op{{Entries: recs(1, "a")}, {Entries: recs(2, "c")}}); got != want {
+		t.Errorf("group 1 recovered %s, want %s", got, want)
+	}
+	if got, want := describe(w.Recovered(2)), describe([]Op{{Entries: recs(1, "b")}, {State: []byte("state-b")}}); got != want {
+		t.Errorf("group 2 recovered %s, want %s", got, want)
+	}
+}
