@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -139,14 +138,20 @@ joined.`,
 				return g.explain(err)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "node %d is a member at %s\n", id, args[1])
-			if !rebalance {
-				return nil
+			if !g.json() {
+				fmt.Fprintf(out, "node %d is a member at %s\n", id, args[1])
 			}
-			if err := c.Rebalance(cmd.Context()); err != nil {
-				return g.explain(err)
+			if rebalance {
+				if err := c.Rebalance(cmd.Context()); err != nil {
+					return g.explain(err)
+				}
 			}
-			_, err = fmt.Fprintln(out, "rebalancing: replicas move onto it once it has joined; herald cluster status shows the progress")
+			switch {
+			case g.json():
+				return writeJSON(out, map[string]any{"id": nodeIDJSON(id), "address": args[1], "rebalancing": rebalance})
+			case rebalance:
+				_, err = fmt.Fprintln(out, "rebalancing: replicas move onto it once it has joined; herald cluster status shows the progress")
+			}
 			return err
 		},
 	}
@@ -190,11 +195,14 @@ status" shows "rebalancing" until it is done.`,
 				return g.explain(err)
 			}
 			out := cmd.OutOrStdout()
-			if !wait {
-				_, err := fmt.Fprintln(out, "rebalancing; herald cluster status shows its progress")
-				return err
+			switch {
+			case wait:
+				return g.waitRebalanced(cmd, c, before)
+			case g.json():
+				return writeJSON(out, map[string]any{"rebalancing": true})
 			}
-			return waitRebalanced(cmd.Context(), out, c, before)
+			_, err := fmt.Fprintln(out, "rebalancing; herald cluster status shows its progress")
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the rebalance is done, printing each node's replicas as they change")
@@ -202,8 +210,10 @@ status" shows "rebalancing" until it is done.`,
 }
 
 // waitRebalanced polls the cluster's status until no rebalance is under
-// way, printing each node's replicas when they change, then what moved.
-func waitRebalanced(ctx context.Context, w io.Writer, c *client.Client, before *client.ClusterStatus) error {
+// way, printing each node's replicas when they change, then what moved
+// (with --output json, the progress on stderr and what moved as JSON).
+func (g *globals) waitRebalanced(cmd *cobra.Command, c *client.Client, before *client.ClusterStatus) error {
+	ctx, w := cmd.Context(), progressOut(g, cmd)
 	shown := ""
 	for {
 		st, err := c.ClusterStatus(ctx)
@@ -214,8 +224,11 @@ func waitRebalanced(ctx context.Context, w io.Writer, c *client.Client, before *
 			shown = line
 			fmt.Fprintln(w, line)
 		}
+		if !st.Rebalancing && g.json() {
+			return writeJSON(cmd.OutOrStdout(), map[string]any{"rebalanced": true, "replicasMoved": movedReplicas(before, st)})
+		}
 		if !st.Rebalancing {
-			_, err := fmt.Fprintf(w, "rebalanced: %d replicas moved; preferred leaders per node: %s\n", movedReplicas(before, st), leadersPerNode(st))
+			_, err := fmt.Fprintf(w, "rebalanced: %s moved; preferred leaders per node: %s\n", count(movedReplicas(before, st), "replica"), leadersPerNode(st))
 			return err
 		}
 		select {
@@ -303,11 +316,14 @@ drain is recorded; "herald cluster status" shows its progress.`,
 				return g.explain(err)
 			}
 			out := cmd.OutOrStdout()
-			if !wait {
-				_, err := fmt.Fprintf(out, "node %d is draining; herald cluster status shows its progress\n", id)
-				return err
+			switch {
+			case wait:
+				return g.waitDrained(cmd, c, id)
+			case g.json():
+				return writeJSON(out, map[string]any{"id": nodeIDJSON(id), "draining": true})
 			}
-			return waitDrained(cmd.Context(), out, c, id)
+			_, err = fmt.Fprintf(out, "node %d is draining; herald cluster status shows its progress\n", id)
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the node holds no replica and has left the cluster, printing the replicas left")
@@ -318,8 +334,10 @@ drain is recorded; "herald cluster status" shows its progress.`,
 // cluster's status.
 const drainPoll = 500 * time.Millisecond
 
-// waitDrained polls the cluster's status until node id has left it.
-func waitDrained(ctx context.Context, w io.Writer, c *client.Client, id uint64) error {
+// waitDrained polls the cluster's status until node id has left it
+// (with --output json, the progress on stderr and the end as JSON).
+func (g *globals) waitDrained(cmd *cobra.Command, c *client.Client, id uint64) error {
+	ctx, w := cmd.Context(), progressOut(g, cmd)
 	left := -1
 	for {
 		st, err := c.ClusterStatus(ctx)
@@ -332,9 +350,12 @@ func waitDrained(ctx context.Context, w io.Writer, c *client.Client, id uint64) 
 				member = true
 				if n.Replicas != left {
 					left = n.Replicas
-					fmt.Fprintf(w, "node %d: %d replicas left\n", id, left)
+					fmt.Fprintf(w, "node %d: %s left\n", id, count(left, "replica"))
 				}
 			}
+		}
+		if !member && g.json() {
+			return writeJSON(cmd.OutOrStdout(), map[string]any{"id": nodeIDJSON(id), "left": true})
 		}
 		if !member {
 			_, err := fmt.Fprintf(w, "node %d holds no replica and has left the cluster; stop it\n", id)
@@ -347,6 +368,19 @@ func waitDrained(ctx context.Context, w io.Writer, c *client.Client, id uint64) 
 		}
 	}
 }
+
+// progressOut is where a --wait prints its progress: on stdout, unless
+// stdout is for the JSON document.
+func progressOut(g *globals, cmd *cobra.Command) io.Writer {
+	if g.json() {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
+}
+
+// nodeIDJSON writes a node id as the API's JSON does (a 64-bit integer,
+// as a string).
+func nodeIDJSON(id uint64) string { return strconv.FormatUint(id, 10) }
 
 // peerAddresses returns the host:port of each of --peers' base URLs.
 func peerAddresses(peers map[uint64]string) map[uint64]string {

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"herald/client"
 	"herald/internal/testkit"
+	heraldv1 "herald/proto/herald/v1"
 )
 
 // waitStatus polls the cluster's status through c until cond holds, for
@@ -59,16 +62,16 @@ func TestClusterStatusOfANodeAlone(t *testing.T) {
 			t.Errorf("cluster status lacks %q:\n%s", want, out)
 		}
 	}
-	var st client.ClusterStatus
-	if err := json.Unmarshal([]byte(cli(t, url, "", "cluster", "status", "-o", "json")), &st); err != nil {
+	var st heraldv1.ClusterStatusResponse
+	if err := protojson.Unmarshal([]byte(cli(t, url, "", "cluster", "status", "-o", "json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.NodeID != 1 || len(st.Nodes) != 1 || !st.Nodes[0].Reachable || st.Nodes[0].Replicas != 2 || len(st.Shards) != 2 {
-		t.Fatalf("status %+v", st)
+	if st.NodeId != 1 || len(st.Nodes) != 1 || !st.Nodes[0].Reachable || st.Nodes[0].Replicas != 2 || len(st.Shards) != 2 {
+		t.Fatalf("status %v", &st)
 	}
 	for _, s := range st.Shards {
 		if s.Leader != 1 || s.PreferredLeader != 1 || len(s.Replicas) != 1 || s.Replicas[0].Applied == 0 {
-			t.Errorf("shard %+v", s)
+			t.Errorf("shard %v", s)
 		}
 	}
 

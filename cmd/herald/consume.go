@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,8 @@ not handed out again (unless --no-ack: then they are handed out again when
 Each event is printed on one line as "ID KEY PAYLOAD", with "-" for an empty
 key; a payload that is not printable UTF-8 text is shown as "base64:" and its
 base64 encoding. With --output json, each event is one JSON object per line,
-with the payload in base64.
+as the API's Fetch returns it (id, topic, shard, offset, key, payload in
+base64, headers, time, deliveryAttempt, receipt).
 
 Without --follow, consume stops when a fetch returns nothing (after waiting
 up to --wait) or after --max events. With --follow, it keeps fetching until
@@ -52,7 +54,7 @@ A shard the server cannot read (for example because its log is damaged) is
 never taken for an empty one: consume prints one line on stderr naming the
 shard and the reason, once, and again only if the reason changes. With
 --output json it also prints, among the events on stdout, a line
-{"unreadable_shard":{"topic":"orders","shard":1,"name":"orders.1","reason":"..."}}.
+{"unreadableShard":{"topic":"orders","shard":1,"name":"orders.1","reason":"..."}}.
 It still prints and acknowledges the events of the other shards, then exits
 with status 1 (with --follow, as soon as it sees the unreadable shard).
 
@@ -119,12 +121,23 @@ type consumer struct {
 	// not be read, so that each is reported once per change, not per poll.
 	unread map[int]string
 	missed bool // some shard could not be read at some point
+	// onlyOpening: every shard that could not be read was still opening.
+	onlyOpening bool
+	// waitOpening is until when shards still opening are waited for
+	// rather than reported (zero with --follow: for ever); opening is set
+	// while some are.
+	waitOpening time.Time
+	opening     bool
 }
 
 // run fetches, prints and acknowledges events until it should stop. An
 // interruption (ctx done) is a clean stop, not an error.
 func (c *consumer) run(ctx context.Context) error {
 	retry := backoff.New(fetchRetryPause)
+	c.onlyOpening = true
+	if !c.flags.follow {
+		c.waitOpening = time.Now().Add(c.flags.wait)
+	}
 	for !c.reachedMax() && ctx.Err() == nil {
 		events, partial, err := c.fetch(ctx)
 		switch {
@@ -150,6 +163,10 @@ func (c *consumer) run(ctx context.Context) error {
 			return c.unreadableError(false)
 		}
 		if len(events) == 0 {
+			if c.opening {
+				backoff.Sleep(ctx, startingPoll) // the server opens them: ask again
+				continue
+			}
 			if !c.flags.follow {
 				break
 			}
@@ -174,6 +191,13 @@ func (c *consumer) fetch(ctx context.Context) (events []client.Delivery, partial
 	var unread *client.UnreadableError
 	if err != nil && !errors.As(err, &unread) {
 		return nil, false, fmt.Errorf("fetch: %w", err)
+	}
+	// A shard still opening (the server has just started) is not an
+	// unreadable one: it is waited for, within --wait.
+	c.opening = unread != nil && allOpening(unread.Shards) &&
+		(c.waitOpening.IsZero() || time.Now().Before(c.waitOpening))
+	if c.opening {
+		return events, false, nil
 	}
 	if err := c.report(unread, len(events) < opts.MaxEvents); err != nil {
 		return nil, false, err
@@ -201,6 +225,7 @@ func (c *consumer) report(u *client.UnreadableError, notFull bool) error {
 	listed := make(map[int]bool)
 	if u != nil {
 		c.missed = true
+		c.onlyOpening = c.onlyOpening && allOpening(u.Shards)
 		for _, s := range u.Shards {
 			listed[s.Shard] = true
 			if reason, ok := c.unread[s.Shard]; ok && reason == s.Reason {
@@ -228,7 +253,7 @@ type unreadableLine struct {
 	Shard struct {
 		Topic string `json:"topic"`
 		client.UnreadableShard
-	} `json:"unreadable_shard"`
+	} `json:"unreadableShard"`
 }
 
 func (c *consumer) warn(s client.UnreadableShard) error {
@@ -246,6 +271,10 @@ func (c *consumer) warn(s client.UnreadableShard) error {
 // read (none when all is set); the shards and reasons were printed as they
 // were found.
 func (c *consumer) unreadableError(all bool) error {
+	if c.onlyOpening {
+		return fmt.Errorf("topic %q: shards still opening (listed above): the server has just started\n"+
+			"consume again once it is ready (herald wait --ready), or give --wait the time it needs", c.topic)
+	}
 	if all {
 		return fmt.Errorf("topic %q: no shard could be read (listed above)\n"+
 			"repair or restore those shards (see the server log); with --follow --allow-unreadable, consume waits for them",
@@ -261,6 +290,17 @@ func (c *consumer) unreadableError(all bool) error {
 	return fmt.Errorf("topic %q: some shards could not be read (listed above)%s\n"+
 		"repair or restore those shards (see the server log), or pass --allow-unreadable to consume the readable shards without failing",
 		c.topic, done)
+}
+
+// allOpening reports whether every shard listed is still opening, as a
+// server that has just started says of the shards it has not opened yet.
+func allOpening(shards []client.UnreadableShard) bool {
+	for _, s := range shards {
+		if !strings.Contains(s.Reason, " is still opening (") {
+			return false
+		}
+	}
+	return len(shards) > 0
 }
 
 func (c *consumer) reachedMax() bool {

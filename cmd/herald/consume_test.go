@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"herald/client"
 	"herald/internal/testkit/fakeherald"
@@ -86,14 +89,20 @@ func TestConsumeJSON(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("printed %d lines, want 3:\n%s", len(lines), out)
 	}
-	var d client.Delivery
-	if err := json.Unmarshal([]byte(lines[1]), &d); err != nil {
+	// Each line is the API's Event, as its JSON names it.
+	var d heraldv1.Event
+	if err := protojson.Unmarshal([]byte(lines[1]), &d); err != nil {
 		t.Fatal(err)
 	}
-	want := client.Delivery{ID: "orders/0/1", Topic: "orders", Offset: 1, Key: "b",
-		Payload: []byte{0xff, 0x00, 0x01}, Time: eventTime}
-	if !reflect.DeepEqual(d, want) {
-		t.Errorf("line 2 = %+v, want %+v", d, want)
+	want := &heraldv1.Event{Id: "orders/0/1", Topic: "orders", Offset: 1, Key: "b",
+		Payload: []byte{0xff, 0x00, 0x01}, Time: timestamppb.New(eventTime)}
+	if !proto.Equal(&d, want) {
+		t.Errorf("line 2 = %v, want %v", &d, want)
+	}
+	for _, field := range []string{`"offset":"1"`, `"deliveryAttempt":0`, `"time":"2025-03-01T10:00:00Z"`} {
+		if !strings.Contains(lines[1], field) {
+			t.Errorf("line 2 %s lacks %s", lines[1], field)
+		}
 	}
 }
 
@@ -235,7 +244,7 @@ func TestConsumeJSONListsUnreadableShards(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		var v struct {
 			ID         string                  `json:"id"`
-			Unreadable *client.UnreadableShard `json:"unreadable_shard"`
+			Unreadable *client.UnreadableShard `json:"unreadableShard"`
 		}
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("line %q: %v", line, err)

@@ -78,7 +78,7 @@ func dlqChange(g *globals, use, short, long, example, verb string,
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]int{verb: n})
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead letters\n", verb, n)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", verb, count(n, "dead letter"))
 			return err
 		},
 	}

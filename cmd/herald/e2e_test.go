@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"herald/client"
 	"herald/internal/testkit"
+	heraldv1 "herald/proto/herald/v1"
 )
 
 // These tests run the real herald binary, built once for the package.
@@ -533,10 +535,18 @@ func TestE2EDeadLettersThroughTheCLI(t *testing.T) {
 			break
 		}
 	}
-	if out := cli("dlq", "purge", "hooks", "--all"); !strings.Contains(out, "purged 1") {
-		t.Fatalf("dlq purge: %s", out)
+	// One dead letter per line, as the API's DeadLetter message.
+	for _, line := range strings.Split(strings.TrimSpace(cli("dlq", "list", "hooks", "-o", "json")), "\n") {
+		var dl heraldv1.DeadLetter
+		if err := protojson.Unmarshal([]byte(line), &dl); err != nil || dl.GetEvent().GetKey() != "bad" ||
+			!strings.Contains(line, `"lastError":`) || !strings.Contains(line, `"deliveryAttempt":`) {
+			t.Fatalf("dlq list -o json line %s: %v", line, err)
+		}
 	}
-	if out := cli("topic", "stats", "hooks", "-o", "json"); !strings.Contains(out, `"dead_letters": 0`) && !strings.Contains(out, `"dead_letters":0`) {
+	if out := cli("dlq", "purge", "hooks", "--all"); out != "purged 1 dead letter\n" {
+		t.Fatalf("dlq purge printed %q, want \"purged 1 dead letter\"", out)
+	}
+	if out := cli("topic", "stats", "hooks", "-o", "json"); !strings.Contains(out, `"deadLetters": "0"`) {
 		t.Fatalf("stats after purge:\n%s", out)
 	}
 }

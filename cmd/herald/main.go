@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"herald/client"
 )
@@ -61,6 +62,7 @@ type globals struct {
 	token   string      // --token or $HERALD_TOKEN
 	caFile  string      // --ca-file or $HERALD_CA_FILE
 	tls     *tls.Config // from caFile
+	stderr  io.Writer   // the command's, for notices
 
 	c *client.Client // made by client on first use
 }
@@ -113,13 +115,49 @@ environment variable.`,
 		newDLQCommand(g),
 		newClusterCommand(g),
 		newBenchCommand(g),
-		newTokenCommand(),
+		newTokenCommand(g),
+		newWaitCommand(g),
 	)
+	for _, cmd := range root.Commands() {
+		refuseUnknownSubcommands(cmd)
+	}
 	return root
+}
+
+// refuseUnknownSubcommands makes cmd and the command groups under it fail
+// on a subcommand they do not have, naming the ones it resembles. Cobra
+// checks that only at the root: a group without Run of its own would print
+// its help and exit 0, so a misspelt "herald topic creat x" would look as
+// if it had worked.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	// The misspelt subcommand's flags are not the group's: let them through
+	// to report the subcommand, not a flag.
+	cmd.FParseErrWhitelist.UnknownFlags = true
+	cmd.Args = cobra.ArbitraryArgs
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it applies at the root only
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return fmt.Errorf("%s\nrun %q for its commands", msg, cmd.CommandPath()+" --help")
+	}
 }
 
 // resolve checks the global flags and applies the environment.
 func (g *globals) resolve(cmd *cobra.Command) error {
+	g.stderr = cmd.ErrOrStderr()
 	if f := cmd.Flags().Lookup("server"); f != nil && !f.Changed {
 		if env := os.Getenv(serverEnv); env != "" {
 			g.server = env
@@ -177,9 +215,33 @@ func errorMessage(err error) string {
 	return msg
 }
 
-// flagError points at the help of the command whose flags were wrong.
+// flagError points at the help of the command whose flags were wrong,
+// and says what a flag's value should have been, rather than which Go
+// parser refused it.
 func flagError(cmd *cobra.Command, err error) error {
+	var bad *pflag.InvalidValueError
+	if errors.As(err, &bad) {
+		f := bad.GetFlag()
+		err = fmt.Errorf("--%s %q: want %s", f.Name, bad.GetValue(), valueKind(f.Value.Type()))
+	}
 	return fmt.Errorf("%w\nrun %q for usage", err, cmd.CommandPath()+" --help")
+}
+
+// valueKind says in words what a flag of pflag's type typ takes.
+func valueKind(typ string) string {
+	switch typ {
+	case "int", "int32", "int64":
+		return "a whole number, such as 4"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number from 0 up, such as 4"
+	case "float32", "float64":
+		return "a number, such as 0.5"
+	case "duration":
+		return "a duration with its unit, such as 500ms, 30s or 2m"
+	case "bool":
+		return "true or false"
+	}
+	return "a " + typ
 }
 
 // nArgs accepts exactly n positional arguments, or at least n when more is

@@ -14,16 +14,25 @@ import (
 	"unicode/utf8"
 )
 
-// writeJSON writes v as one indented JSON document.
+// writeJSON writes v as one indented JSON document: what the API returns
+// as its message's JSON (see apiMessage), anything else with camelCase
+// names of its own.
 func writeJSON(w io.Writer, v any) error {
+	if m := apiMessage(v); m != nil {
+		return writeProto(w, m)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-// writeJSONLine writes v as one JSON object on one line, for streams.
+// writeJSONLine writes v as one JSON object on one line, for streams of
+// items, as writeJSON would write it.
 func writeJSONLine(w io.Writer, v any) error {
+	if m := apiMessage(v); m != nil {
+		return writeProtoLine(w, m)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
@@ -87,6 +96,14 @@ func ageText(t time.Time, now time.Time) string {
 		return "-"
 	}
 	return now.Sub(t).Round(time.Second).String()
+}
+
+// count says "1 thing" or "n things".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // sortedKeys returns the keys of m in order.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -68,15 +69,31 @@ func (g *gate) drain(done <-chan struct{}) {
 	}
 }
 
+// unavailable answers 503 with a Connect error, which the API's clients
+// show as the server's own message rather than as a failure to reach it.
+func unavailable(w http.ResponseWriter, msg string) {
+	body, _ := json.Marshal(map[string]string{"code": "unavailable", "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(append(body, '\n'))
+}
+
+// startingHeader marks the answers of a node that is starting, so that
+// clients can tell it from one that is down, and wait for it: the request
+// was not served, so sending it again is safe.
+const startingHeader = "Herald-Starting"
+
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := g.api.Load()
 	if h == nil || g.draining.Load() {
-		w.Header().Set("Retry-After", "1")
 		msg := "herald is starting: opening its data (in a cluster, waiting for a majority of --peers); retry shortly"
 		if g.draining.Load() {
 			msg = "herald is shutting down; send the request to another node"
+		} else {
+			w.Header().Set(startingHeader, "1")
 		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		unavailable(w, msg)
 		return
 	}
 	g.inflight.RLock()

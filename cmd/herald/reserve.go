@@ -94,7 +94,7 @@ anything. Aborting twice is not an error.`,
 				return g.explain(err)
 			}
 			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"reservation_id": id, "aborted": true})
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"reservationId": id, "aborted": true})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "aborted %s\n", id)
 			return err

@@ -48,7 +48,7 @@ func (g *globals) resolveAuth(cmd *cobra.Command) error {
 
 // clientOptions are the options of the client for the global flags.
 func (g *globals) clientOptions() []client.Option {
-	opts := []client.Option{client.WithTimeout(g.timeout)}
+	opts := []client.Option{client.WithTimeout(g.timeout), client.WithHTTPClient(g.httpClient())}
 	if g.token != "" {
 		opts = append(opts, client.WithToken(g.token))
 	}
@@ -58,7 +58,7 @@ func (g *globals) clientOptions() []client.Option {
 	return opts
 }
 
-func newTokenCommand() *cobra.Command {
+func newTokenCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Make API tokens",
@@ -68,11 +68,11 @@ optional expiry. See herald token create --help.`,
 		Example: `  herald token create --scope publish --name ci --tokens-file /etc/herald/tokens`,
 		Args:    cobra.NoArgs,
 	}
-	cmd.AddCommand(newTokenCreateCommand())
+	cmd.AddCommand(newTokenCreateCommand(g))
 	return cmd
 }
 
-func newTokenCreateCommand() *cobra.Command {
+func newTokenCreateCommand(g *globals) *cobra.Command {
 	var scopes, name, file string
 	var expiresIn time.Duration
 	cmd := &cobra.Command{
@@ -89,9 +89,13 @@ mode 0600 if missing); otherwise add the printed line to the file that herald
 serve's --tokens-file names. A running server reads the file again on SIGHUP.
 
 Clients pass the token with --token or $HERALD_TOKEN; the aws CLI and boto3
-pass it as the access key id (AWS_ACCESS_KEY_ID) to the SNS API.`,
+pass it as the access key id (AWS_ACCESS_KEY_ID) to the SNS API.
+
+With --output json it prints one object: the token, its id, name, scopes
+and expiry, its line for the tokens file, and the file it was added to.`,
 		Example: `  herald token create --scope publish --name ci --tokens-file /etc/herald/tokens
-  herald token create --scope admin,consume --name ops --expires-in 720h`,
+  herald token create --scope admin,consume --name ops --expires-in 720h
+  herald token create --scope consume --name app -o json | jq -r .token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc, err := auth.ParseScopes(scopes)
@@ -115,6 +119,9 @@ pass it as the access key id (AWS_ACCESS_KEY_ID) to the SNS API.`,
 				}
 			}
 			out := cmd.OutOrStdout()
+			if g.json() {
+				return writeJSON(out, tokenJSON(secret, tok, file))
+			}
 			fmt.Fprintf(out, "token: %s\n", secret)
 			if file != "" {
 				fmt.Fprintf(out, "added to %s (send the server SIGHUP to load it):\n%s\n", file, tok.Line())
@@ -132,6 +139,30 @@ pass it as the access key id (AWS_ACCESS_KEY_ID) to the SNS API.`,
 	cmd.MarkFlagRequired("scope")
 	cmd.MarkFlagRequired("name")
 	return cmd
+}
+
+// createdToken is how token create -o json shows a new token.
+type createdToken struct {
+	Token      string     `json:"token"`
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Scopes     []string   `json:"scopes"`
+	ExpiresAt  *time.Time `json:"expiresAt"`  // null: never
+	Line       string     `json:"line"`       // for the server's tokens file
+	TokensFile string     `json:"tokensFile"` // where Line was added; "" if nowhere
+}
+
+func tokenJSON(secret string, tok auth.Token, file string) createdToken {
+	ct := createdToken{Token: secret, ID: tok.ID, Name: tok.Name, Scopes: []string{},
+		Line: tok.Line(), TokensFile: file}
+	for _, s := range tok.Scopes {
+		ct.Scopes = append(ct.Scopes, string(s))
+	}
+	if !tok.Expires.IsZero() {
+		exp := tok.Expires.UTC()
+		ct.ExpiresAt = &exp
+	}
+	return ct
 }
 
 // appendToken adds tok's line to a tokens file, which must stay readable

@@ -185,24 +185,49 @@ topic. The shard count cannot change: to change it, create a new topic.`,
 }
 
 func newTopicDeleteCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Delete a topic and all its events",
-		Long:    "Delete a topic, all its shards and all their events, delivered or not. This cannot be undone.",
-		Example: "  herald topic delete orders",
-		Args:    nArgs(1, false),
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and all its events",
+		Long: `Delete a topic, all its shards and all their events, delivered or not. This
+cannot be undone.
+
+A topic that still holds events not yet acknowledged, or dead letters, is
+deleted only once confirmed: on a terminal, delete asks, saying how many
+events go; otherwise (a script) it refuses unless --force is given.`,
+		Example: `  herald topic delete orders
+  herald topic delete orders --force`,
+		Args: nArgs(1, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.client().DeleteTopic(cmd.Context(), args[0]); err != nil {
+			name := args[0]
+			held, err := g.heldEvents(cmd, name)
+			if err != nil {
+				return err
+			}
+			if held.any() && !force {
+				if err := confirmDelete(cmd, name, held); err != nil {
+					return err
+				}
+			}
+			if err := g.client().DeleteTopic(cmd.Context(), name); err != nil {
 				return g.explain(err)
 			}
 			w := cmd.OutOrStdout()
 			if g.json() {
-				return writeJSON(w, map[string]any{"name": args[0], "deleted": true})
+				return writeJSON(w, map[string]any{"name": name, "deleted": true,
+					"events": strconv.FormatUint(held.events, 10), "deadLetters": strconv.FormatUint(held.deadLetters, 10)})
 			}
-			_, err := fmt.Fprintf(w, "deleted topic %s\n", args[0])
+			if !held.any() {
+				_, err = fmt.Fprintf(w, "deleted topic %s\n", name)
+				return err
+			}
+			_, err = fmt.Fprintf(w, "deleted topic %s with %s\n", name, held)
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false,
+		"delete without asking, even a topic holding events not yet acknowledged or dead letters")
+	return cmd
 }
 
 func newTopicStatsCommand(g *globals) *cobra.Command {

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"herald/client"
@@ -53,14 +54,15 @@ func TestTopicGetListSetDelete(t *testing.T) {
 	url := f.Start(t)
 	f.AddTopic("orders", map[string]string{"shards": "4", "persistent": "true"})
 
-	var topic client.Topic
-	if err := json.Unmarshal([]byte(cli(t, url, "", "topic", "get", "orders", "-o", "json")), &topic); err != nil {
+	// The API's Topic, as its JSON names it.
+	var topic heraldv1.Topic
+	if err := protojson.Unmarshal([]byte(cli(t, url, "", "topic", "get", "orders", "-o", "json")), &topic); err != nil {
 		t.Fatal(err)
 	}
-	want := client.Topic{Name: "orders", Attributes: map[string]string{"shards": "4", "persistent": "true"},
-		CreatedAt: eventTime, UpdatedAt: eventTime}
-	if !reflect.DeepEqual(topic, want) {
-		t.Errorf("topic get -o json = %+v, want %+v", topic, want)
+	want := &heraldv1.Topic{Name: "orders", Attributes: map[string]string{"shards": "4", "persistent": "true"},
+		CreatedAt: timestamppb.New(eventTime), UpdatedAt: timestamppb.New(eventTime)}
+	if !proto.Equal(&topic, want) {
+		t.Errorf("topic get -o json = %v, want %v", &topic, want)
 	}
 
 	out := cli(t, url, "", "topic", "list")
@@ -77,11 +79,12 @@ func TestTopicGetListSetDelete(t *testing.T) {
 		t.Errorf("topic set sent %v, want orders %v", set, wantAttrs)
 	}
 
+	f.SetStats(&heraldv1.TopicStatsResponse{Name: "orders", Total: &heraldv1.ShardStats{}}) // it holds nothing
 	if out := cli(t, url, "", "topic", "delete", "orders"); out != "deleted topic orders\n" {
 		t.Errorf("topic delete printed %q", out)
 	}
-	if out := cli(t, url, "", "topic", "list", "-o", "json"); strings.TrimSpace(out) != "[]" {
-		t.Errorf("topic list -o json with no topics printed %q, want []", out)
+	if out := cli(t, url, "", "topic", "list", "-o", "json"); out != "{\n  \"topics\": []\n}\n" {
+		t.Errorf("topic list -o json with no topics printed %q, want the API's ListTopicsResponse", out)
 	}
 }
 
