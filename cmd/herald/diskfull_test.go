@@ -155,3 +155,105 @@ func checkEachOnceInOrder(t *testing.T, acked []string, got []client.Delivery) {
 		t.Errorf("acknowledged event %s was not consumed", id)
 	}
 }
+
+// TestFullDiskWithoutLimit turns the disk alarm off and fills a small file
+// system to the last byte: publishing stops (the shards wait for space
+// rather than stopping for good), the node still answers, and once space
+// is freed publishing resumes by itself and every acknowledged event is
+// consumed once, in order per key.
+func TestFullDiskWithoutLimit(t *testing.T) {
+	mnt := smallFileSystem(t, 200<<20)
+	reserve := filepath.Join(mnt, "reserve")
+	if err := os.WriteFile(reserve, make([]byte, 24<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, filepath.Join(mnt, "data"), testkit.FreeAddr(t), "--disk-free-limit", "0", "--segment-size", fmt.Sprint(4<<20))
+	c := client.New("http://" + s.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, "big", map[string]string{"shards": "2", "max_queue_bytes": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	unknown := make(map[string]bool) // payloads whose publish failed: committed or not
+	for i := 0; ; i++ {
+		if i > 4000 {
+			t.Fatalf("%d events acknowledged on a 200 MiB file system", len(acked))
+		}
+		payload := append(fmt.Appendf(nil, "%06d", i), bytes.Repeat([]byte("z"), 64<<10)...)
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		ids, err := c.Publish(pctx, "big", client.Event{Key: fmt.Sprintf("k%d", i%8), Payload: payload})
+		pcancel()
+		if err != nil {
+			t.Logf("publishing stopped after %d events: %v", len(acked), err)
+			unknown[string(payload)] = true
+			break
+		}
+		acked = append(acked, ids...)
+	}
+	if _, err := c.ListTopics(ctx); err != nil {
+		t.Fatalf("the node on a full disk does not answer: %v", err)
+	}
+
+	if err := os.Remove(reserve); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		payload := []byte("after")
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		ids, err := c.Publish(pctx, "big", client.Event{Key: "k0", Payload: payload})
+		pcancel()
+		if err == nil {
+			acked = append(acked, ids...)
+			break
+		}
+		unknown[string(payload)] = true
+		if time.Now().After(deadline) {
+			t.Fatalf("publishing did not resume once space was freed: %v\n%s", err, s.output)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A publish that failed on the full disk may have committed once
+	// space returned (at least once): such an event may come too, once.
+	isAcked := make(map[string]bool)
+	for _, id := range acked {
+		isAcked[id] = true
+	}
+	var got []client.Delivery
+	for _, d := range append(consumeAll(t, c, "big", len(acked)), drain(t, c, "big")...) {
+		switch {
+		case isAcked[d.ID]:
+			got = append(got, d)
+		case unknown[string(d.Payload)] && string(d.Payload) != "after":
+			delete(unknown, string(d.Payload))
+		case string(d.Payload) != "after":
+			t.Errorf("consumed %s, which was never published", d.ID)
+		}
+	}
+	checkEachOnceInOrder(t, acked, got)
+}
+
+// drain fetches and acknowledges what topic still holds, until a fetch
+// finds nothing.
+func drain(t *testing.T, c *client.Client, topic string) []client.Delivery {
+	t.Helper()
+	var got []client.Delivery
+	for {
+		ds, err := c.Fetch(context.Background(), topic, client.FetchOptions{MaxEvents: 100, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return got
+		}
+		var receipts []string
+		for _, d := range ds {
+			got = append(got, d)
+			receipts = append(receipts, d.Receipt)
+		}
+		if _, err := c.Ack(context.Background(), receipts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

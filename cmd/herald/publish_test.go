@@ -304,7 +304,7 @@ func TestPublishFileOverRequestLimit(t *testing.T) {
 	}
 	var stats struct {
 		Total struct {
-			Published int64 `json:"published"`
+			Published int64 `json:"published,string"` // a 64-bit number, as the API writes it
 		} `json:"total"`
 	}
 	out := run("topic", "stats", "big", "-o", "json")

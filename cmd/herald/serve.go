@@ -64,7 +64,7 @@ type serveConfig struct {
 	PushAllow           string        `yaml:"push_allow"`
 	PushCADir           string        `yaml:"push_ca_dir"`
 	DedupWindow         time.Duration `yaml:"dedup_window"`
-	DiskFreeLimit       int64         `yaml:"disk_free_limit"`
+	DiskFreeLimit       int           `yaml:"disk_free_limit"`
 	SNSZonegroup        string        `yaml:"sns_zonegroup"`
 	BootParallelism     int           `yaml:"boot_parallelism"`
 	PprofListen         string        `yaml:"pprof_listen"`
@@ -86,7 +86,7 @@ func defaultServeConfig() serveConfig {
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
 		DedupWindow:         n.DedupWindow,
-		DiskFreeLimit:       n.DiskFreeLimit,
+		DiskFreeLimit:       int(n.DiskFreeLimit),
 		SNSZonegroup:        sns.DefaultZonegroup,
 	}
 }
@@ -157,7 +157,7 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.String("push-allow", d.PushAllow, "CIDRs and host names, comma-separated, that push endpoints may reach although private, loopback, link-local or metadata addresses")
 	f.String("push-ca-dir", d.PushCADir, "directory that a topic's tls_ca_file must be in (empty: no topic may name a CA file)")
 	f.Duration("dedup-window", d.DedupWindow, "how long a published event's dedup_id is remembered: a repeat within it returns the first event's id")
-	f.Int64("disk-free-limit", d.DiskFreeLimit, "free bytes on the data directory's disk under which new events are refused (resource_exhausted) while fetch, ack, delivery and deletes go on; publishing resumes by itself when space returns (0: no limit)")
+	f.Int("disk-free-limit", d.DiskFreeLimit, "free bytes on the data directory's disk under which new events are refused (resource_exhausted) while fetch, ack, delivery and deletes go on; publishing resumes by itself when space returns (0: no limit)")
 	f.String("sns-zonegroup", d.SNSZonegroup, "zonegroup of the SNS-style API's topic ARNs (arn:aws:sns:<zonegroup>::<topic>)")
 	f.Int("boot-parallelism", d.BootParallelism, "shards opened at once when the node starts (0: a number suited to the machine's CPUs)")
 	f.String("pprof-listen", d.PprofListen, "serve Go's profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (empty: off)")
@@ -388,11 +388,11 @@ func checkSegmentSize(size int) error {
 
 // diskFreeLimit turns --disk-free-limit into node.Config's: there 0 is the
 // default, and off is negative.
-func diskFreeLimit(limit int64) int64 {
+func diskFreeLimit(limit int) int64 {
 	if limit <= 0 {
 		return -1
 	}
-	return limit
+	return int64(limit)
 }
 
 func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte) (int, error) }) error {
