@@ -86,23 +86,9 @@ func TestRepairDamagedWAL(t *testing.T) {
 	c = client.New("http://" + s.addr)
 	got := make(map[string][]string)
 	total := 0
-	for {
-		ds, err := c.Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 100, Wait: 2 * time.Second})
-		if err != nil {
-			t.Fatalf("fetch after the repair: %v\n%s", err, s.output)
-		}
-		if len(ds) == 0 {
-			break
-		}
-		var receipts []string
-		for _, d := range ds {
-			got[d.Key] = append(got[d.Key], string(d.Payload))
-			receipts = append(receipts, d.Receipt)
-		}
-		total += len(ds)
-		if _, err := c.Ack(ctx, receipts...); err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range drain(t, c, "orders") {
+		got[d.Key] = append(got[d.Key], string(d.Payload))
+		total++
 	}
 	for key, want := range published {
 		if len(got[key]) > len(want) || !slicesEqual(got[key], want[:len(got[key])]) {
@@ -240,22 +226,8 @@ func TestRepairDamagedShardLog(t *testing.T) {
 	s = startServer(t, dataDir, testkit.FreeAddr(t))
 	c = client.New("http://" + s.addr)
 	var got []string
-	for {
-		ds, err := c.Fetch(ctx, "orders", client.FetchOptions{MaxEvents: 100, Wait: time.Second})
-		if err != nil {
-			t.Fatalf("fetch after the repair: %v", err)
-		}
-		if len(ds) == 0 {
-			break
-		}
-		var receipts []string
-		for _, d := range ds {
-			got = append(got, string(d.Payload))
-			receipts = append(receipts, d.Receipt)
-		}
-		if _, err := c.Ack(ctx, receipts...); err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range drain(t, c, "orders") {
+		got = append(got, string(d.Payload))
 	}
 	// One shard: everything before the damage, in the order published.
 	slices.Sort(got)

@@ -64,7 +64,11 @@ func (n *Node) learnCluster(ctx context.Context) error {
 	}
 	switch {
 	case cluster == "":
-		return n.nameCluster(ctx)
+		// Not fatal: watchController looks again until it has one.
+		if err := n.nameCluster(ctx); err != nil {
+			n.log.Warn("the cluster has no id yet; trying again shortly", "err", err)
+		}
+		return nil
 	case n.identity.Cluster == cluster:
 		return nil
 	case n.identity.Cluster != "":
