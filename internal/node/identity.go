@@ -3,10 +3,8 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"sync"
 	"time"
 
 	"herald/internal/controller"
@@ -117,20 +115,12 @@ func newClusterID() string {
 // checkPeersCluster asks every other member, once and briefly, to answer
 // a ping, so that a directory started among the nodes of another cluster
 // is refused before it serves: the transport compares the cluster ids of
-// every answer (see transport.ForeignClusterError). Members that do not
-// answer are not waited for.
+// every answer (see transport.ForeignClusterError). A member that does
+// not answer within two seconds is not waited for.
 func (n *Node) checkPeersCluster(ctx context.Context) error {
 	if n.cfg.Transport == nil || n.identity.Cluster == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, id := range n.cfg.Members {
-		if id != n.cfg.NodeID {
-			wg.Go(func() { n.cfg.Transport.Call(ctx, id, opPing, binary.AppendUvarint(nil, n.cfg.NodeID)) })
-		}
-	}
-	wg.Wait()
+	n.pingOthers(ctx, 2*time.Second) // the transport compares the answers' cluster ids
 	return n.foreignPeer()
 }
