@@ -17,26 +17,27 @@ import (
 	"herald/internal/testkit"
 )
 
-// readmeBlock returns the README's shell block that follows the line
-// after.
-func readmeBlock(t *testing.T, after string) string {
+// docBlock returns the shell block of the document at path (relative to
+// the repository's root) that follows the line after.
+func docBlock(t *testing.T, path, after string) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile(filepath.Join("../..", path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), after+"\n\n```sh\n")
 	block, _, ok2 := strings.Cut(rest, "```\n")
 	if !ok || !ok2 {
-		t.Fatalf("README has no shell block after %q", after)
+		t.Fatalf("%s has no shell block after %q", path, after)
 	}
 	return block
 }
 
-// TestREADMEClusterBlockPastedWhole runs the README's three-node block at
-// once, as pasted into a shell, on free loopback ports.
+// TestREADMEClusterBlockPastedWhole runs the three-node block of
+// docs/cluster.md (the README links to it) at once, as pasted into a
+// shell, on free loopback ports.
 func TestREADMEClusterBlockPastedWhole(t *testing.T) {
-	block := readmeBlock(t, "directory; `--peers` lists every node, itself included, as `id=host:port`.\nOn one machine:")
+	block := docBlock(t, "docs/cluster.md", "directory; `--peers` lists every node, itself included, as `id=host:port`.\nOn one machine:")
 	block = strings.Replace(block, "go build -o herald ./cmd/herald\n", "", 1)
 	block = strings.ReplaceAll(block, "./herald ", heraldBinary(t)+" ")
 	for i := 1; i <= 3; i++ {

@@ -59,28 +59,29 @@ func TestDefaultDataDirIsIgnoredByGit(t *testing.T) {
 	}
 }
 
-// TestREADMEIdsAreWhatPublishReturns checks the ids the README's examples
-// show against the routing hash: FNV-1a-64(key) mod shards.
+// TestREADMEIdsAreWhatPublishReturns checks the ids the examples of the
+// README and of docs/ show against the routing hash: FNV-1a-64(key) mod
+// shards.
 func TestREADMEIdsAreWhatPublishReturns(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
 	for _, ex := range []struct {
+		doc        string // relative to the repository's root
 		key, topic string
 		shards     int
-		shown      string // the README's line, with %d for the shard
+		shown      string // the document's line, with %d for the shard
 	}{
-		{"customer-42", "orders", 4, "the first publish\nabove prints `orders/%d/0`"},
-		{"customer-42", "fishtopic", 11, `# {"MessageId": "fishtopic/%d/0"}`}, // created over SNS: the default shards
-		{"fish:a.txt", "objects", 4, `# {"ids":["objects/%d/0"]}`},            // S3 records are keyed bucket:key
-		{"customer-42", "orders", 4, `# {"ids":["orders/%d/3"]}`},
+		{"README.md", "customer-42", "orders", 4, "the first publish\nabove prints `orders/%d/0`"},
+		{"docs/integrations.md", "customer-42", "fishtopic", 11, `# {"MessageId": "fishtopic/%d/0"}`}, // created over SNS: the default shards
+		{"docs/integrations.md", "fish:a.txt", "objects", 4, `# {"ids":["objects/%d/0"]}`},            // S3 records are keyed bucket:key
+		{"docs/api.md", "customer-42", "orders", 4, `# {"ids":["orders/%d/3"]}`},
 	} {
+		data, err := os.ReadFile(filepath.Join("../..", ex.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := fmt.Sprintf(ex.shown, topic.ShardFor(ex.key, ex.shards))
-		if !strings.Contains(readme, want) {
-			t.Errorf("README does not show %q: key %q of %s routes to shard %d of %d",
-				want, ex.key, ex.topic, topic.ShardFor(ex.key, ex.shards), ex.shards)
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s does not show %q: key %q of %s routes to shard %d of %d",
+				ex.doc, want, ex.key, ex.topic, topic.ShardFor(ex.key, ex.shards), ex.shards)
 		}
 	}
 }

@@ -107,7 +107,7 @@ func (s *security) checkCluster(addr net.Addr, insecureNoAuth bool) error {
 	}
 	if s.peerTLS == nil && !isLoopback(addr) && !insecureNoAuth {
 		return fmt.Errorf("a cluster node listening on %s, not a loopback address: without mutual TLS the node-to-node traffic is not authenticated (tokens do not cover it), "+
-			"so anyone who reaches the port could speak for a node; give every node --tls-cert-file, --tls-key-file and --peer-ca-file (see README, A three-node cluster), "+
+			"so anyone who reaches the port could speak for a node; give every node --tls-cert-file, --tls-key-file and --peer-ca-file (see docs/cluster.md), "+
 			"or run the cluster on loopback, or on a trusted network with --insecure-no-auth to say so", addr)
 	}
 	return nil

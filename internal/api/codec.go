@@ -86,7 +86,7 @@ func fieldsHint(desc protoreflect.MessageDescriptor) string {
 	if h.durations {
 		h.parts = append(h.parts, `durations are strings such as "5s"`)
 	}
-	return strings.Join(h.parts, "; ") + "; see README's API section and proto/herald/v1/herald.proto"
+	return strings.Join(h.parts, "; ") + "; see docs/api.md and proto/herald/v1/herald.proto"
 }
 
 type hint struct {

@@ -20,7 +20,7 @@ import (
 // what to do.
 
 // apiHelp is where every message below sends the caller.
-const apiHelp = "POST the request as JSON with Content-Type: application/json to /" + heraldv1connect.HeraldServiceName + "/<Method>; see README's API section"
+const apiHelp = "POST the request as JSON with Content-Type: application/json to /" + heraldv1connect.HeraldServiceName + "/<Method>; see docs/api.md"
 
 // limitRequest limits the body of every request to MaxRequestBytes.
 func limitRequest(h http.Handler) http.Handler {
@@ -134,7 +134,7 @@ func root(dashboard bool) http.Handler {
 // notFound answers a path the node does not serve with what it does serve.
 func notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, connect.CodeNotFound, fmt.Sprintf(
-		"herald serves nothing at %s %s: its API takes POSTs to /%s/<Method> (JSON with Content-Type: application/json; see README's API section), "+
+		"herald serves nothing at %s %s: its API takes POSTs to /%s/<Method> (JSON with Content-Type: application/json; see docs/api.md), "+
 			"S3 event notifications POSTs to %s<topic>, the SNS-style API form POSTs to /; the dashboard (if enabled) is at %s, "+
 			"and there are /metrics, /healthz and /readyz",
 		r.Method, r.URL.Path, heraldv1connect.HeraldServiceName, s3IngestPath, dashboardPath))
@@ -145,10 +145,10 @@ func s3Misrouted(w http.ResponseWriter, r *http.Request) {
 	topicName := strings.TrimPrefix(r.URL.Path, s3IngestPath)
 	if topicName == "" || strings.Contains(topicName, "/") {
 		writeError(w, http.StatusNotFound, connect.CodeNotFound, fmt.Sprintf(
-			"%s %s: POST an S3 event notification to %s<topic>, naming one topic; see README's S3 event notifications section", r.Method, r.URL.Path, s3IngestPath))
+			"%s %s: POST an S3 event notification to %s<topic>, naming one topic; see docs/integrations.md, S3 event notifications", r.Method, r.URL.Path, s3IngestPath))
 		return
 	}
 	w.Header().Set("Allow", http.MethodPost)
 	writeError(w, http.StatusMethodNotAllowed, connect.CodeInvalidArgument, fmt.Sprintf(
-		`%s %s: POST the S3 event notification ({"Records": [...]}) to %s%s; see README's S3 event notifications section`, r.Method, r.URL.Path, s3IngestPath, topicName))
+		`%s %s: POST the S3 event notification ({"Records": [...]}) to %s%s; see docs/integrations.md, S3 event notifications`, r.Method, r.URL.Path, s3IngestPath, topicName))
 }

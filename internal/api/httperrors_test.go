@@ -84,7 +84,7 @@ func TestJSONBodyErrorsSayWhatWasWrong(t *testing.T) {
 		// Connect's own codec drops the field, and the call fails with
 		// "no events given" or, worse, succeeds without it.
 		{"misspelled field", `{"topic":"t","evnts":[{"key":"k","payload":"eA=="}]}`,
-			[]string{`unknown field "evnts"`, "PublishRequest", "topic, events", "key, payload", "base64", "README"}},
+			[]string{`unknown field "evnts"`, "PublishRequest", "topic, events", "key, payload", "base64", "docs/api.md"}},
 		{"misspelled nested field", `{"topic":"t","events":[{"key":"k","paylod":"eA=="}]}`,
 			[]string{`unknown field "paylod"`, "the fields of PublishEvent are key, payload, headers, dedupId"}},
 		{"malformed JSON", `{"topic":"t",`, []string{"not a PublishRequest in JSON", "topic, events"}},
@@ -114,7 +114,7 @@ func TestHTTPFailuresHaveJSONBodies(t *testing.T) {
 	body := `{"topic":"t","events":[]}`
 
 	resp, b := send(t, http.MethodPost, publish, nil, strings.NewReader(body))
-	wantError(t, "no Content-Type", resp, b, http.StatusUnsupportedMediaType, "invalid_argument", "no Content-Type", "Content-Type: application/json", "README")
+	wantError(t, "no Content-Type", resp, b, http.StatusUnsupportedMediaType, "invalid_argument", "no Content-Type", "Content-Type: application/json", "docs/api.md")
 	resp, b = send(t, http.MethodPost, publish, http.Header{"Content-Type": {"text/plain"}}, strings.NewReader(body))
 	wantError(t, "text/plain", resp, b, http.StatusUnsupportedMediaType, "invalid_argument", `"text/plain"`, "Content-Type: application/json")
 	resp, b = send(t, http.MethodGet, publish, nil, nil)
@@ -178,7 +178,7 @@ func TestRequestOverLimitIsInvalid(t *testing.T) {
 		return b.Bytes()
 	}()
 	resp, b := send(t, http.MethodPost, base+"/herald.v1.HeraldService/Publish", jsonHeader, bytes.NewReader(big))
-	wantError(t, "plain", resp, b, http.StatusBadRequest, "invalid_argument", "larger than the request limit of 67108864 bytes", "smaller requests", "README")
+	wantError(t, "plain", resp, b, http.StatusBadRequest, "invalid_argument", "larger than the request limit of 67108864 bytes", "smaller requests", "docs/api.md")
 
 	var gz bytes.Buffer
 	w := gzip.NewWriter(&gz)

@@ -71,7 +71,7 @@ func tooLarge(what string, size int64) *connect.Error {
 	}
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
 		"%s is larger than the request limit of %d bytes (64 MiB); nothing was published: "+
-			"send the events in several smaller requests (herald publish and the Go client split batches by size themselves); see README's API section",
+			"send the events in several smaller requests (herald publish and the Go client split batches by size themselves); see docs/api.md",
 		what, MaxRequestBytes))
 }
 

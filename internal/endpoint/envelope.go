@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 )
 
-// The JSON envelope is the body herald delivers, documented in the README:
+// The JSON envelope is the body herald delivers, documented in docs/integrations.md:
 //
 //	{"id": "orders/2/17", "topic": "orders", "shard": 2, "offset": 17,
 //	 "key": "customer-42", "time": "2026-11-21T10:00:00.123Z",
