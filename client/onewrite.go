@@ -22,7 +22,7 @@ const maxOneWriteBody = 256 << 10
 // its own type, so every publish cost two writes on the client, and on the
 // server two reads with a wake-up between them. At one event per request
 // sending it in one write cut the load generator's CPU per event by a
-// fifth (BENCHMARKS.md). Copying a body of a few KiB is much cheaper than
+// fifth (docs/bench/results/batch-1-request-path.md). Copying a body of a few KiB is much cheaper than
 // a system call.
 type oneWriteClient struct {
 	next connect.HTTPClient

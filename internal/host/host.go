@@ -149,7 +149,7 @@ func (c *Config) setDefaults() {
 		// Opening a group is CPU work (reading its files) and waits for
 		// fsyncs (its first election); a few per CPU keep both busy.
 		// Measured with 10,000 shards on 2 CPUs: 1 at a time 21 s, 8 (this)
-		// 11 s, 32 14 s (BENCHMARKS.md, "Shards on one node").
+		// 11 s, 32 14 s (BENCHMARKS.md, "Shards on one node"; its history in docs/bench/results).
 		c.BootParallelism = min(max(4*runtime.GOMAXPROCS(0), 4), 64)
 	}
 	if c.ReplayTimeout <= 0 {

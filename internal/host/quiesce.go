@@ -134,7 +134,7 @@ func (g *group) maybeQuiesce() bool {
 // quiesced: a node killed while its groups are quiet then opens them
 // without writing and syncing their logs again from the WAL, one
 // fdatasync per group (10,000 shards booted in 2.4 s after a SIGKILL
-// without this, 1.26 s with it; BENCHMARKS.md).
+// without this, 1.26 s with it; docs/decisions/0004-shard-logs-written-behind.md).
 //
 // On a full disk the entries stay in memory, as the WAL holds them: only
 // the next boot's speed depends on the write.

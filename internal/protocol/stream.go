@@ -11,7 +11,7 @@ import (
 // The publish stream carries Publish calls over one long-lived connection,
 // many at a time, each answered on its own: an HTTP/1.1 request per event
 // costs the client and the server several times what storing the event
-// does (see BENCHMARKS.md, "The publish stream").
+// does (see docs/decisions/0008-publish-stream.md).
 //
 // A client opens it with a GET of PublishStreamPath carrying
 // "Connection: Upgrade", "Upgrade: " + PublishStreamUpgrade and its token,
