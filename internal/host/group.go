@@ -603,11 +603,9 @@ func (g *group) handleReady() error {
 	for _, e := range rd.Entries {
 		g.bytesSinceSnap += int64(len(e.Data))
 	}
-	// Under the node's WAL the hard state is a WAL record after the
-	// entries, made durable with them by the sync below; otherwise its
-	// file is written once they are durable (see below).
-	walHS := rd.HardState != nil && g.storage.WALHardState()
-	if walHS {
+	// The hard state is a WAL record after the entries, made durable with
+	// them by the sync below.
+	if rd.HardState != nil {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
 			return err
 		}
@@ -624,7 +622,7 @@ func (g *group) handleReady() error {
 	overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
 		rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
 	var synced chan error
-	if rd.MustSync && (len(rd.Entries) > 0 || walHS) {
+	if rd.MustSync && (len(rd.Entries) > 0 || rd.HardState != nil) {
 		synced = make(chan error, 1)
 		go func() { synced <- g.sync() }()
 	}
@@ -649,11 +647,6 @@ func (g *group) handleReady() error {
 	}
 	if err != nil {
 		return err
-	}
-	if rd.HardState != nil && !walHS {
-		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
-			return err
-		}
 	}
 	g.send(late)
 	if !overlap {
@@ -714,11 +707,6 @@ func (g *group) publishLeader() {
 }
 
 func (g *group) sync() error {
-	if g.h.wal == nil {
-		// Each group syncs its own files: bound how many at once.
-		g.h.fsync <- struct{}{}
-		defer func() { <-g.h.fsync }()
-	}
 	start := time.Now()
 	err := g.storage.Sync()
 	g.h.observeFsync(time.Since(start))

@@ -86,11 +86,6 @@ type Config struct {
 	SnapshotBytes   int64         // 64 MiB of entries since the last snapshot
 	SyncSnapshots   bool          // write snapshots on the apply loop (for comparison benchmarks)
 	SegmentSize     int64         // log segment size; 0 is the log's default
-	// PerGroupSync gives each group its own fdatasync, as before the
-	// node's write-ahead log existed (for comparison benchmarks). By
-	// default every group appends to one WAL in Dir/wal as well, and one
-	// fdatasync of it makes every group's appends durable.
-	PerGroupSync bool
 	// WALSegmentSize is the size of each WAL file; 0 is the log's default.
 	WALSegmentSize int64
 	// WriteBehind is how many bytes of its newest entries a group keeps
@@ -103,7 +98,6 @@ type Config struct {
 	// when needed); 0 means half the process's open-files limit, leaving
 	// the rest to sockets and other files; -1 means no bound.
 	OpenSegmentFiles int
-	FsyncParallelism int           // 64 concurrent fdatasyncs across groups
 	BootParallelism  int           // groups opened at once by AddGroups: 4 per CPU (GOMAXPROCS), 4 to 64
 	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
 	Transport        Transport     // nil: no other nodes
@@ -141,9 +135,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.OpenSegmentFiles == 0 {
 		c.OpenSegmentFiles = defaultOpenSegmentFiles()
-	}
-	if c.FsyncParallelism <= 0 {
-		c.FsyncParallelism = 64
 	}
 	if c.BootParallelism <= 0 {
 		// Opening a group is CPU work (reading its files) and waits for
@@ -234,8 +225,7 @@ var (
 // Host runs Raft groups.
 type Host struct {
 	cfg     Config
-	fsync   chan struct{} // semaphore bounding concurrent fdatasyncs of groups' own logs
-	wal     *wal.WAL      // the node's write-ahead log; nil with PerGroupSync
+	wal     *wal.WAL      // the node's write-ahead log
 	files   *hlog.Files   // the bound of the groups' open segment files
 	nextID  atomic.Uint64 // proposal ids; random start so ids from before a restart never match
 	stats   Stats
@@ -272,24 +262,24 @@ func New(cfg Config) (*Host, error) {
 	h := &Host{
 		cfg:        cfg,
 		metrics:    m,
-		fsync:      make(chan struct{}, cfg.FsyncParallelism),
 		files:      hlog.NewFiles(cfg.OpenSegmentFiles),
 		groups:     make(map[uint64]*group),
 		ticking:    make(map[uint64]*group),
 		stopTicker: make(chan struct{}),
 		tickerDone: make(chan struct{}),
 	}
-	if !cfg.PerGroupSync {
-		h.wal, err = wal.Open(filepath.Join(cfg.Dir, walDir), wal.Options{
-			SegmentSize: cfg.WALSegmentSize, FS: cfg.FS, BootID: cfg.BootID, Logger: cfg.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := registerWALMetrics(cfg.Registerer, h.wal); err != nil {
-			h.wal.Close()
-			return nil, err
-		}
+	// Every group appends to the node's one WAL as well as to its own
+	// log, and one fdatasync of the WAL makes every group's appends
+	// durable.
+	h.wal, err = wal.Open(filepath.Join(cfg.Dir, walDir), wal.Options{
+		SegmentSize: cfg.WALSegmentSize, FS: cfg.FS, BootID: cfg.BootID, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := registerWALMetrics(cfg.Registerer, h.wal); err != nil {
+		h.wal.Close()
+		return nil, err
 	}
 	h.nextID.Store(rand.Uint64() >> 1)
 	go h.tick()
@@ -361,12 +351,10 @@ func groupDirID(name string) (uint64, bool) {
 // what is left, of groups that no longer exist here, is dropped, and the
 // WAL may delete the files holding it.
 func (h *Host) Booted() {
-	if h.wal != nil {
-		h.replayWAL()
-		if err := h.wal.Booted(); err != nil {
-			// The note stays, and the next start accepts the loss again.
-			h.cfg.Logger.Error("finish the repair of the write-ahead log", "err", err)
-		}
+	h.replayWAL()
+	if err := h.wal.Booted(); err != nil {
+		// The note stays, and the next start accepts the loss again.
+		h.cfg.Logger.Error("finish the repair of the write-ahead log", "err", err)
 	}
 }
 
@@ -565,9 +553,7 @@ func (h *Host) RemoveGroup(id uint64, deleteData bool) error {
 	}
 	g.stop()
 	if deleteData {
-		if h.wal != nil {
-			h.wal.Remove(id)
-		}
+		h.wal.Remove(id)
 		if err := vfs.RemoveAllDurable(h.cfg.FS, g.dir); err != nil {
 			return fmt.Errorf("remove data of group %s: %w", g.name, err)
 		}
@@ -783,10 +769,8 @@ func (h *Host) Close() error {
 		wg.Go(g.stop)
 	}
 	wg.Wait()
-	if h.wal != nil {
-		if err := h.wal.Close(); err != nil {
-			return fmt.Errorf("close host: %w", err)
-		}
+	if err := h.wal.Close(); err != nil {
+		return fmt.Errorf("close host: %w", err)
 	}
 	return nil
 }

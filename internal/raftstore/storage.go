@@ -520,13 +520,6 @@ func (s *Storage) Flush() error {
 	return err
 }
 
-// WALHardState reports whether SetHardState records a changed hard state
-// in the node's WAL, durable with the next Sync, rather than in a file
-// durable when it returns. Under the WAL the hard state goes in before
-// the Sync of a Ready's entries; otherwise its file is written after it,
-// so that it never names as committed an entry not yet durable.
-func (s *Storage) WALHardState() bool { return s.wal != nil }
-
 // SetHardState records hs when the term or vote changed, or when force is
 // set; a newer commit index alone is kept in memory (see the package
 // comment). Under the WAL, hs is durable after the next Sync (force also
