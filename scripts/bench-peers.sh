@@ -50,7 +50,9 @@
 #                 stream with leader routing also with a topic of 1 shard,
 #                 one ordered log with one leader, as the peers' R3 stream
 #                 and quorum queue are
-#   herald-sync   a second such cluster with --sync-snapshots, run at
+#   herald-sync   a second such cluster writing its snapshots on the apply
+#                 loop (HERALD_BENCH_SYNC_SNAPSHOTS=1, a switch for this
+#                 comparison only, not a herald setting), run at
 #                 SNAPSHOT_BATCHES (default "1 500") against herald at the
 #                 same batches: the sync vs async snapshots experiment
 #   nats-always   three nats-server processes in one cluster (routes), an R3
@@ -386,7 +388,11 @@ start_rabbitmq_cluster() {
 
 if [[ $MODE == r3 ]]; then
 	if has herald; then start_herald_cluster herald; fi
-	if has herald-sync; then start_herald_cluster herald-sync --sync-snapshots; fi
+	if has herald-sync; then
+		export HERALD_BENCH_SYNC_SNAPSHOTS=1 # serve reads it: snapshots on the apply loop
+		start_herald_cluster herald-sync
+		unset HERALD_BENCH_SYNC_SNAPSHOTS
+	fi
 	if has nats-always; then start_nats_cluster nats-always "sync_interval: always"; fi
 	if has nats-default; then start_nats_cluster nats-default ""; fi
 	if has rabbitmq; then start_rabbitmq_cluster; fi
@@ -649,7 +655,7 @@ log "all runs took $(($(date +%s) - start)) s"
 			echo
 		fi
 		if ((${#snaps[@]})); then
-			echo "Snapshots: herald R3 with --sync-snapshots vs background (async) snapshots, a snapshot every $SNAPSHOT_ENTRIES entries per shard, batches of ${SNAPSHOT_BATCHES// /, }"
+			echo "Snapshots: herald R3 with snapshots on the apply loop (HERALD_BENCH_SYNC_SNAPSHOTS=1) vs background (async) snapshots, a snapshot every $SNAPSHOT_ENTRIES entries per shard, batches of ${SNAPSHOT_BATCHES// /, }"
 			echo
 			"$tmp/bin/bench-table" --targets snapshots --summary "$OUT/snapshots-summary.json" "${snaps[@]}"
 		fi

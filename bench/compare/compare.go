@@ -110,19 +110,25 @@ func Run(ctx context.Context, o Options, scenarios []Scenario, progress io.Write
 	return report, nil
 }
 
+// syncSnapshotsEnv makes herald serve write its snapshots on the apply
+// loop, for the comparison with background snapshots; it is
+// cmd/herald's BenchSyncSnapshotsEnv, which a command's package cannot
+// export.
+const syncSnapshotsEnv = "HERALD_BENCH_SYNC_SNAPSHOTS"
+
 // startServerFor starts the server of the sides with syncSnapshots.
 func startServerFor(ctx context.Context, o Options, dir string, syncSnapshots bool, progress io.Writer) (*server, error) {
 	var args []string
 	if o.SnapshotEntries > 0 {
 		args = append(args, "--snapshot-entries", strconv.FormatUint(o.SnapshotEntries, 10))
 	}
-	name := "herald"
+	name, env := "herald", []string(nil)
 	if syncSnapshots {
-		args = append(args, "--sync-snapshots")
-		name = "herald --sync-snapshots"
+		env = []string{syncSnapshotsEnv + "=1"}
+		name = "herald with snapshots on the apply loop (" + env[0] + ")"
 	}
 	fmt.Fprintf(progress, "starting %s\n", name)
-	return startServer(ctx, o.Binary, dir, args...)
+	return startServer(ctx, o.Binary, dir, env, args...)
 }
 
 // runScenario runs both sides of sc for o.Rounds rounds, alternating which

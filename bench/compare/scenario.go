@@ -15,8 +15,8 @@ import (
 // Side is one of the two settings a scenario compares.
 type Side struct {
 	Label string
-	// SyncSnapshots runs the side on the server started with
-	// --sync-snapshots.
+	// SyncSnapshots runs the side on a server that writes its snapshots
+	// on the apply loop (HERALD_BENCH_SYNC_SNAPSHOTS=1).
 	SyncSnapshots bool
 	// Push makes the topic non-persistent, pushing to the comparison's
 	// HTTP sink.

@@ -28,8 +28,9 @@ type server struct {
 }
 
 // startServer starts "bin serve" on a free loopback port with a data
-// directory under dir, and waits until it answers.
-func startServer(ctx context.Context, bin, dir string, extra ...string) (*server, error) {
+// directory under dir, env added to its environment, and waits until it
+// answers.
+func startServer(ctx context.Context, bin, dir string, env []string, extra ...string) (*server, error) {
 	addr, err := testkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -42,6 +43,7 @@ func startServer(ctx context.Context, bin, dir string, extra ...string) (*server
 	// endpoints may reach only when allowed.
 	args := append([]string{"serve", "--data-dir", data, "--listen", addr, "--log-level", "warn", "--push-allow", "127.0.0.0/8"}, extra...)
 	s := &server{cmd: exec.Command(bin, args...), url: "http://" + addr, log: &tailWriter{max: 16 << 10}, done: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", bin, err)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"reflect"
 	"slices"
@@ -50,7 +51,6 @@ type serveConfig struct {
 	MaxPayloadBytes     int           `yaml:"max_payload_bytes"`
 	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
 	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
-	SyncSnapshots       bool          `yaml:"sync_snapshots"`
 	SegmentSize         int           `yaml:"segment_size"`
 	DeliveryConcurrency int           `yaml:"delivery_concurrency"`
 	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
@@ -81,7 +81,6 @@ func defaultServeConfig() serveConfig {
 		MaxPayloadBytes:     n.MaxPayloadBytes,
 		ReservationTimeout:  n.ReservationTimeout,
 		SnapshotEntries:     n.SnapshotEntries,
-		SyncSnapshots:       n.SyncSnapshots,
 		DeliveryConcurrency: n.DeliveryConcurrency,
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
@@ -101,7 +100,7 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_JOIN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
-HERALD_SNAPSHOT_ENTRIES, HERALD_SYNC_SNAPSHOTS, HERALD_SEGMENT_SIZE, HERALD_DELIVERY_CONCURRENCY,
+HERALD_SNAPSHOT_ENTRIES, HERALD_SEGMENT_SIZE, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
@@ -143,7 +142,6 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Int("max-payload-bytes", d.MaxPayloadBytes, "largest event payload accepted")
 	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
-	f.Bool("sync-snapshots", d.SyncSnapshots, "write snapshots on the apply loop (slower; for comparison)")
 	f.Int("segment-size", d.SegmentSize, "bytes at which a shard's log file is closed and the next begun; acknowledged events free disk a whole file at a time (0: 64 MiB)")
 	f.Int("delivery-concurrency", d.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
 	f.Duration("shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may take on shutdown")
@@ -386,6 +384,13 @@ func checkSegmentSize(size int) error {
 	return nil
 }
 
+// BenchSyncSnapshotsEnv, set to 1 in serve's environment, makes the node
+// write its snapshots on the apply loop, as herald did before snapshots
+// were written in the background. It is no setting of herald's: the
+// benchmarks (bench/compare, scripts/bench-peers.sh r3) use it to compare
+// the two, and it is documented there only.
+const BenchSyncSnapshotsEnv = "HERALD_BENCH_SYNC_SNAPSHOTS"
+
 // diskFreeLimit turns --disk-free-limit into node.Config's: there 0 is the
 // default, and off is negative.
 func diskFreeLimit(limit int) int64 {
@@ -481,7 +486,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		MaxPayloadBytes:     cfg.MaxPayloadBytes,
 		ReservationTimeout:  cfg.ReservationTimeout,
 		SnapshotEntries:     cfg.SnapshotEntries,
-		SyncSnapshots:       cfg.SyncSnapshots,
+		SyncSnapshots:       os.Getenv(BenchSyncSnapshotsEnv) == "1",
 		SegmentSize:         int64(cfg.SegmentSize),
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DedupWindow:         cfg.DedupWindow,

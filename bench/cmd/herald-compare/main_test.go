@@ -61,7 +61,7 @@ func TestCompare(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	if !strings.Contains(stderr.String(), "starting herald --sync-snapshots") || !strings.Contains(stderr.String(), "round 2 of 2") {
+	if !strings.Contains(stderr.String(), "starting herald with snapshots on the apply loop") || !strings.Contains(stderr.String(), "round 2 of 2") {
 		t.Errorf("progress:\n%s", stderr.String())
 	}
 
