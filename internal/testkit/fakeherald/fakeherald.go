@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,13 +29,17 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"herald/internal/topic"
 	heraldv1 "herald/proto/herald/v1"
 	"herald/proto/herald/v1/heraldv1connect"
 )
 
-// defaultAttributes are the attributes the fake gives a topic created
-// without them, as the server does.
-var defaultAttributes = map[string]string{"shards": "11", "persistent": "true"}
+// defaultAttributes returns the attributes the fake gives a topic created
+// without them, from the server's defaults.
+func defaultAttributes() map[string]string {
+	d := topic.Defaults()
+	return map[string]string{"shards": strconv.Itoa(d.Shards), "persistent": strconv.FormatBool(d.Persistent)}
+}
 
 // reservationLease is how long a reservation lasts.
 const reservationLease = time.Minute
@@ -236,7 +241,7 @@ func answer[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[
 }
 
 func (s *Server) newTopic(name string, attrs map[string]string) *heraldv1.Topic {
-	all := maps.Clone(defaultAttributes)
+	all := defaultAttributes()
 	maps.Copy(all, attrs)
 	return &heraldv1.Topic{Name: name, Attributes: all,
 		CreatedAt: timestamppb.New(s.now), UpdatedAt: timestamppb.New(s.now)}
