@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"herald/internal/raftstore"
+	"herald/internal/wal"
 )
 
 // A conf change that does not decode stops the group with an error naming
@@ -23,8 +24,16 @@ func TestUndecodableConfChangeStopsTheGroup(t *testing.T) {
 	st, _ := h.GroupStatus(1)
 	h.Close()
 
-	s, err := raftstore.Open(filepath.Join(dir, "shards", "1-g"), raftstore.Options{})
+	// The group's storage opens with the node's WAL, as the host opens
+	// it; Booted is not called, so that the WAL keeps what other groups
+	// would take from it.
+	w, err := wal.Open(filepath.Join(dir, walDir), wal.Options{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := raftstore.Open(filepath.Join(dir, "shards", "1-g"), raftstore.Options{WAL: w, Group: 1})
+	if err != nil {
+		w.Close()
 		t.Fatal(err)
 	}
 	term, err := s.Term(st.LastIndex)
@@ -38,7 +47,12 @@ func TestUndecodableConfChangeStopsTheGroup(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	h2 := newTestHost(t, dir, nil)
 	err = h2.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}})

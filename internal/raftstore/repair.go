@@ -20,7 +20,7 @@ func repairNote(fsys vfs.FS, dir string, w *wal.WAL) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the repair note of %s: %w", dir, err)
 	}
-	if note == "" && w != nil {
+	if note == "" {
 		note = w.Repaired()
 	}
 	return note, nil
@@ -54,10 +54,8 @@ func (s *Storage) finishRepair() error {
 		if err := s.SetHardState(s.hardState, true); err != nil {
 			return fmt.Errorf("record the state of %s after its repair: %w", s.dir, err)
 		}
-		if s.wal != nil {
-			if err := s.wal.Sync(); err != nil {
-				return fmt.Errorf("record the state of %s after its repair: %w", s.dir, err)
-			}
+		if err := s.wal.Sync(); err != nil {
+			return fmt.Errorf("record the state of %s after its repair: %w", s.dir, err)
 		}
 	}
 	if err := hlog.ClearRepaired(s.fs, filepath.Join(s.dir, LogDir)); err != nil {

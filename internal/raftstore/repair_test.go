@@ -17,7 +17,7 @@ import (
 // loss; then the commit index and term agree with the log, durably, the
 // note is gone, and the next open needs none.
 func TestRepairNoteAcceptsALoss(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	for i := uint64(2); i <= 50; i++ {
 		if err := s.Append([]*pb.Entry{entry(i, 3, "e")}); err != nil {
@@ -33,14 +33,14 @@ func TestRepairNoteAcceptsALoss(t *testing.T) {
 	for _, seg := range segs {
 		os.Truncate(seg, 32+200) // the log loses its tail
 	}
-	if _, err := Open(dir, Options{}); !errors.Is(err, ErrDamaged) {
+	if _, err := openStore(t, dir, Options{}); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("open of a log that lost committed entries: %v, want damaged", err)
 	}
 
 	if err := hlog.WriteRepaired(nil, filepath.Join(dir, LogDir), "test"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir, Options{})
+	s, err := openStore(t, dir, Options{})
 	if err != nil {
 		t.Fatalf("open after a repair: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // oldLog is what the group holds before the install: the bootstrap
 // snapshot and entries 2..10 of term 1.
-func oldLog(t *testing.T, fs *vfs.MemFS) *Storage {
+func oldLog(t *testing.T, fs *vfs.MemFS) *testStore {
 	t.Helper()
 	s := bootstrapped(t, "/g", Options{FS: fs, SegmentSize: 512})
 	var ents []*pb.Entry
@@ -51,7 +51,7 @@ func stageAndInstall(s *Storage) error {
 }
 
 // checkOldOrNew says which whole state the storage holds, or fails.
-func checkOldOrNew(t *testing.T, s *Storage) string {
+func checkOldOrNew(t *testing.T, s *testStore) string {
 	t.Helper()
 	snap, _ := s.Snapshot()
 	first, _ := s.FirstIndex()
@@ -84,7 +84,7 @@ func checkOldOrNew(t *testing.T, s *Storage) string {
 func TestInstallSnapshotWithLogReplacesLogAndSurvivesRestart(t *testing.T) {
 	fs := vfs.NewMem()
 	s := oldLog(t, fs)
-	if err := stageAndInstall(s); err != nil {
+	if err := stageAndInstall(s.Storage); err != nil {
 		t.Fatal(err)
 	}
 	if got := checkOldOrNew(t, s); got != "new" {
@@ -129,7 +129,7 @@ func TestStagedInstallIsAtomicAcrossPowerLoss(t *testing.T) {
 	countFS := vfs.NewMem()
 	s := oldLog(t, countFS)
 	countFS.SetInjector(func(vfs.Op) error { ops++; return nil })
-	if err := stageAndInstall(s); err != nil {
+	if err := stageAndInstall(s.Storage); err != nil {
 		t.Fatal(err)
 	}
 	countFS.SetInjector(nil)
@@ -145,11 +145,11 @@ func TestStagedInstallIsAtomicAcrossPowerLoss(t *testing.T) {
 			}
 			return nil
 		})
-		err := stageAndInstall(s)
+		err := stageAndInstall(s.Storage)
 		crashed := fs.CrashClone(nil)
 		fs.SetInjector(nil)
 		s.Close()
-		reopened, oerr := Open("/g", Options{FS: crashed, SegmentSize: 512})
+		reopened, oerr := openStore(t, "/g", Options{FS: crashed, SegmentSize: 512})
 		if oerr != nil {
 			t.Fatalf("failing operation %d of %d, then a power loss: reopen: %v", k, ops, oerr)
 		}

@@ -1,23 +1,28 @@
 // Package raftstore persists one Raft group: it implements etcd raft's
-// Storage interface over a segmented log (internal/log) and keeps the
-// group's HardState and latest snapshot in small files written crash-safely.
+// Storage interface over a segmented log (internal/log) and the node's
+// write-ahead log (internal/wal, Options.WAL), which every group of the
+// node shares, and keeps the group's latest snapshot, and the hard state
+// it was created with, in small files written crash-safely.
 //
 // A group's directory holds:
 //
 //	log/        the segmented Raft log (which, for a shard, is the queue)
-//	hardstate   term, vote and commit index
+//	hardstate   term, vote and commit index, as the group was created
 //	snapshot    the latest snapshot (metadata plus state machine bytes)
+//
+// Entries are appended to the group's log and to the WAL; the WAL's
+// fdatasync, shared by every group syncing at the time, makes them
+// durable, and the WAL's checkpoints flush the group's log later.
 //
 // The commit index is volatile in Raft, so the hard state is recorded
 // only when the term or vote changes (an election) or a snapshot is saved,
 // not on every commit: that keeps one fdatasync per batch of appends on the
 // hot path. On open the commit index is raised to the snapshot index, which
-// is known to be committed. Under the node's WAL the hard state is a
-// record of the WAL, durable with the entries before it by the WAL's
-// shared fdatasync, and the WAL keeps it (see wal.SetState); the
-// hardstate file holds the state the group was created with: ten
-// thousand groups electing themselves at a node's start rewrite no file
-// each, then or later.
+// is known to be committed. The hard state is a record of the WAL,
+// durable with the entries before it by the WAL's shared fdatasync, and
+// the WAL keeps it (see wal.SetState); the hardstate file holds the state
+// the group was created with: ten thousand groups electing themselves at
+// a node's start rewrite no file each, then or later.
 package raftstore
 
 import (
@@ -75,16 +80,16 @@ type Options struct {
 	CacheBytes  int    // bound of the recent-entry cache; 0 means DefaultCacheBytes
 	FS          vfs.FS // nil means vfs.OS
 	BootID      string // passed to the log; "" means the machine's
-	// WAL, if set, is the node's write-ahead log, shared by every group:
-	// appends go to it as well, Sync syncs it instead of the group's own
-	// log, and the WAL's checkpoints flush the group's log later. Group
-	// is the group's id in it.
+	// WAL, required, is the node's write-ahead log, shared by every
+	// group: appends go to it as well, Sync syncs it instead of the
+	// group's own log, and the WAL's checkpoints flush the group's log
+	// later. Group is the group's id in it.
 	WAL   *wal.WAL
 	Group uint64
-	// WriteBehind, under the WAL, is how many bytes of its newest entries
-	// the group's log keeps in memory before writing them to its segment
-	// files (log.Options.WriteBehind); 0 means 256 KiB, and a negative
-	// value writes every append at once.
+	// WriteBehind is how many bytes of its newest entries the group's
+	// log keeps in memory before writing them to its segment files
+	// (log.Options.WriteBehind); 0 means 256 KiB, and a negative value
+	// writes every append at once.
 	WriteBehind int64
 	// Files, if set, bounds the log segment files open at once across
 	// every group sharing it; nil keeps the group's files open.
@@ -97,7 +102,7 @@ type Storage struct {
 	fs         vfs.FS
 	dir        string
 	logOptions hlog.Options
-	wal        *wal.WAL // nil: the group's own log is synced on every Sync
+	wal        *wal.WAL
 	group      uint64
 	// closedClean is set once Close has synced and closed the log.
 	closedClean atomic.Bool
@@ -128,6 +133,9 @@ type Storage struct {
 
 // Open opens (creating if needed) the storage in dir and recovers it.
 func Open(dir string, opts Options) (*Storage, error) {
+	if opts.WAL == nil {
+		return nil, fmt.Errorf("open raft directory %s: Options.WAL is nil: pass the node's write-ahead log (wal.Open), with the group's id in it as Options.Group", dir)
+	}
 	fsys := opts.FS
 	if fsys == nil {
 		fsys = vfs.OS
@@ -143,18 +151,16 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err := recoverStagedLog(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open raft directory %s: finish an interrupted snapshot install: %w", dir, err)
 	}
-	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, UnsyncedElsewhere: opts.WAL != nil, Files: opts.Files}
-	if opts.WAL != nil {
-		logOpts.ElsewhereNoTear = opts.WAL.NoTear()
+	logOpts := hlog.Options{SegmentSize: opts.SegmentSize, FS: fsys, BootID: opts.BootID, Files: opts.Files,
+		UnsyncedElsewhere: true, ElsewhereNoTear: opts.WAL.NoTear(),
 		// Synced only by checkpoints and segment rolls: written back as
 		// it goes instead.
-		logOpts.WritebackEvery = writebackEvery
-		switch {
-		case opts.WriteBehind == 0:
-			logOpts.WriteBehind = writeBehindBytes
-		case opts.WriteBehind > 0:
-			logOpts.WriteBehind = opts.WriteBehind
-		}
+		WritebackEvery: writebackEvery}
+	switch {
+	case opts.WriteBehind == 0:
+		logOpts.WriteBehind = writeBehindBytes
+	case opts.WriteBehind > 0:
+		logOpts.WriteBehind = opts.WriteBehind
 	}
 	l, err := hlog.Open(filepath.Join(dir, LogDir), logOpts)
 	if _, ok := errors.AsType[*hlog.CorruptionError](err); ok {
@@ -432,10 +438,8 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 	}
 	// The WAL record follows the write to the group's log, so that a
 	// checkpoint that covers the record flushes the write too.
-	if s.wal != nil {
-		if err := s.wal.Append(s.group, recs, s); err != nil {
-			return err
-		}
+	if err := s.wal.Append(s.group, recs, s); err != nil {
+		return err
 	}
 	s.cacheAppend(ents)
 	return nil
@@ -488,19 +492,14 @@ func (s *Storage) SetApplied(index uint64) {
 }
 
 // Sync makes every appended entry durable: one fdatasync of the node's
-// WAL, shared with every other group syncing at the time, or of the
-// group's own log when there is no WAL.
-func (s *Storage) Sync() error {
-	if s.wal != nil {
-		return s.wal.Sync()
-	}
-	return s.Log().Sync()
-}
+// WAL, shared with every other group syncing at the time.
+func (s *Storage) Sync() error { return s.wal.Sync() }
 
 // WriteBehind writes the entries the group's log holds in memory to its
 // segment files once they are many enough (log.Options.WriteBehind); the
-// group calls it while the WAL's fdatasync runs. Without the WAL every
-// append is written at once, and it does nothing.
+// group calls it while the WAL's fdatasync runs. With a negative
+// Options.WriteBehind every append is written at once, and it does
+// nothing.
 func (s *Storage) WriteBehind() error { return s.Log().WriteBehind() }
 
 // WriteHeld writes every entry the group's log holds in memory to its
@@ -522,9 +521,8 @@ func (s *Storage) Flush() error {
 
 // SetHardState records hs when the term or vote changed, or when force is
 // set; a newer commit index alone is kept in memory (see the package
-// comment). Under the WAL, hs is durable after the next Sync (force also
-// writes the file at once); otherwise the file is rewritten before
-// SetHardState returns.
+// comment). hs is a record of the node's WAL, durable after the next
+// Sync; force also rewrites the hardstate file at once.
 func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -532,27 +530,21 @@ func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 	if !force && hs.GetTerm() == s.savedTerm && hs.GetVote() == s.savedVote {
 		return nil
 	}
-	if s.wal != nil {
-		data, err := proto.Marshal(s.hardState)
-		if err != nil {
-			return fmt.Errorf("encode hard state: %w", err)
-		}
-		// Recorded even when the file is written too: the WAL's latest
-		// record, which recovery prefers, must never be older than the
-		// file.
-		if err := s.wal.SetState(s.group, data); err != nil {
-			return fmt.Errorf("save hard state of %s: %w", s.dir, err)
-		}
-		s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
-		if !force {
-			return nil
-		}
+	data, err := proto.Marshal(s.hardState)
+	if err != nil {
+		return fmt.Errorf("encode hard state: %w", err)
 	}
-	if err := s.writeHardState(s.hardState); err != nil {
-		return err
+	// Recorded even when the file is written too: the WAL's latest
+	// record, which recovery prefers, must never be older than the
+	// file.
+	if err := s.wal.SetState(s.group, data); err != nil {
+		return fmt.Errorf("save hard state of %s: %w", s.dir, err)
 	}
 	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
-	return nil
+	if !force {
+		return nil
+	}
+	return s.writeHardState(s.hardState)
 }
 
 // writeHardState replaces the hardstate file with hs.
@@ -700,9 +692,7 @@ func (s *Storage) Close() error {
 	err := s.Log().Close()
 	if err == nil {
 		s.closedClean.Store(true)
-		if s.wal != nil {
-			s.wal.Forget(s.group)
-		}
+		s.wal.Forget(s.group)
 	}
 	return err
 }

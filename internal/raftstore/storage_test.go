@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,23 +10,78 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	hlog "herald/internal/log"
+	"herald/internal/wal"
 )
 
 func entry(index, term uint64, data string) *pb.Entry {
 	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: []byte(data)}
 }
 
-func openTest(t *testing.T, dir string, opts Options) *Storage {
+// testGroup is the group id of a test's storage in its WAL.
+const testGroup = 1
+
+// testStore is a group's storage and the node's WAL it was opened with,
+// in a directory next to the group's: Close closes both, as a node's
+// stop does, and a reopen opens both again (a WAL hands a group its
+// recovered records once per open).
+type testStore struct {
+	*Storage
+	wal *wal.WAL
+}
+
+// walDirOf is the directory of the WAL next to the group directory dir.
+func walDirOf(dir string) string { return filepath.Join(filepath.Dir(dir), "wal") }
+
+// openStore opens the WAL next to dir on opts.FS with opts.BootID, then
+// the storage in dir with it; the WAL is closed if the storage does not
+// open. Both are closed at cleanup if the test has not closed them.
+func openStore(t *testing.T, dir string, opts Options) (*testStore, error) {
 	t.Helper()
+	w, err := wal.Open(walDirOf(dir), wal.Options{FS: opts.FS, BootID: opts.BootID})
+	if err != nil {
+		return nil, err
+	}
+	opts.WAL, opts.Group = w, testGroup
 	s, err := Open(dir, opts)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := w.Booted(); err != nil {
+		s.Close()
+		w.Close()
+		return nil, err
+	}
+	ts := &testStore{Storage: s, wal: w}
+	t.Cleanup(func() { ts.Close() })
+	return ts, nil
+}
+
+// Close closes the storage, then the WAL.
+func (s *testStore) Close() error {
+	err := s.Storage.Close()
+	if errors.Is(err, hlog.ErrClosed) {
+		err = nil
+	}
+	werr := s.wal.Close()
+	if errors.Is(werr, hlog.ErrClosed) {
+		werr = nil
+	}
+	return errors.Join(err, werr)
+}
+
+func openTest(t *testing.T, dir string, opts Options) *testStore {
+	t.Helper()
+	s, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-func bootstrapped(t *testing.T, dir string, opts Options) *Storage {
+func bootstrapped(t *testing.T, dir string, opts Options) *testStore {
 	t.Helper()
 	s := openTest(t, dir, opts)
 	if !s.IsEmpty() {
@@ -38,7 +94,7 @@ func bootstrapped(t *testing.T, dir string, opts Options) *Storage {
 }
 
 func TestBootstrapAndInitialState(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	if s.IsEmpty() {
 		t.Fatal("bootstrapped storage reports empty")
@@ -65,7 +121,7 @@ func TestBootstrapAndInitialState(t *testing.T) {
 }
 
 func TestAppendReadBackFromCacheAndLog(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	// A tiny cache forces reads of older entries to go to the log files.
 	s := bootstrapped(t, dir, Options{CacheBytes: 10, SegmentSize: 256})
 	var ents []*pb.Entry
@@ -109,24 +165,51 @@ func TestAppendReadBackFromCacheAndLog(t *testing.T) {
 	}
 }
 
+// A hard state whose term and vote did not change (a newer commit index
+// alone) is not recorded: not in the hardstate file, not in the WAL, so
+// that a reopen finds the commit index recorded last. A term or vote
+// change is recorded in the WAL, not the file, and survives a reopen.
 func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	path := filepath.Join(dir, hardStateFile)
 	before, _ := os.Stat(path)
-	if err := s.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}, false); err != nil {
+	if err := s.Append([]*pb.Entry{entry(2, 1, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.Stat(path)
 	if !before.ModTime().Equal(after.ModTime()) || !os.SameFile(before, after) {
 		t.Fatal("hardstate file rewritten although only the commit index could have changed")
 	}
+	s.Close()
+	s = openTest(t, dir, Options{})
+	if hs, _, _ := s.InitialState(); hs.GetCommit() != 1 {
+		t.Fatalf("reopened commit index = %d, want the bootstrap's 1: a change of the commit index alone was recorded", hs.GetCommit())
+	}
 	if err := s.Append([]*pb.Entry{entry(2, 5, "a")}); err != nil {
 		t.Fatal(err)
 	}
-	s.Sync()
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetHardState(&pb.HardState{Term: new(uint64(5)), Vote: new(uint64(1)), Commit: new(uint64(2))}, false); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ = os.Stat(path)
+	if !before.ModTime().Equal(after.ModTime()) || !os.SameFile(before, after) {
+		t.Fatal("hardstate file rewritten at a term change: the WAL records it")
 	}
 	s.Close()
 	s2 := openTest(t, dir, Options{})
@@ -137,7 +220,7 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 }
 
 func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{SegmentSize: 256})
 	var ents []*pb.Entry
 	for i := uint64(2); i <= 50; i++ {
@@ -176,7 +259,7 @@ func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
 }
 
 func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	s.Append([]*pb.Entry{entry(2, 1, "a"), entry(3, 1, "b")})
 	s.Sync()
@@ -209,7 +292,7 @@ func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 func TestDamagedFilesAreReportedByName(t *testing.T) {
 	for _, name := range []string{snapshotFile, hardStateFile} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := filepath.Join(t.TempDir(), "g")
 			s := bootstrapped(t, dir, Options{})
 			s.Close()
 			path := filepath.Join(dir, name)
@@ -219,7 +302,15 @@ func TestDamagedFilesAreReportedByName(t *testing.T) {
 			}
 			b[len(b)-1] ^= 0xff
 			os.WriteFile(path, b, 0o644)
-			_, err = Open(dir, Options{})
+			if name == hardStateFile {
+				// The hardstate file is read only when the WAL holds
+				// no state for the group, as when it lost its files:
+				// otherwise the WAL's state, newer, stands for it.
+				if err := os.RemoveAll(walDirOf(dir)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = openStore(t, dir, Options{})
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "herald repair") {
 				t.Fatalf("open with damaged %s: err = %v, want one naming the file and what to do", name, err)
 			}
@@ -229,9 +320,12 @@ func TestDamagedFilesAreReportedByName(t *testing.T) {
 
 // A log that lost the entries a snapshot covers is reported, not reset:
 // only an interrupted install, which leaves its marker, may reset it.
+// The log loses whole segments, which its recovery cannot tell from a
+// log that ends there: a torn tail would be a cut, which the WAL's
+// replay checks first (TestWALRefusesACutItDoesNotCover).
 func TestLostLogIsReportedNotReset(t *testing.T) {
-	dir := t.TempDir()
-	s := bootstrapped(t, dir, Options{})
+	dir := filepath.Join(t.TempDir(), "g")
+	s := bootstrapped(t, dir, Options{SegmentSize: 256})
 	for i := uint64(2); i <= 50; i++ {
 		if err := s.Append([]*pb.Entry{entry(i, 1, "e")}); err != nil {
 			t.Fatal(err)
@@ -244,13 +338,24 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	// The log loses its tail, the snapshot's index included.
+	// The log loses its tail, the snapshot's index included: the
+	// segments from the one holding index 30 on.
 	logPath := filepath.Join(dir, LogDir)
-	segs, _ := filepath.Glob(filepath.Join(logPath, "*.seg"))
-	for _, seg := range segs {
-		os.Truncate(seg, 32+200)
+	all, _ := filepath.Glob(filepath.Join(logPath, "*.seg"))
+	var segs []string
+	for i, seg := range all {
+		if i+1 < len(all) && filepath.Base(all[i+1]) <= fmt.Sprintf("%016x.seg", 30) {
+			segs = append(segs, seg)
+			continue
+		}
+		if err := os.Remove(seg); err != nil {
+			t.Fatal(err)
+		}
 	}
-	_, err := Open(dir, Options{})
+	if len(segs) == 0 {
+		t.Fatalf("segments %v: want some to stay", all)
+	}
+	_, err := openStore(t, dir, Options{SegmentSize: 256})
 	if err == nil || !strings.Contains(err.Error(), "snapshot at index 40") || !strings.Contains(err.Error(), "herald repair") {
 		t.Fatalf("open with a log that lost the snapshot's entries: %v, want an error saying so", err)
 	}
@@ -261,7 +366,7 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 
 // A background save of an older snapshot never replaces a newer one.
 func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	newer := &pb.Snapshot{Data: []byte("newer"), Metadata: &pb.SnapshotMetadata{
 		Index: new(uint64(100)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
@@ -280,5 +385,17 @@ func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
 	s2 := openTest(t, dir, Options{})
 	if got, _ := s2.Snapshot(); string(got.Data) != "newer" || got.GetMetadata().GetIndex() != 100 {
 		t.Fatalf("on disk the snapshot went back to %q at %d", got.Data, got.GetMetadata().GetIndex())
+	}
+}
+
+// Storage opens only with the node's WAL, and says so otherwise.
+func TestOpenRequiresAWAL(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "g")
+	_, err := Open(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Options.WAL") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("open without a WAL: %v, want an error naming the directory and Options.WAL", err)
+	}
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		t.Fatalf("open without a WAL created %s: %v", dir, serr)
 	}
 }

@@ -22,9 +22,6 @@ import (
 // not written again. It returns the last hard state the
 // WAL recorded for the group, nil if none.
 func (s *Storage) replay() (state []byte, err error) {
-	if s.wal == nil {
-		return nil, nil
-	}
 	ops := s.wal.Recovered(s.group)
 	if err := s.checkCutCovered(ops); err != nil {
 		return nil, err
@@ -100,9 +97,6 @@ func (s *Storage) checkCutCovered(ops []wal.Op) error {
 // flushed, then the WAL records that replay starts after this point, so
 // that older entries never come back over the new log.
 func (s *Storage) barrier() error {
-	if s.wal == nil {
-		return nil
-	}
 	if err := s.Flush(); err != nil {
 		return fmt.Errorf("flush %s before replacing its log: %w", s.dir, err)
 	}
