@@ -26,7 +26,14 @@ func claimDataDir(cfg Config) (datadir.Identity, error) {
 		}
 	} else {
 		id = datadir.Identity{NodeID: cfg.NodeID}
-		if err := datadir.WriteIdentity(cfg.DataDir, id); err != nil {
+		err := datadir.WriteIdentity(cfg.DataDir, id)
+		if isDiskFull(err) {
+			// A node of an earlier release, upgraded on a full disk,
+			// still starts; it records its identity at a later start.
+			cfg.Logger.Warn("the disk is full: the data directory's identity is not recorded yet", "err", err)
+			err = nil
+		}
+		if err != nil {
 			return id, err
 		}
 	}
@@ -77,7 +84,10 @@ func (n *Node) learnCluster(ctx context.Context) error {
 	}
 	id := n.identity
 	id.Cluster = cluster
-	if err := datadir.WriteIdentity(n.cfg.DataDir, id); err != nil {
+	if err := datadir.WriteIdentity(n.cfg.DataDir, id); isDiskFull(err) {
+		n.log.Warn("the disk is full: the cluster's id is recorded in the data directory once it has space", "err", err)
+		return nil // watchController tries again
+	} else if err != nil {
 		return err
 	}
 	n.identity = id
