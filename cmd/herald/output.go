@@ -98,10 +98,13 @@ func ageText(t time.Time, now time.Time) string {
 	return now.Sub(t).Round(time.Second).String()
 }
 
-// count says "1 thing" or "n things".
+// count says "1 thing" or "n things" ("1 entry", "n entries").
 func count(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing
+	}
+	if stem, ok := strings.CutSuffix(thing, "y"); ok && stem != "" && !strings.ContainsRune("aeiou", rune(stem[len(stem)-1])) {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
 }

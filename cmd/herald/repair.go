@@ -75,7 +75,7 @@ func repair(w io.Writer, dataDir string, discard bool) error {
 	}
 	if damaged == 0 {
 		if broken := unmendable(c); broken > 0 {
-			return fmt.Errorf("%d %s cannot be mended by herald repair (see above)", broken, plural(broken, "shard", "shards"))
+			return fmt.Errorf("%s cannot be mended by herald repair (see above)", count(broken, "shard"))
 		}
 		fmt.Fprintf(w, "No damage in %s.\n", dataDir)
 		return nil
@@ -135,8 +135,8 @@ func unmendable(c *host.Check) int {
 // describeDamage writes where a log is damaged and what a cut loses.
 func describeDamage(w io.Writer, what string, d *host.Damage) {
 	fmt.Fprintf(w, "Damaged: %s\n  %s at byte offset %d: %s\n", what, d.File, d.Offset, d.Reason)
-	fmt.Fprintf(w, "  Cutting it moves aside %d bytes (%d later %s) and keeps everything before the damage.\n",
-		d.Bytes, len(d.Later), plural(len(d.Later), "file", "files"))
+	fmt.Fprintf(w, "  Cutting it moves aside %d bytes (%s) and keeps everything before the damage.\n",
+		d.Bytes, count(len(d.Later), "later file"))
 	if d.Unreadable > 0 {
 		fmt.Fprintf(w, "  %d of those bytes cannot be read: what they held cannot be named.\n", d.Unreadable)
 	}
@@ -149,11 +149,11 @@ func describeDamage(w io.Writer, what string, d *host.Damage) {
 		n := commandEvents(l.Commands)
 		events += n
 		entries := int(l.Last - l.First + 1)
-		fmt.Fprintf(w, "  %s: entries %d..%d (%d %s, %d %s)\n", groupLabel(l.Group, l.Name), l.First, l.Last,
-			entries, plural(entries, "entry", "entries"), n, plural(n, "event", "events"))
+		fmt.Fprintf(w, "  %s: entries %d..%d (%s, %s)\n", groupLabel(l.Group, l.Name), l.First, l.Last,
+			count(entries, "entry"), count(n, "event"))
 	}
-	fmt.Fprintf(w, "  At most %d acknowledged %s can be lost with it, besides what unreadable bytes held; entries the shards' own logs hold too are kept.\n",
-		events, plural(events, "event", "events"))
+	fmt.Fprintf(w, "  At most %s can be lost with it, besides what unreadable bytes held; entries the shards' own logs hold too are kept.\n",
+		count(events, "acknowledged event"))
 }
 
 // commandEvents counts the events that shard commands append.
@@ -182,12 +182,4 @@ func groupLabel(id uint64, name string) string {
 		return fmt.Sprintf("shard %s (group %d)", name, id)
 	}
 	return fmt.Sprintf("group %d", id)
-}
-
-// plural picks the form of a word for n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

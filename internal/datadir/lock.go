@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,16 +77,10 @@ func flock(f *os.File) error {
 // holder describes the process named in the lock file at path.
 func holder(path string) string {
 	data, err := os.ReadFile(path)
-	note := strings.TrimSpace(string(data))
-	if err != nil || note == "" {
-		return "another process (it has not said which)"
+	if note := strings.TrimSpace(string(data)); err == nil && note != "" {
+		return "process " + note
 	}
-	if pid, _, ok := strings.Cut(strings.TrimPrefix(note, "pid "), " "); ok {
-		if _, err := strconv.Atoi(pid); err == nil {
-			return "process " + note
-		}
-	}
-	return "another process (" + note + ")"
+	return "another process (it has not said which)"
 }
 
 // Release unlocks the directory. The file stays: removing it could let two

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"herald/internal/raftstore"
+	"herald/internal/vfs"
 )
 
 // maxProposalBatch bounds how many waiting proposals one loop iteration
@@ -388,14 +388,14 @@ func (g *group) applyReport(r report) {
 // fills the disk.
 func (g *group) persist(step func() error) error {
 	err := step()
-	if !isNoSpace(err) {
+	if !vfs.IsNoSpace(err) {
 		return err
 	}
 	g.waitingForSpace.Store(true)
 	defer g.waitingForSpace.Store(false)
 	g.log.Error("the disk is full: the group waits to make its log durable, and takes nothing new until it has", "err", err)
 	wait := 10 * time.Millisecond
-	for isNoSpace(err) {
+	for vfs.IsNoSpace(err) {
 		select {
 		case <-g.stopc:
 			return err
@@ -409,9 +409,6 @@ func (g *group) persist(step func() error) error {
 	}
 	return err
 }
-
-// isNoSpace reports whether err is the file system's "no space left".
-func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
 // fail stops the group after a storage failure: raft's contract cannot be
 // kept once a Ready could not be persisted.
@@ -630,14 +627,14 @@ func (g *group) handleReady() error {
 	// WAL, not they, makes the entries durable; on a full disk they stay
 	// in memory until a later write.
 	err := g.storage.WriteBehind()
-	if isNoSpace(err) {
+	if vfs.IsNoSpace(err) {
 		err = nil
 	}
 	if overlap && err == nil {
 		err = g.apply(rd.CommittedEntries)
 	}
 	if synced != nil {
-		if serr := <-synced; isNoSpace(serr) {
+		if serr := <-synced; vfs.IsNoSpace(serr) {
 			if err := g.persist(g.sync); err != nil {
 				return err
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"herald/internal/vfs"
 )
 
 // An idle group costs nothing: once a leader has had no proposals and no
@@ -139,7 +141,7 @@ func (g *group) maybeQuiesce() bool {
 // On a full disk the entries stay in memory, as the WAL holds them: only
 // the next boot's speed depends on the write.
 func (g *group) quiesce() {
-	if err := g.storage.WriteHeld(); err != nil && !isNoSpace(err) {
+	if err := g.storage.WriteHeld(); err != nil && !vfs.IsNoSpace(err) {
 		g.fail(err)
 		return
 	}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"syscall"
@@ -118,6 +117,3 @@ func byteSize(b uint64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
 }
-
-// isDiskFull reports whether err is the file system's "no space left".
-func isDiskFull(err error) bool { return errors.Is(err, syscall.ENOSPC) }

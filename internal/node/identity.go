@@ -10,6 +10,7 @@ import (
 	"herald/internal/controller"
 	"herald/internal/datadir"
 	"herald/internal/host"
+	"herald/internal/vfs"
 )
 
 // claimDataDir checks that the data directory is this node's, recording
@@ -27,7 +28,7 @@ func claimDataDir(cfg Config) (datadir.Identity, error) {
 	} else {
 		id = datadir.Identity{NodeID: cfg.NodeID}
 		err := datadir.WriteIdentity(cfg.DataDir, id)
-		if isDiskFull(err) {
+		if vfs.IsNoSpace(err) {
 			// A node of an earlier release, upgraded on a full disk,
 			// still starts; it records its identity at a later start.
 			cfg.Logger.Warn("the disk is full: the data directory's identity is not recorded yet", "err", err)
@@ -84,7 +85,7 @@ func (n *Node) learnCluster(ctx context.Context) error {
 	}
 	id := n.identity
 	id.Cluster = cluster
-	if err := datadir.WriteIdentity(n.cfg.DataDir, id); isDiskFull(err) {
+	if err := datadir.WriteIdentity(n.cfg.DataDir, id); vfs.IsNoSpace(err) {
 		n.log.Warn("the disk is full: the cluster's id is recorded in the data directory once it has space", "err", err)
 		return nil // watchController tries again
 	} else if err != nil {

@@ -30,6 +30,7 @@ import (
 	"herald/internal/shard"
 	"herald/internal/topic"
 	"herald/internal/transport"
+	"herald/internal/vfs"
 )
 
 // Config configures a node. Zero values take DefaultConfig's.
@@ -241,7 +242,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	epoch, err := nextBootEpoch(cfg.DataDir)
-	if isDiskFull(err) {
+	if vfs.IsNoSpace(err) {
 		// A node on a full disk still serves what frees space; it only
 		// cannot make non-persistent event ids (see pushNow).
 		cfg.Logger.Warn("the disk is full: the boot epoch was not stored, so non-persistent topics cannot push until the node restarts with space", "err", err)
@@ -349,7 +350,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	} else {
 		n.wg.Go(func() { n.boot(plan) })
 	}
-	n.wg.Go(n.watchDisk)
+	if n.disk.limit > 0 {
+		n.wg.Go(n.watchDisk)
+	}
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.superviseDispatchers(leadership) })

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Checksum is CRC-32C (Castagnoli), the checksum of every herald file
@@ -197,3 +198,8 @@ func ReadFramed(fsys FS, name, magic string) ([]byte, error) {
 	}
 	return b[framedHeader:], nil
 }
+
+// IsNoSpace reports whether err is the file system's "no space left on
+// device": a write that may succeed once space is freed, unlike a failing
+// disk.
+func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }

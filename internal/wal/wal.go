@@ -52,7 +52,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -520,7 +519,7 @@ func (w *WAL) write() (last uint64, err error) {
 	err = w.log.Append(recs)
 	clear(recs)
 	w.recs = recs[:0]
-	if err != nil && errors.Is(err, syscall.ENOSPC) && w.log.LastIndex() == first-1 {
+	if err != nil && vfs.IsNoSpace(err) && w.log.LastIndex() == first-1 {
 		// The log rolled the write back: the records go back to the head
 		// of the queue, keeping their indices, and the next Sync, once
 		// the disk has space, writes them.
