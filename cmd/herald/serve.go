@@ -32,6 +32,7 @@ import (
 	"herald/internal/api"
 	"herald/internal/api/sns"
 	"herald/internal/dashboard"
+	"herald/internal/host"
 	"herald/internal/node"
 	"herald/internal/transport"
 )
@@ -477,21 +478,23 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	start := time.Now()
 	reg := prometheus.NewRegistry()
 	n, err := node.Open(ctx, node.Config{
-		DataDir:             cfg.DataDir,
-		NodeID:              cfg.NodeID,
-		Members:             slices.Collect(maps.Keys(peers)), // node.Config sorts them
-		Addresses:           peerAddresses(peers),
-		Join:                cfg.Join,
-		Transport:           tr,
-		MaxPayloadBytes:     cfg.MaxPayloadBytes,
-		ReservationTimeout:  cfg.ReservationTimeout,
-		SnapshotEntries:     cfg.SnapshotEntries,
-		SyncSnapshots:       os.Getenv(BenchSyncSnapshotsEnv) == "1",
-		SegmentSize:         int64(cfg.SegmentSize),
+		DataDir:            cfg.DataDir,
+		NodeID:             cfg.NodeID,
+		Members:            slices.Collect(maps.Keys(peers)), // node.Config sorts them
+		Addresses:          peerAddresses(peers),
+		Join:               cfg.Join,
+		Transport:          tr,
+		MaxPayloadBytes:    cfg.MaxPayloadBytes,
+		ReservationTimeout: cfg.ReservationTimeout,
+		StorageConfig: host.StorageConfig{
+			SnapshotEntries: cfg.SnapshotEntries,
+			SyncSnapshots:   os.Getenv(BenchSyncSnapshotsEnv) == "1",
+			SegmentSize:     int64(cfg.SegmentSize),
+			BootParallelism: cfg.BootParallelism,
+		},
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DedupWindow:         cfg.DedupWindow,
 		DiskFreeLimit:       diskFreeLimit(cfg.DiskFreeLimit),
-		BootParallelism:     cfg.BootParallelism,
 		Logger:              logger,
 		Registerer:          reg,
 		PushGuard:           pushGuard(cfg),

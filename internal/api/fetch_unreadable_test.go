@@ -27,7 +27,8 @@ import (
 func startDamagedServer(t *testing.T) (*httptest.Server, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := node.Config{DataDir: dir, SegmentSize: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := node.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg.SegmentSize = 4096
 	ctx := context.Background()
 	n, err := node.Open(ctx, cfg)
 	if err != nil {

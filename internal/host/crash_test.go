@@ -36,14 +36,16 @@ const (
 
 func crashHostConfig(dir string) host.Config {
 	return host.Config{
-		Dir:             dir,
-		TickInterval:    10 * time.Millisecond,
-		SnapshotEntries: 40,
-		SegmentSize:     16 << 10,
-		// Small WAL files: kills land in WAL files written over zeroed
-		// spares (internal/log's Options.Preallocate) and in their rolls.
-		WALSegmentSize: 64 << 10,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Dir:          dir,
+		TickInterval: 10 * time.Millisecond,
+		StorageConfig: host.StorageConfig{
+			SnapshotEntries: 40,
+			SegmentSize:     16 << 10,
+			// Small WAL files: kills land in WAL files written over zeroed
+			// spares (internal/log's Options.Preallocate) and in their rolls.
+			WALSegmentSize: 64 << 10,
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 

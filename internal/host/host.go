@@ -75,17 +75,15 @@ type Transport interface {
 	Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error)
 }
 
-// Config configures a Host. Zero values take the defaults shown.
-type Config struct {
-	NodeID          uint64        // 1
-	Dir             string        // required: see GroupConfig.Dir for the layout
-	TickInterval    time.Duration // 100ms
-	ElectionTicks   int           // 10
-	HeartbeatTicks  int           // 1
-	SnapshotEntries uint64        // DefaultSnapshotEntries applied entries since the last snapshot
-	SnapshotBytes   int64         // 64 MiB of entries since the last snapshot
-	SyncSnapshots   bool          // write snapshots on the apply loop (for comparison benchmarks)
-	SegmentSize     int64         // log segment size; 0 is the log's default
+// StorageConfig is how a node keeps its groups' data on disk: the
+// settings an operator tunes (herald serve's flags) and benchmarks compare.
+// It is declared once, here; node.Config embeds it and hands it down
+// whole. Zero values take the defaults shown.
+type StorageConfig struct {
+	SnapshotEntries uint64 // DefaultSnapshotEntries applied entries since the last snapshot
+	SnapshotBytes   int64  // 64 MiB of entries since the last snapshot
+	SyncSnapshots   bool   // write snapshots on the apply loop (for comparison benchmarks)
+	SegmentSize     int64  // log segment size; 0 is the log's default
 	// WALSegmentSize is the size of each WAL file; 0 is the log's default.
 	WALSegmentSize int64
 	// WriteBehind is how many bytes of its newest entries a group keeps
@@ -98,12 +96,22 @@ type Config struct {
 	// when needed); 0 means half the process's open-files limit, leaving
 	// the rest to sockets and other files; -1 means no bound.
 	OpenSegmentFiles int
-	BootParallelism  int           // groups opened at once by AddGroups: 4 per CPU (GOMAXPROCS), 4 to 64
-	ReplayTimeout    time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
-	Transport        Transport     // nil: no other nodes
-	Logger           *slog.Logger  // slog.Default()
-	FS               vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
-	BootID           string        // the machine's: identifies this boot for log recovery
+	BootParallelism  int // groups opened at once by AddGroups: 4 per CPU (GOMAXPROCS), 4 to 64
+}
+
+// Config configures a Host. Zero values take the defaults shown.
+type Config struct {
+	NodeID         uint64        // 1
+	Dir            string        // required: see GroupConfig.Dir for the layout
+	TickInterval   time.Duration // 100ms
+	ElectionTicks  int           // 10
+	HeartbeatTicks int           // 1
+	StorageConfig
+	ReplayTimeout time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
+	Transport     Transport     // nil: no other nodes
+	Logger        *slog.Logger  // slog.Default()
+	FS            vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
+	BootID        string        // the machine's: identifies this boot for log recovery
 	// PeerAlive says whether a node answers the node-level liveness
 	// checks; a follower whose leader's node does not wakes from
 	// quiescence. nil counts no peer alive: only groups of this node alone
@@ -170,7 +178,7 @@ func defaultOpenSegmentFiles() int {
 }
 
 // DefaultSnapshotEntries is how many applied entries trigger a snapshot
-// unless Config.SnapshotEntries says otherwise.
+// unless StorageConfig.SnapshotEntries says otherwise.
 const DefaultSnapshotEntries = 10000
 
 // GroupConfig describes one Raft group.

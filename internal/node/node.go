@@ -59,10 +59,9 @@ type Config struct {
 	Transport          *transport.Transport
 	MaxPayloadBytes    int           // per event payload
 	ReservationTimeout time.Duration // uncommitted reservations expire after this
-	SnapshotEntries    uint64        // see host.Config
-	SyncSnapshots      bool          // see host.Config
-	SegmentSize        int64         // see host.Config
-	BootParallelism    int           // see host.Config
+	// StorageConfig is how the node keeps its shards' data, handed to
+	// its host as it is.
+	host.StorageConfig
 	// DeliveryConcurrency bounds a shard's concurrent pushes; events of
 	// one key are never pushed concurrently whatever the bound.
 	DeliveryConcurrency int
@@ -107,7 +106,7 @@ func DefaultConfig() Config {
 		NodeID:              1,
 		MaxPayloadBytes:     DefaultMaxPayloadBytes,
 		ReservationTimeout:  30 * time.Second,
-		SnapshotEntries:     host.DefaultSnapshotEntries,
+		StorageConfig:       host.StorageConfig{SnapshotEntries: host.DefaultSnapshotEntries},
 		DeliveryConcurrency: delivery.DefaultMaxInFlight,
 		DedupWindow:         DefaultDedupWindow,
 		DiskFreeLimit:       DefaultDiskFreeLimit,
@@ -125,9 +124,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReservationTimeout <= 0 {
 		c.ReservationTimeout = d.ReservationTimeout
-	}
-	if c.SnapshotEntries == 0 {
-		c.SnapshotEntries = d.SnapshotEntries
 	}
 	if c.DeliveryConcurrency <= 0 {
 		c.DeliveryConcurrency = d.DeliveryConcurrency
@@ -252,14 +248,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	hc := host.Config{
-		NodeID:          cfg.NodeID,
-		Dir:             cfg.DataDir,
-		SnapshotEntries: cfg.SnapshotEntries,
-		SyncSnapshots:   cfg.SyncSnapshots,
-		SegmentSize:     cfg.SegmentSize,
-		BootParallelism: cfg.BootParallelism,
-		Logger:          cfg.Logger,
-		Registerer:      cfg.Registerer,
+		NodeID:        cfg.NodeID,
+		Dir:           cfg.DataDir,
+		StorageConfig: cfg.StorageConfig,
+		Logger:        cfg.Logger,
+		Registerer:    cfg.Registerer,
 	}
 	live := newLiveness()
 	if cfg.Transport != nil {
