@@ -161,18 +161,3 @@ func receive(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) erro
 	}
 	return stream.Err()
 }
-
-// Call runs a registered operation.
-func (s *service) Call(ctx context.Context, req *connect.Request[clusterv1.CallRequest]) (*connect.Response[clusterv1.CallResponse], error) {
-	s.t.mu.RLock()
-	h := s.t.calls[req.Msg.GetOp()]
-	s.t.mu.RUnlock()
-	if h == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("node %d has no operation %q; are all nodes the same version?", s.t.cfg.NodeID, req.Msg.GetOp()))
-	}
-	out, err := h(ctx, req.Msg.GetPayload())
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&clusterv1.CallResponse{Payload: out}), nil
-}
