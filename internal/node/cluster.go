@@ -270,6 +270,7 @@ func deliveriesToWire(ds []Delivery) []*clusterv1.Delivery {
 	return out
 }
 
+// deliveriesFromWire is the answer of a Fetch rpc.
 func deliveriesFromWire(in []*clusterv1.Delivery) []Delivery {
 	out := make([]Delivery, len(in))
 	for i, d := range in {
@@ -305,6 +306,7 @@ type ackResult struct {
 	Lapsed []int // positions of the receipts that lapsed
 }
 
+// toWire is r as the Ack rpc answers it.
 func (r ackResult) toWire() *clusterv1.AckResponse {
 	out := &clusterv1.AckResponse{Count: uint32(r.Count)}
 	for _, l := range r.Lapsed {
@@ -313,6 +315,7 @@ func (r ackResult) toWire() *clusterv1.AckResponse {
 	return out
 }
 
+// ackResultFromWire is the answer of an Ack rpc.
 func ackResultFromWire(in *clusterv1.AckResponse) ackResult {
 	r := ackResult{Count: int(in.GetCount())}
 	for _, l := range in.GetLapsed() {

@@ -53,6 +53,7 @@ type groupLocal struct {
 	Err     string
 }
 
+// toWire is st as the LocalStatus rpc answers it.
 func (st localStatus) toWire() *clusterv1.LocalStatusResponse {
 	out := &clusterv1.LocalStatusResponse{Node: st.Node, ControllerLeader: st.ControllerLeader,
 		Groups: make(map[uint64]*clusterv1.GroupStatus, len(st.Groups))}
@@ -62,6 +63,7 @@ func (st localStatus) toWire() *clusterv1.LocalStatusResponse {
 	return out
 }
 
+// localStatusFromWire is the answer of a LocalStatus rpc.
 func localStatusFromWire(in *clusterv1.LocalStatusResponse) localStatus {
 	st := localStatus{Node: in.GetNode(), ControllerLeader: in.GetControllerLeader(),
 		Groups: make(map[uint64]groupLocal, len(in.GetGroups()))}

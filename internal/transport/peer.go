@@ -117,9 +117,10 @@ func (p *peer) delivered(batch []outgoing) {
 	}
 }
 
-// service is the receiving side of the node-to-node API.
+// service is the receiving side of the node-to-node API. It embeds no
+// UnimplementedClusterServiceHandler, so that the compiler asks for every
+// rpc cluster.proto declares.
 type service struct {
-	clusterv1connect.UnimplementedClusterServiceHandler
 	t *Transport
 }
 

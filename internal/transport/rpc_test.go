@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,28 @@ func pair(t *testing.T) (a, b *node, bURL string) {
 	ln1, ln2 := listen(t), listen(t)
 	peers := map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + ln2.Addr().String()}
 	return startNode(t, 1, ln1, peers), startNode(t, 2, ln2, peers), peers[2]
+}
+
+// Handlers has a handler for every unary rpc of the cluster service, by
+// its name, and for nothing else.
+func TestHandlersCoverTheService(t *testing.T) {
+	unary := map[string]bool{}
+	methods := clusterv1.File_herald_cluster_v1_cluster_proto.Services().ByName("ClusterService").Methods()
+	for i := range methods.Len() {
+		if m := methods.Get(i); !m.IsStreamingClient() && !m.IsStreamingServer() {
+			unary[string(m.Name())] = true
+		}
+	}
+	fields := reflect.TypeFor[Handlers]()
+	for i := range fields.NumField() {
+		if !unary[fields.Field(i).Name] {
+			t.Errorf("Handlers.%s is no unary rpc of the cluster service", fields.Field(i).Name)
+		}
+		delete(unary, fields.Field(i).Name)
+	}
+	for name := range unary {
+		t.Errorf("Handlers has no handler for the %s rpc", name)
+	}
 }
 
 // A typed rpc carries its request to the peer's handler and the
