@@ -66,8 +66,9 @@ type AsyncSnapshotter interface {
 	SnapshotFunc() func() ([]byte, error)
 }
 
-// Transport carries Raft messages to other nodes. Messages of every group
-// share it; each is tagged with its group id.
+// Transport carries Raft messages to other nodes, and the rpcs a group
+// makes on them. Messages of every group share it; each is tagged with its
+// group id.
 type Transport interface {
 	Send(group uint64, msgs []*pb.Message)
 	// Entries fetches log entries from node to: a group asks its leader

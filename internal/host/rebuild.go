@@ -110,6 +110,7 @@ const readdContext = "readd"
 // readdEvery is how many ticks a rebuilt replica waits between requests.
 const readdEvery = 20
 
+// readdRequest is a Readd rpc's request as the group's loop takes it.
 type readdRequest struct{ group, node, id uint64 }
 
 func readdCC(t pb.ConfChangeType, node, id uint64) pb.ConfChange {
