@@ -83,7 +83,7 @@ func TestE2EClusterOverMutualTLS(t *testing.T) {
 
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 	peerless := clusterv1connect.NewClusterServiceClient(hc, "https://"+addrs[0], connect.WithGRPC())
-	_, err = peerless.Call(ctx, connect.NewRequest(&clusterv1.CallRequest{Op: "fetch"}))
+	_, err = peerless.Fetch(ctx, connect.NewRequest(&clusterv1.FetchRequest{}))
 	if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "node certificate") {
 		t.Errorf("the cluster service called without a node certificate: %v, want unauthenticated, asking for a node certificate", err)
 	}

@@ -34,6 +34,7 @@ import (
 	"herald/internal/raftstore"
 	"herald/internal/vfs"
 	"herald/internal/wal"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // StateMachine is what a group replicates. All methods are called from the
@@ -65,14 +66,18 @@ type AsyncSnapshotter interface {
 	SnapshotFunc() func() ([]byte, error)
 }
 
-// Transport carries Raft messages to other nodes. Messages of every group
-// share it; each is tagged with its group id.
+// Transport carries Raft messages to other nodes, and the rpcs a group
+// makes on them. Messages of every group share it; each is tagged with its
+// group id.
 type Transport interface {
 	Send(group uint64, msgs []*pb.Message)
-	// Call runs op on node to and returns its answer. A group calls
-	// EntriesOp on its leader to fetch the entries a snapshot needs; the
-	// node routes that op to ServeEntries.
-	Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error)
+	// Entries fetches log entries from node to: a group asks its leader
+	// for the entries a snapshot needs; the node routes the rpc to that
+	// leader's ServeEntries.
+	Entries(ctx context.Context, to uint64, req *clusterv1.EntriesRequest) (*clusterv1.EntriesResponse, error)
+	// Readd asks node to, a group's leader, to re-add this node's rebuilt
+	// replica; the node routes the rpc to that leader's ServeReadd.
+	Readd(ctx context.Context, to uint64, req *clusterv1.ReaddRequest) (*clusterv1.ReaddResponse, error)
 }
 
 // StorageConfig is how a node keeps its groups' data on disk: the

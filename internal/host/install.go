@@ -8,9 +8,9 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"herald/internal/raftstore"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // A group's snapshots hold state machine metadata, not data: a shard's
@@ -23,15 +23,11 @@ import (
 // So a snapshot's data starts with a header saying from which index its
 // state machine still reads the log. A follower that receives a snapshot
 // whose state needs entries it lacks fetches them from the leader (the
-// EntriesOp call, in chunks), stages them in a log of their own off the
+// Entries rpc, in chunks), stages them in a log of their own off the
 // group's loop, and only then steps the snapshot into raft; the install
 // swaps the staged log in (raftstore.InstallSnapshotWithLog).
 
-// EntriesOp is the call a node answers with log entries of a group it
-// runs (see Host.ServeEntries). The node's transport routes it.
-const EntriesOp = "raft.entries"
-
-// entriesChunkBytes bounds one EntriesOp answer.
+// entriesChunkBytes bounds one Entries answer.
 const entriesChunkBytes = 4 << 20
 
 // snapDataMagic starts snapshot data written with the header. Data
@@ -62,40 +58,15 @@ func decodeSnapshotData(data []byte) (needsFrom uint64, sm []byte, err error) {
 	return v, data[len(snapDataMagic)+n:], nil
 }
 
-// entriesRequest asks for the entries of group with indexes in [lo, hi),
-// at most maxBytes of them; lo 0 means from the first the log holds.
-type entriesRequest struct{ group, lo, hi, maxBytes uint64 }
-
-func (r entriesRequest) encode() []byte {
-	b := make([]byte, 0, 32)
-	for _, v := range []uint64{r.group, r.lo, r.hi, r.maxBytes} {
-		b = binary.LittleEndian.AppendUint64(b, v)
-	}
-	return b
-}
-
-func decodeEntriesRequest(b []byte) (entriesRequest, error) {
-	if len(b) != 32 {
-		return entriesRequest{}, fmt.Errorf("entries request is %d bytes, not 32", len(b))
-	}
-	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
-	return entriesRequest{group: u(0), lo: u(1), hi: u(2), maxBytes: u(3)}, nil
-}
-
-// ServeEntries answers an EntriesOp call: a raft message whose Entries are
-// the requested ones, whose Index is the index before the first of them
-// and whose LogTerm is that index's term.
-func (h *Host) ServeEntries(_ context.Context, payload []byte) ([]byte, error) {
-	req, err := decodeEntriesRequest(payload)
-	if err != nil {
-		return nil, err
-	}
-	g, err := h.group(req.group)
+// ServeEntries answers an Entries rpc: the requested entries, the index
+// before the first of them and that index's term.
+func (h *Host) ServeEntries(_ context.Context, req *clusterv1.EntriesRequest) (*clusterv1.EntriesResponse, error) {
+	g, err := h.group(req.GetGroup())
 	if err != nil {
 		return nil, err
 	}
 	first, _ := g.storage.FirstIndex()
-	lo := req.lo
+	lo := req.GetLo()
 	if lo == 0 {
 		lo = first
 	}
@@ -106,11 +77,11 @@ func (h *Host) ServeEntries(_ context.Context, payload []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %s: term of entry %d: %w", g.name, lo-1, err)
 	}
-	ents, err := g.storage.Entries(lo, req.hi, max(req.maxBytes, 1))
+	ents, err := g.storage.Entries(lo, req.GetHi(), max(req.GetMaxBytes(), 1))
 	if err != nil {
-		return nil, fmt.Errorf("group %s: entries %d..%d: %w", g.name, lo, req.hi-1, err)
+		return nil, fmt.Errorf("group %s: entries %d..%d: %w", g.name, lo, req.GetHi()-1, err)
 	}
-	return proto.Marshal(&pb.Message{Index: new(lo - 1), LogTerm: new(prevTerm), Entries: ents})
+	return &clusterv1.EntriesResponse{Index: lo - 1, LogTerm: prevTerm, Entries: ents}, nil
 }
 
 // staged is a snapshot whose entries have been fetched into a staged log.
@@ -214,14 +185,10 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 	last := md.GetIndex()
 	next := from
 	for sl == nil || sl.NextIndex() <= last {
-		req := entriesRequest{group: g.id, lo: next, hi: last + 1, maxBytes: entriesChunkBytes}
-		out, err := g.h.cfg.Transport.Call(ctx, node, EntriesOp, req.encode())
+		req := &clusterv1.EntriesRequest{Group: g.id, Lo: next, Hi: last + 1, MaxBytes: entriesChunkBytes}
+		m, err := g.h.cfg.Transport.Entries(ctx, node, req)
 		if err != nil {
 			return fail(fmt.Errorf("fetch entries from %d of node %d: %w", next, node, err))
-		}
-		var m pb.Message
-		if err := proto.Unmarshal(out, &m); err != nil {
-			return fail(fmt.Errorf("entries from node %d do not decode: %w", node, err))
 		}
 		if sl == nil {
 			first := m.GetIndex() + 1

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // memNet connects hosts in one process. A node that is cut neither sends
@@ -62,18 +64,20 @@ func (p port) Send(group uint64, msgs []*pb.Message) {
 	}
 }
 
-func (p port) Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error) {
+func (p port) Entries(ctx context.Context, to uint64, req *clusterv1.EntriesRequest) (*clusterv1.EntriesResponse, error) {
 	h, ok := p.net.reachable(p.from, to)
 	if !ok {
 		return nil, fmt.Errorf("node %d is unreachable", to)
 	}
-	switch op {
-	case EntriesOp:
-		return h.ServeEntries(ctx, payload)
-	case ReaddOp:
-		return h.ServeReadd(ctx, payload)
+	return h.ServeEntries(ctx, req)
+}
+
+func (p port) Readd(ctx context.Context, to uint64, req *clusterv1.ReaddRequest) (*clusterv1.ReaddResponse, error) {
+	h, ok := p.net.reachable(p.from, to)
+	if !ok {
+		return nil, fmt.Errorf("node %d is unreachable", to)
 	}
-	return nil, fmt.Errorf("unknown op %q", op)
+	return h.ServeReadd(ctx, req)
 }
 
 // queueMachine is a queue: "pub ..." adds the entry's index to the

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // wire connects the hosts of a membership test in one process.
@@ -49,7 +51,11 @@ func (e wireEnd) Send(group uint64, msgs []*pb.Message) {
 	}
 }
 
-func (e wireEnd) Call(context.Context, uint64, string, []byte) ([]byte, error) {
+func (e wireEnd) Entries(context.Context, uint64, *clusterv1.EntriesRequest) (*clusterv1.EntriesResponse, error) {
+	return nil, errors.New("no calls in membership tests")
+}
+
+func (e wireEnd) Readd(context.Context, uint64, *clusterv1.ReaddRequest) (*clusterv1.ReaddResponse, error) {
 	return nil, errors.New("no calls in membership tests")
 }
 

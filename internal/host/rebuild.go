@@ -14,6 +14,7 @@ import (
 	hlog "herald/internal/log"
 	"herald/internal/raftstore"
 	"herald/internal/vfs"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // A replica whose files are damaged (a flipped bit, a lost segment) need
@@ -97,15 +98,11 @@ func (g *group) checkRebuilt() {
 // A rebuilt replica cannot just catch up: its leader remembers how far
 // the old replica had matched its log, ignores the empty one's
 // rejections as stale, and would tell it of commits beyond its log. So
-// the rebuilt replica asks the leader (ReaddOp) to remove it from the
+// the rebuilt replica asks the leader (the Readd rpc) to remove it from the
 // group and add it back, which gives it a fresh progress that raft probes
 // from the start; until then heartbeats' commit indexes are clamped to
 // its log. It asks again every readdEvery ticks until something arrives:
 // a repeated re-add only restarts the probing.
-
-// ReaddOp is the call a rebuilt replica makes on its peers (see
-// Host.ServeReadd). The node's transport routes it.
-const ReaddOp = "raft.readd"
 
 // readdContext marks the conf changes of a re-add; the rebuild id follows.
 const readdContext = "readd"
@@ -113,37 +110,19 @@ const readdContext = "readd"
 // readdEvery is how many ticks a rebuilt replica waits between requests.
 const readdEvery = 20
 
+// readdRequest is a Readd rpc's request as the group's loop takes it.
 type readdRequest struct{ group, node, id uint64 }
-
-func (r readdRequest) encode() []byte {
-	b := make([]byte, 0, 24)
-	for _, v := range []uint64{r.group, r.node, r.id} {
-		b = binary.LittleEndian.AppendUint64(b, v)
-	}
-	return b
-}
-
-func decodeReaddRequest(b []byte) (readdRequest, error) {
-	if len(b) != 24 {
-		return readdRequest{}, fmt.Errorf("re-add request is %d bytes, not 24", len(b))
-	}
-	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
-	return readdRequest{group: u(0), node: u(1), id: u(2)}, nil
-}
 
 func readdCC(t pb.ConfChangeType, node, id uint64) pb.ConfChange {
 	ctx := binary.LittleEndian.AppendUint64([]byte(readdContext), id)
 	return pb.ConfChange{Type: t.Enum(), NodeId: new(node), Context: ctx}
 }
 
-// ServeReadd answers a ReaddOp call on the group's leader: it removes the
+// ServeReadd answers a Readd rpc on the group's leader: it removes the
 // caller's replica from the group, and adds it back once the removal is
 // applied (apply calls continueReadd).
-func (h *Host) ServeReadd(ctx context.Context, payload []byte) ([]byte, error) {
-	req, err := decodeReaddRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (h *Host) ServeReadd(ctx context.Context, r *clusterv1.ReaddRequest) (*clusterv1.ReaddResponse, error) {
+	req := readdRequest{group: r.GetGroup(), node: r.GetNode(), id: r.GetId()}
 	g, err := h.group(req.group)
 	if err != nil {
 		return nil, err
@@ -153,7 +132,10 @@ func (h *Host) ServeReadd(ctx context.Context, payload []byte) ([]byte, error) {
 	if err == nil {
 		err = result
 	}
-	return nil, err
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv1.ReaddResponse{}, nil
 }
 
 // startReadd runs on the loop.
@@ -218,14 +200,14 @@ func (g *group) askReadd() {
 	if g.h.cfg.Transport == nil {
 		return
 	}
-	req := readdRequest{group: g.id, node: g.h.cfg.NodeID, id: g.rebuildID}.encode()
+	req := &clusterv1.ReaddRequest{Group: g.id, Node: g.h.cfg.NodeID, Id: g.rebuildID}
 	peers := slices.DeleteFunc(slices.Clone(g.confState.GetVoters()), func(id uint64) bool { return id == g.h.cfg.NodeID })
 	g.asking.Store(true)
 	g.bgWG.Go(func() {
 		defer g.asking.Store(false)
 		for _, p := range peers {
 			ctx, cancel := context.WithTimeout(g.bgCtx, time.Second)
-			_, err := g.h.cfg.Transport.Call(ctx, p, ReaddOp, req)
+			_, err := g.h.cfg.Transport.Readd(ctx, p, req)
 			cancel()
 			if err == nil {
 				return

@@ -2,112 +2,131 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"herald/internal/controller"
 	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/transport"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
-// What a node asks of the leader of a shard it does not lead. Writes need
-// no such call: every replica proposes, and raft forwards proposals to the
-// leader. Pull leases, though, live in the leader's memory, so fetching,
-// nacking and acking by receipt go to the leader.
-const (
-	opFetch = "fetch"
-	opNack  = "nack"
-	opAck   = "ack"
-	// opStarted asks whether the cluster has run before: whether the
-	// node's controller applied anything beyond its bootstrap.
-	opStarted = "started"
-)
+// What a node asks of the leader of a shard it does not lead (the Fetch,
+// Nack and Ack rpcs). Writes need no such call: every replica proposes,
+// and raft forwards proposals to the leader. Pull leases, though, live in
+// the leader's memory, so fetching, nacking and acking by receipt go to
+// the leader.
 
-// shardCall is the payload of a call about one shard.
+// shardCall is a call about one shard.
 type shardCall struct {
-	Topic      string        `json:"topic"`
-	Shard      int           `json:"shard"`
-	Max        int           `json:"max,omitempty"`
-	Visibility time.Duration `json:"visibility,omitempty"`
-	Offsets    []uint64      `json:"offsets,omitempty"`
+	Topic      string
+	Shard      int
+	Max        int
+	Visibility time.Duration
+	Offsets    []uint64
 	// Leases are the lease numbers of receipts naming Offsets, 0 for an
 	// offset named by event id.
-	Leases []uint64 `json:"leases,omitempty"`
+	Leases []uint64
 	// Relay says the caller holds no replica of the shard: a replica that
 	// does not lead it passes the call on to its leader.
-	Relay bool `json:"relay,omitempty"`
+	Relay bool
+}
+
+// ref names the call's shard on the wire.
+func (c shardCall) ref() *clusterv1.ShardCall {
+	return &clusterv1.ShardCall{Topic: c.Topic, Shard: uint32(c.Shard), Relay: c.Relay}
+}
+
+// shardCallOf is the call about the shard ref names.
+func shardCallOf(ref *clusterv1.ShardCall) shardCall {
+	return shardCall{Topic: ref.GetTopic(), Shard: int(ref.GetShard()), Relay: ref.GetRelay()}
 }
 
 // handleCalls registers what peers may call on this node.
-func (n *Node) handleCalls(t *transport.Transport) {
+func (n *Node) handleCalls(h *transport.Handlers) {
 	// A replica installing a snapshot fetches the entries it needs; a
 	// rebuilt one asks to be re-added.
-	t.HandleCall(host.EntriesOp, n.host.ServeEntries)
-	t.HandleCall(host.ReaddOp, n.host.ServeReadd)
-	t.HandleCall(opStarted, func(context.Context, []byte) ([]byte, error) {
+	h.Entries = n.host.ServeEntries
+	h.Readd = n.host.ServeReadd
+	h.Started = func(context.Context, *clusterv1.StartedRequest) (*clusterv1.StartedResponse, error) {
 		st, err := n.host.GroupStatus(controller.ControllerGroup)
-		return strconv.AppendBool(nil, err == nil && st.Applied > 1), nil
-	})
-	n.handleRelayedCalls(t)
-	n.handlePing(t)
-	n.handleShardCall(t, opFetch,
-		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
-			return n.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
-		},
-		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
-			return n.fetchFromLeader(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
-		})
-	n.handleShardCall(t, opNack,
-		func(_ context.Context, s *shardRuntime, c shardCall) (any, error) {
-			s.leases.nack(c.Offsets, c.Leases)
-			return nil, nil
-		},
-		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
-			return nil, n.nackOnLeader(ctx, s, c)
-		})
-	n.handleShardCall(t, opAck,
-		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
-			return n.ackLeasedHere(ctx, s, c.Offsets, c.Leases)
-		},
-		func(ctx context.Context, s *shardRuntime, c shardCall) (any, error) {
-			return n.ackLeased(ctx, s, c.Offsets, c.Leases)
-		})
-}
-
-// handleShardCall registers op, a call about one shard that runs on its
-// leader: here runs it on this node, which calledShard has checked leads
-// the shard; relay runs a call relayed by a node that holds no replica,
-// passing it on to the leader. What either returns is the answer, as
-// JSON.
-func (n *Node) handleShardCall(t *transport.Transport, op string, here, relay func(context.Context, *shardRuntime, shardCall) (any, error)) {
-	t.HandleCall(op, func(ctx context.Context, payload []byte) ([]byte, error) {
-		var c shardCall
-		s, err := n.calledShard(payload, &c)
+		return &clusterv1.StartedResponse{Started: err == nil && st.Applied > 1}, nil
+	}
+	n.handleRelayedCalls(h)
+	n.handlePing(h)
+	h.Fetch = func(ctx context.Context, req *clusterv1.FetchRequest) (*clusterv1.FetchResponse, error) {
+		c := shardCallOf(req.GetShard())
+		c.Max, c.Visibility = int(req.GetMax()), req.GetVisibility().AsDuration()
+		ds, err := runShardCall(ctx, n, c,
+			func(ctx context.Context, s *shardRuntime, c shardCall) ([]Delivery, error) {
+				return n.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+			},
+			func(ctx context.Context, s *shardRuntime, c shardCall) ([]Delivery, error) {
+				return n.fetchFromLeader(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+			})
 		if err != nil {
 			return nil, err
 		}
-		run := here
-		if c.Relay {
-			run = relay
-		}
-		out, err := run(ctx, s, c)
-		if err != nil || out == nil {
+		return &clusterv1.FetchResponse{Deliveries: deliveriesToWire(ds)}, nil
+	}
+	h.Nack = func(ctx context.Context, req *clusterv1.NackRequest) (*clusterv1.NackResponse, error) {
+		c := shardCallOf(req.GetShard())
+		c.Offsets, c.Leases = req.GetOffsets(), req.GetLeases()
+		_, err := runShardCall(ctx, n, c,
+			func(_ context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
+				s.leases.nack(c.Offsets, c.Leases)
+				return struct{}{}, nil
+			},
+			func(ctx context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
+				return struct{}{}, n.nackOnLeader(ctx, s, c)
+			})
+		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(out)
-	})
+		return &clusterv1.NackResponse{}, nil
+	}
+	h.Ack = func(ctx context.Context, req *clusterv1.AckRequest) (*clusterv1.AckResponse, error) {
+		c := shardCallOf(req.GetShard())
+		c.Offsets, c.Leases = req.GetOffsets(), req.GetLeases()
+		res, err := runShardCall(ctx, n, c,
+			func(ctx context.Context, s *shardRuntime, c shardCall) (ackResult, error) {
+				return n.ackLeasedHere(ctx, s, c.Offsets, c.Leases)
+			},
+			func(ctx context.Context, s *shardRuntime, c shardCall) (ackResult, error) {
+				return n.ackLeased(ctx, s, c.Offsets, c.Leases)
+			})
+		if err != nil {
+			return nil, err
+		}
+		return res.toWire(), nil
+	}
 }
 
-// calledShard decodes a shard call and returns the shard, which this node
-// must lead, or, for a relayed call, hold.
-func (n *Node) calledShard(payload []byte, c *shardCall) (*shardRuntime, error) {
-	if err := json.Unmarshal(payload, c); err != nil {
-		return nil, fmt.Errorf("shard call does not decode: %w", err)
+// runShardCall runs c, a call about one shard that runs on its leader:
+// here runs it on this node, which calledShard has checked leads the
+// shard; relay runs a call relayed by a node that holds no replica,
+// passing it on to the leader.
+func runShardCall[T any](ctx context.Context, n *Node, c shardCall, here, relay func(context.Context, *shardRuntime, shardCall) (T, error)) (T, error) {
+	s, err := n.calledShard(c)
+	if err != nil {
+		var zero T
+		return zero, err
 	}
+	run := here
+	if c.Relay {
+		run = relay
+	}
+	return run(ctx, s, c)
+}
+
+// calledShard returns the shard of a call, which this node must lead, or,
+// for a relayed call, hold.
+func (n *Node) calledShard(c shardCall) (*shardRuntime, error) {
 	rs, err := n.shardOf(c.Topic, c.Shard)
 	if err != nil {
 		return nil, err
@@ -152,9 +171,8 @@ func (n *Node) rejoining(ctx context.Context, epoch uint64) bool {
 		}
 		asked++
 		wg.Go(func() {
-			out, err := n.cfg.Transport.Call(ctx, id, opStarted, nil)
-			started, _ := strconv.ParseBool(string(out))
-			answers <- err == nil && started
+			out, err := n.cfg.Transport.Started(ctx, id, &clusterv1.StartedRequest{})
+			answers <- err == nil && out.GetStarted()
 		})
 	}
 	for range asked {
@@ -194,16 +212,14 @@ func (n *Node) shardLeader(s *shardRuntime) (uint64, error) {
 	return leader, nil
 }
 
-// callLeader runs op about shard s on the node that leads it.
-func (n *Node) callLeader(ctx context.Context, s *shardRuntime, leader uint64, op string, c any) ([]byte, error) {
+// callLeader runs rpc, about shard s, on the node that leads it (or on a
+// replica, relaying).
+func callLeader[Req, Resp any](ctx context.Context, n *Node, s *shardRuntime, leader uint64,
+	rpc func(*transport.Transport, context.Context, uint64, *Req) (*Resp, error), req *Req) (*Resp, error) {
 	if n.cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: shard %s is led by node %d, which this node cannot reach", ErrUnavailable, s.name, leader)
 	}
-	payload, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	out, err := n.cfg.Transport.Call(ctx, leader, op, payload)
+	out, err := rpc(n.cfg.Transport, ctx, leader, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -235,15 +251,35 @@ func (n *Node) fetchFromLeader(ctx context.Context, s *shardRuntime, max int, vi
 		return n.fetchShard(ctx, s, max, visibility)
 	}
 	n.forwarded(ctx, "fetch")
-	out, err := n.callLeader(ctx, s, leader, opFetch, call)
+	req := &clusterv1.FetchRequest{Shard: call.ref(), Max: uint32(max), Visibility: durationpb.New(visibility)}
+	out, err := callLeader(ctx, n, s, leader, (*transport.Transport).Fetch, req)
 	if err != nil {
 		return nil, err
 	}
-	var ds []Delivery
-	if err := json.Unmarshal(out, &ds); err != nil {
-		return nil, fmt.Errorf("%w: shard %s: the answer of node %d does not decode: %v", ErrUnavailable, s.name, leader, err)
+	return deliveriesFromWire(out.GetDeliveries()), nil
+}
+
+// deliveriesToWire is a fetch's answer as the Fetch rpc carries it.
+func deliveriesToWire(ds []Delivery) []*clusterv1.Delivery {
+	out := make([]*clusterv1.Delivery, len(ds))
+	for i, d := range ds {
+		e := &clusterv1.Event{Key: d.Event.Key, Payload: d.Event.Payload, Headers: d.Event.Headers, DedupId: d.Event.DedupID}
+		out[i] = &clusterv1.Delivery{Id: d.ID, Receipt: d.Receipt, Shard: uint32(d.Shard), Offset: d.Offset,
+			Event: e, Time: timestamppb.New(d.Time), Attempt: d.Attempt}
 	}
-	return ds, nil
+	return out
+}
+
+// deliveriesFromWire is the answer of a Fetch rpc.
+func deliveriesFromWire(in []*clusterv1.Delivery) []Delivery {
+	out := make([]Delivery, len(in))
+	for i, d := range in {
+		e := d.GetEvent()
+		out[i] = Delivery{ID: d.GetId(), Receipt: d.GetReceipt(), Shard: int(d.GetShard()), Offset: d.GetOffset(),
+			Event: Event{Key: e.GetKey(), Payload: e.GetPayload(), Headers: e.GetHeaders(), DedupID: e.GetDedupId()},
+			Time:  d.GetTime().AsTime(), Attempt: d.GetAttempt()}
+	}
+	return out
 }
 
 // nackOnLeader ends leases of a shard (call.Offsets, call.Leases) on
@@ -259,14 +295,33 @@ func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, call shardCall
 		return nil
 	}
 	n.forwarded(ctx, "nack")
-	_, err = n.callLeader(ctx, s, leader, opNack, call)
+	req := &clusterv1.NackRequest{Shard: call.ref(), Offsets: call.Offsets, Leases: call.Leases}
+	_, err = callLeader(ctx, n, s, leader, (*transport.Transport).Nack, req)
 	return err
 }
 
 // ackResult is what an ack of receipts did on a shard's leader.
 type ackResult struct {
-	Count  int   `json:"count"`            // events newly acknowledged
-	Lapsed []int `json:"lapsed,omitempty"` // positions of the receipts that lapsed
+	Count  int   // events newly acknowledged
+	Lapsed []int // positions of the receipts that lapsed
+}
+
+// toWire is r as the Ack rpc answers it.
+func (r ackResult) toWire() *clusterv1.AckResponse {
+	out := &clusterv1.AckResponse{Count: uint32(r.Count)}
+	for _, l := range r.Lapsed {
+		out.Lapsed = append(out.Lapsed, uint32(l))
+	}
+	return out
+}
+
+// ackResultFromWire is the answer of an Ack rpc.
+func ackResultFromWire(in *clusterv1.AckResponse) ackResult {
+	r := ackResult{Count: int(in.GetCount())}
+	for _, l := range in.GetLapsed() {
+		r.Lapsed = append(r.Lapsed, int(l))
+	}
+	return r
 }
 
 // ackLeased acknowledges events of a shard named by receipts (their
@@ -282,15 +337,12 @@ func (n *Node) ackLeased(ctx context.Context, s *shardRuntime, offsets, numbers 
 		return n.ackLeasedHere(ctx, s, offsets, numbers)
 	}
 	n.forwarded(ctx, "ack")
-	out, err := n.callLeader(ctx, s, leader, opAck, call)
+	req := &clusterv1.AckRequest{Shard: call.ref(), Offsets: call.Offsets, Leases: call.Leases}
+	out, err := callLeader(ctx, n, s, leader, (*transport.Transport).Ack, req)
 	if err != nil {
 		return ackResult{}, err
 	}
-	var res ackResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		return ackResult{}, fmt.Errorf("%w: shard %s: the answer of node %d does not decode: %v", ErrUnavailable, s.name, leader, err)
-	}
-	return res, nil
+	return ackResultFromWire(out), nil
 }
 
 // ackLeasedHere is ackLeased on the shard's leader: the receipts whose

@@ -2,43 +2,26 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 
 	"herald/internal/shard"
 	"herald/internal/transport"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // A node that holds no replica of a shard (a cluster of more nodes than a
 // shard has replicas) still serves it: it relays. A write goes to one of
-// the shard's replicas (opPropose), which proposes it through raft like
+// the shard's replicas (the Propose rpc), which proposes it through raft like
 // any replica; a fetch or a nack goes to a replica flagged as relayed,
 // which passes it on to the leader if it does not lead. One hop more than
 // asking a replica directly, never a loop: a relayed call is not relayed
 // again.
 
-const opPropose = "propose"
-
-// proposeCall carries a shard command to a replica.
-type proposeCall struct {
-	Topic   string `json:"topic"`
-	Shard   int    `json:"shard"`
-	Command []byte `json:"command"`
-}
-
-// proposeAnswer is a shard.Result on the wire. The error travels as its
+// A shard.Result travels as a ProposeResponse. The error travels as its
 // message and the sentinel it wraps, so that the relaying node tells
 // users the same, and classifies it the same, as the replica would.
-type proposeAnswer struct {
-	ReservationID uint64            `json:"reservation_id,omitempty"`
-	FirstOffset   uint64            `json:"first_offset,omitempty"`
-	Count         int               `json:"count,omitempty"`
-	Duplicates    []shard.Duplicate `json:"duplicates,omitempty"`
-	Err           string            `json:"err,omitempty"`
-	Cause         string            `json:"cause,omitempty"`
-}
 
 // causes are the sentinels an answer's error may wrap, by name.
 var causes = map[string]error{
@@ -70,8 +53,11 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.cause }
 
-func encodeAnswer(res shard.Result, err error) ([]byte, error) {
-	a := proposeAnswer{ReservationID: res.ReservationID, FirstOffset: res.FirstOffset, Count: res.Count, Duplicates: res.Duplicates}
+func encodeAnswer(res shard.Result, err error) *clusterv1.ProposeResponse {
+	a := &clusterv1.ProposeResponse{ReservationId: res.ReservationID, FirstOffset: res.FirstOffset, Count: uint32(res.Count)}
+	for _, d := range res.Duplicates {
+		a.Duplicates = append(a.Duplicates, &clusterv1.Duplicate{Slot: uint32(d.Slot), Offset: d.Offset})
+	}
 	if err != nil {
 		classify(&err)
 		a.Err, a.Cause = err.Error(), "unavailable"
@@ -82,7 +68,7 @@ func encodeAnswer(res shard.Result, err error) ([]byte, error) {
 			}
 		}
 	}
-	return json.Marshal(a)
+	return a
 }
 
 func isShardCause(err error) bool {
@@ -95,12 +81,11 @@ func isShardCause(err error) bool {
 	return false
 }
 
-func decodeAnswer(out []byte) (shard.Result, error) {
-	var a proposeAnswer
-	if err := json.Unmarshal(out, &a); err != nil {
-		return shard.Result{}, fmt.Errorf("%w: the replica's answer does not decode: %v", ErrUnavailable, err)
+func decodeAnswer(a *clusterv1.ProposeResponse) (shard.Result, error) {
+	res := shard.Result{ReservationID: a.GetReservationId(), FirstOffset: a.GetFirstOffset(), Count: int(a.GetCount())}
+	for _, d := range a.GetDuplicates() {
+		res.Duplicates = append(res.Duplicates, shard.Duplicate{Slot: int(d.GetSlot()), Offset: d.GetOffset()})
 	}
-	res := shard.Result{ReservationID: a.ReservationID, FirstOffset: a.FirstOffset, Count: a.Count, Duplicates: a.Duplicates}
 	if a.Err != "" {
 		cause, ok := causes[a.Cause]
 		if !ok {
@@ -113,25 +98,21 @@ func decodeAnswer(out []byte) (shard.Result, error) {
 
 // handleRelayedCalls registers the calls a node that holds no replica of
 // a shard makes on one that does.
-func (n *Node) handleRelayedCalls(t *transport.Transport) {
-	t.HandleCall(opPropose, func(ctx context.Context, payload []byte) ([]byte, error) {
-		var c proposeCall
-		if err := json.Unmarshal(payload, &c); err != nil {
-			return nil, fmt.Errorf("propose call does not decode: %w", err)
-		}
-		rs, err := n.shardOf(c.Topic, c.Shard)
+func (n *Node) handleRelayedCalls(h *transport.Handlers) {
+	h.Propose = func(ctx context.Context, c *clusterv1.ProposeRequest) (*clusterv1.ProposeResponse, error) {
+		rs, err := n.shardOf(c.GetTopic(), int(c.GetShard()))
 		if err != nil {
-			return encodeAnswer(shard.Result{}, err)
+			return encodeAnswer(shard.Result{}, err), nil
 		}
 		if !rs.rt.local {
-			return encodeAnswer(shard.Result{}, notHostedError(rs.rt)) // placements differ for a moment: the caller retries
+			return encodeAnswer(shard.Result{}, notHostedError(rs.rt)), nil // placements differ for a moment: the caller retries
 		}
-		cmd, err := shard.UnmarshalCommand(c.Command)
+		cmd, err := shard.UnmarshalCommand(c.GetCommand())
 		if err != nil {
 			return nil, fmt.Errorf("relayed command does not decode: %w", err)
 		}
-		return encodeAnswer(n.proposeShard(ctx, rs.rt, &cmd))
-	})
+		return encodeAnswer(n.proposeShard(ctx, rs.rt, &cmd)), nil
+	}
 }
 
 // relayTarget picks a replica of a shard this node does not hold; a
@@ -145,7 +126,8 @@ func relayTarget(s *shardRuntime) uint64 {
 func (n *Node) relayPropose(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
 	to := relayTarget(s)
 	n.forwarded(ctx, "relay")
-	out, err := n.callLeader(ctx, s, to, opPropose, proposeCall{Topic: s.topic, Shard: s.index, Command: cmd.AppendBinary(nil)})
+	req := &clusterv1.ProposeRequest{Topic: s.topic, Shard: uint32(s.index), Command: cmd.AppendBinary(nil)}
+	out, err := callLeader(ctx, n, s, to, (*transport.Transport).Propose, req)
 	if err != nil {
 		return shard.Result{}, fmt.Errorf("%w (relayed to node %d, which holds the shard; the outcome is unknown: retry, with dedup ids when publishing)", err, to)
 	}

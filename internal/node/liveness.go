@@ -2,11 +2,11 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 	"time"
 
 	"herald/internal/transport"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // Liveness is checked per node, not per group: every livenessInterval a
@@ -19,7 +19,6 @@ import (
 // only the others' missing pings tell it that its followers no longer
 // hear it, nor it them.
 const (
-	opPing           = "ping"
 	livenessInterval = 250 * time.Millisecond
 	livenessWindow   = time.Second
 )
@@ -55,14 +54,14 @@ func (l *liveness) note(m map[uint64]time.Time, node uint64) {
 }
 
 // handlePing answers other members' liveness checks, and notes that the
-// member that sent one (its node id is the payload) reaches this node.
-func (n *Node) handlePing(t *transport.Transport) {
-	t.HandleCall(opPing, func(_ context.Context, payload []byte) ([]byte, error) {
-		if from, k := binary.Uvarint(payload); k > 0 {
+// member that sent one reaches this node.
+func (n *Node) handlePing(h *transport.Handlers) {
+	h.Ping = func(_ context.Context, req *clusterv1.PingRequest) (*clusterv1.PingResponse, error) {
+		if from := req.GetFrom(); from != 0 {
 			n.live.note(n.live.pinged, from)
 		}
-		return nil, nil
-	})
+		return &clusterv1.PingResponse{}, nil
+	}
 }
 
 // checkLiveness pings the other members until the node stops, one
@@ -91,7 +90,7 @@ func (n *Node) pingMember(ctx context.Context, id uint64) {
 	wasAlive := false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, livenessWindow/2)
-		_, err := n.cfg.Transport.Call(pctx, id, opPing, binary.AppendUvarint(nil, n.cfg.NodeID))
+		_, err := n.cfg.Transport.Ping(pctx, id, &clusterv1.PingRequest{From: n.cfg.NodeID})
 		cancel()
 		if err == nil {
 			n.live.note(n.live.answered, id)

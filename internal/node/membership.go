@@ -3,19 +3,18 @@ package node
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"herald/internal/controller"
 	"herald/internal/host"
 	"herald/internal/transport"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // The cluster's membership as a node serves it: the cluster's status as
@@ -37,45 +36,55 @@ import (
 // configuration and its replicas' progress, so that a balancer that stops
 // half way (a crash, a change of leader) is continued by the next leader.
 
-// opLocalStatus is the call a node answers with the state of its groups
+// A node answers the LocalStatus rpc with the state of its groups
 // (localStatus), for the cluster's status.
-const opLocalStatus = "cluster.local-status"
 
 // localStatus is what a node reports of itself.
 type localStatus struct {
-	Node             uint64                `json:"node"`
-	ControllerLeader uint64                `json:"controller_leader"`
-	Groups           map[uint64]groupLocal `json:"groups"`
+	Node             uint64
+	ControllerLeader uint64
+	Groups           map[uint64]groupLocal
 }
 
 // groupLocal is one of a node's groups.
 type groupLocal struct {
-	Leader  uint64 `json:"leader"`
-	Applied uint64 `json:"applied"`
-	Err     string `json:"err,omitempty"`
+	Leader  uint64
+	Applied uint64
+	Err     string
 }
 
-// opJoin is the call a joining node makes on the members it knows: the
-// answer (joinAnswer) says whether it is a member, and from which voters
-// its replica of the controller starts.
-const opJoin = "cluster.join"
-
-type joinAnswer struct {
-	Member   bool     `json:"member"`
-	Founders []uint64 `json:"founders"`
+// toWire is st as the LocalStatus rpc answers it.
+func (st localStatus) toWire() *clusterv1.LocalStatusResponse {
+	out := &clusterv1.LocalStatusResponse{Node: st.Node, ControllerLeader: st.ControllerLeader,
+		Groups: make(map[uint64]*clusterv1.GroupStatus, len(st.Groups))}
+	for id, g := range st.Groups {
+		out.Groups[id] = &clusterv1.GroupStatus{Leader: g.Leader, Applied: g.Applied, Err: g.Err}
+	}
+	return out
 }
 
-func (n *Node) handleMembershipCalls(t *transport.Transport) {
-	t.HandleCall(opLocalStatus, func(context.Context, []byte) ([]byte, error) {
-		return json.Marshal(n.localStatus())
-	})
-	t.HandleCall(opJoin, func(ctx context.Context, payload []byte) ([]byte, error) {
-		id, err := strconv.ParseUint(string(payload), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("join call: node id %q does not parse", payload)
-		}
-		var a joinAnswer
-		err = n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
+// localStatusFromWire is the answer of a LocalStatus rpc.
+func localStatusFromWire(in *clusterv1.LocalStatusResponse) localStatus {
+	st := localStatus{Node: in.GetNode(), ControllerLeader: in.GetControllerLeader(),
+		Groups: make(map[uint64]groupLocal, len(in.GetGroups()))}
+	for id, g := range in.GetGroups() {
+		st.Groups[id] = groupLocal{Leader: g.GetLeader(), Applied: g.GetApplied(), Err: g.GetErr()}
+	}
+	return st
+}
+
+// A joining node calls the Join rpc on the members it knows: the answer
+// says whether it is a member, and from which voters its replica of the
+// controller starts.
+
+func (n *Node) handleMembershipCalls(h *transport.Handlers) {
+	h.LocalStatus = func(context.Context, *clusterv1.LocalStatusRequest) (*clusterv1.LocalStatusResponse, error) {
+		return n.localStatus().toWire(), nil
+	}
+	h.Join = func(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
+		id := req.GetNode()
+		a := &clusterv1.JoinResponse{}
+		err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
 			c := sm.(*controllerMachine)
 			a.Founders = c.Founders()
 			a.Member = slices.ContainsFunc(c.Members(), func(m controller.Member) bool { return m.ID == id && !m.Draining })
@@ -83,8 +92,8 @@ func (n *Node) handleMembershipCalls(t *transport.Transport) {
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(a)
-	})
+		return a, nil
+	}
 }
 
 // joinCluster asks the other nodes of --peers whether this node is a
@@ -100,17 +109,13 @@ func (n *Node) joinCluster(ctx context.Context) ([]uint64, error) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
-		out, err := n.cfg.Transport.Call(cctx, id, opJoin, strconv.AppendUint(nil, n.cfg.NodeID, 10))
+		a, err := n.cfg.Transport.Join(cctx, id, &clusterv1.JoinRequest{Node: n.cfg.NodeID})
 		cancel()
-		var a joinAnswer
-		if err == nil {
-			err = json.Unmarshal(out, &a)
-		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !a.Member || len(a.Founders) == 0 {
+		if !a.GetMember() || len(a.GetFounders()) == 0 {
 			return nil, fmt.Errorf("node %d is not a member of the cluster of node %d; add it first: herald --server <a node> cluster add %d <its host:port>",
 				n.cfg.NodeID, id, n.cfg.NodeID)
 		}
@@ -309,15 +314,11 @@ func (n *Node) gatherLocalStatus(ctx context.Context, nodes []NodeStatus) map[ui
 func (n *Node) peerStatus(ctx context.Context, id uint64) (localStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
 	defer cancel()
-	out, err := n.cfg.Transport.Call(ctx, id, opLocalStatus, nil)
+	out, err := n.cfg.Transport.LocalStatus(ctx, id, &clusterv1.LocalStatusRequest{})
 	if err != nil {
 		return localStatus{}, err
 	}
-	var st localStatus
-	if err := json.Unmarshal(out, &st); err != nil {
-		return localStatus{}, fmt.Errorf("the status of node %d does not decode: %w", id, err)
-	}
-	return st, nil
+	return localStatusFromWire(out), nil
 }
 
 // shardPlacement puts a shard's placement and its replicas' reports

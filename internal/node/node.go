@@ -292,8 +292,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	if cfg.Transport != nil {
-		n.handleCalls(cfg.Transport)
-		n.handleMembershipCalls(cfg.Transport)
+		var calls transport.Handlers
+		n.handleCalls(&calls)
+		n.handleMembershipCalls(&calls)
+		cfg.Transport.Handle(calls)
 		cfg.Transport.Start(h)
 	}
 	// A joining node is new to the cluster, not one that lost its data:

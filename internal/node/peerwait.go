@@ -2,11 +2,12 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // peerWaitLogEvery is how often a node waiting at its start for a
@@ -27,7 +28,7 @@ func (n *Node) pingOthers(ctx context.Context, timeout time.Duration) map[uint64
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			_, err := n.cfg.Transport.Call(pctx, id, opPing, binary.AppendUvarint(nil, n.cfg.NodeID))
+			_, err := n.cfg.Transport.Ping(pctx, id, &clusterv1.PingRequest{From: n.cfg.NodeID})
 			mu.Lock()
 			errs[id] = err
 			mu.Unlock()

@@ -117,9 +117,10 @@ func (p *peer) delivered(batch []outgoing) {
 	}
 }
 
-// service is the receiving side of the node-to-node API.
+// service is the receiving side of the node-to-node API. It embeds no
+// UnimplementedClusterServiceHandler, so that the compiler asks for every
+// rpc cluster.proto declares.
 type service struct {
-	clusterv1connect.UnimplementedClusterServiceHandler
 	t *Transport
 }
 
@@ -160,19 +161,4 @@ func receive(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) erro
 		}
 	}
 	return stream.Err()
-}
-
-// Call runs a registered operation.
-func (s *service) Call(ctx context.Context, req *connect.Request[clusterv1.CallRequest]) (*connect.Response[clusterv1.CallResponse], error) {
-	s.t.mu.RLock()
-	h := s.t.calls[req.Msg.GetOp()]
-	s.t.mu.RUnlock()
-	if h == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("node %d has no operation %q; are all nodes the same version?", s.t.cfg.NodeID, req.Msg.GetOp()))
-	}
-	out, err := h(ctx, req.Msg.GetPayload())
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&clusterv1.CallResponse{Payload: out}), nil
 }

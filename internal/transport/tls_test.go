@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"herald/internal/backoff"
 	"herald/internal/testkit"
 	"herald/internal/tlsconfig"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // startTLSNode serves a transport over TLS on its own loopback listener,
@@ -72,10 +74,10 @@ func dialTLS(t *testing.T, cert *testkit.Certificates, caFile string) *tls.Confi
 }
 
 // TestMutualTLSRefusesStrangers: over mutual TLS, a node with a
-// certificate of the cluster's CA reaches its peer, by stream and by Call;
+// certificate of the cluster's CA reaches its peer, by stream and by rpc;
 // one without a certificate, one whose certificate another CA signed, and
 // one dialing unencrypted HTTP/2 are refused, and nothing they send
-// reaches the receiver or the call handler.
+// reaches the receiver or the rpc handler.
 func TestMutualTLSRefusesStrangers(t *testing.T) {
 	ca, certs := testkit.TestCA(t, "node1", "node2")
 	_, stranger := testkit.TestCA(t, "node3")
@@ -83,13 +85,13 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 	peers := map[uint64]string{1: "https://" + ln1.Addr().String(), 2: "https://" + ln2.Addr().String()}
 	b := startTLSNode(t, 2, ln2, certs[1], dialTLS(t, &certs[1], ca.File), peers)
 	var mu sync.Mutex
-	var calls []string
-	b.tr.HandleCall("echo", func(_ context.Context, p []byte) ([]byte, error) {
+	var calls []uint64
+	b.tr.Handle(Handlers{Join: func(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		calls = append(calls, string(p))
-		return p, nil
-	})
+		calls = append(calls, req.GetNode())
+		return echoJoin(ctx, req)
+	}})
 
 	strangers := map[string]*Transport{
 		"no certificate":              New(Config{NodeID: 3, Peers: peers, TLS: dialTLS(t, nil, ca.File)}),
@@ -100,11 +102,11 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 		rec := newRecorder()
 		tr.Start(rec)
 		t.Cleanup(tr.Close)
-		_, err := tr.Call(context.Background(), 2, "echo", []byte(what))
+		_, err := tr.Join(context.Background(), 2, &clusterv1.JoinRequest{Node: 3})
 		if err == nil {
-			t.Errorf("%s: Call went through", what)
+			t.Errorf("%s: the rpc went through", what)
 		} else if what == "no certificate" && connect.CodeOf(err) != connect.CodeUnauthenticated {
-			t.Errorf("%s: Call = %v, want unauthenticated", what, err)
+			t.Errorf("%s: rpc = %v, want unauthenticated", what, err)
 		}
 		// Raft messages until the stream is seen to fail: each is lost.
 		deadline := time.After(20 * time.Second)
@@ -128,9 +130,9 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 	}
 
 	a := startTLSNode(t, 1, ln1, certs[0], dialTLS(t, &certs[0], ca.File), peers)
-	out, err := a.tr.Call(context.Background(), 2, "echo", []byte("node 1"))
-	if err != nil || string(out) != "node 1" {
-		t.Fatalf("node 1's Call over mutual TLS = %q, %v", out, err)
+	out, err := a.tr.Join(context.Background(), 2, &clusterv1.JoinRequest{Node: 1})
+	if err != nil || !slices.Equal(out.GetFounders(), []uint64{1}) {
+		t.Fatalf("node 1's rpc over mutual TLS = %v, %v", out, err)
 	}
 	a.tr.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 42)})
 	b.rec.waitFor(t, "node 1's message", func(r *recorder) bool { return len(r.got[1]) > 0 })
@@ -143,7 +145,7 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(calls) != 1 || calls[0] != "node 1" {
-		t.Errorf("the call handler ran for %q, want only node 1's call", calls)
+	if !slices.Equal(calls, []uint64{1}) {
+		t.Errorf("the rpc handler ran for nodes %v, want only node 1's rpc", calls)
 	}
 }

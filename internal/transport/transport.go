@@ -2,8 +2,9 @@
 // opens one long-lived stream to each peer (gRPC over HTTP/2, on the
 // peers' API port) and sends on it, in batches, the Raft messages of all
 // its groups addressed to that peer; it receives the peers' streams and
-// hands their messages to its host. Besides the streams, a node can Call
-// an operation on a peer (the leader of a shard it does not lead).
+// hands their messages to its host. Besides the streams, a node calls the
+// typed rpcs of the cluster service on its peers (the leader of a shard
+// it does not lead, say) and answers theirs with its Handlers.
 //
 // Raft tolerates lost messages, so the transport never blocks raft: a
 // peer's queue is bounded, and what does not fit is dropped and reported
@@ -20,7 +21,6 @@
 package transport
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -35,7 +36,6 @@ import (
 
 	"herald/internal/backoff"
 	"herald/internal/tlsconfig"
-	clusterv1 "herald/proto/herald/cluster/v1"
 	"herald/proto/herald/cluster/v1/clusterv1connect"
 )
 
@@ -51,9 +51,6 @@ type Receiver interface {
 	// went out (failed false) or was lost (failed true).
 	ReportSnapshot(group, to uint64, failed bool)
 }
-
-// CallHandler runs an operation a peer called.
-type CallHandler func(ctx context.Context, payload []byte) ([]byte, error)
 
 // Config configures a Transport.
 type Config struct {
@@ -133,7 +130,8 @@ type Transport struct {
 
 	mu       sync.RWMutex
 	receiver Receiver
-	calls    map[string]CallHandler
+
+	handlers atomic.Pointer[Handlers] // see Handle
 
 	cluster clusterCheck // see SetCluster
 
@@ -149,7 +147,6 @@ func New(cfg Config) *Transport {
 		cfg:   cfg,
 		log:   cfg.Logger.With("node", cfg.NodeID),
 		peers: make(map[uint64]*peer),
-		calls: make(map[string]CallHandler),
 		stop:  make(chan struct{}),
 	}
 	for id, url := range cfg.Peers {
@@ -204,18 +201,12 @@ func (t *Transport) Close() {
 	t.wg.Wait()
 }
 
-// HandleCall registers the handler of an operation peers may Call.
-func (t *Transport) HandleCall(op string, h CallHandler) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.calls[op] = h
-}
-
 // Handler returns the path and HTTP handler of the node-to-node service,
 // to mount on the node's API port. With Config.TLS, it serves only
 // requests whose connection presented a verified client certificate.
 func (t *Transport) Handler() (string, http.Handler) {
 	path, h := clusterv1connect.NewClusterServiceHandler(&service{t: t})
+	h = t.knownProcedures(h)
 	h = t.sameCluster(h)
 	if t.cfg.TLS != nil {
 		h = peersOnly(h)
@@ -271,22 +262,6 @@ func (t *Transport) report(group uint64, m *pb.Message, lost bool) {
 	if lost {
 		r.ReportUnreachable(group, m.GetTo())
 	}
-}
-
-// ErrUnknownPeer is returned by Call for a node that is not a peer.
-var ErrUnknownPeer = errors.New("node is not a peer of this node; check --peers")
-
-// Call runs op on node to with payload and returns its result.
-func (t *Transport) Call(ctx context.Context, to uint64, op string, payload []byte) ([]byte, error) {
-	p := t.peer(to)
-	if p == nil {
-		return nil, fmt.Errorf("call %s on node %d: %w", op, to, ErrUnknownPeer)
-	}
-	resp, err := p.client.Call(ctx, connect.NewRequest(&clusterv1.CallRequest{Op: op, Payload: payload}))
-	if err != nil {
-		return nil, fmt.Errorf("call %s on node %d at %s: %w", op, to, p.url, err)
-	}
-	return resp.Msg.GetPayload(), nil
 }
 
 type outgoing struct {

@@ -13,6 +13,7 @@ import (
 
 	"herald/internal/backoff"
 	"herald/internal/testkit"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // recorder is a Receiver that records what it is given.
@@ -190,23 +191,7 @@ func TestSendToUnknownNodeIsDropped(t *testing.T) {
 	ln1 := listen(t)
 	a := startNode(t, 1, ln1, map[uint64]string{1: "http://" + ln1.Addr().String()})
 	a.tr.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 9, 1)}) // must not panic or block
-	if _, err := a.tr.Call(context.Background(), 9, "fetch", nil); err == nil || !strings.Contains(err.Error(), "not a peer") {
-		t.Errorf("Call to an unknown node = %v, want an error saying it is not a peer", err)
-	}
-}
-
-func TestCall(t *testing.T) {
-	ln1, ln2 := listen(t), listen(t)
-	peers := map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + ln2.Addr().String()}
-	a := startNode(t, 1, ln1, peers)
-	b := startNode(t, 2, ln2, peers)
-	b.tr.HandleCall("echo", func(_ context.Context, p []byte) ([]byte, error) { return append([]byte("echo "), p...), nil })
-	out, err := a.tr.Call(context.Background(), 2, "echo", []byte("hi"))
-	if err != nil || string(out) != "echo hi" {
-		t.Fatalf("Call echo = %q, %v", out, err)
-	}
-	_, err = a.tr.Call(context.Background(), 2, "nope", nil)
-	if err == nil || !strings.Contains(err.Error(), `no operation "nope"`) {
-		t.Errorf("Call of an unknown operation = %v, want an error naming it", err)
+	if _, err := a.tr.Fetch(context.Background(), 9, &clusterv1.FetchRequest{}); err == nil || !strings.Contains(err.Error(), "not a peer") {
+		t.Errorf("Fetch on an unknown node = %v, want an error saying it is not a peer", err)
 	}
 }
