@@ -42,26 +42,6 @@ const (
 	reportQueue   = 8
 )
 
-type proposal struct {
-	id         uint64
-	cmd        Command
-	data       []byte // envelope: proposal id + command, encoded by Proposal.send
-	leaderOnly bool   // see Host.ProposeAsLeader
-}
-
-type waiter struct {
-	result chan any
-	since  time.Time // when the proposal was made
-	// term is the raft term in which the group took the proposal; 0
-	// while it still waits in propc.
-	term uint64
-	// index is where its entry is in this replica's log; 0 until the
-	// entry is appended here. An entry in the log may commit under a
-	// later leader, so a leader change does not fail its proposer:
-	// applying the index says whether it was this entry or another.
-	index uint64
-}
-
 // report is what the transport says of messages a group sent.
 type report struct {
 	to          uint64
@@ -93,9 +73,7 @@ type group struct {
 	done     chan struct{}
 	stopOnce sync.Once
 
-	waitMu  sync.Mutex
-	waiters map[uint64]waiter
-	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
+	props *proposalTracker // its waiting proposers
 
 	// loop
 	// held are proposals other replicas forwarded that raft would drop
@@ -245,8 +223,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		stagedc:  make(chan staged, 1),
 		stopc:    make(chan struct{}),
 		done:     make(chan struct{}),
-		waiters:  make(map[uint64]waiter),
-		placed:   make(map[uint64]uint64),
+		props:    newProposalTracker(gc.Name),
 
 		rebuilding:   rebuilding,
 		rebuildID:    rand.Uint64(),
@@ -338,7 +315,7 @@ func (g *group) run() {
 		select {
 		case <-busy:
 		case <-g.stopc:
-			g.shutdown(ErrClosed)
+			g.props.close(ErrClosed)
 			return
 		case p := <-g.propc:
 			g.wake(true)
@@ -415,7 +392,7 @@ func (g *group) persist(step func() error) error {
 func (g *group) fail(err error) {
 	g.log.Error("raft group stopped on a failure; it is unavailable until the node restarts", "err", err)
 	g.failErr = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
-	g.shutdown(g.failErr)
+	g.props.close(g.failErr)
 }
 
 // receive steps a message from another node into raft.
@@ -536,7 +513,7 @@ func (g *group) proposeBatch(batch []proposal) {
 	}
 	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(g.h.cfg.NodeID), Entries: ents})
 	if err == nil {
-		g.markProposed(batch)
+		g.props.proposed(batch, g.rn.BasicStatus().GetTerm())
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if leaderUnsettled(g.rn.BasicStatus()) {
@@ -547,7 +524,7 @@ func (g *group) proposeBatch(batch []proposal) {
 	}
 	if err != nil {
 		for _, p := range batch {
-			g.deliver(p.id, err)
+			g.props.deliver(p.id, err)
 		}
 	}
 }
@@ -561,7 +538,7 @@ func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
 	}
 	return slices.DeleteFunc(batch, func(p proposal) bool {
 		if p.leaderOnly {
-			g.deliver(p.id, ErrNotLeader)
+			g.props.deliver(p.id, ErrNotLeader)
 		}
 		return p.leaderOnly
 	})
@@ -596,7 +573,7 @@ func (g *group) handleReady() error {
 	if err := g.persist(func() error { return g.storage.Append(rd.Entries) }); err != nil {
 		return err
 	}
-	g.place(rd.Entries)
+	g.props.place(rd.Entries)
 	for _, e := range rd.Entries {
 		g.bytesSinceSnap += int64(len(e.Data))
 	}
@@ -791,7 +768,7 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	if err := g.restore(snap); err != nil {
 		return err
 	}
-	g.unplace(snap.GetMetadata().GetIndex())
+	g.props.unplace(snap.GetMetadata().GetIndex())
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snapIndex = g.applied
@@ -832,7 +809,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 		switch e.GetType() {
 		case pb.EntryNormal:
 			if len(e.Data) == 0 {
-				g.answer(idx, 0, nil)
+				g.props.answer(idx, 0, nil)
 				break
 			}
 			id, cmd := decodeEnvelope(e.Data)
@@ -840,7 +817,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 			// Published before the result: a proposer that reads
 			// Applied once answered sees its own entry counted.
 			g.appliedAt.Store(idx)
-			g.answer(idx, id, result)
+			g.props.answer(idx, id, result)
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
@@ -848,14 +825,14 @@ func (g *group) apply(ents []*pb.Entry) error {
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
 			g.continueReadd(&cc)
-			g.answer(idx, 0, nil)
+			g.props.answer(idx, 0, nil)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
-			g.answer(idx, 0, nil)
+			g.props.answer(idx, 0, nil)
 		}
 		g.applied = idx
 		g.appliedTerm = e.GetTerm()
@@ -994,16 +971,12 @@ type Proposal struct {
 func (pr *Proposal) send(ctx context.Context) {
 	g := pr.g
 	id := g.h.nextID.Add(1)
-	w := waiter{result: make(chan any, 1), since: time.Now()}
-	g.waitMu.Lock()
-	if g.waiters == nil {
-		g.waitMu.Unlock()
+	result, ok := g.props.register(id, time.Now())
+	if !ok {
 		pr.err = g.closedErr()
 		return
 	}
-	g.waiters[id] = w
-	g.waitMu.Unlock()
-	pr.id, pr.result, pr.err = id, w.result, nil
+	pr.id, pr.result, pr.err = id, result, nil
 	p := pr.p
 	p.id, p.data = id, encodeEnvelope(id, p.cmd)
 	select {
@@ -1014,7 +987,7 @@ func (pr *Proposal) send(ctx context.Context) {
 	case <-ctx.Done():
 		pr.err = ctx.Err()
 	}
-	g.forget(id)
+	g.props.forget(id)
 }
 
 // Wait returns the proposal's result once its entry is applied. While the
@@ -1045,7 +1018,7 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 	if pr.err != nil {
 		return nil, pr.err
 	}
-	defer pr.g.forget(pr.id)
+	defer pr.g.props.forget(pr.id)
 	select {
 	case r := <-pr.result:
 		if err, ok := r.(error); ok {
@@ -1058,156 +1031,13 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 	}
 }
 
-// forget drops the waiter of proposal id, if it is still there.
-func (g *group) forget(id uint64) {
-	g.waitMu.Lock()
-	if g.waiters != nil {
-		delete(g.waiters, id)
-	}
-	g.waitMu.Unlock()
-}
-
-// deliver answers proposer id with result: a refusal before raft took
-// its proposal.
-func (g *group) deliver(id uint64, result any) {
-	if id == 0 {
-		return
-	}
-	g.waitMu.Lock()
-	w, ok := g.waiters[id]
-	delete(g.waiters, id)
-	g.waitMu.Unlock()
-	if ok {
-		w.result <- result
-	}
-}
-
-// place records where the entries of this replica's waiting proposers
-// are in its log.
-func (g *group) place(ents []*pb.Entry) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	if len(g.waiters) == 0 {
-		return
-	}
-	for _, e := range ents {
-		if e.GetType() != pb.EntryNormal {
-			continue
-		}
-		id, _ := decodeEnvelope(e.Data)
-		if w, ok := g.waiters[id]; ok && id != 0 {
-			w.index = e.GetIndex()
-			g.waiters[id] = w
-			g.placed[w.index] = id
-		}
-	}
-}
-
-// answer answers the proposers that applying the entry at index
-// settles, under one lock: the proposer of the command applied there (id,
-// 0 if none) with its result, and the proposer whose entry was placed at
-// index, if that was another entry: a new leader replaced it before it
-// committed, so it was not applied.
-func (g *group) answer(index, id uint64, result any) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	if w, ok := g.waiters[id]; ok && id != 0 {
-		delete(g.waiters, id)
-		w.result <- result
-	}
-	placed, ok := g.placed[index]
-	if !ok {
-		return
-	}
-	delete(g.placed, index)
-	if w, ok := g.waiters[placed]; ok && placed != id && w.index == index {
-		delete(g.waiters, placed)
-		w.result <- fmt.Errorf("group %s: %w", g.name, ErrNotApplied)
-	}
-}
-
-// unplace forgets the placements up to index, which a snapshot replaced:
-// whether those entries were applied cannot be told, so their proposers
-// learn ErrOutcomeUnknown.
-func (g *group) unplace(index uint64) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for i, id := range g.placed {
-		if i > index {
-			continue
-		}
-		delete(g.placed, i)
-		if w, ok := g.waiters[id]; ok && w.index == i {
-			delete(g.waiters, id)
-			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
-		}
-	}
-}
-
-// markProposed records the term in which raft took the proposals.
-func (g *group) markProposed(batch []proposal) {
-	term := g.rn.BasicStatus().GetTerm()
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for _, p := range batch {
-		if w, ok := g.waiters[p.id]; ok {
-			w.term = term
-			g.waiters[p.id] = w
-		}
-	}
-}
-
-// failWaiters answers the waiting proposers that match with
-// ErrOutcomeUnknown.
-func (g *group) failWaiters(match func(waiter) bool) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for id, w := range g.waiters {
-		if match(w) {
-			delete(g.waiters, id)
-			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
-		}
-	}
-}
-
-// expireForwarded answers, with ErrOutcomeUnknown, the proposals a
-// follower forwarded to its leader, or a deposed leader took, that have
-// waited two election timeouts: the forward may have been lost on the
-// way, or this replica cut off from the new leader, and raft never says
-// so.
-//
-// One forwarded under an earlier leader and not in this replica's log
-// expires sooner, a third of an election timeout after the change, on
-// a follower or on the new leader alike: the new leader has it within a
-// round if the old one took it (or held it while handing over), and a
-// proposer whose leader died should hear soon that the outcome is
-// unknown. A leader's own proposals are in its log and wait to be
-// applied.
+// expireForwarded expires the forwarded proposals that waited too long
+// (proposalTracker.expireForwarded): two election timeouts, or a third
+// of one after a change of leader for those not in this replica's log.
 func (g *group) expireForwarded() {
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
-	now := time.Now()
-	leads := g.isLeader.Load()
-	if leads && now.Sub(g.leadChanged) > limit {
-		return // what it forwarded before it led expired long ago
-	}
-	term := g.rn.BasicStatus().GetTerm()
-	changedLongAgo := !g.leadChanged.IsZero() && now.Sub(g.leadChanged) > grace
-	g.failWaiters(func(w waiter) bool {
-		lost := w.index == 0 && w.term < term && changedLongAgo
-		return w.term != 0 && (lost || !leads && now.Sub(w.since) > limit)
-	})
-}
-
-// shutdown fails every waiting proposer with err.
-func (g *group) shutdown(err error) {
-	g.waitMu.Lock()
-	ws := g.waiters
-	g.waiters = nil
-	g.waitMu.Unlock()
-	for _, w := range ws {
-		w.result <- err
-	}
+	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.isLeader.Load(), g.leadChanged, limit, grace)
 }
 
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {

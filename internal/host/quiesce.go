@@ -151,10 +151,7 @@ func (g *group) quiesce() {
 
 // idle reports whether the group has nothing in flight.
 func (g *group) idle() bool {
-	g.waitMu.Lock()
-	waiting := len(g.waiters)
-	g.waitMu.Unlock()
-	return waiting == 0 && len(g.propc) == 0 && !g.rn.HasReady() && !g.snapInFlight &&
+	return g.props.pending() == 0 && len(g.propc) == 0 && !g.rn.HasReady() && !g.snapInFlight &&
 		!g.staging && len(g.readds) == 0 && !g.rebuilding
 }
 
