@@ -129,7 +129,7 @@ type group struct {
 	leadTerm    uint64
 	appliedTerm uint64
 
-	reads readBarriers // readindex.go; loop field
+	reads readBarriers // loop field
 
 	// Read by other goroutines.
 	leader   atomic.Uint64 // the published leader, see publishLeader
@@ -651,11 +651,11 @@ func (g *group) handleReady() error {
 			if leads {
 				g.leadTerm = g.rn.BasicStatus().GetTerm()
 			}
-			g.failReads()
+			g.reads.fail()
 		}
 	}
-	g.readStates(rd.ReadStates)
-	g.releaseReads()
+	g.readIndex(g.reads.confirm(rd.ReadStates))
+	g.reads.release(g.applied)
 	g.publishLeader()
 	g.maybeSnapshot()
 	return nil
