@@ -68,7 +68,6 @@ type group struct {
 	inbox    *inbox
 	reportc  chan report
 	viewc    chan func()
-	snapDone chan snapResult
 	stopc    chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -79,15 +78,11 @@ type group struct {
 	// held are proposals other replicas forwarded that raft would drop
 	// unseen (this leader handing over, or no leader known): stepped
 	// once a leader is known again (see holdProposal).
-	held           []*pb.Message
-	heldBytes      int
-	applied        uint64
-	confState      *pb.ConfState
-	snapIndex      uint64
-	bytesSinceSnap int64
-	lastSnapBytes  int64 // the size of the snapshot at snapIndex
-	snapInFlight   bool
-	snapWG         sync.WaitGroup
+	held      []*pb.Message
+	heldBytes int
+	applied   uint64
+	confState *pb.ConfState
+	snaps     *snapshotScheduler
 
 	// Fetching the entries a leader's snapshot needs (install.go): the
 	// fetch runs on stageWG and reports on stagedc; staged is a finished
@@ -110,10 +105,7 @@ type group struct {
 	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
 	readdRemoved  map[uint64]bool  // nodes removed for a re-add and not yet added back
 
-	// Quiescence (quiesce.go). Loop fields, but quiescedNow.
-	quiesced    bool
-	quiescedNow atomic.Bool
-	idleTicks   int
+	quiet quiescence // quiesce.go
 
 	// Background calls of the group (re-add requests), owned by it.
 	bgCtx    context.Context
@@ -138,7 +130,6 @@ type group struct {
 	// durable (see persist).
 	waitingForSpace atomic.Bool
 	appliedAt       atomic.Uint64
-	snapAt          atomic.Uint64
 	failErr         error // set before done is closed
 
 	// caughtUp is closed once the group has applied everything its log
@@ -153,27 +144,6 @@ type group struct {
 	applyTo    uint64
 	appliedOld chan struct{}
 }
-
-type snapResult struct {
-	index uint64
-	bytes int64 // the snapshot's size
-	err   error
-}
-
-// A snapshot of snapshotCostFloor bytes or more is taken only once the
-// entries applied since the last one hold snapshotCostFactor times its
-// size, or there are snapshotCostFactor times Config.SnapshotEntries of
-// them, so that writing snapshots costs a small part of what writing the
-// log does. A shard's snapshot grows with its backlog (an entry per
-// pending event): 2.9 MB after about 480,000 events in a benchmark that
-// consumed none, written every 10,000 entries (about 24 MB of log) at one
-// event per call, and its writes delayed the WAL's fdatasyncs: p99 of
-// publishing 4.1-4.3 ms, 3.2-3.5 ms with this rule. A smaller snapshot
-// costs about what its fdatasync does, whatever its size.
-const (
-	snapshotCostFactor = 16
-	snapshotCostFloor  = 1 << 20
-)
 
 // openGroup opens a group's storage, creating and bootstrapping it if it
 // is new; a new group made to rebuild a lost replica (rebuild, or
@@ -211,19 +181,18 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	}
 	g := &group{
 		h: h, id: gc.ID, name: gc.Name, dir: dir,
-		log:      h.cfg.Logger.With("group", gc.Name),
-		storage:  st,
-		sm:       gc.StateMachine,
-		propc:    make(chan proposal, proposalQueue),
-		tickc:    make(chan struct{}, 1),
-		inbox:    newInbox(),
-		reportc:  make(chan report, reportQueue),
-		viewc:    make(chan func()),
-		snapDone: make(chan snapResult, 1),
-		stagedc:  make(chan staged, 1),
-		stopc:    make(chan struct{}),
-		done:     make(chan struct{}),
-		props:    newProposalTracker(gc.Name),
+		log:     h.cfg.Logger.With("group", gc.Name),
+		storage: st,
+		sm:      gc.StateMachine,
+		propc:   make(chan proposal, proposalQueue),
+		tickc:   make(chan struct{}, 1),
+		inbox:   newInbox(),
+		reportc: make(chan report, reportQueue),
+		viewc:   make(chan func()),
+		stagedc: make(chan staged, 1),
+		stopc:   make(chan struct{}),
+		done:    make(chan struct{}),
+		props:   newProposalTracker(gc.Name),
 
 		rebuilding:   rebuilding,
 		rebuildID:    rand.Uint64(),
@@ -246,8 +215,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	}
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.snapIndex = g.applied
-	g.lastSnapBytes = int64(len(snap.GetData()))
+	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.GetData())))
 	g.confState = snap.GetMetadata().GetConfState()
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
@@ -278,7 +246,6 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		}
 	}
 	g.appliedAt.Store(g.applied)
-	g.snapAt.Store(g.snapIndex)
 	g.rebuiltFrom = g.applied
 	g.rebuildingNow.Store(rebuilding)
 	// A group that is its own quorum commits its whole log once it leads; a
@@ -331,7 +298,7 @@ func (g *group) run() {
 			g.applyReport(r)
 		case fn := <-g.viewc:
 			fn()
-		case r := <-g.snapDone:
+		case r := <-g.snaps.done:
 			g.snapshotFinished(r)
 		}
 		if err := g.handleReady(); err != nil {
@@ -574,9 +541,7 @@ func (g *group) handleReady() error {
 		return err
 	}
 	g.props.place(rd.Entries)
-	for _, e := range rd.Entries {
-		g.bytesSinceSnap += int64(len(e.Data))
-	}
+	g.snaps.appended(rd.Entries)
 	// The hard state is a WAL record after the entries, made durable with
 	// them by the sync below.
 	if rd.HardState != nil {
@@ -740,13 +705,10 @@ func (g *group) send(msgs []*pb.Message) {
 // log of the entries its state needs, if it needs any.
 func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	md := snap.GetMetadata()
-	if g.snapInFlight {
-		// A snapshot of the state being replaced must not be saved or
-		// compact the log after the install.
-		if r := <-g.snapDone; r.err != nil {
-			g.log.Error("snapshot failed", "index", r.index, "err", r.err)
-		}
-		g.snapInFlight = false
+	// A snapshot of the state being replaced must not be saved or
+	// compact the log after the install.
+	if r, ok := g.snaps.abandon(); ok && r.err != nil {
+		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
 	}
 	needsFrom, _, err := decodeSnapshotData(snap.GetData())
 	if err != nil {
@@ -771,12 +733,9 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	g.props.unplace(snap.GetMetadata().GetIndex())
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.snapIndex = g.applied
-	g.lastSnapBytes = int64(len(snap.GetData()))
 	g.confState = snap.GetMetadata().GetConfState()
-	g.bytesSinceSnap = 0
 	g.appliedAt.Store(g.applied)
-	g.snapAt.Store(g.snapIndex)
+	g.snaps.installed(g.applied, int64(len(snap.GetData())))
 	g.h.metrics.snapshotInstalls.Inc()
 	return nil
 }
@@ -843,101 +802,6 @@ func (g *group) apply(ents []*pb.Entry) error {
 	g.publishLeader()
 	g.checkCaughtUp()
 	return nil
-}
-
-// maybeSnapshot takes a snapshot once enough has been applied since the
-// last one. The state is captured here, on the loop, so it matches the
-// applied index exactly; encoding (when the state machine can capture
-// without encoding), writing, fsyncing and compacting run in the background
-// unless SyncSnapshots is set. While one snapshot is in flight, further
-// requests are coalesced into the next check after it finishes rather
-// than queued.
-func (g *group) maybeSnapshot() {
-	if g.snapInFlight || g.applied <= g.snapIndex {
-		return
-	}
-	entries := g.applied - g.snapIndex
-	due := entries >= g.h.cfg.SnapshotEntries || g.bytesSinceSnap >= g.h.cfg.SnapshotBytes
-	if due && g.lastSnapBytes >= snapshotCostFloor &&
-		g.bytesSinceSnap < snapshotCostFactor*g.lastSnapBytes && entries < snapshotCostFactor*g.h.cfg.SnapshotEntries {
-		due = false
-	}
-	// A queue drained by consumers frees its log's segments only through a
-	// snapshot: take one as soon as that frees a segment, whatever the
-	// counts, or a drained queue would hold its disk until traffic comes
-	// (and a node short of disk space, refusing that traffic, forever).
-	if !due && !g.storage.Log().WouldDelete(min(g.applied+1, g.sm.CompactIndex())) {
-		return
-	}
-	term, err := g.storage.Term(g.applied)
-	if err != nil {
-		g.log.Error("term of applied index", "index", g.applied, "err", err)
-		return
-	}
-	md := &pb.SnapshotMetadata{Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState)}
-	compactBelow := min(g.applied+1, g.sm.CompactIndex())
-	g.bytesSinceSnap = 0
-	async, canDefer := g.sm.(AsyncSnapshotter)
-	if g.h.cfg.SyncSnapshots || !canDefer {
-		data, err := g.sm.Snapshot()
-		if err != nil {
-			g.log.Error("encode snapshot", "err", err)
-			return
-		}
-		snap := &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}
-		if g.h.cfg.SyncSnapshots {
-			g.snapshotFinished(g.writeSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow))
-			return
-		}
-		g.startSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow)
-		return
-	}
-	encode := async.SnapshotFunc()
-	g.startSnapshot(func() (*pb.Snapshot, error) {
-		data, err := encode()
-		return &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
-	}, md, compactBelow)
-}
-
-func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) {
-	g.snapInFlight = true
-	g.snapWG.Go(func() { g.snapDone <- g.writeSnapshot(build, md, compactBelow) })
-}
-
-// writeSnapshot saves snap and then deletes the log segments it and the
-// state machine no longer need. It may run off the loop: the storage is
-// safe for that.
-func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) snapResult {
-	start := time.Now()
-	idx := md.GetIndex()
-	snap, err := build()
-	if err != nil {
-		return snapResult{index: idx, err: fmt.Errorf("encode snapshot: %w", err)}
-	}
-	if err := g.storage.SaveSnapshot(snap); err != nil {
-		return snapResult{index: idx, err: err}
-	}
-	if _, err := g.storage.Compact(compactBelow); err != nil {
-		return snapResult{index: idx, err: err}
-	}
-	g.h.observeSnapshot(time.Since(start))
-	return snapResult{index: idx, bytes: int64(len(snap.GetData()))}
-}
-
-func (g *group) snapshotFinished(r snapResult) {
-	g.snapInFlight = false
-	if r.err != nil {
-		// The previous snapshot and the full log are still there: nothing is
-		// lost, the next attempt will try again.
-		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
-		return
-	}
-	if r.index >= g.snapIndex { // not overtaken by an installed snapshot
-		g.snapIndex, g.lastSnapBytes = r.index, r.bytes
-	}
-	g.snapAt.Store(g.snapIndex)
-	// Requests that arrived while this one ran were coalesced into this check.
-	g.maybeSnapshot()
 }
 
 // propose replicates p's command and returns its result.
@@ -1065,7 +929,7 @@ func (g *group) onLoop(ctx context.Context, f func()) error {
 func (g *group) stop() {
 	g.stopOnce.Do(func() { close(g.stopc) })
 	<-g.done
-	g.snapWG.Wait()
+	g.snaps.wait()
 	g.bgCancel()
 	g.bgWG.Wait()
 	g.stopStaging()
@@ -1076,11 +940,11 @@ func (g *group) status() Status {
 	l := g.storage.Log()
 	st := Status{
 		Name: g.name, Leader: g.leader.Load(), IsLeader: g.isLeader.Load(),
-		Applied: g.appliedAt.Load(), SnapIndex: g.snapAt.Load(),
+		Applied: g.appliedAt.Load(), SnapIndex: g.snaps.at.Load(),
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
 		Rebuilding: g.rebuildingNow.Load(),
-		Quiesced:   g.quiescedNow.Load(),
+		Quiesced:   g.quiet.now.Load(),
 
 		WaitingForSpace: g.waitingForSpace.Load(),
 	}
