@@ -454,7 +454,7 @@ func (h *Host) PeerDown(node uint64) {
 	h.tickMu.Lock()
 	defer h.tickMu.Unlock()
 	for id, g := range h.groups {
-		if g.quiescedNow.Load() && g.isLeader.Load() {
+		if g.quiet.now.Load() && g.isLeader.Load() {
 			h.ticking[id] = g
 		}
 	}
