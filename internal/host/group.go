@@ -84,14 +84,7 @@ type group struct {
 	confState *pb.ConfState
 	snaps     *snapshotScheduler
 
-	// Fetching the entries a leader's snapshot needs (install.go): the
-	// fetch runs on stageWG and reports on stagedc; staged is a finished
-	// one whose snapshot has been stepped. Loop fields.
-	staging     bool
-	stageCancel context.CancelFunc
-	stageWG     sync.WaitGroup
-	stagedc     chan staged
-	staged      *staged
+	stage *snapshotStaging // install.go
 
 	// A replica rebuilt empty stays out of elections until it has applied
 	// rebuildTarget, the highest commit index a leader has told it of
@@ -189,7 +182,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		inbox:   newInbox(),
 		reportc: make(chan report, reportQueue),
 		viewc:   make(chan func()),
-		stagedc: make(chan staged, 1),
+		stage:   newSnapshotStaging(),
 		stopc:   make(chan struct{}),
 		done:    make(chan struct{}),
 		props:   newProposalTracker(gc.Name),
@@ -291,7 +284,7 @@ func (g *group) run() {
 			g.tick()
 		case <-g.inbox.ready:
 			g.drainMessages()
-		case s := <-g.stagedc:
+		case s := <-g.stage.done:
 			g.stagedDone(s)
 		case r := <-g.reportc:
 			g.wake(true)
@@ -525,7 +518,7 @@ func (g *group) handleReady() error {
 		return nil
 	}
 	rd := g.rn.Ready()
-	if g.staged != nil && raft.IsEmptySnap(rd.Snapshot) {
+	if raft.IsEmptySnap(rd.Snapshot) {
 		// The first Ready after a staged snapshot was stepped holds it,
 		// unless raft did not take it (stale, or the log already had it).
 		g.discardStaged()
@@ -715,12 +708,11 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 		return fmt.Errorf("install snapshot at index %d: %w", md.GetIndex(), err)
 	}
 	if needsFrom <= md.GetIndex() {
-		s := g.staged
-		if s == nil || s.msg.GetSnapshot().GetMetadata().GetIndex() != md.GetIndex() {
+		sl := g.stage.take(md.GetIndex())
+		if sl == nil {
 			return fmt.Errorf("install snapshot at index %d: the log entries from %d it needs were not staged", md.GetIndex(), needsFrom)
 		}
-		g.staged = nil
-		if err := g.storage.InstallSnapshotWithLog(snap, s.log); err != nil {
+		if err := g.storage.InstallSnapshotWithLog(snap, sl); err != nil {
 			return err
 		}
 		g.h.metrics.snapshotEntries.Add(float64(md.GetIndex() - needsFrom + 1))

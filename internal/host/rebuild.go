@@ -209,7 +209,7 @@ func (g *group) proposeReadds() {
 // askReadd, on a tick of a rebuilt replica that has received nothing
 // yet, asks its peers in the background to re-add it.
 func (g *group) askReadd() {
-	if !g.rebuilding || g.applied > g.rebuiltFrom || g.staging || g.asking.Load() {
+	if !g.rebuilding || g.applied > g.rebuiltFrom || g.stage.fetching || g.asking.Load() {
 		return
 	}
 	if g.readdTicks++; g.readdTicks%readdEvery != 0 {
