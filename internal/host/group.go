@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,25 +85,10 @@ type group struct {
 
 	stage *snapshotStaging // install.go
 
-	// A replica rebuilt empty stays out of elections until it has applied
-	// rebuildTarget, the highest commit index a leader has told it of
-	// (rebuild.go). Loop fields.
-	rebuilding    bool
-	rebuildingNow atomic.Bool // rebuilding, for other goroutines
-	rebuildTarget uint64
-	rebuiltFrom   uint64           // applied when the rebuilt replica opened
-	rebuildID     uint64           // names this rebuild in re-add requests
-	readdTicks    int              // ticks while waiting to be re-added
-	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
-	readdRemoved  map[uint64]bool  // nodes removed for a re-add and not yet added back
+	rebuild *rebuildState // rebuild.go
+	readds  *readdQueue   // as leader: re-adds of rebuilt replicas (readd.go)
 
 	quiet quiescence // quiesce.go
-
-	// Background calls of the group (re-add requests), owned by it.
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
-	asking   atomic.Bool
 
 	// Leadership as raft sees it (loop fields): the leader, the term in
 	// which this replica leads (0 when it does not), and the term of the
@@ -186,12 +170,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		stopc:   make(chan struct{}),
 		done:    make(chan struct{}),
 		props:   newProposalTracker(gc.Name),
-
-		rebuilding:   rebuilding,
-		rebuildID:    rand.Uint64(),
-		readdRemoved: make(map[uint64]bool),
+		readds:  newReaddQueue(),
 	}
-	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	snap, err := st.Snapshot()
 	if err != nil {
 		st.Close()
@@ -239,8 +219,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		}
 	}
 	g.appliedAt.Store(g.applied)
-	g.rebuiltFrom = g.applied
-	g.rebuildingNow.Store(rebuilding)
+	g.rebuild = newRebuildState(rebuilding, g.applied)
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
 	g.replayTo = hs.GetCommit()
@@ -922,8 +901,7 @@ func (g *group) stop() {
 	g.stopOnce.Do(func() { close(g.stopc) })
 	<-g.done
 	g.snaps.wait()
-	g.bgCancel()
-	g.bgWG.Wait()
+	g.rebuild.stop()
 	g.stopStaging()
 	g.storage.Close()
 }
@@ -935,7 +913,7 @@ func (g *group) status() Status {
 		Applied: g.appliedAt.Load(), SnapIndex: g.snaps.at.Load(),
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
-		Rebuilding: g.rebuildingNow.Load(),
+		Rebuilding: g.rebuild.now.Load(),
 		Quiesced:   g.quiet.now.Load(),
 
 		WaitingForSpace: g.waitingForSpace.Load(),

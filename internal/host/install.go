@@ -314,7 +314,7 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 
 // step hands a message to raft.
 func (g *group) step(m *pb.Message) {
-	if g.rebuilding && !g.rebuildStep(m) {
+	if !g.rebuild.step(m, g.storage) {
 		return
 	}
 	if err := g.rn.Step(m); err != nil {

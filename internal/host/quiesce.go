@@ -222,14 +222,14 @@ func (g *group) quiesce() {
 // idle reports whether the group has nothing in flight.
 func (g *group) idle() bool {
 	return g.props.pending() == 0 && len(g.propc) == 0 && !g.rn.HasReady() && !g.snaps.busy() &&
-		!g.stage.fetching && len(g.readds) == 0 && !g.rebuilding
+		!g.stage.fetching && !g.readds.busy() && !g.rebuild.active
 }
 
 // quiesceFollower handles a leader's quiesce message: the follower stops
 // ticking if it has everything the leader has, applied.
 func (g *group) quiesceFollower(m *pb.Message) {
 	last, _ := g.storage.LastIndex()
-	if !followerMayQuiesce(m, g.rn.BasicStatus(), last, g.applied) || g.stage.fetching || g.rebuilding {
+	if !followerMayQuiesce(m, g.rn.BasicStatus(), last, g.applied) || g.stage.fetching || g.rebuild.active {
 		return // it keeps ticking; if it times out, its pre-vote wakes the leader
 	}
 	g.quiesce()
