@@ -74,11 +74,7 @@ type group struct {
 	props *proposalTracker // its waiting proposers
 
 	// loop
-	// held are proposals other replicas forwarded that raft would drop
-	// unseen (this leader handing over, or no leader known): stepped
-	// once a leader is known again (see holdProposal).
-	held      []*pb.Message
-	heldBytes int
+	held      heldProposals // held.go
 	applied   uint64
 	confState *pb.ConfState
 	snaps     *snapshotScheduler
@@ -90,36 +86,19 @@ type group struct {
 
 	quiet quiescence // quiesce.go
 
-	// Leadership as raft sees it (loop fields): the leader, the term in
-	// which this replica leads (0 when it does not), and the term of the
-	// last entry applied. See publishLeader.
-	raftLead    uint64
-	leadChanged time.Time // when raftLead or this replica's leading last changed
-	leadTerm    uint64
-	appliedTerm uint64
+	lead        leadership // lead.go
+	appliedTerm uint64     // the term of the last entry applied; loop field
 
 	reads readBarriers // loop field
 
 	// Read by other goroutines.
-	leader   atomic.Uint64 // the published leader, see publishLeader
-	isLeader atomic.Bool
 	// waitingForSpace: the group waits for disk space to make a Ready
 	// durable (see persist).
 	waitingForSpace atomic.Bool
 	appliedAt       atomic.Uint64
 	failErr         error // set before done is closed
 
-	// caughtUp is closed once the group has applied everything its log
-	// held when it was opened (replayTo), so that a reopened group is not
-	// served to callers half replayed.
-	replayTo  uint64
-	soleVoter bool // a group of one also waits until it has elected itself
-	caughtUp  chan struct{}
-	// applyTo is the commit index the group knew at open: what it
-	// applies without waiting for an election. appliedOld is closed once
-	// it has (see AddGroupsFunc).
-	applyTo    uint64
-	appliedOld chan struct{}
+	replay *replayGate // replay.go
 }
 
 // openGroup opens a group's storage, creating and bootstrapping it if it
@@ -211,8 +190,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.rn = rn
 	// A group whose only voter is this node need not wait an election
 	// timeout after a restart.
-	g.soleVoter = onlyVoter(g.confState, h.cfg.NodeID)
-	if g.soleVoter || (created && gc.Campaign && !rebuilding) {
+	soleVoter := onlyVoter(g.confState, h.cfg.NodeID)
+	if soleVoter || (created && gc.Campaign && !rebuilding) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
@@ -222,13 +201,11 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.rebuild = newRebuildState(rebuilding, g.applied)
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
-	g.replayTo = hs.GetCommit()
-	if g.soleVoter {
-		g.replayTo = st.Log().LastIndex()
+	replayTo := hs.GetCommit()
+	if soleVoter {
+		replayTo = st.Log().LastIndex()
 	}
-	g.caughtUp = make(chan struct{})
-	g.applyTo = hs.GetCommit()
-	g.appliedOld = make(chan struct{})
+	g.replay = newReplayGate(hs.GetCommit(), replayTo, soleVoter)
 	g.checkCaughtUp()
 	return g, nil
 }
@@ -350,11 +327,6 @@ func (g *group) receive(m *pb.Message) {
 	}
 }
 
-// maxHeldBytes bounds the commands of the forwarded proposals a replica
-// holds (holdProposal); beyond it they are dropped, as raft would drop
-// them.
-const maxHeldBytes = 64 << 20
-
 // holdProposal holds a proposal another replica forwarded while this
 // leader hands its leadership over, or that reached this replica when it
 // had just stopped leading and knows no leader yet. Raft drops such a
@@ -362,19 +334,7 @@ const maxHeldBytes = 64 << 20
 // learn that the outcome is unknown; held, it goes to whoever leads next
 // (releaseHeld), and its proposer gets its result.
 func (g *group) holdProposal(m *pb.Message) bool {
-	if !leaderUnsettled(g.rn.BasicStatus()) {
-		return false
-	}
-	size := 0
-	for _, e := range m.GetEntries() {
-		size += len(e.GetData())
-	}
-	if g.heldBytes+size > maxHeldBytes {
-		return false
-	}
-	g.held = append(g.held, m)
-	g.heldBytes += size
-	return true
+	return leaderUnsettled(g.rn.BasicStatus()) && g.held.hold(m)
 }
 
 // leaderUnsettled reports whether the group knows no leader, or its leader
@@ -388,12 +348,10 @@ func leaderUnsettled(st raft.BasicStatus) bool {
 // replica appends them if it still leads, or passes them on to the new
 // leader.
 func (g *group) releaseHeld() {
-	if len(g.held) == 0 || leaderUnsettled(g.rn.BasicStatus()) {
+	if g.held.empty() || leaderUnsettled(g.rn.BasicStatus()) {
 		return
 	}
-	held := g.held
-	g.held, g.heldBytes = nil, 0
-	for _, m := range held {
+	for _, m := range g.held.release() {
 		g.step(m)
 	}
 }
@@ -569,27 +527,18 @@ func (g *group) handleReady() error {
 	g.rn.Advance(rd)
 	g.proposeReadds()
 	if rd.SoftState != nil {
-		lead, leads := rd.SoftState.Lead, rd.SoftState.RaftState == raft.StateLeader
-		changed := g.raftLead != lead
-		g.raftLead = lead
-		if g.isLeader.Swap(leads) != leads {
-			changed = true
-		}
-		g.checkCaughtUp()
-		if changed {
-			g.leadChanged = time.Now()
-			// A proposal in this replica's log waits for its index to be
-			// applied (answer): the log may commit it under the new
-			// leader. So does one it forwarded that is not in its log
-			// yet, even if it now leads: the old leader may have taken
-			// it, or held it while handing over, and it comes back
-			// within a round; if not, it expires (expireForwarded).
-			g.leadTerm = 0
-			if leads {
-				g.leadTerm = g.rn.BasicStatus().GetTerm()
-			}
+		leads := rd.SoftState.RaftState == raft.StateLeader
+		// A proposal in this replica's log waits for its index to be
+		// applied (answer) when the leadership changes: the log may
+		// commit it under the new leader. So does one it forwarded that
+		// is not in its log yet, even if it now leads: the old leader may
+		// have taken it, or held it while handing over, and it comes back
+		// within a round; if not, it expires (expireForwarded). Read
+		// barriers fail.
+		if g.lead.update(rd.SoftState.Lead, leads, g.rn.BasicStatus().GetTerm(), time.Now()) {
 			g.reads.fail()
 		}
+		g.checkCaughtUp()
 	}
 	g.readIndex(g.reads.confirm(rd.ReadStates))
 	g.reads.release(g.applied)
@@ -598,21 +547,10 @@ func (g *group) handleReady() error {
 	return nil
 }
 
-// publishLeader sets the leader that other goroutines read (Host.Leader,
-// Status, the leadership watch, which it notifies of a change). A replica
-// just elected names itself only once it has applied an entry of its own
-// term: until then it may not have applied everything its predecessors
-// committed — an ack, say, whose commit it had not heard of — and whoever
-// serves reads from its state as the leader's would hand out an event
-// already acknowledged. Raft commits the empty entry a new leader appends
-// within one round, so the gap is short; meanwhile the group has no
-// leader to the node, which answers "retry shortly".
+// publishLeader publishes the group's leader (leadership.publish), and
+// notifies the leadership watch of a change.
 func (g *group) publishLeader() {
-	lead := g.raftLead
-	if lead == g.h.cfg.NodeID && g.appliedTerm < g.leadTerm {
-		lead = 0
-	}
-	if g.leader.Swap(lead) != lead {
+	if g.lead.publish(g.h.cfg.NodeID, g.appliedTerm) {
 		g.h.leaders.notify(g.id)
 	}
 }
@@ -872,7 +810,7 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 func (g *group) expireForwarded() {
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
-	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.isLeader.Load(), g.leadChanged, limit, grace)
+	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.lead.leads(), g.lead.changed, limit, grace)
 }
 
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
@@ -909,7 +847,7 @@ func (g *group) stop() {
 func (g *group) status() Status {
 	l := g.storage.Log()
 	st := Status{
-		Name: g.name, Leader: g.leader.Load(), IsLeader: g.isLeader.Load(),
+		Name: g.name, Leader: g.lead.leader(), IsLeader: g.lead.leads(),
 		Applied: g.appliedAt.Load(), SnapIndex: g.snaps.at.Load(),
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
@@ -934,33 +872,18 @@ func onlyVoter(cs *pb.ConfState, node uint64) bool {
 }
 
 func (g *group) checkCaughtUp() {
-	if g.applied >= g.applyTo {
-		select {
-		case <-g.appliedOld:
-		default:
-			close(g.appliedOld)
-		}
-	}
-	// A group of one is served once it names itself the leader (see
-	// publishLeader), so that its first reads find it led.
-	if g.applied >= g.replayTo && (!g.soleVoter || g.leader.Load() == g.h.cfg.NodeID) {
-		select {
-		case <-g.caughtUp:
-		default:
-			close(g.caughtUp)
-		}
-	}
+	g.replay.check(g.applied, g.lead.leader() == g.h.cfg.NodeID)
 }
 
 // waitCaughtUp waits until the group has replayed its log.
 func (g *group) waitCaughtUp(ctx context.Context) error {
 	select {
-	case <-g.caughtUp:
+	case <-g.replay.caughtUp:
 		return nil
 	case <-g.done:
 		return g.closedErr()
 	case <-ctx.Done():
-		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replayTo, ctx.Err())
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.replayTo, ctx.Err())
 	}
 }
 
@@ -968,12 +891,12 @@ func (g *group) waitCaughtUp(ctx context.Context) error {
 // committed when it opened.
 func (g *group) waitAppliedOld(ctx context.Context) error {
 	select {
-	case <-g.appliedOld:
+	case <-g.replay.appliedOld:
 		return nil
 	case <-g.done:
 		return g.closedErr()
 	case <-ctx.Done():
-		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.applyTo, ctx.Err())
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.applyTo, ctx.Err())
 	}
 }
 

@@ -454,7 +454,7 @@ func (h *Host) PeerDown(node uint64) {
 	h.tickMu.Lock()
 	defer h.tickMu.Unlock()
 	for id, g := range h.groups {
-		if g.quiet.now.Load() && g.isLeader.Load() {
+		if g.quiet.now.Load() && g.lead.leads() {
 			h.ticking[id] = g
 		}
 	}
@@ -725,7 +725,7 @@ func (h *Host) Leader(id uint64) (uint64, error) {
 	case <-g.done:
 		return 0, g.closedErr()
 	default:
-		return g.leader.Load(), nil
+		return g.lead.leader(), nil
 	}
 }
 

@@ -140,8 +140,8 @@ func followerMayQuiesce(m *pb.Message, st raft.BasicStatus, last, applied uint64
 // tick advances the group's clock, unless it is quiesced and the nodes
 // it depends on answer.
 func (g *group) tick() {
-	if g.quiet.asleep && stillQuiet(g.isLeader.Load(), g.leader.Load(), g.confState.GetVoters(), g.h.cfg.NodeID, g.h.peerAlive) {
-		if g.isLeader.Load() {
+	if g.quiet.asleep && stillQuiet(g.lead.leads(), g.lead.leader(), g.confState.GetVoters(), g.h.cfg.NodeID, g.h.peerAlive) {
+		if g.lead.leads() {
 			g.h.setTicking(g, false) // woken by PeerDown for another group's node
 		}
 		return
@@ -178,7 +178,7 @@ func isQuiesce(m *pb.Message) bool {
 // maybeQuiesce quiesces an idle leader's group, and reports whether it
 // did.
 func (g *group) maybeQuiesce() bool {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		return false
 	}
 	if !g.quiet.idleTick(quiesceAfter(g.confState, g.h.cfg.NodeID, g.h.cfg.ElectionTicks)) || !g.idle() {

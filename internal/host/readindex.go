@@ -67,7 +67,7 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 
 // askRead queues a barrier, sending a ReadIndex unless one is in flight.
 func (g *group) askRead(done chan error) {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		done <- ErrNotLeader
 		return
 	}

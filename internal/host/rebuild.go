@@ -223,7 +223,7 @@ func (h *Host) ServeReadd(ctx context.Context, payload []byte) ([]byte, error) {
 
 // startReadd runs on the loop.
 func (g *group) startReadd(req readdRequest) error {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		return fmt.Errorf("group %s: %w", g.name, ErrNotLeader)
 	}
 	t, ok := g.readds.next(req.node, g.confState.GetVoters())
@@ -242,7 +242,7 @@ func (g *group) startReadd(req readdRequest) error {
 // whose removal for a re-add was just applied, if this node leads
 // (readdQueue.applied).
 func (g *group) continueReadd(cc *pb.ConfChange) {
-	g.readds.applied(cc, g.isLeader.Load())
+	g.readds.applied(cc, g.lead.leads())
 }
 
 // proposeReadds proposes the additions continueReadd noted; called after
