@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,14 +61,12 @@ type group struct {
 	rn      *raft.RawNode
 	sm      StateMachine
 
-	propc    chan proposal
-	tickc    chan struct{}
-	inbox    *inbox
-	reportc  chan report
-	viewc    chan func()
-	stopc    chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	propc   chan proposal
+	tickc   chan struct{}
+	inbox   *inbox
+	reportc chan report
+	viewc   chan func()
+	life    lifecycle // lifecycle.go
 
 	props *proposalTracker // its waiting proposers
 
@@ -96,7 +93,6 @@ type group struct {
 	// durable (see persist).
 	waitingForSpace atomic.Bool
 	appliedAt       atomic.Uint64
-	failErr         error // set before done is closed
 
 	replay *replayGate // replay.go
 }
@@ -146,8 +142,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		reportc: make(chan report, reportQueue),
 		viewc:   make(chan func()),
 		stage:   newSnapshotStaging(),
-		stopc:   make(chan struct{}),
-		done:    make(chan struct{}),
+		life:    newLifecycle(),
 		props:   newProposalTracker(gc.Name),
 		readds:  newReaddQueue(),
 	}
@@ -220,7 +215,7 @@ var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); ret
 // and learns that its snapshots finished.
 func (g *group) run() {
 	defer func() {
-		close(g.done)
+		close(g.life.done)
 		g.h.leaders.notify(g.id) // a stopped group leads nothing
 	}()
 	for {
@@ -230,7 +225,7 @@ func (g *group) run() {
 		}
 		select {
 		case <-busy:
-		case <-g.stopc:
+		case <-g.life.stopc:
 			g.props.close(ErrClosed)
 			return
 		case p := <-g.propc:
@@ -290,7 +285,7 @@ func (g *group) persist(step func() error) error {
 	wait := 10 * time.Millisecond
 	for vfs.IsNoSpace(err) {
 		select {
-		case <-g.stopc:
+		case <-g.life.stopc:
 			return err
 		case <-time.After(wait):
 		}
@@ -307,8 +302,8 @@ func (g *group) persist(step func() error) error {
 // kept once a Ready could not be persisted.
 func (g *group) fail(err error) {
 	g.log.Error("raft group stopped on a failure; it is unavailable until the node restarts", "err", err)
-	g.failErr = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
-	g.props.close(g.failErr)
+	g.life.err = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
+	g.props.close(g.life.err)
 }
 
 // receive steps a message from another node into raft.
@@ -746,7 +741,7 @@ func (pr *Proposal) send(ctx context.Context) {
 	id := g.h.nextID.Add(1)
 	result, ok := g.props.register(id, time.Now())
 	if !ok {
-		pr.err = g.closedErr()
+		pr.err = g.life.closedErr()
 		return
 	}
 	pr.id, pr.result, pr.err = id, result, nil
@@ -755,8 +750,8 @@ func (pr *Proposal) send(ctx context.Context) {
 	select {
 	case g.propc <- p:
 		return
-	case <-g.done:
-		pr.err = g.closedErr()
+	case <-g.life.done:
+		pr.err = g.life.closedErr()
 	case <-ctx.Done():
 		pr.err = ctx.Err()
 	}
@@ -828,16 +823,16 @@ func (g *group) onLoop(ctx context.Context, f func()) error {
 	select {
 	case g.viewc <- f:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
 func (g *group) stop() {
-	g.stopOnce.Do(func() { close(g.stopc) })
-	<-g.done
+	g.life.stop()
+	<-g.life.done
 	g.snaps.wait()
 	g.rebuild.stop()
 	g.stopStaging()
@@ -857,8 +852,8 @@ func (g *group) status() Status {
 		WaitingForSpace: g.waitingForSpace.Load(),
 	}
 	select {
-	case <-g.done:
-		st.Err = g.failErr
+	case <-g.life.done:
+		st.Err = g.life.err
 		st.Leader, st.IsLeader = 0, false
 	default:
 	}
@@ -880,8 +875,8 @@ func (g *group) waitCaughtUp(ctx context.Context) error {
 	select {
 	case <-g.replay.caughtUp:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.replayTo, ctx.Err())
 	}
@@ -893,19 +888,11 @@ func (g *group) waitAppliedOld(ctx context.Context) error {
 	select {
 	case <-g.replay.appliedOld:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.applyTo, ctx.Err())
 	}
-}
-
-// closedErr is what callers get once the loop has exited.
-func (g *group) closedErr() error {
-	if g.failErr != nil {
-		return g.failErr
-	}
-	return ErrClosed
 }
 
 // encodeEnvelope prefixes a command with the id of its proposal so the

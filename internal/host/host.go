@@ -722,8 +722,8 @@ func (h *Host) Leader(id uint64) (uint64, error) {
 		return 0, err
 	}
 	select {
-	case <-g.done:
-		return 0, g.closedErr()
+	case <-g.life.done:
+		return 0, g.life.closedErr()
 	default:
 		return g.lead.leader(), nil
 	}
@@ -831,8 +831,8 @@ func (h *Host) groupFailed(id uint64) bool {
 		return false
 	}
 	select {
-	case <-g.done:
-		return g.failErr != nil
+	case <-g.life.done:
+		return g.life.err != nil
 	default:
 		return false
 	}

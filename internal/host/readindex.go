@@ -58,8 +58,8 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 			return fmt.Errorf("group %s: %w", g.name, err)
 		}
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
