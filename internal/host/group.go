@@ -49,8 +49,24 @@ type report struct {
 }
 
 // group is one Raft group and the goroutine that owns its RawNode and
-// state machine. Only that goroutine touches rn, sm and the fields below
-// marked "loop".
+// state machine. It keeps the loop and raft's Ready contract (run,
+// handleReady); each concern it serves keeps its state, and the
+// invariants of that state, in a part of its own, as etcd's raft
+// composes raftLog, tracker and readOnly:
+//
+//   - props, the waiting proposers (proposals.go), and held, the
+//     proposals forwarded while no leader is settled (held.go);
+//   - snaps, when to snapshot (snapshot.go), and stage, the entries a
+//     leader's snapshot needs (install.go);
+//   - rebuild, a rebuilt replica's catching up (rebuild.go), and readds,
+//     a leader's re-adds of rebuilt replicas (readd.go);
+//   - quiet, quiescence (quiesce.go); lead, leadership (lead.go); reads,
+//     read barriers (readindex.go); replay, whether a reopened group has
+//     replayed its log (replay.go); life, how its loop ends
+//     (lifecycle.go).
+//
+// Only the loop's goroutine touches rn, sm, the fields marked "loop" and
+// the parts, but for what a part says other goroutines may use.
 type group struct {
 	h       *Host
 	id      uint64
@@ -66,35 +82,29 @@ type group struct {
 	inbox   *inbox
 	reportc chan report
 	viewc   chan func()
-	life    lifecycle // lifecycle.go
-
-	props *proposalTracker // its waiting proposers
 
 	// loop
-	held      heldProposals // held.go
-	applied   uint64
-	confState *pb.ConfState
-	snaps     *snapshotScheduler
+	applied     uint64
+	appliedTerm uint64 // the term of the entry at applied
+	confState   *pb.ConfState
 
-	stage *snapshotStaging // install.go
-
-	rebuild *rebuildState // rebuild.go
-	readds  *readdQueue   // as leader: re-adds of rebuilt replicas (readd.go)
-
-	quiet quiescence // quiesce.go
-
-	lead        leadership // lead.go
-	appliedTerm uint64     // the term of the last entry applied; loop field
-
-	reads readBarriers // loop field
+	props   *proposalTracker
+	held    heldProposals
+	snaps   *snapshotScheduler
+	stage   *snapshotStaging
+	rebuild *rebuildState
+	readds  *readdQueue
+	quiet   quiescence
+	lead    leadership
+	reads   readBarriers
+	replay  *replayGate
+	life    lifecycle
 
 	// Read by other goroutines.
 	// waitingForSpace: the group waits for disk space to make a Ready
 	// durable (see persist).
 	waitingForSpace atomic.Bool
 	appliedAt       atomic.Uint64
-
-	replay *replayGate // replay.go
 }
 
 // openGroup opens a group's storage, creating and bootstrapping it if it

@@ -9,9 +9,7 @@ func TestLifecycleStopIsIdempotent(t *testing.T) {
 	l := newLifecycle()
 	l.stop()
 	l.stop()
-	select {
-	case <-l.stopc:
-	default:
+	if !isClosed(l.stopc) {
 		t.Fatal("stop did not ask the loop to stop")
 	}
 }
