@@ -75,10 +75,11 @@ func (g *group) askRead(done chan error) {
 	g.readIndex(g.reads.ask(done))
 }
 
-// readIndex sends raft the ReadIndex request ctx, unless it is nil.
-func (g *group) readIndex(ctx []byte) {
-	if ctx != nil {
-		g.rn.ReadIndex(ctx)
+// readIndex sends raft a ReadIndex request with the context rctx, unless
+// it is nil.
+func (g *group) readIndex(rctx []byte) {
+	if rctx != nil {
+		g.rn.ReadIndex(rctx)
 	}
 }
 
