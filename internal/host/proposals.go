@@ -56,6 +56,10 @@ func (t *proposalTracker) register(id uint64, now time.Time) (result chan any, o
 	if t.waiters == nil {
 		return nil, false
 	}
+	if _, dup := t.waiters[id]; dup {
+		// Two proposers would share one answer, and one would never get it.
+		panic(fmt.Sprintf("host: group %s: proposal id %d registered twice", t.group, id))
+	}
 	w := waiter{result: make(chan any, 1), since: now}
 	t.waiters[id] = w
 	return w.result, true

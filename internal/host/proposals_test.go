@@ -180,3 +180,14 @@ func TestProposalTrackerExpireForwarded(t *testing.T) {
 		})
 	}
 }
+
+func TestProposalTrackerRefusesAnIdTwice(t *testing.T) {
+	tr := newProposalTracker("g")
+	mustRegister(t, tr, 1, time.Now())
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a proposal id was registered twice")
+		}
+	}()
+	tr.register(1, time.Now())
+}
