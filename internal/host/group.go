@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,26 +40,6 @@ const (
 	reportQueue   = 8
 )
 
-type proposal struct {
-	id         uint64
-	cmd        Command
-	data       []byte // envelope: proposal id + command, encoded by Proposal.send
-	leaderOnly bool   // see Host.ProposeAsLeader
-}
-
-type waiter struct {
-	result chan any
-	since  time.Time // when the proposal was made
-	// term is the raft term in which the group took the proposal; 0
-	// while it still waits in propc.
-	term uint64
-	// index is where its entry is in this replica's log; 0 until the
-	// entry is appended here. An entry in the log may commit under a
-	// later leader, so a leader change does not fail its proposer:
-	// applying the index says whether it was this entry or another.
-	index uint64
-}
-
 // report is what the transport says of messages a group sent.
 type report struct {
 	to          uint64
@@ -71,8 +49,24 @@ type report struct {
 }
 
 // group is one Raft group and the goroutine that owns its RawNode and
-// state machine. Only that goroutine touches rn, sm and the fields below
-// marked "loop".
+// state machine. It keeps the loop and raft's Ready contract (run,
+// handleReady); each concern it serves keeps its state, and the
+// invariants of that state, in a part of its own, as etcd's raft
+// composes raftLog, tracker and readOnly:
+//
+//   - props, the waiting proposers (proposals.go), and held, the
+//     proposals forwarded while no leader is settled (held.go);
+//   - snaps, when to snapshot (snapshot.go), and stage, the entries a
+//     leader's snapshot needs (install.go);
+//   - rebuild, a rebuilt replica's catching up (rebuild.go), and readds,
+//     a leader's re-adds of rebuilt replicas (readd.go);
+//   - quiet, quiescence (quiesce.go); lead, leadership (lead.go); reads,
+//     read barriers (readindex.go); replay, whether a reopened group has
+//     replayed its log (replay.go); life, how its loop ends
+//     (lifecycle.go).
+//
+// Only the loop's goroutine touches rn, sm, the fields marked "loop" and
+// the parts, but for what a part says other goroutines may use.
 type group struct {
 	h       *Host
 	id      uint64
@@ -83,119 +77,35 @@ type group struct {
 	rn      *raft.RawNode
 	sm      StateMachine
 
-	propc    chan proposal
-	tickc    chan struct{}
-	inbox    *inbox
-	reportc  chan report
-	viewc    chan func()
-	snapDone chan snapResult
-	stopc    chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-
-	waitMu  sync.Mutex
-	waiters map[uint64]waiter
-	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
+	propc   chan proposal
+	tickc   chan struct{}
+	inbox   *inbox
+	reportc chan report
+	viewc   chan func()
 
 	// loop
-	// held are proposals other replicas forwarded that raft would drop
-	// unseen (this leader handing over, or no leader known): stepped
-	// once a leader is known again (see holdProposal).
-	held           []*pb.Message
-	heldBytes      int
-	applied        uint64
-	confState      *pb.ConfState
-	snapIndex      uint64
-	bytesSinceSnap int64
-	lastSnapBytes  int64 // the size of the snapshot at snapIndex
-	snapInFlight   bool
-	snapWG         sync.WaitGroup
+	applied     uint64
+	appliedTerm uint64 // the term of the entry at applied
+	confState   *pb.ConfState
 
-	// Fetching the entries a leader's snapshot needs (install.go): the
-	// fetch runs on stageWG and reports on stagedc; staged is a finished
-	// one whose snapshot has been stepped. Loop fields.
-	staging     bool
-	stageCancel context.CancelFunc
-	stageWG     sync.WaitGroup
-	stagedc     chan staged
-	staged      *staged
-
-	// A replica rebuilt empty stays out of elections until it has applied
-	// rebuildTarget, the highest commit index a leader has told it of
-	// (rebuild.go). Loop fields.
-	rebuilding    bool
-	rebuildingNow atomic.Bool // rebuilding, for other goroutines
-	rebuildTarget uint64
-	rebuiltFrom   uint64           // applied when the rebuilt replica opened
-	rebuildID     uint64           // names this rebuild in re-add requests
-	readdTicks    int              // ticks while waiting to be re-added
-	readds        []*pb.ConfChange // as leader: re-additions to propose after Advance
-	readdRemoved  map[uint64]bool  // nodes removed for a re-add and not yet added back
-
-	// Quiescence (quiesce.go). Loop fields, but quiescedNow.
-	quiesced    bool
-	quiescedNow atomic.Bool
-	idleTicks   int
-
-	// Background calls of the group (re-add requests), owned by it.
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
-	asking   atomic.Bool
-
-	// Leadership as raft sees it (loop fields): the leader, the term in
-	// which this replica leads (0 when it does not), and the term of the
-	// last entry applied. See publishLeader.
-	raftLead    uint64
-	leadChanged time.Time // when raftLead or this replica's leading last changed
-	leadTerm    uint64
-	appliedTerm uint64
-
-	reads readBarriers // readindex.go; loop field
+	props   *proposalTracker
+	held    heldProposals
+	snaps   *snapshotScheduler
+	stage   *snapshotStaging
+	rebuild *rebuildState
+	readds  *readdQueue
+	quiet   quiescence
+	lead    leadership
+	reads   readBarriers
+	replay  *replayGate
+	life    lifecycle
 
 	// Read by other goroutines.
-	leader   atomic.Uint64 // the published leader, see publishLeader
-	isLeader atomic.Bool
 	// waitingForSpace: the group waits for disk space to make a Ready
 	// durable (see persist).
 	waitingForSpace atomic.Bool
 	appliedAt       atomic.Uint64
-	snapAt          atomic.Uint64
-	failErr         error // set before done is closed
-
-	// caughtUp is closed once the group has applied everything its log
-	// held when it was opened (replayTo), so that a reopened group is not
-	// served to callers half replayed.
-	replayTo  uint64
-	soleVoter bool // a group of one also waits until it has elected itself
-	caughtUp  chan struct{}
-	// applyTo is the commit index the group knew at open: what it
-	// applies without waiting for an election. appliedOld is closed once
-	// it has (see AddGroupsFunc).
-	applyTo    uint64
-	appliedOld chan struct{}
 }
-
-type snapResult struct {
-	index uint64
-	bytes int64 // the snapshot's size
-	err   error
-}
-
-// A snapshot of snapshotCostFloor bytes or more is taken only once the
-// entries applied since the last one hold snapshotCostFactor times its
-// size, or there are snapshotCostFactor times Config.SnapshotEntries of
-// them, so that writing snapshots costs a small part of what writing the
-// log does. A shard's snapshot grows with its backlog (an entry per
-// pending event): 2.9 MB after about 480,000 events in a benchmark that
-// consumed none, written every 10,000 entries (about 24 MB of log) at one
-// event per call, and its writes delayed the WAL's fdatasyncs: p99 of
-// publishing 4.1-4.3 ms, 3.2-3.5 ms with this rule. A smaller snapshot
-// costs about what its fdatasync does, whatever its size.
-const (
-	snapshotCostFactor = 16
-	snapshotCostFloor  = 1 << 20
-)
 
 // openGroup opens a group's storage, creating and bootstrapping it if it
 // is new; a new group made to rebuild a lost replica (rebuild, or
@@ -233,26 +143,19 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	}
 	g := &group{
 		h: h, id: gc.ID, name: gc.Name, dir: dir,
-		log:      h.cfg.Logger.With("group", gc.Name),
-		storage:  st,
-		sm:       gc.StateMachine,
-		propc:    make(chan proposal, proposalQueue),
-		tickc:    make(chan struct{}, 1),
-		inbox:    newInbox(),
-		reportc:  make(chan report, reportQueue),
-		viewc:    make(chan func()),
-		snapDone: make(chan snapResult, 1),
-		stagedc:  make(chan staged, 1),
-		stopc:    make(chan struct{}),
-		done:     make(chan struct{}),
-		waiters:  make(map[uint64]waiter),
-		placed:   make(map[uint64]uint64),
-
-		rebuilding:   rebuilding,
-		rebuildID:    rand.Uint64(),
-		readdRemoved: make(map[uint64]bool),
+		log:     h.cfg.Logger.With("group", gc.Name),
+		storage: st,
+		sm:      gc.StateMachine,
+		propc:   make(chan proposal, proposalQueue),
+		tickc:   make(chan struct{}, 1),
+		inbox:   newInbox(),
+		reportc: make(chan report, reportQueue),
+		viewc:   make(chan func()),
+		stage:   newSnapshotStaging(),
+		life:    newLifecycle(),
+		props:   newProposalTracker(gc.Name),
+		readds:  newReaddQueue(),
 	}
-	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	snap, err := st.Snapshot()
 	if err != nil {
 		st.Close()
@@ -269,8 +172,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	}
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.snapIndex = g.applied
-	g.lastSnapBytes = int64(len(snap.GetData()))
+	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.GetData())))
 	g.confState = snap.GetMetadata().GetConfState()
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
@@ -293,26 +195,22 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.rn = rn
 	// A group whose only voter is this node need not wait an election
 	// timeout after a restart.
-	g.soleVoter = onlyVoter(g.confState, h.cfg.NodeID)
-	if g.soleVoter || (created && gc.Campaign && !rebuilding) {
+	soleVoter := onlyVoter(g.confState, h.cfg.NodeID)
+	if soleVoter || (created && gc.Campaign && !rebuilding) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
 		}
 	}
 	g.appliedAt.Store(g.applied)
-	g.snapAt.Store(g.snapIndex)
-	g.rebuiltFrom = g.applied
-	g.rebuildingNow.Store(rebuilding)
+	g.rebuild = newRebuildState(rebuilding, g.applied)
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
-	g.replayTo = hs.GetCommit()
-	if g.soleVoter {
-		g.replayTo = st.Log().LastIndex()
+	replayTo := hs.GetCommit()
+	if soleVoter {
+		replayTo = st.Log().LastIndex()
 	}
-	g.caughtUp = make(chan struct{})
-	g.applyTo = hs.GetCommit()
-	g.appliedOld = make(chan struct{})
+	g.replay = newReplayGate(hs.GetCommit(), replayTo, soleVoter)
 	g.checkCaughtUp()
 	return g, nil
 }
@@ -327,7 +225,7 @@ var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); ret
 // and learns that its snapshots finished.
 func (g *group) run() {
 	defer func() {
-		close(g.done)
+		close(g.life.done)
 		g.h.leaders.notify(g.id) // a stopped group leads nothing
 	}()
 	for {
@@ -337,8 +235,8 @@ func (g *group) run() {
 		}
 		select {
 		case <-busy:
-		case <-g.stopc:
-			g.shutdown(ErrClosed)
+		case <-g.life.stopc:
+			g.props.close(ErrClosed)
 			return
 		case p := <-g.propc:
 			g.wake(true)
@@ -347,14 +245,14 @@ func (g *group) run() {
 			g.tick()
 		case <-g.inbox.ready:
 			g.drainMessages()
-		case s := <-g.stagedc:
+		case s := <-g.stage.done:
 			g.stagedDone(s)
 		case r := <-g.reportc:
 			g.wake(true)
 			g.applyReport(r)
 		case fn := <-g.viewc:
 			fn()
-		case r := <-g.snapDone:
+		case r := <-g.snaps.done:
 			g.snapshotFinished(r)
 		}
 		if err := g.handleReady(); err != nil {
@@ -397,7 +295,7 @@ func (g *group) persist(step func() error) error {
 	wait := 10 * time.Millisecond
 	for vfs.IsNoSpace(err) {
 		select {
-		case <-g.stopc:
+		case <-g.life.stopc:
 			return err
 		case <-time.After(wait):
 		}
@@ -414,8 +312,8 @@ func (g *group) persist(step func() error) error {
 // kept once a Ready could not be persisted.
 func (g *group) fail(err error) {
 	g.log.Error("raft group stopped on a failure; it is unavailable until the node restarts", "err", err)
-	g.failErr = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
-	g.shutdown(g.failErr)
+	g.life.err = fmt.Errorf("group %s stopped on a failure (fix the cause, e.g. free disk space, then restart the node): %w", g.name, err)
+	g.props.close(g.life.err)
 }
 
 // receive steps a message from another node into raft.
@@ -434,11 +332,6 @@ func (g *group) receive(m *pb.Message) {
 	}
 }
 
-// maxHeldBytes bounds the commands of the forwarded proposals a replica
-// holds (holdProposal); beyond it they are dropped, as raft would drop
-// them.
-const maxHeldBytes = 64 << 20
-
 // holdProposal holds a proposal another replica forwarded while this
 // leader hands its leadership over, or that reached this replica when it
 // had just stopped leading and knows no leader yet. Raft drops such a
@@ -446,19 +339,7 @@ const maxHeldBytes = 64 << 20
 // learn that the outcome is unknown; held, it goes to whoever leads next
 // (releaseHeld), and its proposer gets its result.
 func (g *group) holdProposal(m *pb.Message) bool {
-	if !leaderUnsettled(g.rn.BasicStatus()) {
-		return false
-	}
-	size := 0
-	for _, e := range m.GetEntries() {
-		size += len(e.GetData())
-	}
-	if g.heldBytes+size > maxHeldBytes {
-		return false
-	}
-	g.held = append(g.held, m)
-	g.heldBytes += size
-	return true
+	return leaderUnsettled(g.rn.BasicStatus()) && g.held.hold(m)
 }
 
 // leaderUnsettled reports whether the group knows no leader, or its leader
@@ -472,12 +353,10 @@ func leaderUnsettled(st raft.BasicStatus) bool {
 // replica appends them if it still leads, or passes them on to the new
 // leader.
 func (g *group) releaseHeld() {
-	if len(g.held) == 0 || leaderUnsettled(g.rn.BasicStatus()) {
+	if g.held.empty() || leaderUnsettled(g.rn.BasicStatus()) {
 		return
 	}
-	held := g.held
-	g.held, g.heldBytes = nil, 0
-	for _, m := range held {
+	for _, m := range g.held.release() {
 		g.step(m)
 	}
 }
@@ -536,7 +415,7 @@ func (g *group) proposeBatch(batch []proposal) {
 	}
 	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(g.h.cfg.NodeID), Entries: ents})
 	if err == nil {
-		g.markProposed(batch)
+		g.props.proposed(batch, g.rn.BasicStatus().GetTerm())
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if leaderUnsettled(g.rn.BasicStatus()) {
@@ -547,7 +426,7 @@ func (g *group) proposeBatch(batch []proposal) {
 	}
 	if err != nil {
 		for _, p := range batch {
-			g.deliver(p.id, err)
+			g.props.deliver(p.id, err)
 		}
 	}
 }
@@ -561,7 +440,7 @@ func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
 	}
 	return slices.DeleteFunc(batch, func(p proposal) bool {
 		if p.leaderOnly {
-			g.deliver(p.id, ErrNotLeader)
+			g.props.deliver(p.id, ErrNotLeader)
 		}
 		return p.leaderOnly
 	})
@@ -581,7 +460,7 @@ func (g *group) handleReady() error {
 		return nil
 	}
 	rd := g.rn.Ready()
-	if g.staged != nil && raft.IsEmptySnap(rd.Snapshot) {
+	if raft.IsEmptySnap(rd.Snapshot) {
 		// The first Ready after a staged snapshot was stepped holds it,
 		// unless raft did not take it (stale, or the log already had it).
 		g.discardStaged()
@@ -596,10 +475,8 @@ func (g *group) handleReady() error {
 	if err := g.persist(func() error { return g.storage.Append(rd.Entries) }); err != nil {
 		return err
 	}
-	g.place(rd.Entries)
-	for _, e := range rd.Entries {
-		g.bytesSinceSnap += int64(len(e.Data))
-	}
+	g.props.place(rd.Entries)
+	g.snaps.appended(rd.Entries)
 	// The hard state is a WAL record after the entries, made durable with
 	// them by the sync below.
 	if rd.HardState != nil {
@@ -655,50 +532,30 @@ func (g *group) handleReady() error {
 	g.rn.Advance(rd)
 	g.proposeReadds()
 	if rd.SoftState != nil {
-		lead, leads := rd.SoftState.Lead, rd.SoftState.RaftState == raft.StateLeader
-		changed := g.raftLead != lead
-		g.raftLead = lead
-		if g.isLeader.Swap(leads) != leads {
-			changed = true
+		leads := rd.SoftState.RaftState == raft.StateLeader
+		// A proposal in this replica's log waits for its index to be
+		// applied (answer) when the leadership changes: the log may
+		// commit it under the new leader. So does one it forwarded that
+		// is not in its log yet, even if it now leads: the old leader may
+		// have taken it, or held it while handing over, and it comes back
+		// within a round; if not, it expires (expireForwarded). Read
+		// barriers fail.
+		if g.lead.update(rd.SoftState.Lead, leads, g.rn.BasicStatus().GetTerm(), time.Now()) {
+			g.reads.fail()
 		}
 		g.checkCaughtUp()
-		if changed {
-			g.leadChanged = time.Now()
-			// A proposal in this replica's log waits for its index to be
-			// applied (answer): the log may commit it under the new
-			// leader. So does one it forwarded that is not in its log
-			// yet, even if it now leads: the old leader may have taken
-			// it, or held it while handing over, and it comes back
-			// within a round; if not, it expires (expireForwarded).
-			g.leadTerm = 0
-			if leads {
-				g.leadTerm = g.rn.BasicStatus().GetTerm()
-			}
-			g.failReads()
-		}
 	}
-	g.readStates(rd.ReadStates)
-	g.releaseReads()
+	g.readIndex(g.reads.confirm(rd.ReadStates))
+	g.reads.release(g.applied)
 	g.publishLeader()
 	g.maybeSnapshot()
 	return nil
 }
 
-// publishLeader sets the leader that other goroutines read (Host.Leader,
-// Status, the leadership watch, which it notifies of a change). A replica
-// just elected names itself only once it has applied an entry of its own
-// term: until then it may not have applied everything its predecessors
-// committed — an ack, say, whose commit it had not heard of — and whoever
-// serves reads from its state as the leader's would hand out an event
-// already acknowledged. Raft commits the empty entry a new leader appends
-// within one round, so the gap is short; meanwhile the group has no
-// leader to the node, which answers "retry shortly".
+// publishLeader publishes the group's leader (leadership.publish), and
+// notifies the leadership watch of a change.
 func (g *group) publishLeader() {
-	lead := g.raftLead
-	if lead == g.h.cfg.NodeID && g.appliedTerm < g.leadTerm {
-		lead = 0
-	}
-	if g.leader.Swap(lead) != lead {
+	if g.lead.publish(g.h.cfg.NodeID, g.appliedTerm) {
 		g.h.leaders.notify(g.id)
 	}
 }
@@ -763,25 +620,21 @@ func (g *group) send(msgs []*pb.Message) {
 // log of the entries its state needs, if it needs any.
 func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	md := snap.GetMetadata()
-	if g.snapInFlight {
-		// A snapshot of the state being replaced must not be saved or
-		// compact the log after the install.
-		if r := <-g.snapDone; r.err != nil {
-			g.log.Error("snapshot failed", "index", r.index, "err", r.err)
-		}
-		g.snapInFlight = false
+	// A snapshot of the state being replaced must not be saved or
+	// compact the log after the install.
+	if r, ok := g.snaps.abandon(); ok && r.err != nil {
+		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
 	}
 	needsFrom, _, err := decodeSnapshotData(snap.GetData())
 	if err != nil {
 		return fmt.Errorf("install snapshot at index %d: %w", md.GetIndex(), err)
 	}
 	if needsFrom <= md.GetIndex() {
-		s := g.staged
-		if s == nil || s.msg.GetSnapshot().GetMetadata().GetIndex() != md.GetIndex() {
+		sl := g.stage.take(md.GetIndex())
+		if sl == nil {
 			return fmt.Errorf("install snapshot at index %d: the log entries from %d it needs were not staged", md.GetIndex(), needsFrom)
 		}
-		g.staged = nil
-		if err := g.storage.InstallSnapshotWithLog(snap, s.log); err != nil {
+		if err := g.storage.InstallSnapshotWithLog(snap, sl); err != nil {
 			return err
 		}
 		g.h.metrics.snapshotEntries.Add(float64(md.GetIndex() - needsFrom + 1))
@@ -791,15 +644,12 @@ func (g *group) installSnapshot(snap *pb.Snapshot) error {
 	if err := g.restore(snap); err != nil {
 		return err
 	}
-	g.unplace(snap.GetMetadata().GetIndex())
+	g.props.unplace(snap.GetMetadata().GetIndex())
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.snapIndex = g.applied
-	g.lastSnapBytes = int64(len(snap.GetData()))
 	g.confState = snap.GetMetadata().GetConfState()
-	g.bytesSinceSnap = 0
 	g.appliedAt.Store(g.applied)
-	g.snapAt.Store(g.snapIndex)
+	g.snaps.installed(g.applied, int64(len(snap.GetData())))
 	g.h.metrics.snapshotInstalls.Inc()
 	return nil
 }
@@ -832,7 +682,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 		switch e.GetType() {
 		case pb.EntryNormal:
 			if len(e.Data) == 0 {
-				g.answer(idx, 0, nil)
+				g.props.answer(idx, 0, nil)
 				break
 			}
 			id, cmd := decodeEnvelope(e.Data)
@@ -840,7 +690,7 @@ func (g *group) apply(ents []*pb.Entry) error {
 			// Published before the result: a proposer that reads
 			// Applied once answered sees its own entry counted.
 			g.appliedAt.Store(idx)
-			g.answer(idx, id, result)
+			g.props.answer(idx, id, result)
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
@@ -848,14 +698,14 @@ func (g *group) apply(ents []*pb.Entry) error {
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
 			g.continueReadd(&cc)
-			g.answer(idx, 0, nil)
+			g.props.answer(idx, 0, nil)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.Data, &cc); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
-			g.answer(idx, 0, nil)
+			g.props.answer(idx, 0, nil)
 		}
 		g.applied = idx
 		g.appliedTerm = e.GetTerm()
@@ -866,101 +716,6 @@ func (g *group) apply(ents []*pb.Entry) error {
 	g.publishLeader()
 	g.checkCaughtUp()
 	return nil
-}
-
-// maybeSnapshot takes a snapshot once enough has been applied since the
-// last one. The state is captured here, on the loop, so it matches the
-// applied index exactly; encoding (when the state machine can capture
-// without encoding), writing, fsyncing and compacting run in the background
-// unless SyncSnapshots is set. While one snapshot is in flight, further
-// requests are coalesced into the next check after it finishes rather
-// than queued.
-func (g *group) maybeSnapshot() {
-	if g.snapInFlight || g.applied <= g.snapIndex {
-		return
-	}
-	entries := g.applied - g.snapIndex
-	due := entries >= g.h.cfg.SnapshotEntries || g.bytesSinceSnap >= g.h.cfg.SnapshotBytes
-	if due && g.lastSnapBytes >= snapshotCostFloor &&
-		g.bytesSinceSnap < snapshotCostFactor*g.lastSnapBytes && entries < snapshotCostFactor*g.h.cfg.SnapshotEntries {
-		due = false
-	}
-	// A queue drained by consumers frees its log's segments only through a
-	// snapshot: take one as soon as that frees a segment, whatever the
-	// counts, or a drained queue would hold its disk until traffic comes
-	// (and a node short of disk space, refusing that traffic, forever).
-	if !due && !g.storage.Log().WouldDelete(min(g.applied+1, g.sm.CompactIndex())) {
-		return
-	}
-	term, err := g.storage.Term(g.applied)
-	if err != nil {
-		g.log.Error("term of applied index", "index", g.applied, "err", err)
-		return
-	}
-	md := &pb.SnapshotMetadata{Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState)}
-	compactBelow := min(g.applied+1, g.sm.CompactIndex())
-	g.bytesSinceSnap = 0
-	async, canDefer := g.sm.(AsyncSnapshotter)
-	if g.h.cfg.SyncSnapshots || !canDefer {
-		data, err := g.sm.Snapshot()
-		if err != nil {
-			g.log.Error("encode snapshot", "err", err)
-			return
-		}
-		snap := &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}
-		if g.h.cfg.SyncSnapshots {
-			g.snapshotFinished(g.writeSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow))
-			return
-		}
-		g.startSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow)
-		return
-	}
-	encode := async.SnapshotFunc()
-	g.startSnapshot(func() (*pb.Snapshot, error) {
-		data, err := encode()
-		return &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
-	}, md, compactBelow)
-}
-
-func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) {
-	g.snapInFlight = true
-	g.snapWG.Go(func() { g.snapDone <- g.writeSnapshot(build, md, compactBelow) })
-}
-
-// writeSnapshot saves snap and then deletes the log segments it and the
-// state machine no longer need. It may run off the loop: the storage is
-// safe for that.
-func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) snapResult {
-	start := time.Now()
-	idx := md.GetIndex()
-	snap, err := build()
-	if err != nil {
-		return snapResult{index: idx, err: fmt.Errorf("encode snapshot: %w", err)}
-	}
-	if err := g.storage.SaveSnapshot(snap); err != nil {
-		return snapResult{index: idx, err: err}
-	}
-	if _, err := g.storage.Compact(compactBelow); err != nil {
-		return snapResult{index: idx, err: err}
-	}
-	g.h.observeSnapshot(time.Since(start))
-	return snapResult{index: idx, bytes: int64(len(snap.GetData()))}
-}
-
-func (g *group) snapshotFinished(r snapResult) {
-	g.snapInFlight = false
-	if r.err != nil {
-		// The previous snapshot and the full log are still there: nothing is
-		// lost, the next attempt will try again.
-		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
-		return
-	}
-	if r.index >= g.snapIndex { // not overtaken by an installed snapshot
-		g.snapIndex, g.lastSnapBytes = r.index, r.bytes
-	}
-	g.snapAt.Store(g.snapIndex)
-	// Requests that arrived while this one ran were coalesced into this check.
-	g.maybeSnapshot()
 }
 
 // propose replicates p's command and returns its result.
@@ -994,27 +749,23 @@ type Proposal struct {
 func (pr *Proposal) send(ctx context.Context) {
 	g := pr.g
 	id := g.h.nextID.Add(1)
-	w := waiter{result: make(chan any, 1), since: time.Now()}
-	g.waitMu.Lock()
-	if g.waiters == nil {
-		g.waitMu.Unlock()
-		pr.err = g.closedErr()
+	result, ok := g.props.register(id, time.Now())
+	if !ok {
+		pr.err = g.life.closedErr()
 		return
 	}
-	g.waiters[id] = w
-	g.waitMu.Unlock()
-	pr.id, pr.result, pr.err = id, w.result, nil
+	pr.id, pr.result, pr.err = id, result, nil
 	p := pr.p
 	p.id, p.data = id, encodeEnvelope(id, p.cmd)
 	select {
 	case g.propc <- p:
 		return
-	case <-g.done:
-		pr.err = g.closedErr()
+	case <-g.life.done:
+		pr.err = g.life.closedErr()
 	case <-ctx.Done():
 		pr.err = ctx.Err()
 	}
-	g.forget(id)
+	g.props.forget(id)
 }
 
 // Wait returns the proposal's result once its entry is applied. While the
@@ -1045,7 +796,7 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 	if pr.err != nil {
 		return nil, pr.err
 	}
-	defer pr.g.forget(pr.id)
+	defer pr.g.props.forget(pr.id)
 	select {
 	case r := <-pr.result:
 		if err, ok := r.(error); ok {
@@ -1058,156 +809,13 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 	}
 }
 
-// forget drops the waiter of proposal id, if it is still there.
-func (g *group) forget(id uint64) {
-	g.waitMu.Lock()
-	if g.waiters != nil {
-		delete(g.waiters, id)
-	}
-	g.waitMu.Unlock()
-}
-
-// deliver answers proposer id with result: a refusal before raft took
-// its proposal.
-func (g *group) deliver(id uint64, result any) {
-	if id == 0 {
-		return
-	}
-	g.waitMu.Lock()
-	w, ok := g.waiters[id]
-	delete(g.waiters, id)
-	g.waitMu.Unlock()
-	if ok {
-		w.result <- result
-	}
-}
-
-// place records where the entries of this replica's waiting proposers
-// are in its log.
-func (g *group) place(ents []*pb.Entry) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	if len(g.waiters) == 0 {
-		return
-	}
-	for _, e := range ents {
-		if e.GetType() != pb.EntryNormal {
-			continue
-		}
-		id, _ := decodeEnvelope(e.Data)
-		if w, ok := g.waiters[id]; ok && id != 0 {
-			w.index = e.GetIndex()
-			g.waiters[id] = w
-			g.placed[w.index] = id
-		}
-	}
-}
-
-// answer answers the proposers that applying the entry at index
-// settles, under one lock: the proposer of the command applied there (id,
-// 0 if none) with its result, and the proposer whose entry was placed at
-// index, if that was another entry: a new leader replaced it before it
-// committed, so it was not applied.
-func (g *group) answer(index, id uint64, result any) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	if w, ok := g.waiters[id]; ok && id != 0 {
-		delete(g.waiters, id)
-		w.result <- result
-	}
-	placed, ok := g.placed[index]
-	if !ok {
-		return
-	}
-	delete(g.placed, index)
-	if w, ok := g.waiters[placed]; ok && placed != id && w.index == index {
-		delete(g.waiters, placed)
-		w.result <- fmt.Errorf("group %s: %w", g.name, ErrNotApplied)
-	}
-}
-
-// unplace forgets the placements up to index, which a snapshot replaced:
-// whether those entries were applied cannot be told, so their proposers
-// learn ErrOutcomeUnknown.
-func (g *group) unplace(index uint64) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for i, id := range g.placed {
-		if i > index {
-			continue
-		}
-		delete(g.placed, i)
-		if w, ok := g.waiters[id]; ok && w.index == i {
-			delete(g.waiters, id)
-			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
-		}
-	}
-}
-
-// markProposed records the term in which raft took the proposals.
-func (g *group) markProposed(batch []proposal) {
-	term := g.rn.BasicStatus().GetTerm()
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for _, p := range batch {
-		if w, ok := g.waiters[p.id]; ok {
-			w.term = term
-			g.waiters[p.id] = w
-		}
-	}
-}
-
-// failWaiters answers the waiting proposers that match with
-// ErrOutcomeUnknown.
-func (g *group) failWaiters(match func(waiter) bool) {
-	g.waitMu.Lock()
-	defer g.waitMu.Unlock()
-	for id, w := range g.waiters {
-		if match(w) {
-			delete(g.waiters, id)
-			w.result <- fmt.Errorf("group %s: %w", g.name, ErrOutcomeUnknown)
-		}
-	}
-}
-
-// expireForwarded answers, with ErrOutcomeUnknown, the proposals a
-// follower forwarded to its leader, or a deposed leader took, that have
-// waited two election timeouts: the forward may have been lost on the
-// way, or this replica cut off from the new leader, and raft never says
-// so.
-//
-// One forwarded under an earlier leader and not in this replica's log
-// expires sooner, a third of an election timeout after the change, on
-// a follower or on the new leader alike: the new leader has it within a
-// round if the old one took it (or held it while handing over), and a
-// proposer whose leader died should hear soon that the outcome is
-// unknown. A leader's own proposals are in its log and wait to be
-// applied.
+// expireForwarded expires the forwarded proposals that waited too long
+// (proposalTracker.expireForwarded): two election timeouts, or a third
+// of one after a change of leader for those not in this replica's log.
 func (g *group) expireForwarded() {
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
-	now := time.Now()
-	leads := g.isLeader.Load()
-	if leads && now.Sub(g.leadChanged) > limit {
-		return // what it forwarded before it led expired long ago
-	}
-	term := g.rn.BasicStatus().GetTerm()
-	changedLongAgo := !g.leadChanged.IsZero() && now.Sub(g.leadChanged) > grace
-	g.failWaiters(func(w waiter) bool {
-		lost := w.index == 0 && w.term < term && changedLongAgo
-		return w.term != 0 && (lost || !leads && now.Sub(w.since) > limit)
-	})
-}
-
-// shutdown fails every waiting proposer with err.
-func (g *group) shutdown(err error) {
-	g.waitMu.Lock()
-	ws := g.waiters
-	g.waiters = nil
-	g.waitMu.Unlock()
-	for _, w := range ws {
-		w.result <- err
-	}
+	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.lead.leads(), g.lead.changed, limit, grace)
 }
 
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
@@ -1225,19 +833,18 @@ func (g *group) onLoop(ctx context.Context, f func()) error {
 	select {
 	case g.viewc <- f:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
 func (g *group) stop() {
-	g.stopOnce.Do(func() { close(g.stopc) })
-	<-g.done
-	g.snapWG.Wait()
-	g.bgCancel()
-	g.bgWG.Wait()
+	g.life.stop()
+	<-g.life.done
+	g.snaps.wait()
+	g.rebuild.stop()
 	g.stopStaging()
 	g.storage.Close()
 }
@@ -1245,18 +852,18 @@ func (g *group) stop() {
 func (g *group) status() Status {
 	l := g.storage.Log()
 	st := Status{
-		Name: g.name, Leader: g.leader.Load(), IsLeader: g.isLeader.Load(),
-		Applied: g.appliedAt.Load(), SnapIndex: g.snapAt.Load(),
+		Name: g.name, Leader: g.lead.leader(), IsLeader: g.lead.leads(),
+		Applied: g.appliedAt.Load(), SnapIndex: g.snaps.at.Load(),
 		FirstIndex: l.FirstIndex(), LastIndex: l.LastIndex(),
 		LogBytes: l.SizeBytes(), LogSegments: l.Segments(),
-		Rebuilding: g.rebuildingNow.Load(),
-		Quiesced:   g.quiescedNow.Load(),
+		Rebuilding: g.rebuild.now.Load(),
+		Quiesced:   g.quiet.now.Load(),
 
 		WaitingForSpace: g.waitingForSpace.Load(),
 	}
 	select {
-	case <-g.done:
-		st.Err = g.failErr
+	case <-g.life.done:
+		st.Err = g.life.err
 		st.Leader, st.IsLeader = 0, false
 	default:
 	}
@@ -1270,33 +877,18 @@ func onlyVoter(cs *pb.ConfState, node uint64) bool {
 }
 
 func (g *group) checkCaughtUp() {
-	if g.applied >= g.applyTo {
-		select {
-		case <-g.appliedOld:
-		default:
-			close(g.appliedOld)
-		}
-	}
-	// A group of one is served once it names itself the leader (see
-	// publishLeader), so that its first reads find it led.
-	if g.applied >= g.replayTo && (!g.soleVoter || g.leader.Load() == g.h.cfg.NodeID) {
-		select {
-		case <-g.caughtUp:
-		default:
-			close(g.caughtUp)
-		}
-	}
+	g.replay.check(g.applied, g.lead.leader() == g.h.cfg.NodeID)
 }
 
 // waitCaughtUp waits until the group has replayed its log.
 func (g *group) waitCaughtUp(ctx context.Context) error {
 	select {
-	case <-g.caughtUp:
+	case <-g.replay.caughtUp:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
-		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replayTo, ctx.Err())
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.replayTo, ctx.Err())
 	}
 }
 
@@ -1304,21 +896,13 @@ func (g *group) waitCaughtUp(ctx context.Context) error {
 // committed when it opened.
 func (g *group) waitAppliedOld(ctx context.Context) error {
 	select {
-	case <-g.appliedOld:
+	case <-g.replay.appliedOld:
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
-		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.applyTo, ctx.Err())
+		return fmt.Errorf("group %s did not replay its log (applied %d of %d): %w", g.name, g.appliedAt.Load(), g.replay.applyTo, ctx.Err())
 	}
-}
-
-// closedErr is what callers get once the loop has exited.
-func (g *group) closedErr() error {
-	if g.failErr != nil {
-		return g.failErr
-	}
-	return ErrClosed
 }
 
 // encodeEnvelope prefixes a command with the id of its proposal so the

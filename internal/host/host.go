@@ -467,7 +467,7 @@ func (h *Host) PeerDown(node uint64) {
 	h.tickMu.Lock()
 	defer h.tickMu.Unlock()
 	for id, g := range h.groups {
-		if g.quiescedNow.Load() && g.isLeader.Load() {
+		if g.quiet.now.Load() && g.lead.leads() {
 			h.ticking[id] = g
 		}
 	}
@@ -735,10 +735,10 @@ func (h *Host) Leader(id uint64) (uint64, error) {
 		return 0, err
 	}
 	select {
-	case <-g.done:
-		return 0, g.closedErr()
+	case <-g.life.done:
+		return 0, g.life.closedErr()
 	default:
-		return g.leader.Load(), nil
+		return g.lead.leader(), nil
 	}
 }
 
@@ -844,8 +844,8 @@ func (h *Host) groupFailed(id uint64) bool {
 		return false
 	}
 	select {
-	case <-g.done:
-		return g.failErr != nil
+	case <-g.life.done:
+		return g.life.err != nil
 	default:
 		return false
 	}

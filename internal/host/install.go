@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -91,6 +92,94 @@ type staged struct {
 	err error
 }
 
+// snapshotStaging owns the fetch of the entries a leader's snapshot
+// needs (fetchEntries) and the staged log it leaves: the fetch runs on wg
+// and reports on done; stepped is a finished one whose snapshot has been
+// stepped, which the next Ready installs. Its invariants: one fetch at a
+// time, none while a staged log waits for its install, and every staged
+// log is installed (take) or removed (discard, stop), never left behind.
+// Loop fields.
+type snapshotStaging struct {
+	fetching bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	done     chan staged
+	stepped  *staged
+}
+
+func newSnapshotStaging() *snapshotStaging {
+	return &snapshotStaging{done: make(chan staged, 1)}
+}
+
+// busy reports whether a snapshot is being staged, or was staged and
+// stepped and waits for its install.
+func (s *snapshotStaging) busy() bool { return s.fetching || s.stepped != nil }
+
+// start runs fetch, which stages the entries the snapshot message m needs,
+// in the background; finished must take what it reports on done.
+func (s *snapshotStaging) start(m *pb.Message, fetch func(ctx context.Context) (*raftstore.StagedLog, error)) {
+	if s.busy() {
+		panic("host: a snapshot's entries are staged while another's are")
+	}
+	s.fetching = true
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Go(func() {
+		log, err := fetch(ctx)
+		s.done <- staged{msg: m, log: log, err: err}
+	})
+}
+
+// finished takes a fetch that finished: it returns the fetch's error, or
+// keeps its staged log for the install of its snapshot, which the caller
+// steps.
+func (s *snapshotStaging) finished(r staged) error {
+	s.fetching = false
+	s.cancel()
+	if r.err != nil {
+		return r.err
+	}
+	s.stepped = &r
+	return nil
+}
+
+// take hands over the staged log of the snapshot at index, for its
+// install; nil if none was staged for it.
+func (s *snapshotStaging) take(index uint64) *raftstore.StagedLog {
+	st := s.stepped
+	if st == nil || st.msg.GetSnapshot().GetMetadata().GetIndex() != index {
+		return nil
+	}
+	s.stepped = nil
+	return st.log
+}
+
+// discard removes a staged log that no install used.
+func (s *snapshotStaging) discard() error {
+	if s.stepped == nil {
+		return nil
+	}
+	err := s.stepped.log.Discard()
+	s.stepped = nil
+	return err
+}
+
+// stop cancels a running fetch, waits for it and removes what it staged.
+func (s *snapshotStaging) stop() error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	select {
+	case r := <-s.done:
+		if r.log != nil {
+			r.log.Discard()
+		}
+	default:
+	}
+	return s.discard()
+}
+
 // stepSnapshot handles a snapshot message from a leader. A snapshot whose
 // state needs entries this replica does not hold is not stepped until
 // they are staged: the fetch runs off the loop, and the message is
@@ -107,18 +196,14 @@ func (g *group) stepSnapshot(m *pb.Message) {
 		g.step(m) // nothing below the snapshot is needed, or raft will see the log already has it
 		return
 	}
-	if g.staging || g.staged != nil {
+	if g.stage.busy() {
 		// One is being staged, or was staged and stepped, and the next
 		// Ready installs it: restaging now would discard the entries that
 		// install needs. The leader sends again if this one mattered.
 		return
 	}
-	g.staging = true
-	ctx, cancel := context.WithCancel(context.Background())
-	g.stageCancel = cancel
-	g.stageWG.Go(func() {
-		log, err := g.fetchEntries(ctx, m.GetFrom(), needsFrom, md)
-		g.stagedc <- staged{msg: m, log: log, err: err}
+	g.stage.start(m, func(ctx context.Context) (*raftstore.StagedLog, error) {
+		return g.fetchEntries(ctx, m.GetFrom(), needsFrom, md)
 	})
 }
 
@@ -130,43 +215,27 @@ func (g *group) holds(md *pb.SnapshotMetadata) bool {
 
 // stagedDone steps a snapshot once its entries are staged.
 func (g *group) stagedDone(s staged) {
-	g.staging = false
-	g.stageCancel()
-	if s.err != nil {
+	if err := g.stage.finished(s); err != nil {
 		g.log.Warn("could not fetch the log entries a snapshot from the leader needs; waiting for raft to send it again",
-			"from", s.msg.GetFrom(), "index", s.msg.GetSnapshot().GetMetadata().GetIndex(), "err", s.err)
+			"from", s.msg.GetFrom(), "index", s.msg.GetSnapshot().GetMetadata().GetIndex(), "err", err)
 		return
 	}
-	g.staged = &s
 	g.step(s.msg)
 }
 
 // discardStaged removes a staged log that no install used.
 func (g *group) discardStaged() {
-	if g.staged == nil {
-		return
-	}
-	if err := g.staged.log.Discard(); err != nil {
+	if err := g.stage.discard(); err != nil {
 		g.log.Warn("remove unused staged log", "err", err)
 	}
-	g.staged = nil
 }
 
 // stopStaging cancels a running fetch, waits for it and removes what it
 // staged.
 func (g *group) stopStaging() {
-	if g.stageCancel != nil {
-		g.stageCancel()
+	if err := g.stage.stop(); err != nil {
+		g.log.Warn("remove unused staged log", "err", err)
 	}
-	g.stageWG.Wait()
-	select {
-	case s := <-g.stagedc:
-		if s.log != nil {
-			s.log.Discard()
-		}
-	default:
-	}
-	g.discardStaged()
 }
 
 // fetchEntries stages entries [from, snapshot index] of the group from
@@ -212,7 +281,7 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 
 // step hands a message to raft.
 func (g *group) step(m *pb.Message) {
-	if g.rebuilding && !g.rebuildStep(m) {
+	if !g.rebuild.step(m, g.storage) {
 		return
 	}
 	if err := g.rn.Step(m); err != nil {

@@ -152,9 +152,9 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 	eventually(t, "node 1 appended both proposals", func() bool {
 		var n int
 		hosts[1].onLoop(ctx, 1, func(g *group) error {
-			g.waitMu.Lock()
-			n = len(g.placed)
-			g.waitMu.Unlock()
+			g.props.mu.Lock()
+			n = len(g.props.placed)
+			g.props.mu.Unlock()
 			return nil
 		})
 		return n == 2

@@ -2,7 +2,9 @@ package host
 
 import (
 	"bytes"
+	"sync/atomic"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"herald/internal/vfs"
@@ -22,22 +24,124 @@ import (
 // It has the form of a heartbeat but is never stepped into raft.
 var quiesceContext = []byte("herald.quiesce")
 
+// quiescence owns whether a group sleeps, and the count of idle ticks
+// that decides when a leader may put it to sleep. The group's loop owns
+// it; now tells other goroutines (Status, PeerDown) whether it sleeps.
+type quiescence struct {
+	asleep    bool
+	now       atomic.Bool // asleep, for other goroutines
+	idleTicks int         // ticks of a leader since the last activity
+}
+
+// wake ends quiescence, and reports whether the group was asleep; active
+// also restarts the count of idle ticks.
+func (q *quiescence) wake(active bool) (woke bool) {
+	if q.asleep {
+		q.asleep = false
+		q.now.Store(false)
+		woke = true
+	}
+	if active {
+		q.idleTicks = 0
+	}
+	return woke
+}
+
+// sleep marks the group quiesced.
+func (q *quiescence) sleep() {
+	q.asleep = true
+	q.now.Store(true)
+}
+
+// idleTick counts a leader's tick without activity, and reports whether
+// after of them have passed.
+func (q *quiescence) idleTick(after int) bool {
+	q.idleTicks++
+	return q.idleTicks >= after
+}
+
 // quiesceAfter is how many idle ticks a leader waits before quiescing: a
 // group of this node alone has no follower to tell, nothing to lose by
 // quiescing early and waking at once, and is quiesced after two.
-func (g *group) quiesceAfter() int {
-	cs := g.confState
-	if onlyVoter(cs, g.h.cfg.NodeID) && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
+func quiesceAfter(cs *pb.ConfState, self uint64, electionTicks int) int {
+	if onlyVoter(cs, self) && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return 2
 	}
-	return 2 * g.h.cfg.ElectionTicks
+	return 2 * electionTicks
+}
+
+// messageActivity says what a message from a peer does to quiescence:
+// only heartbeats and their answers are not activity, and only an answer
+// leaves a quiesced group asleep.
+func messageActivity(t pb.MessageType) (wakes, active bool) {
+	switch t {
+	case pb.MsgHeartbeatResp:
+		return false, false
+	case pb.MsgHeartbeat:
+		return true, false
+	}
+	return true, true
+}
+
+// readyActive reports whether a Ready is activity: raft has entries to
+// persist, or messages other than heartbeats to send.
+func readyActive(ents int, msgs []*pb.Message) bool {
+	if ents > 0 {
+		return true
+	}
+	for _, m := range msgs {
+		if t := m.GetType(); t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp {
+			return true
+		}
+	}
+	return false
+}
+
+// stillQuiet reports whether a quiesced group may stay so: a follower
+// while its leader's node answers, a leader while every follower's does.
+// A leader cut off from its followers must tick again, or CheckQuorum
+// never makes it step down and it goes on answering reads as the leader.
+func stillQuiet(leads bool, lead uint64, voters []uint64, self uint64, alive func(node uint64) bool) bool {
+	if !leads {
+		return lead != 0 && alive(lead)
+	}
+	for _, id := range voters {
+		if id != self && !alive(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderMayQuiesce reports whether a leader whose raft status is st may
+// put its group to sleep: its log, up to last, is committed and applied
+// (applied), no handover runs, and every follower holds all of it and
+// its node answers (alive).
+func leaderMayQuiesce(st raft.Status, self, last, applied uint64, alive func(node uint64) bool) bool {
+	if st.GetCommit() != last || applied != last || st.LeadTransferee != 0 {
+		return false
+	}
+	for id, pr := range st.Progress {
+		if id != self && (pr.Match != last || !alive(id)) {
+			return false
+		}
+	}
+	return true
+}
+
+// followerMayQuiesce reports whether a follower whose raft status is st
+// may obey m, its leader's quiesce message: it has everything the leader
+// has (last, the leader's commit index), applied.
+func followerMayQuiesce(m *pb.Message, st raft.BasicStatus, last, applied uint64) bool {
+	return m.GetFrom() == st.Lead && m.GetTerm() == st.GetTerm() && m.GetCommit() == last &&
+		st.GetCommit() == last && applied == last
 }
 
 // tick advances the group's clock, unless it is quiesced and the nodes
 // it depends on answer.
 func (g *group) tick() {
-	if g.quiesced && g.stillQuiet() {
-		if g.isLeader.Load() {
+	if g.quiet.asleep && stillQuiet(g.lead.leads(), g.lead.leader(), g.confState.GetVoters(), g.h.cfg.NodeID, g.h.peerAlive) {
+		if g.lead.leads() {
 			g.h.setTicking(g, false) // woken by PeerDown for another group's node
 		}
 		return
@@ -51,48 +155,18 @@ func (g *group) tick() {
 	g.askReadd()
 }
 
-// stillQuiet reports whether a quiesced group may stay so: a follower
-// while its leader's node answers, a leader while every follower's does.
-// A leader cut off from its followers must tick again, or CheckQuorum
-// never makes it step down and it goes on answering reads as the leader.
-func (g *group) stillQuiet() bool {
-	if !g.isLeader.Load() {
-		return g.leaderAlive()
-	}
-	for _, id := range g.confState.GetVoters() {
-		if id != g.h.cfg.NodeID && !g.h.peerAlive(id) {
-			return false
-		}
-	}
-	return true
-}
-
-func (g *group) leaderAlive() bool {
-	lead := g.leader.Load()
-	return lead != 0 && g.h.peerAlive(lead)
-}
-
-// wake ends quiescence; active also restarts the count of idle ticks.
+// wake ends quiescence, and has the ticker visit the group again; active
+// also restarts the count of idle ticks.
 func (g *group) wake(active bool) {
-	if g.quiesced {
-		g.quiesced = false
-		g.quiescedNow.Store(false)
+	if g.quiet.wake(active) {
 		g.h.setTicking(g, true)
 	}
-	if active {
-		g.idleTicks = 0
-	}
 }
 
-// received notes a message from a peer: only heartbeats and their answers
-// are not activity, and only an answer leaves a quiesced group asleep.
+// received notes a message from a peer (messageActivity).
 func (g *group) received(m *pb.Message) {
-	switch m.GetType() {
-	case pb.MsgHeartbeatResp:
-	case pb.MsgHeartbeat:
-		g.wake(false)
-	default:
-		g.wake(true)
+	if wakes, active := messageActivity(m.GetType()); wakes {
+		g.wake(active)
 	}
 }
 
@@ -104,24 +178,21 @@ func isQuiesce(m *pb.Message) bool {
 // maybeQuiesce quiesces an idle leader's group, and reports whether it
 // did.
 func (g *group) maybeQuiesce() bool {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		return false
 	}
-	if g.idleTicks++; g.idleTicks < g.quiesceAfter() || !g.idle() {
+	if !g.quiet.idleTick(quiesceAfter(g.confState, g.h.cfg.NodeID, g.h.cfg.ElectionTicks)) || !g.idle() {
 		return false
 	}
 	st := g.rn.Status()
 	last, _ := g.storage.LastIndex()
-	if st.GetCommit() != last || g.applied != last || st.LeadTransferee != 0 {
+	if !leaderMayQuiesce(st, g.h.cfg.NodeID, last, g.applied, g.h.peerAlive) {
 		return false
 	}
 	var msgs []*pb.Message
-	for id, pr := range st.Progress {
+	for id := range st.Progress {
 		if id == g.h.cfg.NodeID {
 			continue
-		}
-		if pr.Match != last || !g.h.peerAlive(id) {
-			return false
 		}
 		msgs = append(msgs, &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(id), From: new(g.h.cfg.NodeID),
 			Term: new(st.GetTerm()), Commit: new(last), Context: quiesceContext})
@@ -145,26 +216,20 @@ func (g *group) quiesce() {
 		g.fail(err)
 		return
 	}
-	g.quiesced = true
-	g.quiescedNow.Store(true)
+	g.quiet.sleep()
 }
 
 // idle reports whether the group has nothing in flight.
 func (g *group) idle() bool {
-	g.waitMu.Lock()
-	waiting := len(g.waiters)
-	g.waitMu.Unlock()
-	return waiting == 0 && len(g.propc) == 0 && !g.rn.HasReady() && !g.snapInFlight &&
-		!g.staging && len(g.readds) == 0 && !g.rebuilding
+	return g.props.pending() == 0 && len(g.propc) == 0 && !g.rn.HasReady() && !g.snaps.busy() &&
+		!g.stage.fetching && !g.readds.busy() && !g.rebuild.active
 }
 
 // quiesceFollower handles a leader's quiesce message: the follower stops
 // ticking if it has everything the leader has, applied.
 func (g *group) quiesceFollower(m *pb.Message) {
-	st := g.rn.BasicStatus()
 	last, _ := g.storage.LastIndex()
-	if m.GetFrom() != st.Lead || m.GetTerm() != st.GetTerm() || m.GetCommit() != last ||
-		st.GetCommit() != last || g.applied != last || g.staging || g.rebuilding {
+	if !followerMayQuiesce(m, g.rn.BasicStatus(), last, g.applied) || g.stage.fetching || g.rebuild.active {
 		return // it keeps ticking; if it times out, its pre-vote wakes the leader
 	}
 	g.quiesce()
@@ -173,15 +238,8 @@ func (g *group) quiesceFollower(m *pb.Message) {
 // readyActivity wakes the group when raft has entries to persist or
 // messages other than heartbeats to send.
 func (g *group) readyActivity(ents int, msgs []*pb.Message) {
-	if ents > 0 {
+	if readyActive(ents, msgs) {
 		g.wake(true)
-		return
-	}
-	for _, m := range msgs {
-		if t := m.GetType(); t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp {
-			g.wake(true)
-			return
-		}
 	}
 }
 

@@ -20,7 +20,13 @@ import (
 // heartbeat or answer costs no more than a wait: raft's next heartbeats
 // carry the request's context again.
 
-// readBarriers is a group's state of read barriers. Loop fields.
+// readBarriers owns a group's read barriers: those waiting for a
+// ReadIndex request, the ones in flight, and those a quorum confirmed
+// that wait for their index to be applied. It keeps them in order — a
+// barrier is released only once the state machine applied what was
+// committed when a quorum confirmed it — and answers each exactly once.
+// The group's loop owns it; it knows nothing of raft but the answers it
+// is given.
 type readBarriers struct {
 	seq       uint64          // the context of the ReadIndex in flight
 	waiting   []chan error    // for the next ReadIndex
@@ -52,8 +58,8 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 			return fmt.Errorf("group %s: %w", g.name, err)
 		}
 		return nil
-	case <-g.done:
-		return g.closedErr()
+	case <-g.life.done:
+		return g.life.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -61,64 +67,84 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 
 // askRead queues a barrier, sending a ReadIndex unless one is in flight.
 func (g *group) askRead(done chan error) {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		done <- ErrNotLeader
 		return
 	}
 	g.wake(true)
-	g.reads.waiting = append(g.reads.waiting, done)
-	if g.reads.inFlight == nil {
-		g.sendReadIndex()
+	g.readIndex(g.reads.ask(done))
+}
+
+// readIndex sends raft a ReadIndex request with the context rctx, unless
+// it is nil.
+func (g *group) readIndex(rctx []byte) {
+	if rctx != nil {
+		g.rn.ReadIndex(rctx)
 	}
 }
 
-func (g *group) sendReadIndex() {
-	g.reads.seq++
-	g.reads.inFlight, g.reads.waiting = g.reads.waiting, nil
-	g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, g.reads.seq))
+// ask queues a barrier, and returns the context of the ReadIndex request
+// to send for it, or nil if one is in flight: the barrier waits for the
+// next.
+func (r *readBarriers) ask(done chan error) []byte {
+	r.waiting = append(r.waiting, done)
+	if r.inFlight != nil {
+		return nil
+	}
+	return r.next()
 }
 
-// readStates takes raft's answers to the group's ReadIndex requests, and
-// sends the next one if barriers wait for it.
-func (g *group) readStates(states []raft.ReadState) {
+// next puts the waiting barriers in flight, and returns the context of
+// their ReadIndex request.
+func (r *readBarriers) next() []byte {
+	r.seq++
+	r.inFlight, r.waiting = r.waiting, nil
+	return binary.BigEndian.AppendUint64(nil, r.seq)
+}
+
+// confirm takes raft's answers to the group's ReadIndex requests, and
+// returns the context of the next request to send if barriers wait for
+// it, nil if none do.
+func (r *readBarriers) confirm(states []raft.ReadState) []byte {
 	for _, rs := range states {
-		if len(rs.RequestCtx) != 8 || binary.BigEndian.Uint64(rs.RequestCtx) != g.reads.seq || g.reads.inFlight == nil {
+		if len(rs.RequestCtx) != 8 || binary.BigEndian.Uint64(rs.RequestCtx) != r.seq || r.inFlight == nil {
 			continue // answered already, or failed with a change of leader
 		}
-		g.reads.confirmed = append(g.reads.confirmed, confirmedRead{index: rs.Index, waiters: g.reads.inFlight})
-		g.reads.inFlight = nil
+		r.confirmed = append(r.confirmed, confirmedRead{index: rs.Index, waiters: r.inFlight})
+		r.inFlight = nil
 	}
-	if g.reads.inFlight == nil && len(g.reads.waiting) > 0 {
-		g.sendReadIndex()
+	if r.inFlight == nil && len(r.waiting) > 0 {
+		return r.next()
 	}
+	return nil
 }
 
-// releaseReads answers the confirmed barriers whose index is applied.
-func (g *group) releaseReads() {
+// release answers the confirmed barriers whose index is applied.
+func (r *readBarriers) release(applied uint64) {
 	i := 0
-	for ; i < len(g.reads.confirmed) && g.reads.confirmed[i].index <= g.applied; i++ {
-		for _, done := range g.reads.confirmed[i].waiters {
+	for ; i < len(r.confirmed) && r.confirmed[i].index <= applied; i++ {
+		for _, done := range r.confirmed[i].waiters {
 			done <- nil
 		}
 	}
-	g.reads.confirmed = g.reads.confirmed[i:]
-	if len(g.reads.confirmed) == 0 {
-		g.reads.confirmed = nil
+	r.confirmed = r.confirmed[i:]
+	if len(r.confirmed) == 0 {
+		r.confirmed = nil
 	}
 }
 
-// failReads answers every barrier with ErrNotLeader: raft drops the
+// fail answers every barrier with ErrNotLeader: raft drops the
 // ReadIndex requests of a leader that steps down without answering them.
-func (g *group) failReads() {
+func (r *readBarriers) fail() {
 	fail := func(waiters []chan error) {
 		for _, done := range waiters {
 			done <- ErrNotLeader
 		}
 	}
-	fail(g.reads.waiting)
-	fail(g.reads.inFlight)
-	for _, c := range g.reads.confirmed {
+	fail(r.waiting)
+	fail(r.inFlight)
+	for _, c := range r.confirmed {
 		fail(c.waiters)
 	}
-	g.reads = readBarriers{seq: g.reads.seq}
+	*r = readBarriers{seq: r.seq}
 }

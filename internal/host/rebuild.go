@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -62,36 +65,98 @@ func (h *Host) rebuild(gc GroupConfig, cause error) (*group, error) {
 	return openGroup(h, gc, true)
 }
 
-// rebuildStep keeps a rebuilding replica out of elections and notes how
-// far it must catch up. It reports whether m may be stepped.
-func (g *group) rebuildStep(m *pb.Message) bool {
+// rebuildState owns what a replica rebuilt empty does until it has
+// caught up: it stays out of elections, learns from its leader how far it
+// must catch up (target, the highest commit index a leader has told it
+// of), and asks its peers to re-add it while nothing arrives. The asking
+// runs in the background, on wg, and stop ends it. Loop fields, but now,
+// asking and what runs on wg.
+type rebuildState struct {
+	active   bool
+	now      atomic.Bool // active, for other goroutines
+	target   uint64
+	from     uint64 // applied when the rebuilt replica opened
+	id       uint64 // names this rebuild in re-add requests
+	askTicks int    // ticks while waiting to be re-added
+
+	// Background calls of the group (re-add requests), owned by it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	asking atomic.Bool
+}
+
+// newRebuildState starts the state of a replica that applied up to
+// applied when it opened, and is rebuilding if active.
+func newRebuildState(active bool, applied uint64) *rebuildState {
+	r := &rebuildState{active: active, from: applied, id: rand.Uint64()}
+	r.now.Store(active)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+// step keeps a rebuilding replica out of elections and notes how far it
+// must catch up. It reports whether m may be stepped.
+func (r *rebuildState) step(m *pb.Message, log interface{ LastIndex() (uint64, error) }) bool {
+	if !r.active {
+		return true
+	}
 	switch m.GetType() {
 	case pb.MsgVote, pb.MsgPreVote, pb.MsgTimeoutNow:
 		return false
 	case pb.MsgHeartbeat:
 		// The leader may still count the old replica's entries as matched.
-		if last, _ := g.storage.LastIndex(); m.GetCommit() > last {
+		if last, _ := log.LastIndex(); m.GetCommit() > last {
 			m.Commit = new(last)
 		}
 	case pb.MsgApp:
-		g.rebuildTarget = max(g.rebuildTarget, m.GetCommit())
+		r.target = max(r.target, m.GetCommit())
 	case pb.MsgSnap:
-		g.rebuildTarget = max(g.rebuildTarget, m.GetSnapshot().GetMetadata().GetIndex())
+		r.target = max(r.target, m.GetSnapshot().GetMetadata().GetIndex())
 	}
 	return true
 }
 
+// caughtUp reports whether a rebuilding replica has applied what its
+// leader told it of.
+func (r *rebuildState) caughtUp(applied uint64) bool {
+	return r.active && r.target != 0 && applied >= r.target
+}
+
+// finish ends the rebuild.
+func (r *rebuildState) finish() {
+	r.active = false
+	r.now.Store(false)
+}
+
+// askDue counts a tick of a rebuilt replica, and reports whether it is
+// time to ask its peers again to re-add it: every readdEvery ticks while
+// it has received nothing (applied nothing since it opened, staged
+// nothing) and no request runs.
+func (r *rebuildState) askDue(applied uint64, staging bool) bool {
+	if !r.active || applied > r.from || staging || r.asking.Load() {
+		return false
+	}
+	r.askTicks++
+	return r.askTicks%readdEvery == 0
+}
+
+// stop cancels a request that runs and waits for it.
+func (r *rebuildState) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
 // checkRebuilt unmarks a rebuilding replica once it has caught up.
 func (g *group) checkRebuilt() {
-	if !g.rebuilding || g.rebuildTarget == 0 || g.applied < g.rebuildTarget {
+	if !g.rebuild.caughtUp(g.applied) {
 		return
 	}
 	if err := g.storage.ClearRebuilding(); err != nil {
 		g.log.Error("could not record that the rebuilt replica caught up; it stays out of elections", "err", err)
 		return
 	}
-	g.rebuilding = false
-	g.rebuildingNow.Store(false)
+	g.rebuild.finish()
 	g.log.Info("rebuilt replica caught up with its leader; it votes again", "applied", g.applied)
 }
 
@@ -140,16 +205,11 @@ func (h *Host) ServeReadd(ctx context.Context, r *clusterv1.ReaddRequest) (*clus
 
 // startReadd runs on the loop.
 func (g *group) startReadd(req readdRequest) error {
-	if !g.isLeader.Load() {
+	if !g.lead.leads() {
 		return fmt.Errorf("group %s: %w", g.name, ErrNotLeader)
 	}
-	var t pb.ConfChangeType
-	switch {
-	case slices.Contains(g.confState.GetVoters(), req.node):
-		t = pb.ConfChangeRemoveNode
-	case g.readdRemoved[req.node]:
-		t = pb.ConfChangeAddNode // removed for a re-add already, under an earlier leader
-	default:
+	t, ok := g.readds.next(req.node, g.confState.GetVoters())
+	if !ok {
 		return fmt.Errorf("group %s: node %d is not a voter of the group; only a member's replica can be re-added", g.name, req.node)
 	}
 	cc := readdCC(t, req.node, req.id)
@@ -161,52 +221,38 @@ func (g *group) startReadd(req readdRequest) error {
 }
 
 // continueReadd, called when a conf change is applied, notes a replica
-// whose removal for a re-add was just applied, if this node leads: it is
-// added back once raft has taken the removal as applied (proposeReadds),
-// since raft drops a conf change proposed before the previous one is.
+// whose removal for a re-add was just applied, if this node leads
+// (readdQueue.applied).
 func (g *group) continueReadd(cc *pb.ConfChange) {
-	ctx := cc.GetContext()
-	if len(ctx) != len(readdContext)+8 || string(ctx[:len(readdContext)]) != readdContext {
-		return
-	}
-	g.readdRemoved[cc.GetNodeId()] = cc.GetType() == pb.ConfChangeRemoveNode
-	if cc.GetType() != pb.ConfChangeRemoveNode || !g.isLeader.Load() {
-		return
-	}
-	add := readdCC(pb.ConfChangeAddNode, cc.GetNodeId(), binary.LittleEndian.Uint64(ctx[len(readdContext):]))
-	g.readds = append(g.readds, &add)
+	g.readds.applied(cc, g.lead.leads())
 }
 
 // proposeReadds proposes the additions continueReadd noted; called after
 // Advance. One that raft drops is asked for again by its replica.
 func (g *group) proposeReadds() {
-	for _, cc := range g.readds {
+	for _, cc := range g.readds.take() {
 		if err := g.rn.ProposeConfChange(cc); err != nil {
 			g.log.Warn("could not add back a rebuilt replica", "node", cc.GetNodeId(), "err", err)
 		}
 	}
-	g.readds = g.readds[:0]
 }
 
 // askReadd, on a tick of a rebuilt replica that has received nothing
 // yet, asks its peers in the background to re-add it.
 func (g *group) askReadd() {
-	if !g.rebuilding || g.applied > g.rebuiltFrom || g.staging || g.asking.Load() {
-		return
-	}
-	if g.readdTicks++; g.readdTicks%readdEvery != 0 {
+	if !g.rebuild.askDue(g.applied, g.stage.fetching) {
 		return
 	}
 	if g.h.cfg.Transport == nil {
 		return
 	}
-	req := &clusterv1.ReaddRequest{Group: g.id, Node: g.h.cfg.NodeID, Id: g.rebuildID}
+	req := &clusterv1.ReaddRequest{Group: g.id, Node: g.h.cfg.NodeID, Id: g.rebuild.id}
 	peers := slices.DeleteFunc(slices.Clone(g.confState.GetVoters()), func(id uint64) bool { return id == g.h.cfg.NodeID })
-	g.asking.Store(true)
-	g.bgWG.Go(func() {
-		defer g.asking.Store(false)
+	g.rebuild.asking.Store(true)
+	g.rebuild.wg.Go(func() {
+		defer g.rebuild.asking.Store(false)
 		for _, p := range peers {
-			ctx, cancel := context.WithTimeout(g.bgCtx, time.Second)
+			ctx, cancel := context.WithTimeout(g.rebuild.ctx, time.Second)
 			_, err := g.h.cfg.Transport.Readd(ctx, p, req)
 			cancel()
 			if err == nil {
