@@ -4,40 +4,19 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/url"
-	"reflect"
 	"slices"
-	"sync"
 	"time"
 
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
 	"herald/internal/host"
 	"herald/internal/protocol"
+	"herald/internal/push"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
-// pushTopic is the push side of a topic on this node: its endpoint and the
-// dispatchers of the shards this node leads.
-type pushTopic struct {
-	attrs       topic.Attributes
-	firstGroup  uint64
-	ep          endpoint.Endpoint
-	scheme      string
-	dispatchers map[int]*delivery.Dispatcher
-}
-
-func (p *pushTopic) close() {
-	var wg sync.WaitGroup
-	for _, d := range p.dispatchers {
-		wg.Go(d.Stop)
-	}
-	wg.Wait()
-	p.ep.Close()
-}
-
-// shardLog is a shard as its dispatcher sees it.
+// shardLog is a shard as its dispatcher, and the push supervisor, see it.
 type shardLog struct {
 	n *Node
 	s *shardRuntime
@@ -68,159 +47,55 @@ func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result
 	return l.n.proposeShard(ctx, l.s, cmd)
 }
 
-// superviseDispatchers keeps a dispatcher running for every shard of a
-// push topic that this node leads, and none elsewhere: it syncs them when
-// the host reports a change of leadership (reconcile syncs them when
-// topics change), and a second after an endpoint failed to open (say, a
-// CA file not yet installed), until it opens.
-func (n *Node) superviseDispatchers(leadership *host.LeadershipWatch) {
-	defer leadership.Stop()
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-n.stop:
-			n.pushMu.Lock()
-			for name, p := range n.push {
-				p.close()
-				delete(n.push, name)
-			}
-			n.pushMu.Unlock()
-			return
-		case <-leadership.C():
-			n.syncLeadership(leadership.Changed())
-		case <-n.endpointFailed:
-			if retry == nil {
-				retry = time.After(endpointRetryPause)
-			}
-		case <-retry:
-			retry = nil
-			n.syncDispatchers()
-		}
-	}
-}
+func (l shardLog) Index() int { return l.s.index }
 
-// endpointRetryPause is how long the node waits before it tries again to
-// open a push endpoint that failed to open.
-const endpointRetryPause = time.Second
+func (l shardLog) Leads() bool { return l.n.leads(l.s) }
 
-func (n *Node) syncDispatchers() {
+// pushSource is the node as its push supervisor sees it.
+type pushSource struct{ n *Node }
+
+func (ps pushSource) PushTopics() []push.Topic {
+	n := ps.n
 	n.mu.RLock()
-	topics := make(map[string]*topicRuntime, len(n.topics))
+	defer n.mu.RUnlock()
+	var out []push.Topic
 	for name, tr := range n.topics {
-		if tr.info.Attributes.PushEndpoint != "" {
-			topics[name] = tr
+		if tr.info.Attributes.PushEndpoint == "" {
+			continue
 		}
-	}
-	n.mu.RUnlock()
-
-	n.pushMu.Lock()
-	defer n.pushMu.Unlock()
-	for name, p := range n.push {
-		tr, ok := topics[name]
-		if !ok || tr.info.FirstGroup != p.firstGroup || !reflect.DeepEqual(tr.info.Attributes, p.attrs) {
-			p.close() // deleted, recreated or changed: start again below
-			delete(n.push, name)
-		}
-	}
-	for name, tr := range topics {
-		p := n.push[name]
-		if p == nil {
-			ep, err := delivery.OpenEndpoint(name, tr.info.Attributes, n.guard)
-			if err != nil {
-				n.log.Error("cannot open the push endpoint; events stay queued until it is fixed", "topic", name, "err", err)
-				select {
-				case n.endpointFailed <- struct{}{}:
-				default: // a retry is already due
-				}
-				continue
-			}
-			u, _ := url.Parse(tr.info.Attributes.PushEndpoint)
-			p = &pushTopic{attrs: tr.info.Attributes.Clone(), firstGroup: tr.info.FirstGroup, ep: ep,
-				scheme: u.Scheme, dispatchers: make(map[int]*delivery.Dispatcher)}
-			n.push[name] = p
-		}
+		t := push.Topic{Name: name, FirstGroup: tr.info.FirstGroup, Attributes: tr.info.Attributes}
 		for _, s := range tr.shards {
-			n.syncDispatcher(p, name, s)
+			t.Shards = append(t.Shards, shardLog{n, s})
 		}
+		out = append(out, t)
 	}
+	return out
 }
 
-// syncLeadership starts or stops the dispatchers of the given shard
-// groups, whose leadership changed. Topics and their endpoints are
-// syncDispatchers' business; a group of a topic with no open endpoint, or
-// of another incarnation of it, is left to that.
-func (n *Node) syncLeadership(groups []uint64) {
+func (ps pushSource) ShardOfGroup(group uint64) (string, push.Shard, bool) {
+	n := ps.n
 	n.mu.RLock()
-	shards := make([]*shardRuntime, 0, len(groups))
-	for _, id := range groups {
-		if s := n.shards[id]; s != nil {
-			shards = append(shards, s)
-		}
-	}
+	s := n.shards[group]
 	n.mu.RUnlock()
-	n.pushMu.Lock()
-	defer n.pushMu.Unlock()
-	for _, s := range shards {
-		if p := n.push[s.topic]; p != nil && p.firstGroup+uint64(s.index) == s.group {
-			n.syncDispatcher(p, s.topic, s)
-		}
+	if s == nil {
+		return "", nil, false
 	}
-}
-
-func (n *Node) syncDispatcher(p *pushTopic, topicName string, s *shardRuntime) {
-	leads := n.leads(s)
-	d := p.dispatchers[s.index]
-	switch {
-	case leads && d == nil:
-		p.dispatchers[s.index] = delivery.Start(context.Background(), shardLog{n, s}, delivery.Config{
-			Topic: topicName, Shard: s.index, Attributes: p.attrs, Endpoint: p.ep,
-			Scheme: p.scheme, Metrics: n.delivery, Logger: n.log, MaxInFlight: n.cfg.DeliveryConcurrency,
-		})
-	case !leads && d != nil:
-		d.Stop()
-		delete(p.dispatchers, s.index)
-	}
+	return s.topic, shardLog{n, s}, true
 }
 
 // deliveryHealth returns the health of the shard's dispatcher, if this
 // node runs one: it leads the shard, of a topic with a push endpoint.
 func (n *Node) deliveryHealth(s *shardRuntime) (DeliveryHealth, bool) {
-	n.pushMu.Lock()
-	defer n.pushMu.Unlock()
-	p := n.push[s.topic]
-	if p == nil || p.firstGroup+uint64(s.index) != s.group {
-		return DeliveryHealth{}, false
-	}
-	d := p.dispatchers[s.index]
-	if d == nil {
-		return DeliveryHealth{}, false
-	}
-	return DeliveryHealth(d.Health()), true
-}
-
-// notifyDispatchers wakes the dispatchers of the given shards of a topic.
-func (n *Node) notifyDispatchers(topicName string, shards []int) {
-	n.pushMu.Lock()
-	defer n.pushMu.Unlock()
-	p := n.push[topicName]
-	if p == nil {
-		return
-	}
-	for _, i := range shards {
-		if d := p.dispatchers[i]; d != nil {
-			d.Notify()
-		}
-	}
+	h, ok := n.push.Health(s.topic, s.group-uint64(s.index), s.index)
+	return DeliveryHealth(h), ok
 }
 
 // pushNow delivers events of a non-persistent topic synchronously: each
 // goes to the endpoint and nothing is stored. Events are sent one at a
 // time, in request order.
 func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Event) ([]string, error) {
-	n.pushMu.Lock()
-	p := n.push[tr.info.Name]
-	n.pushMu.Unlock()
-	if p == nil {
+	ep, scheme, ok := n.push.Endpoint(tr.info.Name)
+	if !ok {
 		return nil, fmt.Errorf("%w: the push endpoint of topic %q is not open (see the server log); nothing was stored", ErrUnavailable, tr.info.Name)
 	}
 	if n.bootEpoch == 0 {
@@ -234,13 +109,13 @@ func (n *Node) pushNow(ctx context.Context, tr *topicRuntime, events []shard.Eve
 		ids[i] = topic.NonPersistentEventID(tr.info.Name, s.index, n.bootEpoch, n.nonPersistentSeq.Add(1))
 		m := &endpoint.Message{ID: ids[i], Topic: tr.info.Name, Shard: s.index, Key: e.Key, Time: now,
 			Headers: e.HeaderMap(), Payload: e.Payload, OpaqueData: tr.info.Attributes.OpaqueData, Attempt: 1}
-		if err := p.ep.Send(ctx, m); err != nil {
+		if err := ep.Send(ctx, m); err != nil {
 			what := ErrUnavailable
 			if endpoint.IsPermanent(err) {
 				what = ErrEndpointRejected
 			}
 			return nil, fmt.Errorf("%w: push of event %d of %d to %s failed: %v; topic %q is non-persistent, so nothing was stored (events before it were delivered)",
-				what, i+1, len(events), p.scheme, err, tr.info.Name)
+				what, i+1, len(events), scheme, err, tr.info.Name)
 		}
 	}
 	return ids, nil
@@ -359,7 +234,7 @@ func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []st
 				return total, fmt.Errorf("replay dead letters of shard %s: %w", s.name, err)
 			}
 			total += len(dls)
-			n.notifyDispatchers(topicName, []int{s.index})
+			n.push.Notify(topicName, []int{s.index})
 			tr.events.signal()
 		}
 	}
