@@ -144,7 +144,7 @@ func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
 		Self: self, Want: want, Group: groupOf(m), Draining: draining, Leaving: leaving,
 		// An acknowledged event holds no lease, wherever it was
 		// acknowledged: the ack drops its lease as the leader applies it.
-		Leased:    s.leases.count(time.Now()) > 0,
+		Leased:    s.leases.Count(time.Now()) > 0,
 		Placeable: b.placeable, Load: b.load,
 	})
 	switch c.Reason {
