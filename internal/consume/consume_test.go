@@ -100,6 +100,13 @@ func offsets(ls []Lease) []uint64 {
 	return out
 }
 
+func checkLeased(t *testing.T, s Shard, want int) {
+	t.Helper()
+	if n := s.Leases.Count(time.Now()); n != want {
+		t.Errorf("%d events leased, want %d", n, want)
+	}
+}
+
 func TestReadPendingSkipsAcknowledgedEvents(t *testing.T) {
 	s, g := newShard()
 	g.publish(t, "a", "b")
@@ -152,9 +159,7 @@ func TestFetchLeasesInKeyOrder(t *testing.T) {
 	if again, _ := s.Fetch(ctx, 10, time.Minute); len(again) != 0 {
 		t.Errorf("a fetch while everything is leased leased %v", offsets(again))
 	}
-	if n := s.Leases.Count(time.Now()); n != 3 {
-		t.Errorf("Count = %d, want 3", n)
-	}
+	checkLeased(t, s, 3)
 
 	g.ack(t, 0)
 	s.Leases.Nack([]uint64{2}, nil)
@@ -174,9 +179,7 @@ func TestFetchLeasesInKeyOrder(t *testing.T) {
 	if got, err := s.Fetch(ctx, 10, time.Minute); err != nil || len(got) != 0 {
 		t.Errorf("fetch of an acknowledged shard = %v, %v", offsets(got), err)
 	}
-	if n := s.Leases.Count(time.Now()); n != 0 {
-		t.Errorf("Count after every ack = %d, want 0", n)
-	}
+	checkLeased(t, s, 0)
 }
 
 func TestFetchHonoursMaxAndVisibility(t *testing.T) {
@@ -207,9 +210,7 @@ func TestFetchConfirmsTheLeadership(t *testing.T) {
 	if got, err := s.Fetch(ctx, 10, time.Minute); !errors.Is(err, errNotLeader) || len(got) != 0 {
 		t.Errorf("fetch on a replaced leader = %v, %v; want the barrier's error", offsets(got), err)
 	}
-	if n := s.Leases.Count(time.Now()); n != 0 {
-		t.Errorf("a failed fetch leased %d events", n)
-	}
+	checkLeased(t, s, 0)
 }
 
 // An ack of a receipt acts on its own lease, or on an event no one holds;

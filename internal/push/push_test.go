@@ -125,6 +125,16 @@ func pushTopicOf(name string, first uint64, url string, shards ...Shard) Topic {
 	return Topic{Name: name, FirstGroup: first, Attributes: a, Shards: shards}
 }
 
+// ledShard is a topic "orders" of one shard, which the node leads, on a
+// supervisor not yet synced.
+func ledShard(t *testing.T, url string) (*fakeShard, *fakeSource, *Supervisor) {
+	sh := &fakeShard{index: 0}
+	sh.leads.Store(true)
+	src := &fakeSource{}
+	src.set(pushTopicOf("orders", 10, url, sh))
+	return sh, src, newSupervisor(t, src)
+}
+
 func newSupervisor(t *testing.T, src Source) *Supervisor {
 	g, err := endpoint.NewGuard(endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs})
 	if err != nil {
@@ -221,11 +231,7 @@ func TestLeadershipChangesStartAndStopDispatchers(t *testing.T) {
 // recreated (another first group) or changed starts afresh.
 func TestSyncFollowsTopicChanges(t *testing.T) {
 	srv, _ := receiver(t)
-	sh := &fakeShard{index: 0}
-	sh.leads.Store(true)
-	src := &fakeSource{}
-	src.set(pushTopicOf("orders", 10, srv.URL, sh))
-	s := newSupervisor(t, src)
+	sh, src, s := ledShard(t, srv.URL)
 	run(t, s, newFakeLeadership())
 	s.Sync()
 	if !running(s, "orders", 10, 0) {
@@ -280,11 +286,7 @@ func TestEndpointThatFailsToOpenIsRetried(t *testing.T) {
 // and the leadership watch.
 func TestRunStopsEverything(t *testing.T) {
 	srv, _ := receiver(t)
-	sh := &fakeShard{index: 0}
-	sh.leads.Store(true)
-	src := &fakeSource{}
-	src.set(pushTopicOf("orders", 10, srv.URL, sh))
-	s := newSupervisor(t, src)
+	_, _, s := ledShard(t, srv.URL)
 	l := newFakeLeadership()
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
