@@ -90,7 +90,11 @@ func TestStep(t *testing.T) {
 			func(s *Shard) { s.Draining = set(1); s.Leaving = 1 },
 			Change{Op: Transfer, Node: 2, Reason: HandOver}},
 		{"a draining replica is replaced on the node holding the fewest",
-			func(s *Shard) { s.Draining = set(3); s.Placeable = ids(1, 2, 4, 5); s.Load = map[uint64]int{4: 7, 5: 2} },
+			func(s *Shard) {
+				s.Draining = set(3)
+				s.Placeable = ids(1, 2, 4, 5)
+				s.Load = map[uint64]int{4: 7, 5: 2}
+			},
 			Change{Op: AddReplica, Node: 5, Reason: Drain, From: 3}},
 		{"a draining replica with no node to go to waits",
 			func(s *Shard) { s.Draining = set(3); s.Placeable = ids(1, 2, 3) },
@@ -103,7 +107,12 @@ func TestStep(t *testing.T) {
 			},
 			Change{Reason: CatchingUp}},
 		{"and until every replica staying has caught up",
-			func(s *Shard) { s.Want = ids(1, 2, 3, 4); s.Draining = set(3); s.Group = voters(1, 2, 3, 4); delete(s.Group.CaughtUp, 2) },
+			func(s *Shard) {
+				s.Want = ids(1, 2, 3, 4)
+				s.Draining = set(3)
+				s.Group = voters(1, 2, 3, 4)
+				delete(s.Group.CaughtUp, 2)
+			},
 			Change{Reason: CatchingUp}},
 		{"then leaves the group",
 			func(s *Shard) { s.Want = ids(1, 2, 3, 4); s.Draining = set(3); s.Group = voters(1, 2, 3, 4) },
@@ -115,7 +124,11 @@ func TestStep(t *testing.T) {
 			func(s *Shard) { s.Draining = set(3); s.Placeable = ids(1, 2) },
 			Change{Op: Remove, Node: 3, Reason: Drain, From: 3}},
 		{"the first draining replica moves first",
-			func(s *Shard) { s.Draining = set(2, 3); s.Placeable = ids(1, 4, 5); s.Load = map[uint64]int{4: 1, 5: 1} },
+			func(s *Shard) {
+				s.Draining = set(2, 3)
+				s.Placeable = ids(1, 4, 5)
+				s.Load = map[uint64]int{4: 1, 5: 1}
+			},
 			Change{Op: AddReplica, Node: 4, Reason: Drain, From: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
