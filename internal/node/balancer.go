@@ -18,28 +18,39 @@ import (
 // the group's configuration and its replicas' progress, asks package
 // balance for the next change, and carries it out.
 
-// balance checks, every BalanceInterval until the node stops, the shards
-// this node leads, and the controller if it leads that.
-func (n *Node) balance() {
-	ctx, cancel := n.untilStop()
+// balancer is the node's driver of the balancer.
+type balancer struct {
+	n *Node
+	// settled, kept from one check to the next, holds the groups found
+	// led by their preferred leader (this node) with the placement's
+	// configuration: by group, the placement then.
+	settled map[uint64][]uint64
+}
+
+func newBalancer(n *Node) *balancer {
+	return &balancer{n: n, settled: make(map[uint64][]uint64)}
+}
+
+// run checks, every BalanceInterval until the node stops, the shards this
+// node leads, and the controller if it leads that.
+func (b *balancer) run() {
+	ctx, cancel := b.n.untilStop()
 	defer cancel()
-	t := time.NewTicker(n.cfg.BalanceInterval)
+	t := time.NewTicker(b.n.cfg.BalanceInterval)
 	defer t.Stop()
-	settled := make(map[uint64][]uint64)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n.balanceOnce(ctx, settled)
+		b.check(ctx)
 	}
 }
 
-// balanceOnce makes at most one change per shard this node leads.
-// settled, kept from one check to the next, holds the groups found led by
-// their preferred leader (this node) with the placement's configuration.
-func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
+// check makes at most one change per shard this node leads.
+func (b *balancer) check(ctx context.Context) {
+	n, settled := b.n, b.settled
 	n.mu.RLock()
 	members, move := n.members, n.move
 	if len(members) <= 1 && len(n.cfg.Members) == 1 {
@@ -69,10 +80,10 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 	// The move and the shards' placements are of one reading of the
 	// controller: a move seen before its placement could make the shard
 	// look a replica short.
-	b := balancer{n: n, draining: balance.DrainingSet(members), load: load, settled: settled, move: move}
+	c := balanceCheck{n: n, draining: balance.DrainingSet(members), load: load, settled: settled, move: move}
 	for _, m := range members {
 		if !m.Draining {
-			b.placeable = append(b.placeable, m.ID)
+			c.placeable = append(c.placeable, m.ID)
 		}
 	}
 	hosted := make(map[uint64]bool, len(led))
@@ -84,38 +95,35 @@ func (n *Node) balanceOnce(ctx context.Context, settled map[uint64][]uint64) {
 		if leader, err := n.host.Leader(s.group); err != nil || leader != n.cfg.NodeID {
 			continue
 		}
-		if err := b.shard(ctx, s); err != nil && ctx.Err() == nil {
+		if err := c.shard(ctx, s); err != nil && ctx.Err() == nil {
 			n.log.Warn("balance shard", "shard", s.name, "err", err)
 		}
 	}
 	if leader, err := n.host.Leader(controller.ControllerGroup); err == nil && leader == n.cfg.NodeID {
-		if err := b.controller(ctx, members); err != nil && ctx.Err() == nil {
+		if err := c.controller(ctx, members); err != nil && ctx.Err() == nil {
 			n.log.Warn("balance the controller's members", "err", err)
 		}
-		if err := n.rebalanceStep(ctx); err != nil && ctx.Err() == nil {
+		if err := b.rebalanceStep(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("rebalance", "err", err)
 		}
 	}
 }
 
-// balancer is one check of the shards this node leads: what it read of
-// the controller, which balance.Step decides from.
-type balancer struct {
+// balanceCheck is one check of the shards this node leads: what it read
+// of the controller, which balance.Step decides from.
+type balanceCheck struct {
 	n         *Node
 	draining  map[uint64]bool
-	placeable []uint64       // members that take new replicas
-	load      map[uint64]int // replicas placed on each node
-	// settled are the groups this node led, as their preferred leader,
-	// with the placement's configuration, when last checked: by group,
-	// the placement then.
-	settled map[uint64][]uint64
+	placeable []uint64            // members that take new replicas
+	load      map[uint64]int      // replicas placed on each node
+	settled   map[uint64][]uint64 // balancer.settled
 	// move is the replica a rebalance moves, if any: for its shard, the
 	// node it moves from counts as draining.
 	move *controller.Move
 }
 
 // shard makes the next change of a shard this node leads.
-func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
+func (b *balanceCheck) shard(ctx context.Context, s *shardRuntime) error {
 	n, self := b.n, b.n.cfg.NodeID
 	draining, leaving := b.draining, uint64(0)
 	if m := b.move; m != nil && m.Topic == s.topic && m.Shard == s.index {
@@ -178,7 +186,7 @@ func (b *balancer) shard(ctx context.Context, s *shardRuntime) error {
 
 // controller makes the next change of the controller's own group, which
 // this node leads, toward the members.
-func (b *balancer) controller(ctx context.Context, members []controller.Member) error {
+func (b *balanceCheck) controller(ctx context.Context, members []controller.Member) error {
 	if len(members) == 0 {
 		return nil
 	}
@@ -205,7 +213,7 @@ func (b *balancer) controller(ctx context.Context, members []controller.Member) 
 
 // changeGroup carries out a change of a group's configuration or
 // leadership; other changes are not the group's.
-func (b *balancer) changeGroup(ctx context.Context, group uint64, c balance.Change) error {
+func (b *balanceCheck) changeGroup(ctx context.Context, group uint64, c balance.Change) error {
 	h := b.n.host
 	switch c.Op {
 	case balance.AddLearner:

@@ -355,7 +355,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
-	n.wg.Go(n.balance)
+	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(n.checkLiveness)
 	return n, nil
 }
