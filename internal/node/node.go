@@ -1,9 +1,18 @@
 // Package node runs one herald node: a Raft host carrying the controller
 // group (topics and their attributes) and the shard groups of every topic,
 // and the operations the API offers on top of them — topic management,
-// two-phase publish, pull consumption and statistics. It turns API requests
-// into shard and controller commands and routes them to the right group; its
-// only durable state of its own is the boot epoch (see bootEpochFile).
+// two-phase publish, pull consumption, dead letters, statistics and the
+// cluster's membership. It turns API requests into shard and controller
+// commands and routes them to the right group, forwarding to another node
+// what only that node can do; its only durable state of its own is the
+// boot epoch (see bootEpochFile).
+//
+// The node keeps its lifecycle, the registry of its topics' and shards'
+// runtimes and that façade; the jobs with a logic of their own are
+// packages it drives through small interfaces its runtimes implement:
+// balance decides the balancer's changes (balancer.go carries them out),
+// push supervises the push dispatchers, and consume holds the pull leases
+// and the local reads under them.
 package node
 
 import (
