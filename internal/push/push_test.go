@@ -17,13 +17,36 @@ import (
 	"herald/internal/topic"
 )
 
-// fakeShard is a shard whose log holds one event at offset 0 until it
-// is acknowledged, and whose leadership the test sets.
+// fakeShard is a shard whose log holds the events the test adds, one of
+// key k at offset 0 to begin with, and whose leadership the test sets.
 type fakeShard struct {
 	index int
 	leads atomic.Bool
-	acked atomic.Bool
 	reads atomic.Int32
+
+	mu     sync.Mutex
+	events []delivery.Event
+	acked  map[uint64]bool
+}
+
+func newFakeShard(index int) *fakeShard {
+	f := &fakeShard{index: index, acked: make(map[uint64]bool)}
+	f.add()
+	return f
+}
+
+// add appends an event to the shard's log.
+func (f *fakeShard) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, delivery.Event{Offset: uint64(len(f.events)), Event: shard.Event{Key: "k", Payload: []byte("hello")}, Time: time.Now()})
+}
+
+// allAcked reports whether every event of the log is acknowledged.
+func (f *fakeShard) allAcked() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.acked) == len(f.events)
 }
 
 func (f *fakeShard) Index() int  { return f.index }
@@ -31,15 +54,24 @@ func (f *fakeShard) Leads() bool { return f.leads.Load() }
 
 func (f *fakeShard) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
 	f.reads.Add(1)
-	if f.acked.Load() || from > 0 {
-		return nil, from, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []delivery.Event
+	for _, e := range f.events[min(int(from), len(f.events)):] {
+		if !f.acked[e.Offset] {
+			out = append(out, e)
+		}
 	}
-	return []delivery.Event{{Offset: 0, Event: shard.Event{Key: "k", Payload: []byte("hello")}, Time: time.Now()}}, 1, nil
+	return out, uint64(len(f.events)), nil
 }
 
 func (f *fakeShard) Propose(_ context.Context, cmd *shard.Command) (shard.Result, error) {
 	if cmd.Op == shard.OpAck {
-		f.acked.Store(true)
+		f.mu.Lock()
+		for _, o := range cmd.Offsets {
+			f.acked[o] = true
+		}
+		f.mu.Unlock()
 	}
 	return shard.Result{}, nil
 }
@@ -128,7 +160,7 @@ func pushTopicOf(name string, first uint64, url string, shards ...Shard) Topic {
 // ledShard is a topic "orders" of one shard, which the node leads, on a
 // supervisor not yet synced.
 func ledShard(t *testing.T, url string) (*fakeShard, *fakeSource, *Supervisor) {
-	sh := &fakeShard{index: 0}
+	sh := newFakeShard(0)
 	sh.leads.Store(true)
 	src := &fakeSource{}
 	src.set(pushTopicOf("orders", 10, url, sh))
@@ -177,7 +209,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // delivers its events, and none runs for the shards it does not lead.
 func TestSyncStartsDispatchersOfLedShards(t *testing.T) {
 	srv, posts := receiver(t)
-	led, other := &fakeShard{index: 0}, &fakeShard{index: 1}
+	led, other := newFakeShard(0), newFakeShard(1)
 	led.leads.Store(true)
 	src := &fakeSource{}
 	src.set(pushTopicOf("orders", 10, srv.URL, led, other))
@@ -188,7 +220,7 @@ func TestSyncStartsDispatchersOfLedShards(t *testing.T) {
 	if !running(s, "orders", 10, 0) || running(s, "orders", 10, 1) {
 		t.Fatalf("dispatchers running: shard 0 %v, shard 1 %v; want shard 0 alone", running(s, "orders", 10, 0), running(s, "orders", 10, 1))
 	}
-	eventually(t, "the led shard's event is pushed and acked", func() bool { return posts.Load() == 1 && led.acked.Load() })
+	eventually(t, "the led shard's event is pushed and acked", func() bool { return posts.Load() == 1 && led.allAcked() })
 	if other.reads.Load() != 0 {
 		t.Errorf("the shard not led was read %d times", other.reads.Load())
 	}
@@ -200,11 +232,25 @@ func TestSyncStartsDispatchersOfLedShards(t *testing.T) {
 	}
 }
 
+// Notify wakes a dispatcher idle on an empty shard: it reads the events
+// published since, which nothing else would make it look for.
+func TestNotifyWakesTheDispatcher(t *testing.T) {
+	srv, posts := receiver(t)
+	sh, _, s := ledShard(t, srv.URL)
+	run(t, s, newFakeLeadership())
+	s.Sync()
+	eventually(t, "the first event is pushed and acked", func() bool { return posts.Load() == 1 && sh.allAcked() })
+	sh.add()
+	s.Notify("orders", []int{1, 0}) // shard 1 is not the node's: ignored
+	s.Notify("other", []int{0})     // nor is a topic it does not push
+	eventually(t, "the event published since is pushed", func() bool { return posts.Load() == 2 && sh.allAcked() })
+}
+
 // A change of leadership starts or stops the dispatchers of the groups
 // it names, and of no other.
 func TestLeadershipChangesStartAndStopDispatchers(t *testing.T) {
 	srv, _ := receiver(t)
-	a, b := &fakeShard{index: 0}, &fakeShard{index: 1}
+	a, b := newFakeShard(0), newFakeShard(1)
 	src := &fakeSource{}
 	src.set(pushTopicOf("orders", 10, srv.URL, a, b))
 	s := newSupervisor(t, src)
@@ -266,7 +312,7 @@ func TestSyncFollowsTopicChanges(t *testing.T) {
 // it opens.
 func TestEndpointThatFailsToOpenIsRetried(t *testing.T) {
 	srv, _ := receiver(t)
-	sh := &fakeShard{index: 0}
+	sh := newFakeShard(0)
 	sh.leads.Store(true)
 	src := &fakeSource{}
 	bad := pushTopicOf("orders", 10, srv.URL, sh)
