@@ -79,7 +79,7 @@ func (n *Node) handleCalls(h *transport.Handlers) {
 		c.Offsets, c.Leases = req.GetOffsets(), req.GetLeases()
 		_, err := runShardCall(ctx, n, c,
 			func(_ context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
-				s.leases.nack(c.Offsets, c.Leases)
+				s.leases.Nack(c.Offsets, c.Leases)
 				return struct{}{}, nil
 			},
 			func(ctx context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
@@ -291,7 +291,7 @@ func (n *Node) nackOnLeader(ctx context.Context, s *shardRuntime, call shardCall
 		return err
 	}
 	if leader == n.cfg.NodeID {
-		s.leases.nack(call.Offsets, call.Leases)
+		s.leases.Nack(call.Offsets, call.Leases)
 		return nil
 	}
 	n.forwarded(ctx, "nack")
@@ -346,11 +346,11 @@ func (n *Node) ackLeased(ctx context.Context, s *shardRuntime, offsets, numbers 
 }
 
 // ackLeasedHere is ackLeased on the shard's leader: the receipts whose
-// leases allow it are held (leaseTable.holdForAck) and acknowledged by a
+// leases allow it are held (consume.Leases.HoldForAck) and acknowledged by a
 // proposal that only this leader may make, so that no other leader, which
 // may have handed the events out again since, applies it unchecked.
 func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
-	held, fresh, lapsed := s.leases.holdForAck(offsets, numbers, time.Now())
+	held, fresh, lapsed := s.leases.HoldForAck(offsets, numbers, time.Now())
 	res := ackResult{Lapsed: lapsed}
 	if len(held) == 0 {
 		return res, nil
@@ -362,7 +362,7 @@ func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numb
 	}
 	// The holds this ack made end with it (an offset never assigned must
 	// not stay leased); a consumer's own leases stay, for it to ack again.
-	s.leases.nack(fresh, nil)
+	s.leases.Nack(fresh, nil)
 	return res, ackError(s, err)
 }
 

@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"herald/internal/delivery"
-	"herald/internal/host"
+	"herald/internal/consume"
 	"herald/internal/protocol"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -21,9 +18,8 @@ import (
 // Limits of Fetch.
 const (
 	MaxFetchEvents           = 10000
-	DefaultVisibility        = 30 * time.Second
+	DefaultVisibility        = consume.DefaultVisibility
 	MaxFetchWait             = 60 * time.Second
-	maxScanPerShard          = 20000 // pending events looked at per shard and fetch
 	fetchRecheckWhileWaiting = 200 * time.Millisecond
 )
 
@@ -32,160 +28,13 @@ type Delivery struct {
 	ID string
 	// Receipt names this delivery: the id and the lease's number
 	// (topic.Receipt). Acking it rather than ID acts only while the lease
-	// is the event's; see leaseTable.
+	// is the event's; see consume.Leases.
 	Receipt string
 	Shard   int
 	Offset  uint64
 	Event   Event
 	Time    time.Time // publish time
 	Attempt uint32
-}
-
-// leaseTable holds a shard's pull leases. Leases live in the memory of the
-// node that leads the shard: after a restart or a change of leader they are
-// gone and the events are handed out again (at-least-once). Acks, which
-// are what must not be lost, go through the shard's log, and every replica
-// drops the leases of the events an ack names as it applies it (acked),
-// wherever the ack was made: the leader's table holds no lease on an
-// acknowledged event.
-//
-// Each lease has a number, which the delivery's receipt carries
-// (topic.Receipt). An ack of a receipt is checked here, on the leader,
-// before it is proposed (holdForAck): it may end only its own lease, or
-// no lease at all, never the lease of a consumer the event was handed to
-// since. An ack that named the event id alone would end any lease, and the
-// key's next event could then go to another consumer while the earlier
-// one is still on its way to its current holder.
-type leaseTable struct {
-	// fetching serializes the fetches of the shard, so that each reads
-	// which events are acknowledged after the one before has leased; see
-	// fetchShard. It is held across reads of the group's state, which is
-	// why the group's goroutine, applying acks, takes only mu.
-	fetching sync.Mutex
-
-	mu       sync.Mutex
-	until    map[uint64]time.Time // offset → lease expiry
-	attempts map[uint64]uint32    // offset → times handed out
-	number   map[uint64]uint64    // offset → number of its lease
-	// last is the number of the latest lease. It starts at random, so that
-	// the numbers of leases handed out by different leaders of the shard
-	// do not meet.
-	last uint64
-	// drops counts the applied acks that dropped a lease here.
-	drops uint64
-}
-
-func newLeaseTable() *leaseTable {
-	return &leaseTable{
-		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
-		last: rand.Uint64() >> 2, // room for 2^62 leases before wrapping
-	}
-}
-
-// lease leases the event at offset until then and returns the lease's
-// number. The caller holds t.mu.
-func (t *leaseTable) lease(offset uint64, then time.Time) uint64 {
-	t.last++
-	if t.last == 0 {
-		t.last++ // 0 means no lease in a receipt
-	}
-	t.until[offset] = then
-	t.attempts[offset]++
-	t.number[offset] = t.last
-	return t.last
-}
-
-// holdForAck decides which receipts an ack may act on: receipt i names
-// the event at offsets[i] and its lease numbers[i]. An ack may act on a
-// receipt whose lease is still the event's, and on one of an event that
-// no consumer holds now (its lease expired, or was lost with a former
-// leader); those events are held for the ack until it applies (acked), so
-// that no fetch hands one out meanwhile, and their offsets are returned,
-// the ones that were not held by that receipt's lease before in fresh.
-// The others lapsed: the event was handed out again, and its holder acks
-// it; their positions are returned.
-func (t *leaseTable) holdForAck(offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	// Long enough for the ack to commit, short enough that an ack that
-	// never does only delays the event's next delivery.
-	hold := now.Add(DefaultVisibility)
-	for i, o := range offsets {
-		u, leased := t.until[o]
-		own := leased && t.number[o] == numbers[i]
-		if leased && u.After(now) && !own {
-			lapsed = append(lapsed, i)
-			continue
-		}
-		if !own {
-			fresh = append(fresh, o)
-		}
-		if !own || u.Before(hold) {
-			t.until[o] = hold
-		}
-		t.number[o] = numbers[i]
-		held = append(held, o)
-	}
-	return held, fresh, lapsed
-}
-
-// nack ends the leases of offsets early. numbers, if not nil, holds the
-// lease numbers of the receipts that named them (0 for an event id): a
-// receipt ends its own lease only.
-func (t *leaseTable) nack(offsets, numbers []uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i, o := range offsets {
-		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
-			continue
-		}
-		delete(t.until, o)
-		delete(t.number, o)
-	}
-}
-
-// count returns how many events are leased beyond now.
-func (t *leaseTable) count(now time.Time) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, u := range t.until {
-		if u.After(now) {
-			n++
-		}
-	}
-	return n
-}
-
-// forgetBelow drops the leases of events before the first pending one:
-// they were acknowledged or dead-lettered. The caller holds t.mu.
-func (t *leaseTable) forgetBelow(pending []delivery.Event) {
-	for o := range t.until {
-		if len(pending) == 0 || o < pending[0].Offset {
-			delete(t.until, o)
-			delete(t.attempts, o)
-			delete(t.number, o)
-		}
-	}
-}
-
-// acked drops the leases of the events an applied ack acknowledged. It
-// runs on the group's goroutine.
-func (t *leaseTable) acked(offsets []uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	dropped := false
-	for _, o := range offsets {
-		if _, ok := t.until[o]; ok {
-			dropped = true
-		}
-		delete(t.until, o)
-		delete(t.number, o)
-		delete(t.attempts, o)
-	}
-	if dropped {
-		t.drops++
-	}
 }
 
 // UnreadableShard is a shard that Fetch could not read: whatever events it
@@ -355,145 +204,22 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, shards []*shardR
 	return res, nil
 }
 
-// readPending returns up to limit pending events of a shard — neither
-// acknowledged nor dead-lettered — with offsets >= from, in offset order,
-// and the offset to continue from. It is how both pull consumers and push
-// dispatchers read the queue.
-func (n *Node) readPending(ctx context.Context, s *shardRuntime, from uint64, limit int) ([]delivery.Event, uint64, error) {
-	type loc struct {
-		offset, index uint64
-		slot          int
-		attempts      uint32
-	}
-	var locs []loc
-	next := from
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := machineOf(sm)
-		o := max(from, m.Head())
-		for ; o < m.NextOffset() && len(locs) < limit; o++ {
-			if m.IsAcked(o) { // acknowledged or dead-lettered
-				continue
-			}
-			if idx, slot, ok := m.Locate(o); ok {
-				locs = append(locs, loc{o, idx, slot, m.Attempts(o)})
-			}
-		}
-		next = o
-	})
-	if err != nil {
-		return nil, from, n.hostError(s.name, err)
-	}
-	out := make([]delivery.Event, 0, len(locs))
-	entries := make(map[uint64]shard.Command)
-	for _, l := range locs {
-		cmd, ok := entries[l.index]
-		if !ok {
-			data, err := n.host.Entry(s.group, l.index)
-			if err == nil {
-				cmd, err = shard.UnmarshalCommand(data)
-			}
-			if err != nil {
-				return nil, from, fmt.Errorf("%w: read event %s: %v", ErrUnavailable, topic.EventID(s.topic, s.index, l.offset), err)
-			}
-			entries[l.index] = cmd
-		}
-		if l.slot >= len(cmd.Events) {
-			continue
-		}
-		out = append(out, delivery.Event{Offset: l.offset, Event: cmd.Events[l.slot], Time: time.Unix(0, cmd.Time), Attempts: l.attempts})
-	}
-	return out, next, nil
-}
-
-// fetchShard leases up to max events of one shard, scanning pending events
-// from the delivery head in offset order.
+// fetchShard leases up to max events of one shard this node leads
+// (consume.Shard.Fetch), as deliveries.
 func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
-	pending, _, err := n.readPending(ctx, s, 0, maxScanPerShard)
-	if err != nil {
+	leases, err := shardLog{n, s}.consumer().Fetch(ctx, max, visibility)
+	if err != nil || len(leases) == 0 {
 		return nil, err
 	}
-	if len(pending) > 0 {
-		// A leader replaced without knowing it yet misses the acks its
-		// successor commits: confirm the leadership, and so see every ack
-		// committed until now, before leasing anything. Concurrent
-		// fetches share the confirmation.
-		if err := n.host.ReadBarrier(ctx, s.group); err != nil {
-			return nil, n.hostError(s.name, err)
+	out := make([]Delivery, len(leases))
+	for i, l := range leases {
+		id := topic.EventID(s.topic, s.index, l.Offset)
+		out[i] = Delivery{
+			ID: id, Receipt: topic.Receipt(id, l.Number), Shard: s.index, Offset: l.Offset,
+			Event: eventOf(l.Event), Time: l.Time, Attempt: l.Attempt,
 		}
-	}
-	t := s.leases
-	t.fetching.Lock()
-	defer t.fetching.Unlock()
-	if len(pending) == 0 {
-		t.mu.Lock()
-		t.forgetBelow(pending)
-		t.mu.Unlock()
-		return nil, nil
-	}
-	// pending was read before this fetch's turn. Since then an earlier
-	// fetch may have handed out a key's next event, its event in pending
-	// being acknowledged meanwhile: leasing that one again would hand a
-	// consumer an acknowledged event after its key's next one. A view
-	// taken now sees every such ack. An ack applied after the view drops
-	// its lease (see leaseTable.acked) and would make its event look free
-	// to lease again: then look once more.
-	var acked map[uint64]bool
-	for {
-		t.mu.Lock()
-		drops := t.drops
-		t.mu.Unlock()
-		acked, err = n.ackedNow(ctx, s, pending)
-		if err != nil {
-			return nil, err
-		}
-		t.mu.Lock()
-		if t.drops == drops {
-			break
-		}
-		t.mu.Unlock()
-	}
-	defer t.mu.Unlock()
-	t.forgetBelow(pending)
-	now := time.Now()
-	blocked := make(map[string]bool) // keys with an earlier event still out
-	var out []Delivery
-	for _, p := range pending {
-		if len(out) >= max {
-			break
-		}
-		if blocked[p.Event.Key] || acked[p.Offset] {
-			continue
-		}
-		blocked[p.Event.Key] = true
-		if u, ok := t.until[p.Offset]; ok && u.After(now) {
-			continue
-		}
-		id := topic.EventID(s.topic, s.index, p.Offset)
-		lease := t.lease(p.Offset, now.Add(visibility))
-		out = append(out, Delivery{
-			ID: id, Receipt: topic.Receipt(id, lease), Shard: s.index, Offset: p.Offset,
-			Event: eventOf(p.Event), Time: p.Time, Attempt: t.attempts[p.Offset],
-		})
 	}
 	return out, nil
-}
-
-// ackedNow returns which of pending are acknowledged (or dead-lettered)
-// in the shard's state as it is now.
-func (n *Node) ackedNow(ctx context.Context, s *shardRuntime, pending []delivery.Event) (map[uint64]bool, error) {
-	acked := make(map[uint64]bool)
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := machineOf(sm)
-		for _, p := range pending {
-			if m.IsAcked(p.Offset) {
-				acked[p.Offset] = true
-			}
-		}
-	})
-	if err != nil {
-		return nil, n.hostError(s.name, err)
-	}
-	return acked, nil
 }
 
 // Ack marks events done, named by their ids or by receipts of their

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"herald/internal/delivery"
 	"herald/internal/topic"
 )
 
@@ -136,18 +137,12 @@ func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.node
-	n.pushMu.Lock()
-	defer n.pushMu.Unlock()
-	for name, p := range n.push {
-		for i, d := range p.dispatchers {
-			h := d.Health()
-			labels := []string{name, topic.ShardName(name, i), p.scheme}
-			ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(h.ConsecutiveFailures), labels...)
-			ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(h.LastSuccess), labels...)
-			ch <- prometheus.MustNewConstMetric(lastErrorDesc, prometheus.GaugeValue, unixSeconds(h.LastErrorTime), labels...)
-		}
-	}
+	c.node.push.EachHealth(func(name string, i int, scheme string, h delivery.Health) {
+		labels := []string{name, topic.ShardName(name, i), scheme}
+		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(h.ConsecutiveFailures), labels...)
+		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(h.LastSuccess), labels...)
+		ch <- prometheus.MustNewConstMetric(lastErrorDesc, prometheus.GaugeValue, unixSeconds(h.LastErrorTime), labels...)
+	})
 }
 
 // unixSeconds is t as Unix seconds, and the zero time as 0.

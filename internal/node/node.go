@@ -1,9 +1,18 @@
 // Package node runs one herald node: a Raft host carrying the controller
 // group (topics and their attributes) and the shard groups of every topic,
 // and the operations the API offers on top of them — topic management,
-// two-phase publish, pull consumption and statistics. It turns API requests
-// into shard and controller commands and routes them to the right group; its
-// only durable state of its own is the boot epoch (see bootEpochFile).
+// two-phase publish, pull consumption, dead letters, statistics and the
+// cluster's membership. It turns API requests into shard and controller
+// commands and routes them to the right group, forwarding to another node
+// what only that node can do; its only durable state of its own is the
+// boot epoch (see bootEpochFile).
+//
+// The node keeps its lifecycle, the registry of its topics' and shards'
+// runtimes and that façade; the jobs with a logic of their own are
+// packages it drives through small interfaces its runtimes implement:
+// balance decides the balancer's changes (balancer.go carries them out),
+// push supervises the push dispatchers, and consume holds the pull leases
+// and the local reads under them.
 package node
 
 import (
@@ -27,6 +36,7 @@ import (
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
 	"herald/internal/host"
+	"herald/internal/push"
 	"herald/internal/shard"
 	"herald/internal/topic"
 	"herald/internal/transport"
@@ -177,11 +187,9 @@ type Node struct {
 	rebalancing bool
 	move        *controller.Move
 
-	pushMu           sync.Mutex
-	push             map[string]*pushTopic // by topic name
+	push             *push.Supervisor // the dispatchers of the push topics' shards this node leads
 	delivery         *deliveryMetrics
 	forwards         *prometheus.CounterVec // herald_forwarded_requests_total, by how (see forwarded)
-	endpointFailed   chan struct{}          // cap 1: a push endpoint failed to open; retry
 	bootEpoch        uint64                 // see bootEpochFile
 	rejoin           bool                   // the node lost its data and rejoins its cluster (see rejoining)
 	live             *liveness              // which members answer and reach this node (see liveness.go)
@@ -264,18 +272,16 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:            cfg,
-		log:            cfg.Logger,
-		host:           h,
-		ctrl:           newControllerMachine(),
-		guard:          guard,
-		topics:         make(map[string]*topicRuntime),
-		shards:         make(map[uint64]*shardRuntime),
-		push:           make(map[string]*pushTopic),
-		delivery:       newDeliveryMetrics(),
-		forwards:       newForwardsMetric(),
-		endpointFailed: make(chan struct{}, 1),
-		stop:           make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		host:     h,
+		ctrl:     newControllerMachine(),
+		guard:    guard,
+		topics:   make(map[string]*topicRuntime),
+		shards:   make(map[uint64]*shardRuntime),
+		delivery: newDeliveryMetrics(),
+		forwards: newForwardsMetric(),
+		stop:     make(chan struct{}),
 
 		lock:      lock,
 		identity:  identity,
@@ -285,6 +291,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		opened:    make(chan struct{}),
 		reserving: newReservationShards(),
 	}
+	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
+		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency})
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
 			h.Close()
@@ -338,7 +346,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		h.Close()
 		return nil, err
 	}
-	n.syncDispatchers() // push endpoints open for non-persistent events at once
+	n.push.Sync() // push endpoints open for non-persistent events at once
 	leadership := h.WatchLeadership()
 	if len(plan.toOpen) == 0 {
 		n.boot(plan) // nothing to open: the node is ready when Open returns
@@ -350,8 +358,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.wg.Go(n.watchController)
 	n.wg.Go(n.expireReservations)
-	n.wg.Go(func() { n.superviseDispatchers(leadership) })
-	n.wg.Go(n.balance)
+	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
+	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(n.checkLiveness)
 	return n, nil
 }
@@ -675,7 +683,7 @@ func (n *Node) finishReconcile(ctx context.Context, p *reconcilePlan) {
 	select {
 	case <-n.stop:
 	default:
-		n.syncDispatchers()
+		n.push.Sync()
 	}
 }
 

@@ -78,7 +78,7 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 		}
 		touched[i] = parts[i].s.index
 	}
-	n.notifyDispatchers(topicName, touched)
+	n.push.Notify(topicName, touched)
 	tr.events.signal()
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 		ids[i] = topic.EventID(s.rt.topic, s.rt.index, res.FirstOffset+uint64(i))
 	}
 	s.topic.events.signal()
-	n.notifyDispatchers(s.rt.topic, []int{s.rt.index})
+	n.push.Notify(s.rt.topic, []int{s.rt.index})
 	return ids, nil
 }
 

@@ -14,7 +14,7 @@ import (
 // way; the node leading the controller proposes its steps
 // (controller.State.RebalanceStep) at each balance check, and the leader
 // of a shard whose replica moves carries the move out as it does a drain
-// (balancer.shard, with the moving replica's node counted as draining for
+// (balanceCheck.shard, with the moving replica's node counted as draining for
 // that shard alone). Each step is decided afresh from the controller's
 // state, so a rebalance whose driver crashes is continued by the next
 // leader of the controller, and a second rebalance of a balanced cluster
@@ -42,7 +42,8 @@ const maxPreferredSteps = 64
 // rebalanceStep proposes the rebalance's next steps, on the node leading
 // the controller: a replica move (then it waits for the move to be done),
 // preferred-leader changes, or the end.
-func (n *Node) rebalanceStep(ctx context.Context) error {
+func (b *balancer) rebalanceStep(ctx context.Context) error {
+	n := b.n
 	for range maxPreferredSteps {
 		var cmds []controller.Command
 		if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
@@ -51,7 +52,7 @@ func (n *Node) rebalanceStep(ctx context.Context) error {
 			return err
 		}
 		for _, cmd := range cmds {
-			if err := n.proposeRebalance(ctx, cmd); err != nil {
+			if err := b.proposeRebalance(ctx, cmd); err != nil {
 				return err
 			}
 		}
@@ -63,7 +64,8 @@ func (n *Node) rebalanceStep(ctx context.Context) error {
 }
 
 // proposeRebalance proposes one step of a rebalance.
-func (n *Node) proposeRebalance(ctx context.Context, cmd controller.Command) error {
+func (b *balancer) proposeRebalance(ctx context.Context, cmd controller.Command) error {
+	n := b.n
 	cmd.Time = time.Now().UnixNano()
 	switch cmd.Op {
 	case controller.OpMoveReplica:

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"herald/internal/consume"
 	"herald/internal/host"
 	"herald/internal/shard"
 )
@@ -29,10 +30,10 @@ type shardMachine struct {
 	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
 	restored   bool
 
-	leases *leaseTable // drops the leases of acknowledged events
+	leases *consume.Leases // drops the leases of acknowledged events
 }
 
-func (n *Node) newShardMachine(group uint64, leases *leaseTable) *shardMachine {
+func (n *Node) newShardMachine(group uint64, leases *consume.Leases) *shardMachine {
 	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving, beforeOpen: n.cfg.BeforeShardOpen, leases: leases}
 }
 
@@ -44,7 +45,7 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
 	if cmd.Op == shard.OpAck && r.Err == nil { // a rejected ack changes nothing
-		m.leases.acked(cmd.Offsets)
+		m.leases.Acked(cmd.Offsets)
 	}
 	return r
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"herald/internal/consume"
 	"herald/internal/controller"
 	"herald/internal/topic"
 )
@@ -58,7 +59,7 @@ func newTopicRuntime(t controller.Topic, self uint64) *topicRuntime {
 		tr.shards = append(tr.shards, &shardRuntime{
 			topic: t.Name, index: i, name: topic.ShardName(t.Name, i),
 			group: t.Group(i), replicas: replicas, local: slices.Contains(replicas, self),
-			leases: newLeaseTable(), stats: new(statsCache),
+			leases: consume.NewLeases(), stats: new(statsCache),
 		})
 	}
 	return tr
@@ -100,7 +101,7 @@ type shardRuntime struct {
 	// open is the opening of the shard's group on this node, shared by
 	// every runtime of the shard; nil for a shard not held here.
 	open   *shardOpen
-	leases *leaseTable
+	leases *consume.Leases
 	stats  *statsCache // shared by every runtime of the shard
 }
 

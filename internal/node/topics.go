@@ -166,7 +166,7 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 	if ss.Err != nil {
 		return ss
 	}
-	ss.Leased = s.leases.count(now)
+	ss.Leased = s.leases.Count(now)
 	if applied, err := n.host.Applied(s.group); err == nil {
 		if st, ok := s.stats.get(applied); ok {
 			ss.Stats = st

@@ -1,0 +1,253 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/internal/shard"
+)
+
+// fakeGroup is a shard's group held in memory: its state machine and the
+// commands of its log, by index.
+type fakeGroup struct {
+	mu       sync.Mutex
+	m        *shard.Machine
+	log      map[uint64]shard.Command
+	index    uint64
+	leases   *Leases // told of applied acks, as the node's state machine does
+	barriers int
+	notLed   bool // ReadBarrier fails: another node leads
+}
+
+func newFakeGroup(leases *Leases) *fakeGroup {
+	return &fakeGroup{m: shard.NewMachine(), log: make(map[uint64]shard.Command), leases: leases}
+}
+
+func (g *fakeGroup) apply(t *testing.T, cmd shard.Command) shard.Result {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.index++
+	g.log[g.index] = cmd
+	r := g.m.ApplyDecoded(g.index, &cmd, nil)
+	if r.Err != nil {
+		t.Fatalf("apply %v: %v", cmd.Op, r.Err)
+	}
+	if cmd.Op == shard.OpAck {
+		g.leases.Acked(cmd.Offsets)
+	}
+	return r
+}
+
+func (g *fakeGroup) publish(t *testing.T, keys ...string) {
+	var evs []shard.Event
+	for _, k := range keys {
+		evs = append(evs, shard.Event{Key: k, Payload: []byte("p-" + k)})
+	}
+	g.apply(t, shard.Command{Op: shard.OpPublish, Time: time.Now().UnixNano(), MaxQueueBytes: 1 << 30, Events: evs})
+}
+
+func (g *fakeGroup) ack(t *testing.T, offsets ...uint64) {
+	g.apply(t, shard.Command{Op: shard.OpAck, Offsets: offsets})
+}
+
+func (g *fakeGroup) View(_ context.Context, f func(*shard.Machine)) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f(g.m)
+	return nil
+}
+
+var errNoEntry = errors.New("no such entry")
+
+func (g *fakeGroup) Entry(_, index uint64) (shard.Command, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cmd, ok := g.log[index]
+	if !ok {
+		return shard.Command{}, errNoEntry
+	}
+	return cmd, nil
+}
+
+var errNotLeader = errors.New("not the leader")
+
+func (g *fakeGroup) ReadBarrier(context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.barriers++
+	if g.notLed {
+		return errNotLeader
+	}
+	return nil
+}
+
+func newShard() (Shard, *fakeGroup) {
+	l := NewLeases()
+	g := newFakeGroup(l)
+	return Shard{Topic: "orders", Index: 0, Group: g, Leases: l}, g
+}
+
+func offsets(ls []Lease) []uint64 {
+	var out []uint64
+	for _, l := range ls {
+		out = append(out, l.Offset)
+	}
+	return out
+}
+
+func checkLeased(t *testing.T, s Shard, want int) {
+	t.Helper()
+	if n := s.Leases.Count(time.Now()); n != want {
+		t.Errorf("%d events leased, want %d", n, want)
+	}
+}
+
+func TestReadPendingSkipsAcknowledgedEvents(t *testing.T) {
+	s, g := newShard()
+	g.publish(t, "a", "b")
+	g.publish(t, "c")
+	g.ack(t, 1)
+	evs, next, err := s.ReadPending(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, e := range evs {
+		got = append(got, e.Offset)
+	}
+	if !slices.Equal(got, []uint64{0, 2}) || next != 3 || evs[1].Event.Key != "c" {
+		t.Errorf("ReadPending = %v (next %d), want offsets 0 and 2, next 3, the second of key c", got, next)
+	}
+	evs, next, err = s.ReadPending(context.Background(), 0, 1)
+	if err != nil || len(evs) != 1 || next != 1 {
+		t.Errorf("ReadPending limited to 1 = %d events, next %d, %v; want 1, next 1", len(evs), next, err)
+	}
+}
+
+func TestReadPendingReportsAnUnreadableEntry(t *testing.T) {
+	s, g := newShard()
+	g.publish(t, "a")
+	delete(g.log, 1)
+	if _, _, err := s.ReadPending(context.Background(), 0, 10); !errors.Is(err, errNoEntry) {
+		t.Errorf("ReadPending of a lost entry: %v, want the group's error", err)
+	}
+}
+
+// A fetch leases the first event of each key, in offset order, and no
+// event of a key while an earlier one of it is out; an expired lease, a
+// nack or an ack lets the key's events go out again.
+func TestFetchLeasesInKeyOrder(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a", "a", "b", "c")
+
+	got, err := s.Fetch(ctx, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(offsets(got), []uint64{0, 2, 3}) {
+		t.Fatalf("first fetch leased %v, want 0, 2, 3 (a's second event waits for its first)", offsets(got))
+	}
+	if got[0].Attempt != 1 || got[0].Number == 0 || got[0].Event.Key != "a" || got[1].Number == got[0].Number {
+		t.Errorf("lease %+v: want attempt 1, a number of its own, key a", got[0])
+	}
+	if again, _ := s.Fetch(ctx, 10, time.Minute); len(again) != 0 {
+		t.Errorf("a fetch while everything is leased leased %v", offsets(again))
+	}
+	checkLeased(t, s, 3)
+
+	g.ack(t, 0)
+	s.Leases.Nack([]uint64{2}, nil)
+	got, err = s.Fetch(ctx, 10, time.Minute)
+	if err != nil || !slices.Equal(offsets(got), []uint64{1, 2}) {
+		t.Fatalf("after acking 0 and nacking 2, fetch leased %v, %v; want 1, 2", offsets(got), err)
+	}
+	if got[1].Attempt != 2 {
+		t.Errorf("a nacked event handed out again is attempt %d, want 2", got[1].Attempt)
+	}
+
+	got, err = s.Fetch(ctx, 1, time.Nanosecond)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("fetch = %v, %v; want nothing", offsets(got), err)
+	}
+	g.ack(t, 1, 2, 3)
+	if got, err := s.Fetch(ctx, 10, time.Minute); err != nil || len(got) != 0 {
+		t.Errorf("fetch of an acknowledged shard = %v, %v", offsets(got), err)
+	}
+	checkLeased(t, s, 0)
+}
+
+func TestFetchHonoursMaxAndVisibility(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a", "b", "c")
+	got, err := s.Fetch(ctx, 2, 10*time.Millisecond)
+	if err != nil || !slices.Equal(offsets(got), []uint64{0, 1}) {
+		t.Fatalf("fetch of 2 = %v, %v", offsets(got), err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	got, err = s.Fetch(ctx, 10, time.Minute)
+	if err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2}) {
+		t.Errorf("after the leases expired, fetch = %v, %v; want all three", offsets(got), err)
+	}
+}
+
+// A fetch confirms the leadership before it leases, and leases nothing
+// when it cannot; an empty shard needs no confirmation.
+func TestFetchConfirmsTheLeadership(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	if _, err := s.Fetch(ctx, 10, time.Minute); err != nil || g.barriers != 0 {
+		t.Fatalf("fetch of an empty shard: %v, %d read barriers; want none", err, g.barriers)
+	}
+	g.publish(t, "a")
+	g.notLed = true
+	if got, err := s.Fetch(ctx, 10, time.Minute); !errors.Is(err, errNotLeader) || len(got) != 0 {
+		t.Errorf("fetch on a replaced leader = %v, %v; want the barrier's error", offsets(got), err)
+	}
+	checkLeased(t, s, 0)
+}
+
+// An ack of a receipt acts on its own lease, or on an event no one holds;
+// one whose event was handed out again since has lapsed.
+func TestHoldForAck(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a", "b", "c")
+	got, err := s.Fetch(ctx, 10, time.Minute)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("fetch = %v, %v", offsets(got), err)
+	}
+	now := time.Now()
+	held, fresh, lapsed := s.Leases.HoldForAck([]uint64{0, 1, 2}, []uint64{got[0].Number, got[1].Number + 100, got[2].Number}, now)
+	if !slices.Equal(held, []uint64{0, 2}) || len(fresh) != 0 || !slices.Equal(lapsed, []int{1}) {
+		t.Errorf("HoldForAck = held %v, fresh %v, lapsed %v; want 0 and 2 held as their own, 1 lapsed", held, fresh, lapsed)
+	}
+	s.Leases.Nack([]uint64{1}, []uint64{got[1].Number + 100}) // another lease's receipt: no effect
+	if n := s.Leases.Count(now); n != 3 {
+		t.Errorf("a nack of another lease's receipt ended a lease: %d leased, want 3", n)
+	}
+	held, fresh, lapsed = s.Leases.HoldForAck([]uint64{7}, []uint64{42}, now)
+	if !slices.Equal(held, []uint64{7}) || !slices.Equal(fresh, []uint64{7}) || len(lapsed) != 0 {
+		t.Errorf("HoldForAck of an event no one holds = held %v, fresh %v, lapsed %v; want it held, fresh", held, fresh, lapsed)
+	}
+}
+
+func TestAckedNow(t *testing.T) {
+	s, g := newShard()
+	g.publish(t, "a", "b")
+	pending, _, err := s.ReadPending(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.ack(t, 1)
+	acked, err := s.AckedNow(context.Background(), pending)
+	if err != nil || len(acked) != 1 || !acked[1] {
+		t.Errorf("AckedNow = %v, %v; want offset 1 alone", acked, err)
+	}
+}

@@ -1,0 +1,157 @@
+package consume
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"herald/internal/delivery"
+)
+
+// Leases holds a shard's pull leases. Leases live in the memory of the
+// node that leads the shard: after a restart or a change of leader they are
+// gone and the events are handed out again (at-least-once). Acks, which
+// are what must not be lost, go through the shard's log, and every replica
+// drops the leases of the events an ack names as it applies it (Acked),
+// wherever the ack was made: the leader's table holds no lease on an
+// acknowledged event.
+//
+// Each lease has a number, which the delivery's receipt carries
+// (topic.Receipt). An ack of a receipt is checked here, on the leader,
+// before it is proposed (HoldForAck): it may end only its own lease, or
+// no lease at all, never the lease of a consumer the event was handed to
+// since. An ack that named the event id alone would end any lease, and the
+// key's next event could then go to another consumer while the earlier
+// one is still on its way to its current holder.
+type Leases struct {
+	// fetching serializes the fetches of the shard, so that each reads
+	// which events are acknowledged after the one before has leased; see
+	// Shard.Fetch. It is held across reads of the group's state, which is
+	// why the group's goroutine, applying acks, takes only mu.
+	fetching sync.Mutex
+
+	mu       sync.Mutex
+	until    map[uint64]time.Time // offset → lease expiry
+	attempts map[uint64]uint32    // offset → times handed out
+	number   map[uint64]uint64    // offset → number of its lease
+	// last is the number of the latest lease. It starts at random, so that
+	// the numbers of leases handed out by different leaders of the shard
+	// do not meet.
+	last uint64
+	// drops counts the applied acks that dropped a lease here.
+	drops uint64
+}
+
+// NewLeases returns an empty lease table.
+func NewLeases() *Leases {
+	return &Leases{
+		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
+		last: rand.Uint64() >> 2, // room for 2^62 leases before wrapping
+	}
+}
+
+// lease leases the event at offset until then and returns the lease's
+// number. The caller holds t.mu.
+func (t *Leases) lease(offset uint64, then time.Time) uint64 {
+	t.last++
+	if t.last == 0 {
+		t.last++ // 0 means no lease in a receipt
+	}
+	t.until[offset] = then
+	t.attempts[offset]++
+	t.number[offset] = t.last
+	return t.last
+}
+
+// HoldForAck decides which receipts an ack may act on: receipt i names
+// the event at offsets[i] and its lease numbers[i]. An ack may act on a
+// receipt whose lease is still the event's, and on one of an event that
+// no consumer holds now (its lease expired, or was lost with a former
+// leader); those events are held for the ack until it applies (Acked), so
+// that no fetch hands one out meanwhile, and their offsets are returned,
+// the ones that were not held by that receipt's lease before in fresh.
+// The others lapsed: the event was handed out again, and its holder acks
+// it; their positions are returned.
+func (t *Leases) HoldForAck(offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Long enough for the ack to commit, short enough that an ack that
+	// never does only delays the event's next delivery.
+	hold := now.Add(DefaultVisibility)
+	for i, o := range offsets {
+		u, leased := t.until[o]
+		own := leased && t.number[o] == numbers[i]
+		if leased && u.After(now) && !own {
+			lapsed = append(lapsed, i)
+			continue
+		}
+		if !own {
+			fresh = append(fresh, o)
+		}
+		if !own || u.Before(hold) {
+			t.until[o] = hold
+		}
+		t.number[o] = numbers[i]
+		held = append(held, o)
+	}
+	return held, fresh, lapsed
+}
+
+// Nack ends the leases of offsets early. numbers, if not nil, holds the
+// lease numbers of the receipts that named them (0 for an event id): a
+// receipt ends its own lease only.
+func (t *Leases) Nack(offsets, numbers []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, o := range offsets {
+		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
+			continue
+		}
+		delete(t.until, o)
+		delete(t.number, o)
+	}
+}
+
+// Count returns how many events are leased beyond now.
+func (t *Leases) Count(now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, u := range t.until {
+		if u.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// forgetBelow drops the leases of events before the first pending one:
+// they were acknowledged or dead-lettered. The caller holds t.mu.
+func (t *Leases) forgetBelow(pending []delivery.Event) {
+	for o := range t.until {
+		if len(pending) == 0 || o < pending[0].Offset {
+			delete(t.until, o)
+			delete(t.attempts, o)
+			delete(t.number, o)
+		}
+	}
+}
+
+// Acked drops the leases of the events an applied ack acknowledged. It
+// runs on the group's goroutine.
+func (t *Leases) Acked(offsets []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	dropped := false
+	for _, o := range offsets {
+		if _, ok := t.until[o]; ok {
+			dropped = true
+		}
+		delete(t.until, o)
+		delete(t.number, o)
+		delete(t.attempts, o)
+	}
+	if dropped {
+		t.drops++
+	}
+}
