@@ -179,3 +179,26 @@ func TestBenchPublishBadFlags(t *testing.T) {
 		t.Errorf("no server: stderr %q", stderr)
 	}
 }
+
+func TestBenchShardsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "15"}, "multiple of 10"},
+		{[]string{"--shards", "0"}, "multiple of 10"},
+		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--idle-window", "0s"}, "--idle-window"},
+		{[]string{"--settle", "-1s"}, "--settle"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"bench", "shards"}, tc.args...))
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench shards %v: err %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}

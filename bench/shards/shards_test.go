@@ -1,4 +1,4 @@
-package main
+package shards
 
 import (
 	"os"
@@ -41,7 +41,7 @@ func TestParseVmRSS(t *testing.T) {
 }
 
 func TestMedianRun(t *testing.T) {
-	runs := []shardsRun{
+	runs := []Run{
 		{Boot: 3 * time.Second, IdleCPU: 0.3, RSS: 300},
 		{Boot: time.Second, IdleCPU: 0.1, RSS: 100},
 		{Boot: 2 * time.Second, IdleCPU: 0.2, RSS: 200},
@@ -51,29 +51,6 @@ func TestMedianRun(t *testing.T) {
 	}
 	if m := medianRun(runs[:2]); m.Boot != 2*time.Second || m.RSS != 200 {
 		t.Errorf("median of two = %+v, want their mean", m)
-	}
-}
-
-func TestBenchShardsBadFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--shards", "15"}, "multiple of 10"},
-		{[]string{"--shards", "0"}, "multiple of 10"},
-		{[]string{"--runs", "0"}, "--runs 0"},
-		{[]string{"--idle-window", "0s"}, "--idle-window"},
-		{[]string{"--settle", "-1s"}, "--settle"},
-	} {
-		root := newRootCommand()
-		root.SetArgs(append([]string{"bench", "shards"}, tc.args...))
-		var out strings.Builder
-		root.SetOut(&out)
-		root.SetErr(&out)
-		err := root.Execute()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("bench shards %v: err %v, want one saying %q", tc.args, err, tc.want)
-		}
 	}
 }
 
