@@ -12,11 +12,12 @@ import (
 	"herald/bench/load"
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // inProcessServer is serve running in the test's process.
 type inProcessServer struct {
-	logs   *syncBuffer
+	logs   *framework.SyncBuffer
 	exited chan struct{} // closed when serve returns, with err set
 	err    error
 }
@@ -26,7 +27,7 @@ type inProcessServer struct {
 func serveInProcess(t *testing.T, cfg serveConfig) *inProcessServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &inProcessServer{logs: new(syncBuffer), exited: make(chan struct{})}
+	s := &inProcessServer{logs: new(framework.SyncBuffer), exited: make(chan struct{})}
 	go func() {
 		s.err = serve(ctx, cfg, s.logs)
 		close(s.exited)

@@ -103,14 +103,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.wait(ctx); err != nil {
+	if err := s.Wait(ctx); err != nil {
 		s.Kill()
 		return nil, fmt.Errorf("herald serve --listen %s: %w\n%s", cfg.Listen, err, s.Output())
 	}
 	return s, nil
 }
 
-func (s *Server) wait(ctx context.Context) error {
+// Wait waits, as Start does, until the server answers and, over plain
+// HTTP, until /readyz says ready, the server exits, Config.Timeout passes
+// or ctx ends. Callers that must know of the server while it starts (to
+// kill it, say) Launch it and then Wait.
+func (s *Server) Wait(ctx context.Context) error {
 	limit := s.cfg.Timeout
 	if limit == 0 {
 		limit = time.Minute

@@ -1,13 +1,9 @@
-package main
+package e2e
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +15,7 @@ import (
 	"herald/internal/tlsconfig"
 	clusterv1 "herald/proto/herald/cluster/v1"
 	"herald/proto/herald/cluster/v1/clusterv1connect"
+	"herald/tests/framework"
 )
 
 // TestE2EClusterOverMutualTLS runs three herald serve processes with
@@ -43,7 +40,7 @@ func TestE2EClusterOverMutualTLS(t *testing.T) {
 	for i := range 3 {
 		clients[i] = client.New("https://"+addrs[i], client.WithTLSConfig(tc), client.WithPublishRetries(20))
 		wg.Go(func() {
-			_, errs[i] = tryStartServerWith(t, clients[i], t.TempDir(), addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", strings.Join(spec, ","),
+			_, errs[i] = framework.TryStartServerWith(t, clients[i], t.TempDir(), addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", strings.Join(spec, ","),
 				"--tls-cert-file", certs[i].CertFile, "--tls-key-file", certs[i].KeyFile, "--peer-ca-file", ca.File)
 		})
 	}
@@ -67,7 +64,7 @@ func TestE2EClusterOverMutualTLS(t *testing.T) {
 		}
 		want[ids[0]] = payload
 	}
-	byShard, unreadable := drainTopic(t, clients[1], "orders")
+	byShard, unreadable := framework.DrainTopic(t, clients[1], "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
@@ -86,58 +83,5 @@ func TestE2EClusterOverMutualTLS(t *testing.T) {
 	_, err = peerless.Call(ctx, connect.NewRequest(&clusterv1.CallRequest{Op: "fetch"}))
 	if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "node certificate") {
 		t.Errorf("the cluster service called without a node certificate: %v, want unauthenticated, asking for a node certificate", err)
-	}
-}
-
-// TestPeerMutualTLSSettings: --peer-ca-file needs the node's certificate
-// and a readable CA file; a cluster node with TLS needs it; with it, a
-// cluster node may listen off loopback without --insecure-no-auth; each
-// refusal says what to do and, through serve, touches no data.
-func TestPeerMutualTLSSettings(t *testing.T) {
-	logs := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca, certs := testkit.TestCA(t, "node1")
-	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7601}
-	everywhere := &net.TCPAddr{IP: net.IPv4zero, Port: 7601}
-
-	cfg := defaultServeConfig()
-	cfg.PeerCAFile = ca.File
-	_, err := newSecurity(cfg, loopback, logs)
-	if err == nil || !strings.Contains(err.Error(), "--peer-ca-file needs --tls-cert-file and --tls-key-file") {
-		t.Errorf("--peer-ca-file without a certificate: %v", err)
-	}
-
-	cfg.TLSCertFile, cfg.TLSKeyFile = certs[0].CertFile, certs[0].KeyFile
-	bad := testkit.WriteBadCAFiles(t)
-	for what, file := range map[string]string{"missing": bad.Missing, "a directory": bad.Dir, "empty": bad.Empty, "a key": bad.KeyOnly, "corrupt": bad.Corrupt} {
-		broken := cfg
-		broken.PeerCAFile = file
-		if _, err := newSecurity(broken, loopback, logs); err == nil || !strings.Contains(err.Error(), "--peer-ca-file") {
-			t.Errorf("a %s peer CA file: %v, want an error naming --peer-ca-file", what, err)
-		}
-	}
-
-	sec, err := newSecurity(cfg, loopback, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sec.checkCluster(everywhere, false); err != nil {
-		t.Errorf("a cluster node with mutual TLS on 0.0.0.0: %v", err)
-	}
-	if sec.peerScheme() != "https" {
-		t.Errorf("peers of a TLS node are dialed with %s", sec.peerScheme())
-	}
-
-	// TLS without the peer CA: the node's peers could not dial it.
-	cfg.PeerCAFile = ""
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = testkit.FreeAddr(t)
-	cfg.NodeID, cfg.Peers = 1, "1="+cfg.Listen+",2=127.0.0.1:7602,3=127.0.0.1:7603"
-	var out strings.Builder
-	err = serve(context.Background(), cfg, &out)
-	if err == nil || !strings.Contains(err.Error(), "a cluster node with TLS needs --peer-ca-file") {
-		t.Errorf("a cluster node with TLS and no peer CA: %v", err)
-	}
-	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
-		t.Errorf("the refused node wrote %d entries into its data directory", len(entries))
 	}
 }

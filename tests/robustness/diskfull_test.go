@@ -1,4 +1,4 @@
-package main
+package robustness
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/internal/testkit/heraldproc"
+	"herald/tests/framework"
 )
 
 // smallFileSystem mounts a tmpfs of size bytes for the test, and unmounts
@@ -42,11 +44,11 @@ func smallFileSystem(t *testing.T, size int) string {
 func TestDiskFreeLimit(t *testing.T) {
 	mnt := smallFileSystem(t, 320<<20)
 	dataDir := filepath.Join(mnt, "data")
-	start := func() *server {
-		return startServer(t, dataDir, testkit.FreeAddr(t), "--disk-free-limit", fmt.Sprint(64<<20), "--segment-size", fmt.Sprint(4<<20))
+	start := func() *heraldproc.Server {
+		return framework.StartServer(t, dataDir, testkit.FreeAddr(t), "--disk-free-limit", fmt.Sprint(64<<20), "--segment-size", fmt.Sprint(4<<20))
 	}
 	s := start()
-	c := client.New("http://" + s.addr)
+	c := client.New("http://" + s.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "big", map[string]string{"shards": "2", "max_queue_bytes": "0"}); err != nil {
@@ -60,11 +62,11 @@ func TestDiskFreeLimit(t *testing.T) {
 	}
 
 	// Reads on a disk filled to the last byte, after a restart.
-	s.kill()
+	s.Kill()
 	filler := fillDisk(t, mnt)
 	s = start()
-	c = client.New("http://" + s.addr)
-	checkEachOnceInOrder(t, acked, consumeAll(t, c, "big", len(acked)))
+	c = client.New("http://" + s.Addr())
+	checkEachOnceInOrder(t, acked, framework.ConsumeAll(t, c, "big", len(acked)))
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +169,8 @@ func TestFullDiskWithoutLimit(t *testing.T) {
 	if err := os.WriteFile(reserve, make([]byte, 24<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, filepath.Join(mnt, "data"), testkit.FreeAddr(t), "--disk-free-limit", "0", "--segment-size", fmt.Sprint(4<<20))
-	c := client.New("http://" + s.addr)
+	s := framework.StartServer(t, filepath.Join(mnt, "data"), testkit.FreeAddr(t), "--disk-free-limit", "0", "--segment-size", fmt.Sprint(4<<20))
+	c := client.New("http://" + s.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "big", map[string]string{"shards": "2", "max_queue_bytes": "0"}); err != nil {
@@ -210,7 +212,7 @@ func TestFullDiskWithoutLimit(t *testing.T) {
 		}
 		unknown[string(payload)] = true
 		if time.Now().After(deadline) {
-			t.Fatalf("publishing did not resume once space was freed: %v\n%s", err, s.output)
+			t.Fatalf("publishing did not resume once space was freed: %v\n%s", err, s.Output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -221,7 +223,7 @@ func TestFullDiskWithoutLimit(t *testing.T) {
 		isAcked[id] = true
 	}
 	var got []client.Delivery
-	for _, d := range append(consumeAll(t, c, "big", len(acked)), drain(t, c, "big")...) {
+	for _, d := range append(framework.ConsumeAll(t, c, "big", len(acked)), drain(t, c, "big")...) {
 		switch {
 		case isAcked[d.ID]:
 			got = append(got, d)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // docBlock returns the shell block of the document at path (relative to
@@ -39,7 +40,7 @@ func docBlock(t *testing.T, path, after string) string {
 func TestREADMEClusterBlockPastedWhole(t *testing.T) {
 	block := docBlock(t, "docs/cluster.md", "directory; `--peers` lists every node, itself included, as `id=host:port`.\nOn one machine:")
 	block = strings.Replace(block, "go build -o herald ./cmd/herald\n", "", 1)
-	block = strings.ReplaceAll(block, "./herald ", heraldBinary(t)+" ")
+	block = strings.ReplaceAll(block, "./herald ", framework.Binary()+" ")
 	for i := 1; i <= 3; i++ {
 		block = strings.ReplaceAll(block, fmt.Sprintf("127.0.0.1:760%d", i), testkit.FreeAddr(t))
 	}
@@ -99,9 +100,9 @@ func TestStartingNodeIsReportedAndWaitedFor(t *testing.T) {
 		spec = append(spec, fmt.Sprintf("%d=%s", i+1, addrs[i]))
 	}
 	peers := strings.Join(spec, ",")
-	node1 := exec.Command(heraldBinary(t), "serve", "--node-id", "1", "--peers", peers,
+	node1 := exec.Command(framework.Binary(), "serve", "--node-id", "1", "--peers", peers,
 		"--listen", addrs[0], "--data-dir", t.TempDir())
-	var log1 syncBuffer
+	var log1 framework.SyncBuffer
 	node1.Stdout, node1.Stderr = &log1, &log1
 	if err := node1.Start(); err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestStartingNodeIsReportedAndWaitedFor(t *testing.T) {
 	t.Cleanup(func() { node1.Process.Kill(); node1.Wait() })
 	server := "http://" + addrs[0]
 
-	waitFor(t, "node 1 to log whom it waits for", func() bool {
+	framework.WaitFor(t, "node 1 to log whom it waits for", func() bool {
 		return strings.Contains(log1.String(), "waiting for a majority of --peers") &&
 			strings.Contains(log1.String(), "2="+addrs[1]) && strings.Contains(log1.String(), "3="+addrs[2])
 	})
@@ -122,8 +123,8 @@ func TestStartingNodeIsReportedAndWaitedFor(t *testing.T) {
 	}
 
 	// A command with time enough waits while the other nodes start.
-	create := exec.Command(heraldBinary(t), "--server", server, "--timeout", "2m", "topic", "create", "orders", "--shards", "2")
-	var createOut, createErr syncBuffer
+	create := exec.Command(framework.Binary(), "--server", server, "--timeout", "2m", "topic", "create", "orders", "--shards", "2")
+	var createOut, createErr framework.SyncBuffer
 	create.Stdout, create.Stderr = &createOut, &createErr
 	if err := create.Start(); err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func TestStartingNodeIsReportedAndWaitedFor(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 1; i < 3; i++ {
 		wg.Go(func() {
-			if _, err := tryStartServer(t, t.TempDir(), addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", peers); err != nil {
+			if _, err := framework.TryStartServer(t, t.TempDir(), addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", peers); err != nil {
 				t.Errorf("node %d: %v", i+1, err)
 			}
 		})
@@ -154,7 +155,7 @@ func TestStartingNodeIsReportedAndWaitedFor(t *testing.T) {
 // waited for within --wait, not reported unreadable.
 func TestConsumeWaitsForShardsStillOpening(t *testing.T) {
 	dir, addr := t.TempDir(), testkit.FreeAddr(t)
-	s := startServer(t, dir, addr)
+	s := framework.StartServer(t, dir, addr)
 	c := client.New("http://"+addr, client.WithTimeout(time.Minute))
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "many", map[string]string{"shards": "1024"}); err != nil {
@@ -168,10 +169,10 @@ func TestConsumeWaitsForShardsStillOpening(t *testing.T) {
 	if _, err := c.Publish(ctx, "many", events...); err != nil {
 		t.Fatal(err)
 	}
-	s.kill()
+	s.Kill()
 
 	// Back at once, opening its shards one at a time.
-	if _, err := tryStartServerWith(t, c, dir, addr, "--boot-parallelism", "1"); err != nil {
+	if _, err := framework.TryStartServerWith(t, c, dir, addr, "--boot-parallelism", "1"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + addr + "/readyz")

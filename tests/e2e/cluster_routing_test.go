@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"herald/bench/load"
 	"herald/client"
 	"herald/internal/topic"
+	"herald/tests/framework"
 )
 
 // forwardedRequests sums herald_forwarded_requests_total over the nodes
@@ -83,7 +84,7 @@ func routedPublish(t *testing.T, c *client.Client, p *keyedPublisher, keys []str
 		if err != nil {
 			t.Fatalf("publish %s %d: %v", key, p.seq[key], err)
 		}
-		p.acked = append(p.acked, published{key: key, seq: p.seq[key], id: ids[0]})
+		p.acked = append(p.acked, framework.Published{Key: key, Seq: p.seq[key], ID: ids[0]})
 		p.seq[key]++
 	}
 }
@@ -147,7 +148,7 @@ func TestE2ERoutingClientGoesToShardLeaders(t *testing.T) {
 			int(got), len(keys), shards/3, shards)
 	}
 
-	byShard, unreadable := drainTopic(t, c.client(1), "orders")
+	byShard, unreadable := framework.DrainTopic(t, c.client(1), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
@@ -179,7 +180,7 @@ func TestE2ERoutingClientFollowsANewLeader(t *testing.T) {
 	if !slices.ContainsFunc(st.Shards, func(s client.ClusterShard) bool { return s.Leader == victim+1 }) {
 		t.Fatalf("node 1 leads no shard: %+v", st.Shards)
 	}
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	var live []string
 	for i, a := range c.addrs {
 		if i != victim {
@@ -207,7 +208,7 @@ func TestE2ERoutingClientFollowsANewLeader(t *testing.T) {
 		t.Errorf("%d requests forwarded after the client learned the new leaders, want 0", int(got))
 	}
 
-	byShard, unreadable := drainTopic(t, client.New("http://"+live[0]), "orders")
+	byShard, unreadable := framework.DrainTopic(t, client.New("http://"+live[0]), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
@@ -261,7 +262,7 @@ func (r *routedConsumer) ack(t *testing.T, ds []client.Delivery) {
 
 // until consumes until every event in acked was consumed, for up to a
 // minute.
-func (r *routedConsumer) until(t *testing.T, acked []published) {
+func (r *routedConsumer) until(t *testing.T, acked []framework.Published) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !consumedAll(map[int][]client.Delivery{0: r.got}, acked) {
@@ -276,7 +277,7 @@ func (r *routedConsumer) until(t *testing.T, acked []published) {
 // consumed, with its payload, and that each key's events came in order:
 // an event handed out again (its lease was on a leader that died) comes
 // before the key's next one.
-func checkAtLeastOnceInOrder(t *testing.T, got []client.Delivery, acked []published) {
+func checkAtLeastOnceInOrder(t *testing.T, got []client.Delivery, acked []framework.Published) {
 	t.Helper()
 	byID := make(map[string]client.Delivery)
 	last := make(map[string]int)
@@ -293,11 +294,11 @@ func checkAtLeastOnceInOrder(t *testing.T, got []client.Delivery, acked []publis
 		last[key] = n
 	}
 	for _, a := range acked {
-		d, ok := byID[a.id]
+		d, ok := byID[a.ID]
 		if !ok {
-			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.id, a.key, a.seq)
-		} else if want := fmt.Sprintf("%s %d", a.key, a.seq); string(d.Payload) != want {
-			t.Errorf("event %s has payload %q, want %q", a.id, d.Payload, want)
+			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.ID, a.Key, a.Seq)
+		} else if want := fmt.Sprintf("%s %d", a.Key, a.Seq); string(d.Payload) != want {
+			t.Errorf("event %s has payload %q, want %q", a.ID, d.Payload, want)
 		}
 	}
 }
@@ -343,7 +344,7 @@ func TestE2ERoutingClientConsumesFromShardLeaders(t *testing.T) {
 		routedPublish(t, routed, p, keys)
 	}
 	leased := cons.fetch() // node 1's shards' among them: their leases die with it
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	cons.ack(t, leased)
 	for range 2 {
 		routedPublish(t, routed, p, keys)

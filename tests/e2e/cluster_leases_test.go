@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func TestE2EAckThroughAFollowerEndsTheLeadersLeases(t *testing.T) {
 	// the shard meanwhile, and hands it back only when no consumer holds
 	// a lease on it. The consumer fetches and acknowledges through the
 	// node that leads neither before nor after.
-	c.nodes[leader].kill()
+	c.nodes[leader].Kill()
 	st := waitStatus(t, c.client(follower), "another node leads the shard", func(st *client.ClusterStatus) bool {
 		l := st.Shards[0].Leader
 		return l != 0 && int(l) != leader+1

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestDashboardWithANodeDown(t *testing.T) {
 	if _, err := c.client(0).Publish(ctx, "hooks", events...); err != nil {
 		t.Fatal(err)
 	}
-	c.nodes[2].kill()
+	c.nodes[2].Kill()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.WindowSize(1280, 1000))
 	if os.Geteuid() == 0 {

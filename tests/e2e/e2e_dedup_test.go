@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestE2EIdempotentPublishAcrossKill publishes batches that span shards,
@@ -24,7 +25,7 @@ import (
 func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 	dataDir := t.TempDir()
 	addr := testkit.FreeAddr(t)
-	srv := startServer(t, dataDir, addr)
+	srv := framework.StartServer(t, dataDir, addr)
 	ctx := context.Background()
 	plain := client.New("http://"+addr, client.WithTimeout(10*time.Second))
 	// Over a publish stream, which every kill breaks.
@@ -85,14 +86,14 @@ func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	srv.kill()
-	startServer(t, dataDir, addr)
+	srv.Kill()
+	framework.StartServer(t, dataDir, addr)
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
 
-	byShard, unreadable := drainTopic(t, plain, "dedup")
+	byShard, unreadable := framework.DrainTopic(t, plain, "dedup")
 	if len(unreadable) > 0 {
 		t.Fatalf("shards unreadable after the restart: %v", unreadable)
 	}
@@ -118,7 +119,7 @@ func TestE2EIdempotentPublishAcrossKill(t *testing.T) {
 // topic ARNs, and ARNs of another zonegroup are refused.
 func TestE2ESNSZonegroup(t *testing.T) {
 	addr := testkit.FreeAddr(t)
-	startServer(t, t.TempDir(), addr, "--sns-zonegroup", "zg-east")
+	framework.StartServer(t, t.TempDir(), addr, "--sns-zonegroup", "zg-east")
 	post := func(form url.Values) (int, string) {
 		resp, err := http.PostForm("http://"+addr+"/", form)
 		if err != nil {

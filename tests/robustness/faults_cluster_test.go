@@ -1,4 +1,4 @@
-package main
+package robustness
 
 import (
 	"bufio"
@@ -7,20 +7,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"herald/client"
 	"herald/internal/testkit"
 	"herald/internal/testkit/faultproxy"
+	"herald/internal/testkit/heraldproc"
+	"herald/tests/framework"
 )
 
 // faultCluster is three herald serve processes on loopback whose
@@ -52,10 +51,17 @@ type faultCluster struct {
 // herald_snapshot_install_entries_total count.
 type installCount struct{ snapshots, entries float64 }
 
-// faultNode is one running herald serve.
+// faultNode is one running herald serve and its log file, closed once
+// the node has been killed.
 type faultNode struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	srv *heraldproc.Server
+	log *os.File
+}
+
+// stop kills the node and closes its log.
+func (n *faultNode) stop() {
+	n.srv.Kill() // returns once the output is all written
+	n.log.Close()
 }
 
 func newFaultCluster(t *testing.T, extra ...string) *faultCluster {
@@ -132,46 +138,31 @@ func (c *faultCluster) start(i int) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"serve", "--data-dir", c.dirs[i], "--listen", c.addrs[i],
-		"--node-id", strconv.Itoa(i + 1), "--peers", c.peers(i), "--log-level", "debug"}, c.extra...)
-	cmd := exec.Command(heraldBinary(c.t), args...)
-	logw := &nodeLog{node: i, leaders: c.leaders, restored: &c.restored[i], out: out}
-	cmd.Stdout, cmd.Stderr = logw, logw
-	// Should the test binary die, its nodes die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.leaders.forget(i)
-	if err := cmd.Start(); err != nil {
+	srv, err := heraldproc.Launch(heraldproc.Config{
+		Binary:  framework.Binary(),
+		DataDir: c.dirs[i],
+		Listen:  c.addrs[i],
+		Args:    append([]string{"--node-id", strconv.Itoa(i + 1), "--peers", c.peers(i), "--log-level", "debug"}, c.extra...),
+		Output:  &nodeLog{node: i, leaders: c.leaders, restored: &c.restored[i], out: out},
+		Timeout: 90 * time.Second,
+	})
+	if err != nil {
 		out.Close()
 		return fmt.Errorf("start node %d: %w", i+1, err)
 	}
-	node := &faultNode{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		cmd.Wait() // returns once the output is all written
-		out.Close()
-		close(node.done)
-	}()
+	node := &faultNode{srv: srv, log: out}
 	c.mu.Lock()
+	old := c.nodes[i]
 	c.nodes[i] = node
 	c.mu.Unlock()
-
-	cl := client.New("http://" + c.addrs[i])
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cl.ListTopics(ctx)
-		cancel()
-		if err == nil {
-			return waitReadyz(c.addrs[i], time.Until(deadline))
-		}
-		select {
-		case <-node.done:
-			return fmt.Errorf("node %d exited at startup (%v); its log ends with:\n%s", i+1, cmd.ProcessState, c.logTail(i, 30))
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %d does not serve after 90s (%v); its log ends with:\n%s", i+1, err, c.logTail(i, 30))
-		}
+	if old != nil {
+		old.stop() // it exited on its own; its log is still open
 	}
+	if err := srv.Wait(context.Background()); err != nil {
+		return fmt.Errorf("node %d does not serve (%w); its log ends with:\n%s", i+1, err, c.logTail(i, 30))
+	}
+	return nil
 }
 
 // kill SIGKILLs node i and waits for it to exit; a node that is down
@@ -192,8 +183,7 @@ func (c *faultCluster) kill(i int) {
 	if node == nil {
 		return
 	}
-	node.cmd.Process.Signal(syscall.SIGKILL)
-	<-node.done
+	node.stop()
 	c.leaders.forget(i)
 }
 
@@ -262,7 +252,7 @@ func (c *faultCluster) up(i int) bool {
 		return false
 	}
 	select {
-	case <-node.done:
+	case <-node.srv.Done():
 		return false
 	default:
 		return true

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"herald/client"
 	"herald/internal/datadir"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestSecondServerOnADataDirectoryIsRefused starts two real servers on one
@@ -22,8 +23,8 @@ import (
 // start again on the directory after it stops.
 func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	dataDir := t.TempDir()
-	first := startServer(t, dataDir, testkit.FreeAddr(t))
-	c := client.New("http://" + first.addr)
+	first := framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	c := client.New("http://" + first.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "orders", map[string]string{"shards": "2"}); err != nil {
@@ -42,7 +43,7 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	}
 	publish(5)
 
-	second := exec.CommandContext(ctx, heraldBinary(t), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t))
+	second := exec.CommandContext(ctx, framework.Binary(), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t))
 	start := time.Now()
 	out, err := second.CombinedOutput()
 	if err == nil {
@@ -51,7 +52,7 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("the second server took %v to be refused", took)
 	}
-	for _, s := range []string{dataDir, "in use", fmt.Sprintf("pid %d", first.cmd.Process.Pid), "--listen " + first.addr, "--data-dir"} {
+	for _, s := range []string{dataDir, "in use", fmt.Sprintf("pid %d", first.Pid()), "--listen " + first.Addr(), "--data-dir"} {
 		if !strings.Contains(string(out), s) {
 			t.Errorf("the second server's error does not say %q:\n%s", s, out)
 		}
@@ -60,7 +61,7 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	// The first still serves, and what it holds is whole.
 	publish(5)
 	var got []string
-	for _, d := range consumeAll(t, c, "orders", len(want)) {
+	for _, d := range framework.ConsumeAll(t, c, "orders", len(want)) {
 		got = append(got, d.ID)
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
@@ -68,36 +69,9 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	}
 
 	// Its lock goes with it, even when killed: the directory starts again.
-	first.kill()
-	again := startServer(t, dataDir, testkit.FreeAddr(t))
-	again.kill()
-}
-
-// consumeAll fetches and acknowledges n events of topic, failing the test
-// if they do not come within a minute, and returns them in the order
-// received.
-func consumeAll(t *testing.T, c *client.Client, topic string, n int) []client.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var got []client.Delivery
-	for len(got) < n {
-		ds, err := c.Fetch(ctx, topic, client.FetchOptions{MaxEvents: n, Wait: time.Second})
-		if err != nil {
-			t.Fatalf("fetch after %d of %d events: %v", len(got), n, err)
-		}
-		var receipts []string
-		for _, d := range ds {
-			got = append(got, d)
-			receipts = append(receipts, d.Receipt)
-		}
-		if len(receipts) > 0 {
-			if _, err := c.Ack(ctx, receipts...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return got
+	first.Kill()
+	again := framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	again.Kill()
 }
 
 // TestDataDirectoryOfAnotherNodeIsRefused starts a node on a directory
@@ -105,9 +79,9 @@ func consumeAll(t *testing.T, c *client.Client, topic string, n int) []client.De
 // and the directory still starts as its own node.
 func TestDataDirectoryOfAnotherNodeIsRefused(t *testing.T) {
 	dataDir := t.TempDir()
-	startServer(t, dataDir, testkit.FreeAddr(t)).kill() // node 1, the default
+	framework.StartServer(t, dataDir, testkit.FreeAddr(t)).Kill() // node 1, the default
 
-	out, err := exec.Command(heraldBinary(t), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t), "--node-id", "2").CombinedOutput()
+	out, err := exec.Command(framework.Binary(), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t), "--node-id", "2").CombinedOutput()
 	if err == nil {
 		t.Fatalf("node 2 started on node 1's data directory:\n%s", out)
 	}
@@ -116,7 +90,7 @@ func TestDataDirectoryOfAnotherNodeIsRefused(t *testing.T) {
 			t.Errorf("the refusal does not say %q:\n%s", s, out)
 		}
 	}
-	startServer(t, dataDir, testkit.FreeAddr(t)).kill()
+	framework.StartServer(t, dataDir, testkit.FreeAddr(t)).Kill()
 }
 
 // TestDataDirectoryOfAnotherClusterIsRefused starts, among the nodes of a
@@ -126,18 +100,18 @@ func TestDataDirectoryOfAnotherNodeIsRefused(t *testing.T) {
 func TestDataDirectoryOfAnotherClusterIsRefused(t *testing.T) {
 	c := startCluster(t)
 	waitClusterID(t, c.dirs...)
-	c.nodes[2].kill()
+	c.nodes[2].Kill()
 
 	// Node 3 of another cluster: a cluster of one.
 	foreign := t.TempDir()
-	startServer(t, foreign, testkit.FreeAddr(t), "--node-id", "3").kill()
+	framework.StartServer(t, foreign, testkit.FreeAddr(t), "--node-id", "3").Kill()
 	waitClusterID(t, foreign)
 
 	own := c.dirs[2]
 	c.dirs[2] = foreign
 	s, err := c.tryStart(2)
 	if err == nil {
-		s.kill()
+		s.Kill()
 		t.Fatal("a node of another cluster started among the cluster's nodes")
 	}
 	for _, want := range []string{foreign, "belongs to node 3 of cluster", "check --peers", "herald cluster add"} {

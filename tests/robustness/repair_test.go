@@ -1,4 +1,4 @@
-package main
+package robustness
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestRepairDamagedWAL damages a record in the middle of a single node's
@@ -29,8 +30,8 @@ import (
 // than the report said at most.
 func TestRepairDamagedWAL(t *testing.T) {
 	dataDir := t.TempDir()
-	s := startServer(t, dataDir, testkit.FreeAddr(t))
-	c := client.New("http://" + s.addr)
+	s := framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	c := client.New("http://" + s.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "orders", map[string]string{"shards": "3"}); err != nil {
@@ -48,17 +49,17 @@ func TestRepairDamagedWAL(t *testing.T) {
 			published[key] = append(published[key], payload)
 		}
 	}
-	s.kill()
+	s.Kill()
 	damageMiddleOfWAL(t, filepath.Join(dataDir, "wal"))
 
 	// The node does not start, and says what to do.
-	out, err := exec.Command(heraldBinary(t), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t)).CombinedOutput()
+	out, err := exec.Command(framework.Binary(), "serve", "--data-dir", dataDir, "--listen", testkit.FreeAddr(t)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "write-ahead log") || !strings.Contains(string(out), "herald repair --data-dir "+dataDir) {
 		t.Fatalf("serve on a damaged WAL: %v\n%s", err, out)
 	}
 
 	before := snapshotDir(t, dataDir)
-	report, err := exec.Command(heraldBinary(t), "repair", "--data-dir", dataDir).CombinedOutput()
+	report, err := exec.Command(framework.Binary(), "repair", "--data-dir", dataDir).CombinedOutput()
 	if err == nil {
 		t.Fatalf("repair found nothing to cut, or did not say so with its status:\n%s", report)
 	}
@@ -73,17 +74,17 @@ func TestRepairDamagedWAL(t *testing.T) {
 	t.Logf("herald repair:\n%s", report)
 	atMost, unreadable := reportedLoss(t, string(report))
 
-	out, err = exec.Command(heraldBinary(t), "repair", "--data-dir", dataDir, "--discard-damaged").CombinedOutput()
+	out, err = exec.Command(framework.Binary(), "repair", "--data-dir", dataDir, "--discard-damaged").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), filepath.Join(dataDir, "damaged")) {
 		t.Fatalf("repair --discard-damaged: %v\n%s", err, out)
 	}
-	out, err = exec.Command(heraldBinary(t), "repair", "--data-dir", dataDir).CombinedOutput()
+	out, err = exec.Command(framework.Binary(), "repair", "--data-dir", dataDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "No damage") {
 		t.Fatalf("repair after the cut: %v\n%s", err, out)
 	}
 
-	s = startServer(t, dataDir, testkit.FreeAddr(t))
-	c = client.New("http://" + s.addr)
+	s = framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	c = client.New("http://" + s.Addr())
 	got := make(map[string][]string)
 	total := 0
 	for _, d := range drain(t, c, "orders") {
@@ -105,9 +106,9 @@ func TestRepairDamagedWAL(t *testing.T) {
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k0", Payload: []byte("after")}); err != nil {
 		t.Fatal(err)
 	}
-	s.kill()
-	if !strings.Contains(s.output.String(), "accepted what the repair of the write-ahead log discarded") {
-		t.Errorf("the node's log does not say that it started after a repair:\n%s", s.output)
+	s.Kill()
+	if !strings.Contains(s.Output(), "accepted what the repair of the write-ahead log discarded") {
+		t.Errorf("the node's log does not say that it started after a repair:\n%s", s.Output())
 	}
 }
 
@@ -184,8 +185,8 @@ func slicesEqual(a, b []string) bool {
 // to the damage, in order.
 func TestRepairDamagedShardLog(t *testing.T) {
 	dataDir := t.TempDir()
-	s := startServer(t, dataDir, testkit.FreeAddr(t))
-	c := client.New("http://" + s.addr)
+	s := framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	c := client.New("http://" + s.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "orders", map[string]string{"shards": "1"}); err != nil {
@@ -199,8 +200,8 @@ func TestRepairDamagedShardLog(t *testing.T) {
 		}
 		published = append(published, payload)
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM) // a clean stop writes the shard's own log
-	<-s.done
+	s.Signal(syscall.SIGTERM) // a clean stop writes the shard's own log
+	<-s.Done()
 
 	segs, _ := filepath.Glob(filepath.Join(dataDir, "shards", "*-orders", "log", "*.seg"))
 	if len(segs) != 1 {
@@ -213,18 +214,18 @@ func TestRepairDamagedShardLog(t *testing.T) {
 	data[len(bytes.TrimRight(data, "\x00"))/2] ^= 0x40
 	os.WriteFile(segs[0], data, 0o644)
 
-	report, err := exec.Command(heraldBinary(t), "repair", "--data-dir", dataDir).CombinedOutput()
+	report, err := exec.Command(framework.Binary(), "repair", "--data-dir", dataDir).CombinedOutput()
 	t.Logf("herald repair:\n%s", report)
 	if err == nil || !strings.Contains(string(report), "Damaged: the log of shard orders (group 2)") {
 		t.Fatalf("repair of a damaged shard log: %v", err)
 	}
 	atMost, unreadable := reportedLoss(t, string(report))
-	if out, err := exec.Command(heraldBinary(t), "repair", "--data-dir", dataDir, "--discard-damaged").CombinedOutput(); err != nil {
+	if out, err := exec.Command(framework.Binary(), "repair", "--data-dir", dataDir, "--discard-damaged").CombinedOutput(); err != nil {
 		t.Fatalf("repair --discard-damaged: %v\n%s", err, out)
 	}
 
-	s = startServer(t, dataDir, testkit.FreeAddr(t))
-	c = client.New("http://" + s.addr)
+	s = framework.StartServer(t, dataDir, testkit.FreeAddr(t))
+	c = client.New("http://" + s.Addr())
 	var got []string
 	for _, d := range drain(t, c, "orders") {
 		got = append(got, string(d.Payload))

@@ -1,9 +1,8 @@
-package main
+package e2e
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,8 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/internal/testkit/heraldproc"
+	"herald/tests/framework"
 )
 
 // cluster is herald serve processes on loopback.
@@ -19,7 +20,7 @@ type cluster struct {
 	dirs  []string
 	addrs []string
 	peers string
-	nodes []*server
+	nodes []*heraldproc.Server
 }
 
 // startCluster starts three nodes at once: each waits for a majority of
@@ -40,7 +41,7 @@ func startClusterOf(t *testing.T, size int) *cluster {
 		spec = append(spec, fmt.Sprintf("%d=%s", i+1, c.addrs[i]))
 	}
 	c.peers = strings.Join(spec, ",")
-	c.nodes = make([]*server, size)
+	c.nodes = make([]*heraldproc.Server, size)
 	var wg sync.WaitGroup
 	errs := make([]error, size)
 	for i := range size {
@@ -55,8 +56,8 @@ func startClusterOf(t *testing.T, size int) *cluster {
 	return c
 }
 
-func (c *cluster) tryStart(i int) (*server, error) {
-	return tryStartServer(c.t, c.dirs[i], c.addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", c.peers)
+func (c *cluster) tryStart(i int) (*heraldproc.Server, error) {
+	return framework.TryStartServer(c.t, c.dirs[i], c.addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", c.peers)
 }
 
 func (c *cluster) client(i int) *client.Client {
@@ -69,7 +70,7 @@ type keyedPublisher struct {
 	c     *cluster
 	topic string
 	seq   map[string]int
-	acked []published
+	acked []framework.Published
 }
 
 func newKeyedPublisher(c *cluster, topic string) *keyedPublisher {
@@ -88,7 +89,7 @@ func (p *keyedPublisher) publish(t *testing.T, rounds, keys int, through ...int)
 			if err != nil {
 				t.Fatalf("publish %s %d through node %d: %v", key, p.seq[key], i+1, err)
 			}
-			p.acked = append(p.acked, published{key: key, seq: p.seq[key], id: ids[0]})
+			p.acked = append(p.acked, framework.Published{Key: key, Seq: p.seq[key], ID: ids[0]})
 			p.seq[key]++
 		}
 	}
@@ -110,7 +111,7 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 	publish := func(through ...int) { t.Helper(); p.publish(t, perPhase, keys, through...) }
 	publish(0, 1, 2)
 
-	c.nodes[0].kill()
+	c.nodes[0].Kill()
 	start := time.Now()
 	publish(1, 2)
 	t.Logf("node 1 killed: %d publishes through nodes 2 and 3 took %v (the first waited for the election of node 1's shard)",
@@ -122,32 +123,9 @@ func TestE2EClusterSurvivesANodeKill(t *testing.T) {
 	}
 	publish(0, 1, 2)
 
-	byShard, unreadable := drainTopic(t, c.client(2), "orders")
+	byShard, unreadable := framework.DrainTopic(t, c.client(2), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
 	checkConsumedOnce(t, byShard, p.acked)
-}
-
-// TestClusterNodeRefusesUnauthenticatedPeersOffLoopback: with tokens, a
-// node may listen anywhere, but a cluster node's node-to-node traffic is
-// not covered by them, so it refuses a non-loopback address unless told
-// the network is trusted.
-func TestClusterNodeRefusesUnauthenticatedPeersOffLoopback(t *testing.T) {
-	cfg := defaultServeConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "0.0.0.0:0" // refused before anything is served
-	cfg.NodeID, cfg.Peers = 1, "1=127.0.0.1:7601,2=127.0.0.1:7602,3=127.0.0.1:7603"
-	cfg.TokensFile = t.TempDir() + "/tokens"
-	cli(t, "", "", "token", "create", "--scope", "admin", "--name", "ops", "--tokens-file", cfg.TokensFile)
-	var logs strings.Builder
-	err := serve(context.Background(), cfg, &logs)
-	for _, want := range []string{"not authenticated", "--peer-ca-file", "--insecure-no-auth", "loopback"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("cluster node on 0.0.0.0 with tokens: %v, want an error saying %q", err, want)
-		}
-	}
-	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
-		t.Errorf("the refused node wrote %d entries into its data directory", len(entries))
-	}
 }

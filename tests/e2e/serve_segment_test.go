@@ -1,22 +1,22 @@
-package main
+package e2e
 
 import (
 	"context"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestServeSegmentSize: with --segment-size a shard's log is split into
 // files of about that size, so a few KiB of events fill several.
 func TestServeSegmentSize(t *testing.T) {
 	dir, addr := t.TempDir(), testkit.FreeAddr(t)
-	startServer(t, dir, addr, "--segment-size", "4096")
+	framework.StartServer(t, dir, addr, "--segment-size", "4096")
 	c := client.New("http://" + addr)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "orders", nil); err != nil {
@@ -44,21 +44,5 @@ func TestServeSegmentSize(t *testing.T) {
 	}
 	if most < 5 {
 		t.Errorf("log files per directory %v, want a shard's log in 5 or more", perDir)
-	}
-}
-
-// TestServeRefusesABadSegmentSize: a segment size out of bounds is
-// refused with what to give instead, before anything is written.
-func TestServeRefusesABadSegmentSize(t *testing.T) {
-	for _, size := range []string{"-1", "100", "4095", "1073741825"} {
-		dir := t.TempDir()
-		r := runCLI(context.Background(), "", "serve", "--data-dir", dir, "--listen", testkit.FreeAddr(t), "--segment-size="+size)
-		want := "segment size " + size + ": give --segment-size (segment_size, HERALD_SEGMENT_SIZE) in bytes, from 4096 (4 KiB) to 1073741824 (1 GiB), or 0 for the default of 64 MiB"
-		if r.code == 0 || !strings.Contains(r.stderr, want) {
-			t.Errorf("serve --segment-size %s: exit %d, stderr %q; want it to say %q", size, r.code, r.stderr, want)
-		}
-		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
-			t.Errorf("serve --segment-size %s wrote %d entries in its data directory (%v), want none", size, len(entries), err)
-		}
 	}
 }

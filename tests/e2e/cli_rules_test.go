@@ -1,36 +1,19 @@
-package main
+package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
 
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // These tests hold the real binary to the rules its commands share: how
 // they fail, and what their JSON looks like.
-
-// runBinary runs the herald binary with args and stdin (not a terminal),
-// and returns what it printed and its exit code.
-func runBinary(t *testing.T, stdin string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(heraldBinary(t), args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("herald %v: %v", args, err)
-	}
-	return result{out.String(), errOut.String(), cmd.ProcessState.ExitCode()}
-}
 
 func TestUnknownSubcommandFailsWithSuggestion(t *testing.T) {
 	for _, tt := range []struct {
@@ -147,7 +130,7 @@ func sameShape(t *testing.T, what string, api, cli any) {
 
 func TestCLIJSONIsTheAPIs(t *testing.T) {
 	addr := testkit.FreeAddr(t)
-	startServer(t, t.TempDir(), addr)
+	framework.StartServer(t, t.TempDir(), addr)
 	server := "http://" + addr
 	cli := func(args ...string) string {
 		t.Helper()
@@ -193,7 +176,7 @@ func TestCLIJSONIsTheAPIs(t *testing.T) {
 
 func TestTopicDeleteOfPendingEventsNeedsForce(t *testing.T) {
 	addr := testkit.FreeAddr(t)
-	startServer(t, t.TempDir(), addr)
+	framework.StartServer(t, t.TempDir(), addr)
 	server := "http://" + addr
 	herald := func(args ...string) result {
 		return runBinary(t, "", append([]string{"--server", server}, args...)...)

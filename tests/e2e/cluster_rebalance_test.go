@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // liveLoad publishes numbered events per key to topics, and consumes them,
@@ -22,7 +23,7 @@ type liveLoad struct {
 	sub    *client.Client
 
 	mu       sync.Mutex
-	acked    map[string][]published               // by topic
+	acked    map[string][]framework.Published     // by topic
 	consumed map[string]map[int][]client.Delivery // by topic, then shard
 	seq      map[string]map[string]int            // by topic, then key
 	errs     []error                              // publishes that failed for good
@@ -31,7 +32,7 @@ type liveLoad struct {
 }
 
 func startLiveLoad(pub, sub *client.Client, topics ...string) *liveLoad {
-	l := &liveLoad{topics: topics, pub: pub, sub: sub, acked: map[string][]published{},
+	l := &liveLoad{topics: topics, pub: pub, sub: sub, acked: map[string][]framework.Published{},
 		consumed: map[string]map[int][]client.Delivery{}, seq: map[string]map[string]int{}, stop: make(chan struct{})}
 	for _, tp := range topics {
 		l.consumed[tp] = map[int][]client.Delivery{}
@@ -64,7 +65,7 @@ func (l *liveLoad) publish() {
 		if err != nil {
 			l.errs = append(l.errs, fmt.Errorf("publish %s %s %d: %w", tp, key, seq, err))
 		} else {
-			l.acked[tp] = append(l.acked[tp], published{key: key, seq: seq, id: ids[0]})
+			l.acked[tp] = append(l.acked[tp], framework.Published{Key: key, Seq: seq, ID: ids[0]})
 			l.seq[tp][key]++
 		}
 		l.mu.Unlock()
@@ -121,7 +122,7 @@ func (l *liveLoad) finish(t *testing.T, c *client.Client) {
 		for {
 			// A shard may be between leaders (the leadership follows the
 			// rebalance's preferred leaders): it is read again.
-			byShard, unreadable := drainTopic(t, c, tp)
+			byShard, unreadable := framework.DrainTopic(t, c, tp)
 			for sh, ds := range byShard {
 				l.consumed[tp][sh] = append(l.consumed[tp][sh], ds...)
 			}
@@ -139,7 +140,7 @@ func (l *liveLoad) finish(t *testing.T, c *client.Client) {
 	}
 }
 
-func consumedAll(byShard map[int][]client.Delivery, acked []published) bool {
+func consumedAll(byShard map[int][]client.Delivery, acked []framework.Published) bool {
 	got := map[string]bool{}
 	for _, ds := range byShard {
 		for _, d := range ds {
@@ -147,7 +148,7 @@ func consumedAll(byShard map[int][]client.Delivery, acked []published) bool {
 		}
 	}
 	for _, a := range acked {
-		if !got[a.id] {
+		if !got[a.ID] {
 			return false
 		}
 	}
@@ -212,7 +213,7 @@ func TestE2ERebalanceOntoAnAddedNode(t *testing.T) {
 		t.Errorf("cluster add --rebalance said %q", out)
 	}
 	c.peers += ",4=" + addr4
-	n4, err := tryStartServer(t, dir4, addr4, "--node-id", "4", "--peers", c.peers, "--join")
+	n4, err := framework.TryStartServer(t, dir4, addr4, "--node-id", "4", "--peers", c.peers, "--join")
 	if err != nil {
 		t.Fatalf("start node 4: %v", err)
 	}
@@ -243,7 +244,7 @@ func TestE2ERebalanceOntoAnAddedNode(t *testing.T) {
 		})
 	})
 	t.Logf("killing node %d, the controller's leader, while a replica moves", victim+1)
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	if c.nodes[victim], err = c.tryStart(victim); err != nil {
 		t.Fatalf("restart node %d: %v", victim+1, err)
 	}
@@ -252,10 +253,9 @@ func TestE2ERebalanceOntoAnAddedNode(t *testing.T) {
 	st = waitStatus(t, client.New("http://"+others[0]), "the rebalance is done and leaders are where it put them", func(st *client.ClusterStatus) bool {
 		return !st.Rebalancing && ledByPreferred(st)
 	})
-	t.Logf("rebalanced %v after the restart: replicas per node %s, preferred leaders %s", time.Since(start).Round(time.Millisecond),
-		replicasPerNode(st), leadersPerNode(st))
+	t.Logf("rebalanced %v after the restart: replicas (preferred leader first) %v", time.Since(start).Round(time.Millisecond), placements(st))
 	if !balanced(st) {
-		t.Errorf("after the rebalance: replicas per node %s, preferred leaders %s; want each within one of the mean", replicasPerNode(st), leadersPerNode(st))
+		t.Errorf("after the rebalance: replicas (preferred leader first) %v; want each node within one of the mean of replicas and of preferred leaders", placements(st))
 	}
 	for _, s := range st.Shards {
 		if len(s.Replicas) != 3 {
@@ -290,7 +290,7 @@ func equalPlacements(a, b map[string][]uint64) bool {
 // A node alone has nothing to rebalance, and says so; a stray argument is
 // refused before anything is asked.
 func TestClusterRebalanceRefusals(t *testing.T) {
-	url := "http://" + startServer(t, t.TempDir(), testkit.FreeAddr(t)).addr
+	url := "http://" + framework.StartServer(t, t.TempDir(), testkit.FreeAddr(t)).Addr()
 	if got := cliFails(t, url, "", "cluster", "rebalance"); !strings.Contains(got, "runs alone") {
 		t.Errorf("rebalance of a node alone: %q", got)
 	}

@@ -1,8 +1,7 @@
-package main
+package robustness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -17,6 +16,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestE2EBitFlipsAreNeverSilent is the acceptance test of recovery against
@@ -74,10 +74,10 @@ func TestE2EBitFlipsAreNeverSilent(t *testing.T) {
 // find in it.
 type flipFixture struct {
 	dir     string
-	stop    string              // "clean stop" or "SIGKILL"
-	files   []string            // every regular file, relative to dir
-	pending map[int][]published // per shard, the events not yet acknowledged, in publish order
-	acked   map[string]bool     // events a consumer acknowledged
+	stop    string                        // "clean stop" or "SIGKILL"
+	files   []string                      // every regular file, relative to dir
+	pending map[int][]framework.Published // per shard, the events not yet acknowledged, in publish order
+	acked   map[string]bool               // events a consumer acknowledged
 }
 
 // prepareFlipFixture publishes 200 events over 10 keys, 4 at a time, to a two-shard
@@ -85,14 +85,14 @@ type flipFixture struct {
 // snapshot thresholds put events in the snapshots and in the log segments
 // both.
 func prepareFlipFixture(t *testing.T, kill bool) *flipFixture {
-	fx := &flipFixture{dir: t.TempDir(), stop: "clean stop", pending: map[int][]published{}, acked: map[string]bool{}}
-	srv := startServer(t, fx.dir, testkit.FreeAddr(t), "--snapshot-entries", "16")
-	c := client.New("http://"+srv.addr, client.WithTimeout(10*time.Second))
+	fx := &flipFixture{dir: t.TempDir(), stop: "clean stop", pending: map[int][]framework.Published{}, acked: map[string]bool{}}
+	srv := framework.StartServer(t, fx.dir, testkit.FreeAddr(t), "--snapshot-entries", "16")
+	c := client.New("http://"+srv.Addr(), client.WithTimeout(10*time.Second))
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "flip", map[string]string{"shards": "2"}); err != nil {
 		t.Fatal(err)
 	}
-	var all []published
+	var all []framework.Published
 	seqs := map[string]int{}
 	publish := func(batches int) {
 		for b := range batches {
@@ -107,7 +107,7 @@ func prepareFlipFixture(t *testing.T, kill bool) *flipFixture {
 				t.Fatal(err)
 			}
 			for j, id := range ids {
-				all = append(all, published{key, seqs[key] - len(ids) + j, id})
+				all = append(all, framework.Published{Key: key, Seq: seqs[key] - len(ids) + j, ID: id})
 			}
 		}
 	}
@@ -124,19 +124,20 @@ func prepareFlipFixture(t *testing.T, kill bool) *flipFixture {
 	}
 	publish(10)
 	for _, p := range all {
-		if !fx.acked[p.id] {
-			shard := shardOfID(t, p.id)
+		if !fx.acked[p.ID] {
+			shard := shardOfID(t, p.ID)
 			fx.pending[shard] = append(fx.pending[shard], p)
 		}
 	}
 
 	if kill {
 		fx.stop = "SIGKILL"
-		srv.kill()
+		srv.Kill()
 	} else {
-		srv.cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-srv.done; err != nil {
-			t.Fatalf("herald serve exited with %v after SIGTERM:\n%s", err, srv.output)
+		srv.Signal(syscall.SIGTERM)
+		<-srv.Done()
+		if err := srv.Err(); err != nil {
+			t.Fatalf("herald serve exited with %v after SIGTERM:\n%s", err, srv.Output())
 		}
 	}
 	err = filepath.WalkDir(fx.dir, func(path string, d fs.DirEntry, err error) error {
@@ -175,7 +176,7 @@ func runFlipTrial(t *testing.T, fx *flipFixture, file string, bit int64) string 
 	}
 	flipBit(t, filepath.Join(dir, file), bit)
 
-	srv, err := tryStartServer(t, dir, testkit.FreeAddr(t))
+	srv, err := framework.TryStartServer(t, dir, testkit.FreeAddr(t))
 	if err != nil {
 		if !strings.Contains(err.Error(), file) {
 			t.Errorf("herald refused to start without naming %s: %v", file, err)
@@ -183,13 +184,13 @@ func runFlipTrial(t *testing.T, fx *flipFixture, file string, bit int64) string 
 		}
 		return "node refused, file named"
 	}
-	defer srv.kill()
-	c := client.New("http://"+srv.addr, client.WithTimeout(10*time.Second))
+	defer srv.Kill()
+	c := client.New("http://"+srv.Addr(), client.WithTimeout(10*time.Second))
 	if _, err := c.GetTopic(context.Background(), "flip"); err != nil {
 		t.Errorf("the topic is gone after the flip: %v", err)
 		return ""
 	}
-	got, unreadable := drainTopic(t, c, "flip")
+	got, unreadable := framework.DrainTopic(t, c, "flip")
 	for shard := range 2 {
 		if reason, ok := unreadable[shard]; ok {
 			if !strings.Contains(reason, file) {
@@ -208,62 +209,14 @@ func runFlipTrial(t *testing.T, fx *flipFixture, file string, bit int64) string 
 	return "all events back"
 }
 
-// drainTopic fetches and acknowledges until the topic has nothing more to
-// give, and returns the events per shard in the order they came and the
-// reasons of the shards Fetch could not read.
-func drainTopic(t *testing.T, c *client.Client, topic string) (map[int][]client.Delivery, map[int]string) {
-	t.Helper()
-	ctx := context.Background()
-	got := map[int][]client.Delivery{}
-	var unreadable map[int]string
-	// A shard between leaders (an election after a leadership transfer)
-	// is unreadable for a moment: drain until the last fetches list only
-	// shards that stay unreadable, or give up after a while.
-	deadline := time.Now().Add(15 * time.Second)
-	electing := func() bool {
-		for _, reason := range unreadable {
-			if strings.Contains(reason, "no leader yet") {
-				return time.Now().Before(deadline)
-			}
-		}
-		return false
-	}
-	for idle := 0; idle < 2 || electing(); {
-		ds, err := c.Fetch(ctx, topic, client.FetchOptions{MaxEvents: 500, VisibilityTimeout: time.Minute, Wait: 100 * time.Millisecond})
-		unreadable = map[int]string{}
-		var ue *client.UnreadableError
-		if errors.As(err, &ue) {
-			for _, s := range ue.Shards {
-				unreadable[s.Shard] = s.Reason
-			}
-		} else if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		if len(ds) == 0 {
-			idle++
-			continue
-		}
-		idle = 0
-		ids := make([]string, len(ds))
-		for i, d := range ds {
-			got[d.Shard] = append(got[d.Shard], d)
-			ids[i] = d.ID
-		}
-		if _, err := c.Ack(ctx, ids...); err != nil {
-			t.Fatalf("ack: %v", err)
-		}
-	}
-	return got, unreadable
-}
-
 // sameEvents reports whether a shard served exactly its pending events,
 // each once, with its payload, in publish order per key, and none that
 // was acknowledged.
 func sameEvents(t *testing.T, fx *flipFixture, shard int, got []client.Delivery) bool {
 	t.Helper()
-	want := map[string]published{}
+	want := map[string]framework.Published{}
 	for _, p := range fx.pending[shard] {
-		want[p.id] = p
+		want[p.ID] = p
 	}
 	seen := map[string]bool{}
 	lastSeq := map[string]int{}
@@ -279,15 +232,15 @@ func sameEvents(t *testing.T, fx *flipFixture, shard int, got []client.Delivery)
 		case seen[d.ID]:
 			t.Errorf("shard %d: event %s served twice", shard, d.ID)
 			return false
-		case string(d.Payload) != fmt.Sprintf("%s %d", p.key, p.seq) || d.Key != p.key:
-			t.Errorf("shard %d: event %s is key %q payload %q, want key %q payload %q", shard, d.ID, d.Key, d.Payload, p.key, fmt.Sprintf("%s %d", p.key, p.seq))
+		case string(d.Payload) != fmt.Sprintf("%s %d", p.Key, p.Seq) || d.Key != p.Key:
+			t.Errorf("shard %d: event %s is key %q payload %q, want key %q payload %q", shard, d.ID, d.Key, d.Payload, p.Key, fmt.Sprintf("%s %d", p.Key, p.Seq))
 			return false
 		}
-		if last, ok := lastSeq[p.key]; ok && p.seq < last {
-			t.Errorf("shard %d: key %s event %d came after %d", shard, p.key, p.seq, last)
+		if last, ok := lastSeq[p.Key]; ok && p.Seq < last {
+			t.Errorf("shard %d: key %s event %d came after %d", shard, p.Key, p.Seq, last)
 			return false
 		}
-		seen[d.ID], lastSeq[p.key] = true, p.seq
+		seen[d.ID], lastSeq[p.Key] = true, p.Seq
 	}
 	if len(seen) != len(want) {
 		t.Errorf("shard %d served %d of its %d pending events, with no error", shard, len(seen), len(want))

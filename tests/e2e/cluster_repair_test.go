@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/tests/framework"
 )
 
 // TestE2EClusterRebuildsDamagedAndLostReplicas damages two shard replicas
@@ -28,7 +29,7 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 	publish := func(through ...int) { t.Helper(); p.publish(t, 5, 6, through...) }
 	publish(0, 1, 2)
 
-	c.nodes[2].kill()
+	c.nodes[2].Kill()
 	flipByteIn(t, shardFile(t, c.dirs[2], "orders", "snapshot"))
 	segs, _ := filepath.Glob(filepath.Join(shardFile(t, c.dirs[2], "orders.1", "log"), "*.seg"))
 	if len(segs) == 0 {
@@ -50,7 +51,7 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 	}
 	publish(0, 1, 2)
 
-	c.nodes[0].kill()
+	c.nodes[0].Kill()
 	if err := os.RemoveAll(c.dirs[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +61,9 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 	publish(0, 1, 2)
 	waitRebuilt(t, c.dirs[0], c.dirs[2])
 
-	c.nodes[1].kill()
+	c.nodes[1].Kill()
 	publish(0, 2) // waits, with retries, for the shards node 2 led to elect a new leader
-	byShard, unreadable := drainTopic(t, c.client(0), "orders")
+	byShard, unreadable := framework.DrainTopic(t, c.client(0), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
@@ -118,7 +119,7 @@ func waitRebuilt(t *testing.T, dataDirs ...string) {
 
 // checkConsumedOnce checks that the events consumed, per shard, are the
 // acknowledged ones: each once, with its payload, each key's in order.
-func checkConsumedOnce(t *testing.T, byShard map[int][]client.Delivery, acked []published) {
+func checkConsumedOnce(t *testing.T, byShard map[int][]client.Delivery, acked []framework.Published) {
 	t.Helper()
 	got := make(map[string]client.Delivery)
 	last := make(map[string]int)
@@ -140,13 +141,13 @@ func checkConsumedOnce(t *testing.T, byShard map[int][]client.Delivery, acked []
 		}
 	}
 	for _, a := range acked {
-		d, ok := got[a.id]
+		d, ok := got[a.ID]
 		if !ok {
-			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.id, a.key, a.seq)
+			t.Errorf("acknowledged event %s (key %s seq %d) is missing", a.ID, a.Key, a.Seq)
 			continue
 		}
-		if want := fmt.Sprintf("%s %d", a.key, a.seq); string(d.Payload) != want {
-			t.Errorf("event %s has payload %q, want %q", a.id, d.Payload, want)
+		if want := fmt.Sprintf("%s %d", a.Key, a.Seq); string(d.Payload) != want {
+			t.Errorf("event %s has payload %q, want %q", a.ID, d.Payload, want)
 		}
 	}
 	if len(got) != len(acked) {

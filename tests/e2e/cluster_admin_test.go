@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"herald/client"
 	"herald/internal/testkit"
 	heraldv1 "herald/proto/herald/v1"
+	"herald/tests/framework"
 )
 
 // waitStatus polls the cluster's status through c until cond holds, for
@@ -52,7 +53,7 @@ func ledByPreferred(st *client.ClusterStatus) bool {
 // A node alone lists itself and its shards, in a table and in JSON.
 func TestClusterStatusOfANodeAlone(t *testing.T) {
 	addr := testkit.FreeAddr(t)
-	startServer(t, t.TempDir(), addr)
+	framework.StartServer(t, t.TempDir(), addr)
 	url := "http://" + addr
 	cli(t, url, "", "topic", "create", "orders", "--shards", "2")
 
@@ -112,7 +113,7 @@ func TestE2ELeadershipReturnsToPreferredLeader(t *testing.T) {
 		}
 	}
 
-	c.nodes[0].kill()
+	c.nodes[0].Kill()
 	waitStatus(t, c.client(1), "node 1 is unreachable and its shards are led by others", func(st *client.ClusterStatus) bool {
 		for _, n := range st.Nodes {
 			if n.ID == 1 && n.Reachable {
@@ -202,7 +203,7 @@ func TestE2EDrainANodeOfFour(t *testing.T) {
 		}
 	}
 
-	c.nodes[3].kill()
+	c.nodes[3].Kill()
 	for i := range 8 {
 		ids, err := c.client(i%3).Publish(ctx, "orders", client.Event{Key: fmt.Sprint("k", i), Payload: fmt.Appendf(nil, "after%d", i)})
 		if err != nil {
@@ -210,7 +211,7 @@ func TestE2EDrainANodeOfFour(t *testing.T) {
 		}
 		acked = append(acked, ids...)
 	}
-	byShard, unreadable := drainTopic(t, c.client(2), "orders")
+	byShard, unreadable := framework.DrainTopic(t, c.client(2), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
@@ -247,7 +248,7 @@ func TestE2EAddAFourthNode(t *testing.T) {
 	peers4 := c.peers + ",4=" + addr4
 
 	// Not a member yet: --join is refused, saying what to do.
-	if _, err := tryStartServer(t, t.TempDir(), addr4, "--node-id", "4", "--peers", peers4, "--join"); err == nil ||
+	if _, err := framework.TryStartServer(t, t.TempDir(), addr4, "--node-id", "4", "--peers", peers4, "--join"); err == nil ||
 		!strings.Contains(err.Error(), "node 4 is not a member") || !strings.Contains(err.Error(), "cluster add 4") {
 		t.Fatalf("joining before being added: %v", err)
 	}
@@ -258,7 +259,7 @@ func TestE2EAddAFourthNode(t *testing.T) {
 		t.Errorf("adding node 4 again elsewhere: %q", got)
 	}
 	start := time.Now()
-	if _, err := tryStartServer(t, dir4, addr4, "--node-id", "4", "--peers", peers4, "--join"); err != nil {
+	if _, err := framework.TryStartServer(t, dir4, addr4, "--node-id", "4", "--peers", peers4, "--join"); err != nil {
 		t.Fatalf("start node 4 with --join: %v", err)
 	}
 	t.Logf("node 4 joined and served in %v", time.Since(start).Round(time.Millisecond))
@@ -307,7 +308,7 @@ func TestE2EAddAFourthNode(t *testing.T) {
 		}
 	}
 	for _, topic := range []string{"after", "before"} {
-		byShard, unreadable := drainTopic(t, c4, topic)
+		byShard, unreadable := framework.DrainTopic(t, c4, topic)
 		if len(unreadable) > 0 {
 			t.Fatalf("%s: unreadable shards %v", topic, unreadable)
 		}
@@ -376,7 +377,7 @@ func TestE2EDrainSurvivesALeaderCrash(t *testing.T) {
 	})
 	victim := int(moving.Leader) - 1
 	t.Logf("killing node %d, the leader of %s, while its replicas are %+v", moving.Leader, moving.Name, moving.Replicas)
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	var err error
 	if c.nodes[victim], err = c.tryStart(victim); err != nil {
 		t.Fatalf("restart node %d: %v", moving.Leader, err)
@@ -395,8 +396,8 @@ func TestE2EDrainSurvivesALeaderCrash(t *testing.T) {
 			t.Errorf("shard %s on %+v after the drain, want three replicas, none on node 4", s.Name, s.Replicas)
 		}
 	}
-	c.nodes[3].kill()
-	byShard, unreadable := drainTopic(t, c.client(other), "orders")
+	c.nodes[3].Kill()
+	byShard, unreadable := framework.DrainTopic(t, c.client(other), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/tests/framework"
 )
 
 // TestE2EClusterNodeWithoutAReplicaServes runs four nodes: each shard has
@@ -43,7 +44,7 @@ func TestE2EClusterNodeWithoutAReplicaServes(t *testing.T) {
 			}
 		}
 	}
-	rest, unreadable := drainTopic(t, c.client(3), "orders")
+	rest, unreadable := framework.DrainTopic(t, c.client(3), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards through node 4: %v", unreadable)
 	}
@@ -71,11 +72,11 @@ func TestE2EIdleClusterFailsOver(t *testing.T) {
 	// Idle for longer than a group waits before it quiesces (two
 	// election timeouts): the scenario is a cluster that sleeps.
 	time.Sleep(4 * time.Second)
-	c.nodes[0].kill()
+	c.nodes[0].Kill()
 	start := time.Now()
 	publish(1)
 	t.Logf("first publishes to every shard after killing node 1 in an idle cluster took %v", time.Since(start).Round(time.Millisecond))
-	byShard, unreadable := drainTopic(t, c.client(2), "orders")
+	byShard, unreadable := framework.DrainTopic(t, c.client(2), "orders")
 	if len(unreadable) > 0 {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}

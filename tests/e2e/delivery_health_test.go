@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // TestE2EDeliveryHealthOfARefusingWebhook: while the webhook's port is
@@ -21,10 +22,10 @@ import (
 // one for the recovery, and its startup line names the dashboard's URL.
 func TestE2EDeliveryHealthOfARefusingWebhook(t *testing.T) {
 	addr, hookAddr := testkit.FreeAddr(t), testkit.FreeAddr(t) // nothing listens on hookAddr yet
-	srv := startServer(t, t.TempDir(), addr)
+	srv := framework.StartServer(t, t.TempDir(), addr)
 	cli := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(heraldBinary(t), append([]string{"--server", "http://" + addr}, args...)...).CombinedOutput()
+		out, err := exec.Command(framework.Binary(), append([]string{"--server", "http://" + addr}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("herald %v: %v\n%s", args, err, out)
 		}
@@ -80,8 +81,8 @@ func TestE2EDeliveryHealthOfARefusingWebhook(t *testing.T) {
 		t.Fatalf("delivery health after the webhook came up: %+v", h)
 	}
 
-	srv.kill() // its output is complete once it has exited
-	log := srv.output.String()
+	srv.Kill() // its output is complete once it has exited
+	log := srv.Output()
 	if n := strings.Count(log, "push delivery failing"); n != 1 {
 		t.Errorf("%d log lines for the failures, want 1:\n%s", n, log)
 	}
