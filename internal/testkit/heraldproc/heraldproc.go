@@ -297,6 +297,7 @@ type tail struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
+	cut bool // bytes were dropped from the front
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -305,6 +306,7 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > 2*t.max {
 		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+		t.cut = true
 	}
 	return len(p), nil
 }
@@ -312,8 +314,8 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.buf) > t.max {
-		return "…" + string(t.buf[len(t.buf)-t.max:])
+	if t.cut || len(t.buf) > t.max {
+		return "…" + string(t.buf[max(len(t.buf)-t.max, 0):])
 	}
 	return string(t.buf)
 }
