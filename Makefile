@@ -20,9 +20,9 @@ test:
 	$(GO) test -race -timeout 30m ./...
 
 # The fast tier, for the edit-test loop: the unit tests, without the race
-# detector; the process-level suites (tests/e2e, tests/robustness) skip
-# under -short, and the other slow tests shorten their loops. CI runs
-# `make test`.
+# detector. Under -short the process-level suites (tests/e2e,
+# tests/robustness) skip, and so do the tests that start RabbitMQ,
+# Chromium or the AWS CLI. CI runs `make test`.
 test-short:
 	$(GO) test -short ./...
 
