@@ -6,7 +6,7 @@ GO ?= go
 # that this version does not support yet.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test vet fmt bench faults verify verify-fmt verify-vet verify-staticcheck verify-tidy verify-proto
+.PHONY: build test test-short vet fmt bench faults verify verify-fmt verify-vet verify-staticcheck verify-tidy verify-proto
 
 build:
 	$(GO) build -o bin/herald ./cmd/herald
@@ -19,6 +19,13 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
 
+# The fast tier, for the edit-test loop: the unit tests, without the race
+# detector. Under -short the process-level suites (tests/e2e,
+# tests/robustness) skip, and so do the tests that start RabbitMQ,
+# Chromium or the AWS CLI. CI runs `make test`.
+test-short:
+	$(GO) test -short ./...
+
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
 
@@ -30,7 +37,7 @@ bench:
 # (10m unless set), then the history check. No go test timeout: the suite
 # bounds each of its waits itself.
 faults:
-	HERALD_FAULTS_DURATION=$${HERALD_FAULTS_DURATION:-10m} $(GO) test -race -run '^TestFaults$$' -count=1 -v -timeout 0 ./cmd/herald
+	HERALD_FAULTS_DURATION=$${HERALD_FAULTS_DURATION:-10m} $(GO) test -race -run '^TestFaults$$' -count=1 -v -timeout 0 ./tests/robustness
 
 # Every check besides the tests. Each check runs even when an earlier one
 # failed, so one run lists everything to fix; each names the command that

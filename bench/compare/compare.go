@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/bench/load"
+	"herald/internal/testkit/heraldproc"
 )
 
 // Options shape a comparison; DefaultOptions gives the usual ones.
@@ -64,10 +65,10 @@ func Run(ctx context.Context, o Options, scenarios []Scenario, progress io.Write
 	}
 	defer os.RemoveAll(dir)
 
-	servers := map[bool]*server{} // by Side.SyncSnapshots
+	servers := map[bool]*heraldproc.Server{} // by Side.SyncSnapshots
 	defer func() {
 		for _, s := range servers {
-			if serr := s.stop(); err == nil {
+			if serr := s.Stop(stopGrace); err == nil {
 				err = serr
 			}
 		}
@@ -117,7 +118,7 @@ func Run(ctx context.Context, o Options, scenarios []Scenario, progress io.Write
 const syncSnapshotsEnv = "HERALD_BENCH_SYNC_SNAPSHOTS"
 
 // startServerFor starts the server of the sides with syncSnapshots.
-func startServerFor(ctx context.Context, o Options, dir string, syncSnapshots bool, progress io.Writer) (*server, error) {
+func startServerFor(ctx context.Context, o Options, dir string, syncSnapshots bool, progress io.Writer) (*heraldproc.Server, error) {
 	var args []string
 	if o.SnapshotEntries > 0 {
 		args = append(args, "--snapshot-entries", strconv.FormatUint(o.SnapshotEntries, 10))
@@ -133,7 +134,7 @@ func startServerFor(ctx context.Context, o Options, dir string, syncSnapshots bo
 
 // runScenario runs both sides of sc for o.Rounds rounds, alternating which
 // goes first, and takes the medians.
-func runScenario(ctx context.Context, o Options, sc Scenario, servers map[bool]*server, sink *pushSink, progress io.Writer) (*ScenarioResult, error) {
+func runScenario(ctx context.Context, o Options, sc Scenario, servers map[bool]*heraldproc.Server, sink *pushSink, progress io.Writer) (*ScenarioResult, error) {
 	out := &ScenarioResult{Name: sc.Name, Title: sc.Title}
 	for i := range sc.Sides {
 		out.Sides[i].Label = sc.Sides[i].Label
@@ -150,7 +151,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, servers map[bool]*
 			res, err := runSide(ctx, o, sc, i, s, sink)
 			if err != nil {
 				fmt.Fprintln(progress, "failed")
-				return nil, fmt.Errorf("%s, %s: %w%s", sc.Name, side.Label, err, s.logTail())
+				return nil, fmt.Errorf("%s, %s: %w%s", sc.Name, side.Label, err, logTail(s))
 			}
 			fmt.Fprintf(progress, "%.0f events/s, p99 %s ms\n", res.EventsPerSecond, load.FormatMS(res.Latency.P99))
 			out.Sides[i].Runs = append(out.Sides[i].Runs, *res)
@@ -163,7 +164,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, servers map[bool]*
 }
 
 // runSide runs side i of sc once on a fresh topic of server s.
-func runSide(ctx context.Context, o Options, sc Scenario, i int, s *server, sink *pushSink) (*load.Result, error) {
+func runSide(ctx context.Context, o Options, sc Scenario, i int, s *heraldproc.Server, sink *pushSink) (*load.Result, error) {
 	side := sc.Sides[i]
 	shards := side.Shards
 	if shards == 0 {
@@ -178,7 +179,7 @@ func runSide(ctx context.Context, o Options, sc Scenario, i int, s *server, sink
 		Producers: o.Producers, Batch: side.Batch, EventBytes: side.EventBytes, Keys: o.Keys,
 		Duration: o.Duration, Warmup: o.Warmup,
 	}
-	c, closeIdle := load.HeraldClient(s.url, o.Producers, false, nil)
+	c, closeIdle := load.HeraldClient(s.URL(), o.Producers, false, nil)
 	defer closeIdle()
 	name := fmt.Sprintf("bench-%s-%c", sc.Name, 'a'+i)
 	t, err := load.PrepareHeraldTopic(ctx, c, name, attrs, true)

@@ -12,11 +12,12 @@ import (
 	"herald/bench/load"
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/tests/framework"
 )
 
 // inProcessServer is serve running in the test's process.
 type inProcessServer struct {
-	logs   *syncBuffer
+	logs   *framework.SyncBuffer
 	exited chan struct{} // closed when serve returns, with err set
 	err    error
 }
@@ -26,7 +27,7 @@ type inProcessServer struct {
 func serveInProcess(t *testing.T, cfg serveConfig) *inProcessServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &inProcessServer{logs: new(syncBuffer), exited: make(chan struct{})}
+	s := &inProcessServer{logs: new(framework.SyncBuffer), exited: make(chan struct{})}
 	go func() {
 		s.err = serve(ctx, cfg, s.logs)
 		close(s.exited)
@@ -177,5 +178,28 @@ func TestBenchPublishBadFlags(t *testing.T) {
 	stderr := cliFails(t, "http://127.0.0.1:1", "", "bench", "publish", "--count", "1")
 	if !strings.Contains(stderr, "cannot reach the herald server") {
 		t.Errorf("no server: stderr %q", stderr)
+	}
+}
+
+func TestBenchShardsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "15"}, "multiple of 10"},
+		{[]string{"--shards", "0"}, "multiple of 10"},
+		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--idle-window", "0s"}, "--idle-window"},
+		{[]string{"--settle", "-1s"}, "--settle"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"bench", "shards"}, tc.args...))
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench shards %v: err %v, want one saying %q", tc.args, err, tc.want)
+		}
 	}
 }

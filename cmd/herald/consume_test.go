@@ -18,6 +18,7 @@ import (
 	"herald/client"
 	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
+	"herald/tests/framework"
 )
 
 // consumeFixture starts a fake with topic orders holding three events, one
@@ -110,7 +111,7 @@ func TestConsumeFollowStopsOnInterrupt(t *testing.T) {
 	f, url := consumeFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "20ms"},
@@ -137,7 +138,7 @@ func TestConsumeFollowStopsOnInterrupt(t *testing.T) {
 }
 
 // waitLines waits until b holds n lines.
-func waitLines(t *testing.T, b *syncBuffer, n int) {
+func waitLines(t *testing.T, b *framework.SyncBuffer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(b.String(), "\n") < n {
@@ -301,7 +302,7 @@ func TestConsumeFollowAllowUnreadableWarnsOncePerChange(t *testing.T) {
 	f.SetUnreadable("orders", false, damagedShard(damagedReason))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms", "--allow-unreadable"},
@@ -333,7 +334,7 @@ func TestConsumeFollowAllowUnreadableWaitsForAShard(t *testing.T) {
 	f.SetUnreadable("orders", true, damagedShard(damagedReason))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms", "--allow-unreadable"},
@@ -371,7 +372,7 @@ func TestConsumeFollowRetriesWhileUnavailable(t *testing.T) {
 	f.SetFail(connect.NewError(connect.CodeUnavailable, errors.New("no leader")))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"--server", url, "consume", "orders", "--follow", "--wait", "10ms"},

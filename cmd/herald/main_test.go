@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,29 +13,12 @@ import (
 
 	"herald/internal/testkit/fakeherald"
 	heraldv1 "herald/proto/herald/v1"
+	"herald/tests/framework"
 )
 
 // eventTime is the fake server's clock, stamped on the topics and events
 // it makes. Only printed, never compared with the wall clock.
 var eventTime = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // result is what a command line printed and its exit code.
 type result struct {
@@ -48,7 +29,7 @@ type result struct {
 // runCLI runs the herald command line args in-process with stdin as its
 // standard input.
 func runCLI(ctx context.Context, stdin string, args ...string) result {
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	code := run(ctx, args, strings.NewReader(stdin), &out, &errOut)
 	return result{out.String(), errOut.String(), code}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"herald/internal/testkit"
 )
 
 func TestPprofServesOnLoopbackOnly(t *testing.T) {
@@ -23,10 +25,7 @@ func TestPprofServesOnLoopbackOnly(t *testing.T) {
 }
 
 func TestPprofServesProfiles(t *testing.T) {
-	addr, err := freeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := testkit.FreeAddr(t)
 	stop, err := startPprof(addr, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

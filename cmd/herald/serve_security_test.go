@@ -13,11 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"herald/bench/load"
 	"herald/internal/testkit"
 	"herald/internal/tlsconfig"
+	"herald/tests/framework"
 )
 
 // TestServeRefusesToRunOpenOffLoopback: without tokens, serve refuses a
@@ -148,7 +148,7 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	url := "https://" + cfg.Listen
 	withCA := []string{"--server", url, "--ca-file", certs.CAFile}
 	run := func(args ...string) result { return runCLI(context.Background(), "", args...) }
-	waitFor(t, "the server to answer", func() bool {
+	framework.WaitFor(t, "the server to answer", func() bool {
 		return run(append(withCA, "--token", admin, "topic", "list")...).code == 0
 	})
 
@@ -193,7 +193,7 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new token to be loaded", func() bool {
+	framework.WaitFor(t, "the new token to be loaded", func() bool {
 		return run(append(withCA, "--token", consumer, "consume", "orders", "--wait", "0s")...).code == 0
 	})
 	// The dashboard is served on the same port, its data behind the tokens.
@@ -222,14 +222,78 @@ func TestServeWithTLSAndTokens(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, for up to 30 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// TestClusterNodeRefusesUnauthenticatedPeersOffLoopback: with tokens, a
+// node may listen anywhere, but a cluster node's node-to-node traffic is
+// not covered by them, so it refuses a non-loopback address unless told
+// the network is trusted.
+func TestClusterNodeRefusesUnauthenticatedPeersOffLoopback(t *testing.T) {
+	cfg := defaultServeConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "0.0.0.0:0" // refused before anything is served
+	cfg.NodeID, cfg.Peers = 1, "1=127.0.0.1:7601,2=127.0.0.1:7602,3=127.0.0.1:7603"
+	cfg.TokensFile = t.TempDir() + "/tokens"
+	cli(t, "", "", "token", "create", "--scope", "admin", "--name", "ops", "--tokens-file", cfg.TokensFile)
+	var logs strings.Builder
+	err := serve(context.Background(), cfg, &logs)
+	for _, want := range []string{"not authenticated", "--peer-ca-file", "--insecure-no-auth", "loopback"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("cluster node on 0.0.0.0 with tokens: %v, want an error saying %q", err, want)
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
+		t.Errorf("the refused node wrote %d entries into its data directory", len(entries))
+	}
+}
+
+// TestPeerMutualTLSSettings: --peer-ca-file needs the node's certificate
+// and a readable CA file; a cluster node with TLS needs it; with it, a
+// cluster node may listen off loopback without --insecure-no-auth; each
+// refusal says what to do and, through serve, touches no data.
+func TestPeerMutualTLSSettings(t *testing.T) {
+	logs := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ca, certs := testkit.TestCA(t, "node1")
+	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7601}
+	everywhere := &net.TCPAddr{IP: net.IPv4zero, Port: 7601}
+
+	cfg := defaultServeConfig()
+	cfg.PeerCAFile = ca.File
+	_, err := newSecurity(cfg, loopback, logs)
+	if err == nil || !strings.Contains(err.Error(), "--peer-ca-file needs --tls-cert-file and --tls-key-file") {
+		t.Errorf("--peer-ca-file without a certificate: %v", err)
+	}
+
+	cfg.TLSCertFile, cfg.TLSKeyFile = certs[0].CertFile, certs[0].KeyFile
+	bad := testkit.WriteBadCAFiles(t)
+	for what, file := range map[string]string{"missing": bad.Missing, "a directory": bad.Dir, "empty": bad.Empty, "a key": bad.KeyOnly, "corrupt": bad.Corrupt} {
+		broken := cfg
+		broken.PeerCAFile = file
+		if _, err := newSecurity(broken, loopback, logs); err == nil || !strings.Contains(err.Error(), "--peer-ca-file") {
+			t.Errorf("a %s peer CA file: %v, want an error naming --peer-ca-file", what, err)
+		}
+	}
+
+	sec, err := newSecurity(cfg, loopback, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.checkCluster(everywhere, false); err != nil {
+		t.Errorf("a cluster node with mutual TLS on 0.0.0.0: %v", err)
+	}
+	if sec.peerScheme() != "https" {
+		t.Errorf("peers of a TLS node are dialed with %s", sec.peerScheme())
+	}
+
+	// TLS without the peer CA: the node's peers could not dial it.
+	cfg.PeerCAFile = ""
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = testkit.FreeAddr(t)
+	cfg.NodeID, cfg.Peers = 1, "1="+cfg.Listen+",2=127.0.0.1:7602,3=127.0.0.1:7603"
+	var out strings.Builder
+	err = serve(context.Background(), cfg, &out)
+	if err == nil || !strings.Contains(err.Error(), "a cluster node with TLS needs --peer-ca-file") {
+		t.Errorf("a cluster node with TLS and no peer CA: %v", err)
+	}
+	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
+		t.Errorf("the refused node wrote %d entries into its data directory", len(entries))
 	}
 }

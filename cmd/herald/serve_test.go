@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"herald/internal/testkit"
 )
 
 // loadServeArgs parses args as serve's command line and loads the settings.
@@ -197,6 +199,22 @@ func TestServeHelpNamesEverySetting(t *testing.T) {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("serve --help does not name %s:\n%s", want, r.stdout)
 			}
+		}
+	}
+}
+
+// TestServeRefusesABadSegmentSize: a segment size out of bounds is
+// refused with what to give instead, before anything is written.
+func TestServeRefusesABadSegmentSize(t *testing.T) {
+	for _, size := range []string{"-1", "100", "4095", "1073741825"} {
+		dir := t.TempDir()
+		r := runCLI(context.Background(), "", "serve", "--data-dir", dir, "--listen", testkit.FreeAddr(t), "--segment-size="+size)
+		want := "segment size " + size + ": give --segment-size (segment_size, HERALD_SEGMENT_SIZE) in bytes, from 4096 (4 KiB) to 1073741824 (1 GiB), or 0 for the default of 64 MiB"
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("serve --segment-size %s: exit %d, stderr %q; want it to say %q", size, r.code, r.stderr, want)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("serve --segment-size %s wrote %d entries in its data directory (%v), want none", size, len(entries), err)
 		}
 	}
 }

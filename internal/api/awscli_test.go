@@ -28,6 +28,9 @@ import (
 
 func awsVenv(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the AWS CLI or boto3 (Python processes); the fast tier (-short) starts no external program")
+	}
 	dir := os.Getenv("HERALD_AWS_VENV")
 	if dir == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")

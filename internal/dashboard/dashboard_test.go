@@ -104,6 +104,9 @@ func artifactDir(t *testing.T) string {
 // installs it).
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives a Chromium process; the fast tier (-short) starts no external program")
+	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("chromium is not installed (%v); run scripts/install-test-deps.sh, as make test does", err)

@@ -38,9 +38,13 @@ const rabbitmqServer = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 // rabbitmqStartTimeout bounds the broker's boot, usually 5 to 15 seconds.
 const rabbitmqStartTimeout = 90 * time.Second
 
-// StartRabbitMQ starts a RabbitMQ node and removes it when the test ends.
+// StartRabbitMQ starts a RabbitMQ node and removes it when the test ends;
+// under -short it skips the test instead.
 func StartRabbitMQ(t testing.TB) *RabbitMQ {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a RabbitMQ node; the fast tier (-short) starts no external program")
+	}
 	b, err := NewRabbitMQ()
 	if err != nil {
 		t.Fatal(err)

@@ -29,9 +29,13 @@ func TestBadArgs(t *testing.T) {
 	}
 }
 
-// buildHeraldForTest builds the herald binary that the servers run.
+// buildHeraldForTest builds the herald binary that the servers run. It
+// skips the test under -short: the fast tier starts no herald serve.
 func buildHeraldForTest(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts herald serve processes; runs without -short (make test)")
+	}
 	bin := filepath.Join(t.TempDir(), "herald")
 	if out, err := exec.Command("go", "build", "-o", bin, "herald/cmd/herald").CombinedOutput(); err != nil {
 		t.Fatalf("go build herald: %v\n%s", err, out)

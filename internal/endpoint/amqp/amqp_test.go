@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -21,6 +22,12 @@ import (
 var testBroker *testkit.RabbitMQ
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test talks to the broker, which takes seconds to boot.
+		fmt.Println("internal/endpoint/amqp: skipped under -short: its tests need a RabbitMQ node; the fast tier starts no external program")
+		os.Exit(0)
+	}
 	os.Exit(runTests(m))
 }
 
