@@ -51,31 +51,31 @@ func (b *balancer) run() {
 // check makes at most one change per shard this node leads.
 func (b *balancer) check(ctx context.Context) {
 	n, settled := b.n, b.settled
-	n.mu.RLock()
-	members, move := n.members, n.move
+	n.reg.mu.RLock()
+	members, move := n.reg.members, n.reg.move
 	if len(members) <= 1 && len(n.cfg.Members) == 1 {
 		// A node alone (started without --peers, which it needs to be
 		// given others) leads all its groups as their only replica:
 		// there is nothing to hand over or move, and with thousands of
 		// shards, nothing to visit them all for.
-		n.mu.RUnlock()
+		n.reg.mu.RUnlock()
 		return
 	}
 	var led []*shardRuntime
-	for _, s := range n.shards {
+	for _, s := range n.reg.shards {
 		if s.serves() {
 			led = append(led, s)
 		}
 	}
 	load := make(map[uint64]int)
-	for _, tr := range n.topics {
+	for _, tr := range n.reg.topics {
 		for _, s := range tr.shards {
 			for _, id := range s.replicas {
 				load[id]++
 			}
 		}
 	}
-	n.mu.RUnlock()
+	n.reg.mu.RUnlock()
 	slices.SortFunc(led, func(a, b *shardRuntime) int { return cmp.Compare(a.group, b.group) })
 	// The move and the shards' placements are of one reading of the
 	// controller: a move seen before its placement could make the shard

@@ -30,7 +30,11 @@ func TestShardsServeAsTheyOpen(t *testing.T) {
 	mustCreate(t, n, "slow", map[string]string{"shards": "4"})
 	mustCreate(t, n, "other", map[string]string{"shards": "4"})
 	publish(t, n, "slow", ev(keyFor(3, 4), "before"))
-	slowGroup := n.topics["slow"].shards[3].group
+	tr, lerr := n.reg.lookup("slow")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	slowGroup := tr.shards[3].group
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ type FetchOptions struct {
 func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (_ FetchResult, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(topicName)
+	tr, err := n.reg.lookup(topicName)
 	if err != nil {
 		return FetchResult{}, err
 	}
@@ -184,7 +184,7 @@ func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, shards []*shardR
 		if len(res.Deliveries) >= max || ctxErr != nil {
 			continue
 		}
-		got, err := n.fetchFromLeader(ctx, s, max-len(res.Deliveries), visibility)
+		got, err := n.relay.fetch(ctx, s, max-len(res.Deliveries), visibility)
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The request ends: that says nothing about the shard.
@@ -246,7 +246,7 @@ func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 			total += count
 		}
 		if len(g.leased) > 0 {
-			res, err := n.ackLeased(ctx, s.rt, g.leased, g.numbers)
+			res, err := n.relay.ack(ctx, s.rt, g.leased, g.numbers)
 			if err != nil {
 				return total, err
 			}
@@ -306,7 +306,7 @@ func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 			call.Offsets = append(slices.Clone(g.offsets), g.leased...)
 			call.Leases = append(make([]uint64, len(g.offsets)), g.numbers...)
 		}
-		if err := n.nackOnLeader(ctx, s.rt, call); err != nil {
+		if err := n.relay.nack(ctx, s.rt, call); err != nil {
 			return fmt.Errorf("nack in shard %s: %w", s.rt.name, err)
 		}
 		s.topic.events.signal()
@@ -332,7 +332,7 @@ func (n *Node) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := n.shardOf(topicName, idx)
+		s, err := n.reg.shardOf(topicName, idx)
 		if err != nil {
 			return nil, err
 		}

@@ -28,7 +28,7 @@ type DeadLetter struct {
 func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (_ []DeadLetter, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(topicName)
+	tr, err := n.reg.lookup(topicName)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []str
 
 // deadLetterTargets resolves ids to offsets per shard index; nil means all.
 func (n *Node) deadLetterTargets(topicName string, ids []string) (*topicRuntime, map[int]map[uint64]bool, error) {
-	tr, err := n.lookup(topicName)
+	tr, err := n.reg.lookup(topicName)
 	if err != nil {
 		return nil, nil, err
 	}

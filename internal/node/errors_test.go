@@ -15,15 +15,14 @@ import (
 // node's kind, keep their message and their cause, and are classified
 // once; context errors and unknown errors are left alone.
 func TestClassifyGivesEveryErrorItsKind(t *testing.T) {
-	n := &Node{}
 	cases := []struct {
 		err  error
 		kind error
 	}{
 		{fmt.Errorf("shard t.1: %w", shard.ErrQueueFull), ErrOverloaded},
-		{n.hostError("t.1", host.ErrOverloaded), ErrOverloaded},
-		{n.hostError("t.1", host.ErrNoLeader), ErrUnavailable},
-		{n.hostError("t.1", fmt.Errorf("group 3: %w", host.ErrClosed)), ErrUnavailable},
+		{hostError("t.1", host.ErrOverloaded), ErrOverloaded},
+		{hostError("t.1", host.ErrNoLeader), ErrUnavailable},
+		{hostError("t.1", fmt.Errorf("group 3: %w", host.ErrClosed)), ErrUnavailable},
 		{controller.NotFoundError("t"), ErrNotFound},
 		{fmt.Errorf("commit: %w", shard.ErrUnknownReservation), ErrNotFound},
 		{controller.ErrTopicExists, ErrExists},

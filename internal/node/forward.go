@@ -3,21 +3,10 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 
 	"herald/internal/shard"
-	"herald/internal/transport"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
-
-// A node that holds no replica of a shard (a cluster of more nodes than a
-// shard has replicas) still serves it: it relays. A write goes to one of
-// the shard's replicas (the Propose rpc), which proposes it through raft like
-// any replica; a fetch or a nack goes to a replica flagged as relayed,
-// which passes it on to the leader if it does not lead. One hop more than
-// asking a replica directly, never a loop: a relayed call is not relayed
-// again.
 
 // A shard.Result travels as a ProposeResponse. The error travels as its
 // message and the sentinel it wraps, so that the relaying node tells
@@ -94,42 +83,4 @@ func decodeAnswer(a *clusterv1.ProposeResponse) (shard.Result, error) {
 		res.Err = &remoteError{msg: a.Err, cause: cause}
 	}
 	return res, res.Err
-}
-
-// handleRelayedCalls registers the calls a node that holds no replica of
-// a shard makes on one that does.
-func (n *Node) handleRelayedCalls(h *transport.Handlers) {
-	h.Propose = func(ctx context.Context, c *clusterv1.ProposeRequest) (*clusterv1.ProposeResponse, error) {
-		rs, err := n.shardOf(c.GetTopic(), int(c.GetShard()))
-		if err != nil {
-			return encodeAnswer(shard.Result{}, err), nil
-		}
-		if !rs.rt.local {
-			return encodeAnswer(shard.Result{}, notHostedError(rs.rt)), nil // placements differ for a moment: the caller retries
-		}
-		cmd, err := shard.UnmarshalCommand(c.GetCommand())
-		if err != nil {
-			return nil, fmt.Errorf("relayed command does not decode: %w", err)
-		}
-		return encodeAnswer(n.proposeShard(ctx, rs.rt, &cmd)), nil
-	}
-}
-
-// relayTarget picks a replica of a shard this node does not hold; a
-// random one, so that relayed load spreads and a retry after a failure
-// likely tries another.
-func relayTarget(s *shardRuntime) uint64 {
-	return s.replicas[rand.IntN(len(s.replicas))]
-}
-
-// relayPropose has a replica of s propose cmd.
-func (n *Node) relayPropose(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error) {
-	to := relayTarget(s)
-	n.forwarded(ctx, "relay")
-	req := &clusterv1.ProposeRequest{Topic: s.topic, Shard: uint32(s.index), Command: cmd.AppendBinary(nil)}
-	out, err := callLeader(ctx, n, s, to, (*transport.Transport).Propose, req)
-	if err != nil {
-		return shard.Result{}, fmt.Errorf("%w (relayed to node %d, which holds the shard; the outcome is unknown: retry, with dedup ids when publishing)", err, to)
-	}
-	return decodeAnswer(out)
 }

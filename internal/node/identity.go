@@ -110,7 +110,7 @@ func (n *Node) nameCluster(ctx context.Context) error {
 	defer cancel()
 	cmd := controller.Command{Op: controller.OpNameCluster, Cluster: newClusterID(), Time: time.Now().UnixNano()}
 	if _, err := n.host.Propose(ctx, controller.ControllerGroup, host.Bytes(cmd.Marshal())); err != nil {
-		return fmt.Errorf("give the cluster an id: %w", n.hostError("controller", err))
+		return fmt.Errorf("give the cluster an id: %w", hostError("controller", err))
 	}
 	// Applying it signalled watchController, which records it.
 	return nil

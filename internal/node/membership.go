@@ -127,13 +127,7 @@ func (n *Node) connectMembers(members []controller.Member) {
 func (n *Node) localStatus() localStatus {
 	st := localStatus{Node: n.cfg.NodeID, Groups: make(map[uint64]groupLocal)}
 	st.ControllerLeader, _ = n.host.Leader(controller.ControllerGroup)
-	n.mu.RLock()
-	shards := make([]*shardRuntime, 0, len(n.shards))
-	for _, s := range n.shards {
-		shards = append(shards, s)
-	}
-	n.mu.RUnlock()
-	for _, s := range shards {
+	for _, s := range n.reg.localShards() {
 		if err := s.unservable(); err != nil {
 			st.Groups[s.group] = groupLocal{Err: err.Error()}
 			continue

@@ -65,7 +65,7 @@ func newForwardsMetric() *prometheus.CounterVec {
 // and the shards' queue depths.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.delivery
-	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards, &depthCollector{node: n}, &healthCollector{node: n}} {
+	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards.counter, &depthCollector{node: n}, &healthCollector{node: n}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register node metrics: %w", err)
 		}

@@ -38,7 +38,6 @@ import (
 	"herald/internal/host"
 	"herald/internal/push"
 	"herald/internal/shard"
-	"herald/internal/topic"
 	"herald/internal/transport"
 	"herald/internal/vfs"
 )
@@ -177,27 +176,20 @@ type Node struct {
 	reconcileMu sync.Mutex // one reconcile at a time
 	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
 
-	mu      sync.RWMutex
-	topics  map[string]*topicRuntime
-	shards  map[uint64]*shardRuntime // by group id, including broken ones
-	members []controller.Member      // as the controller records them; nil until the first membership change
-	// rebalancing: a rebalance is under way, and move the replica it
-	// moves (nil if none), as of the topics above: the cluster's status
-	// and the balancer read them together.
-	rebalancing bool
-	move        *controller.Move
+	reg *registry // the topics' and shards' runtimes, and the members
 
 	push             *push.Supervisor // the dispatchers of the push topics' shards this node leads
 	delivery         *deliveryMetrics
-	forwards         *prometheus.CounterVec // herald_forwarded_requests_total, by how (see forwarded)
-	bootEpoch        uint64                 // see bootEpochFile
-	rejoin           bool                   // the node lost its data and rejoins its cluster (see rejoining)
-	live             *liveness              // which members answer and reach this node (see liveness.go)
-	reserving        *reservationShards     // shards holding reservations (see reservations.go)
-	opening          openProgress           // of the local shards (see shardOpen)
-	booted           atomic.Bool            // every shard the node had at its start has opened, or failed to
-	opened           chan struct{}          // closed when booted is set, or the boot was cut short by Close
-	nonPersistentSeq atomic.Uint64          // non-persistent events pushed in this epoch
+	forwards         *forwards          // herald_forwarded_requests_total
+	bootEpoch        uint64             // see bootEpochFile
+	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
+	relay            *relay             // runs shard calls where they must run (see relay.go)
+	live             *liveness          // which members answer and reach this node (see liveness.go)
+	reserving        *reservationShards // shards holding reservations (see reservations.go)
+	opening          openProgress       // of the local shards (see shardOpen)
+	booted           atomic.Bool        // every shard the node had at its start has opened, or failed to
+	opened           chan struct{}      // closed when booted is set, or the boot was cut short by Close
+	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
 	identity  datadir.Identity // whose the data directory is; see learnCluster for who changes it
@@ -277,10 +269,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		host:     h,
 		ctrl:     newControllerMachine(),
 		guard:    guard,
-		topics:   make(map[string]*topicRuntime),
-		shards:   make(map[uint64]*shardRuntime),
+		reg:      newRegistry(),
 		delivery: newDeliveryMetrics(),
-		forwards: newForwardsMetric(),
+		forwards: &forwards{counter: newForwardsMetric()},
 		stop:     make(chan struct{}),
 
 		lock:      lock,
@@ -290,6 +281,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		live:      live,
 		opened:    make(chan struct{}),
 		reserving: newReservationShards(),
+	}
+	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
+	if cfg.Transport != nil {
+		n.relay.peers = cfg.Transport
 	}
 	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
 		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency})
@@ -482,9 +477,7 @@ func (n *Node) BrokenShards() map[string]error {
 		// them all was a fifth of a boot's CPU under a client polling it.
 		return out
 	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	for _, s := range n.shards {
+	for _, s := range n.reg.localShards() {
 		if err := s.openErr(); err != nil {
 			out[s.name] = err
 		}
@@ -595,9 +588,9 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 
 	p := &reconcilePlan{wanted: make(map[uint64]*shardRuntime)}
 	newTopics := make(map[string]*topicRuntime, len(topics))
-	n.mu.RLock()
+	n.reg.mu.RLock()
 	for _, t := range topics {
-		tr := n.topics[t.Name]
+		tr := n.reg.topics[t.Name]
 		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
 			tr = newTopicRuntime(t, n.cfg.NodeID)
 		} else {
@@ -611,7 +604,7 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 		}
 	}
 	for id, s := range p.wanted {
-		if _, ok := n.shards[id]; !ok {
+		if _, ok := n.reg.shards[id]; !ok {
 			// A new runtime (a new topic's, or a copy for a replica moved
 			// here): no request path reads it yet.
 			s.open = n.opening.start()
@@ -623,22 +616,22 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id, s.leases)}))
 		}
 	}
-	for id, s := range n.shards {
+	for id, s := range n.reg.shards {
 		if _, ok := p.wanted[id]; !ok {
 			p.toRemove = append(p.toRemove, s)
 		}
 	}
-	n.mu.RUnlock()
+	n.reg.mu.RUnlock()
 
-	n.mu.Lock()
+	n.reg.mu.Lock()
 	// A shard already open keeps its runtime (wanted holds the same pointer);
 	// a new id means a new topic, whose runtime is new.
 	for id, s := range p.wanted {
-		n.shards[id] = s
+		n.reg.shards[id] = s
 	}
-	n.topics = newTopics
-	n.members, n.rebalancing, n.move = members, rebalancing, move
-	n.mu.Unlock()
+	n.reg.topics = newTopics
+	n.reg.members, n.reg.rebalancing, n.reg.move = members, rebalancing, move
+	n.reg.mu.Unlock()
 	n.connectMembers(members)
 	return p, nil
 }
@@ -663,18 +656,18 @@ func (n *Node) finishReconcile(ctx context.Context, p *reconcilePlan) {
 			}
 		}
 	}
-	n.mu.Lock()
+	n.reg.mu.Lock()
 	for _, s := range p.toRemove {
-		delete(n.shards, s.group)
+		delete(n.reg.shards, s.group)
 		s.open.forget()
 	}
-	n.mu.Unlock()
+	n.reg.mu.Unlock()
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,
 	// and once per start for what a crash left between deleting a topic
 	// and its data.
 	if !n.swept || slices.ContainsFunc(p.toRemove, func(s *shardRuntime) bool { return s.openErr() != nil }) {
-		if err := n.host.SweepGroupDirs(n.hasShard); err != nil {
+		if err := n.host.SweepGroupDirs(n.reg.hasShard); err != nil {
 			n.log.Error("remove the data of deleted shards", "err", err)
 		} else {
 			n.swept = true
@@ -685,29 +678,6 @@ func (n *Node) finishReconcile(ctx context.Context, p *reconcilePlan) {
 	default:
 		n.push.Sync()
 	}
-}
-
-// hasShard reports whether the group is one of this node's shards,
-// whether it serves or could not be opened.
-func (n *Node) hasShard(group uint64) bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	_, ok := n.shards[group]
-	return ok
-}
-
-// lookup returns the runtime of a topic.
-func (n *Node) lookup(name string) (*topicRuntime, error) {
-	if err := topic.ValidateName(name); err != nil {
-		return nil, err
-	}
-	n.mu.RLock()
-	tr := n.topics[name]
-	n.mu.RUnlock()
-	if tr == nil {
-		return nil, controller.NotFoundError(name)
-	}
-	return tr, nil
 }
 
 // proposeShard sends a shard command to its group, or, on a node that
@@ -728,7 +698,7 @@ func (n *Node) startShard(ctx context.Context, s *shardRuntime, cmd *shard.Comma
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			res, err = n.relayPropose(ctx, s, cmd)
+			res, err = n.relay.propose(ctx, s, cmd)
 		}()
 		return func() (shard.Result, error) {
 			<-done
@@ -739,12 +709,12 @@ func (n *Node) startShard(ctx context.Context, s *shardRuntime, cmd *shard.Comma
 		return func() (shard.Result, error) { return shard.Result{}, err }
 	}
 	if leader, _ := n.host.Leader(s.group); leader != 0 && leader != n.cfg.NodeID {
-		n.forwarded(ctx, "raft")
+		n.forwards.count(ctx, "raft")
 	}
 	p := n.host.Start(ctx, s.group, cmd)
 	return func() (shard.Result, error) {
 		r, err := p.Wait(ctx)
-		return n.shardResult(s, r, err)
+		return shardResult(s, r, err)
 	}
 }
 
@@ -755,19 +725,20 @@ func (n *Node) proposeAsLeader(ctx context.Context, s *shardRuntime, cmd *shard.
 		return shard.Result{}, err
 	}
 	r, err := n.host.ProposeAsLeader(ctx, s.group, cmd)
-	return n.shardResult(s, r, err)
+	return shardResult(s, r, err)
 }
 
 // shardResult unwraps what the host answered a shard command.
-func (n *Node) shardResult(s *shardRuntime, r any, err error) (shard.Result, error) {
+func shardResult(s *shardRuntime, r any, err error) (shard.Result, error) {
 	if err != nil {
-		return shard.Result{}, n.hostError(s.name, err)
+		return shard.Result{}, hostError(s.name, err)
 	}
 	res := r.(shard.Result)
 	return res, res.Err
 }
 
-func (n *Node) hostError(group string, err error) error {
+// hostError is err, from the host about group, as the node reports it.
+func hostError(group string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err

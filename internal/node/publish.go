@@ -26,7 +26,7 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	events := shardEvents(in)
 	dedup := dedupIDs(in)
 
-	tr, err := n.lookup(topicName)
+	tr, err := n.reg.lookup(topicName)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ type Reservation struct {
 func (n *Node) Reserve(ctx context.Context, topicName, key string, bytes int64, count int) (_ Reservation, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(topicName)
+	tr, err := n.reg.lookup(topicName)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -214,7 +214,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 	defer classify(&err)
 	events := shardEvents(in)
 
-	s, rid, err := n.reservationShard(reservationID)
+	s, rid, err := n.reg.reservationShard(reservationID)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 func (n *Node) Abort(ctx context.Context, reservationID string) (err error) {
 	defer classify(&err)
 
-	s, rid, err := n.reservationShard(reservationID)
+	s, rid, err := n.reg.reservationShard(reservationID)
 	if err != nil {
 		return err
 	}
@@ -265,32 +265,6 @@ func (n *Node) Abort(ctx context.Context, reservationID string) (err error) {
 		return fmt.Errorf("abort reservation %s: %w", reservationID, err)
 	}
 	return nil
-}
-
-type resolvedShard struct {
-	topic      *topicRuntime
-	rt         *shardRuntime
-	shardCount int
-}
-
-func (n *Node) reservationShard(id string) (resolvedShard, uint64, error) {
-	topicName, idx, rid, err := topic.ParseReservationID(id)
-	if err != nil {
-		return resolvedShard{}, 0, err
-	}
-	s, err := n.shardOf(topicName, idx)
-	return s, rid, err
-}
-
-func (n *Node) shardOf(topicName string, idx int) (resolvedShard, error) {
-	tr, err := n.lookup(topicName)
-	if err != nil {
-		return resolvedShard{}, err
-	}
-	if idx < 0 || idx >= len(tr.shards) {
-		return resolvedShard{}, fmt.Errorf("%w: topic %q has %d shards, there is no shard %d", ErrNotFound, topicName, len(tr.shards), idx)
-	}
-	return resolvedShard{topic: tr, rt: tr.shards[idx], shardCount: len(tr.shards)}, nil
 }
 
 // expireReservations periodically asks the shards this node leads that
@@ -312,15 +286,13 @@ func (n *Node) expireReservations() {
 			continue
 		}
 		var shards []*shardRuntime
-		n.mu.RLock()
 		for _, g := range groups {
-			if s, ok := n.shards[g]; ok && s.serves() {
+			if s, ok := n.reg.shard(g); ok && s.serves() {
 				shards = append(shards, s)
 			} else if !ok {
 				n.reserving.remove(g) // its topic was deleted
 			}
 		}
-		n.mu.RUnlock()
 		cutoff := time.Now().Add(-n.cfg.ReservationTimeout).UnixNano()
 		for _, s := range shards {
 			n.expireShard(s, cutoff)
@@ -329,7 +301,7 @@ func (n *Node) expireReservations() {
 }
 
 func (n *Node) expireShard(s *shardRuntime, cutoff int64) {
-	if !n.leads(s) {
+	if !n.relay.leads(s) {
 		return
 	}
 	var oldest int64

@@ -16,10 +16,10 @@ type pushSource struct{ n *Node }
 
 func (ps pushSource) PushTopics() []push.Topic {
 	n := ps.n
-	n.mu.RLock()
-	defer n.mu.RUnlock()
+	n.reg.mu.RLock()
+	defer n.reg.mu.RUnlock()
 	var out []push.Topic
-	for name, tr := range n.topics {
+	for name, tr := range n.reg.topics {
 		if tr.info.Attributes.PushEndpoint == "" {
 			continue
 		}
@@ -34,10 +34,8 @@ func (ps pushSource) PushTopics() []push.Topic {
 
 func (ps pushSource) ShardOfGroup(group uint64) (string, push.Shard, bool) {
 	n := ps.n
-	n.mu.RLock()
-	s := n.shards[group]
-	n.mu.RUnlock()
-	if s == nil {
+	s, ok := n.reg.shard(group)
+	if !ok {
 		return "", nil, false
 	}
 	return s.topic, shardLog{n, s}, true

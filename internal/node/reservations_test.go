@@ -36,7 +36,7 @@ func TestOnlyShardsHoldingReservationsAreChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := n.reservationShard(r.ID)
+	s, _, err := n.reg.reservationShard(r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestReservationsExpireAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := n.reservationShard(r.ID)
+	s, _, err := n.reg.reservationShard(r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"herald/internal/controller"
 )
 
@@ -38,13 +40,11 @@ type ShardLeader struct {
 // only this node's memory: a client may ask it whenever its map is stale.
 func (n *Node) ShardLeaders(name string) (_ []ShardLeader, err error) {
 	defer classify(&err)
-	tr, err := n.lookup(name)
+	tr, err := n.reg.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	n.mu.RLock()
-	members := n.members
-	n.mu.RUnlock()
+	members, _ := n.reg.cluster()
 	addr := n.addressBook(members)
 	out := make([]ShardLeader, len(tr.shards))
 	for i, s := range tr.shards {
@@ -81,20 +81,25 @@ func (n *Node) addressBook(members []controller.Member) map[uint64]string {
 type forwardReportKey struct{}
 
 // ForwardReport returns a context under which the node records whether it
-// forwarded any part of the request to another node (see forwarded), and
+// forwarded any part of the request to another node (see forwards), and
 // a function that reports it once the request is done.
 func ForwardReport(ctx context.Context) (context.Context, func() bool) {
 	var f atomic.Bool
 	return context.WithValue(ctx, forwardReportKey{}, &f), f.Load
 }
 
-// forwarded counts a request this node passes to another, by how: "raft"
-// (a follower's proposal, which raft hands to the leader), "relay" (to a
-// replica, from a node that holds none), "fetch", "nack" or "ack" (an ack
-// by receipt; to the shard's leader, where pull leases live).
-func (n *Node) forwarded(ctx context.Context, how string) {
-	n.forwards.WithLabelValues(how).Inc()
-	if f, ok := ctx.Value(forwardReportKey{}).(*atomic.Bool); ok {
-		f.Store(true)
+// forwards counts the requests this node passes to another, by how:
+// "raft" (a follower's proposal, which raft hands to the leader), "relay"
+// (to a replica, from a node that holds none), "fetch", "nack" or "ack"
+// (an ack by receipt; to the shard's leader, where pull leases live).
+type forwards struct {
+	counter *prometheus.CounterVec // herald_forwarded_requests_total
+}
+
+// count counts one forward, and says so in ctx's ForwardReport.
+func (f *forwards) count(ctx context.Context, how string) {
+	f.counter.WithLabelValues(how).Inc()
+	if r, ok := ctx.Value(forwardReportKey{}).(*atomic.Bool); ok {
+		r.Store(true)
 	}
 }

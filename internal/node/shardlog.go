@@ -56,7 +56,7 @@ func (l shardLog) consumer() consume.Shard {
 func (l shardLog) View(ctx context.Context, f func(*shard.Machine)) error {
 	err := l.n.host.View(ctx, l.s.group, func(sm host.StateMachine, _ uint64) { f(machineOf(sm)) })
 	if err != nil {
-		return l.n.hostError(l.s.name, err)
+		return hostError(l.s.name, err)
 	}
 	return nil
 }
@@ -75,9 +75,9 @@ func (l shardLog) Entry(offset, index uint64) (shard.Command, error) {
 
 func (l shardLog) ReadBarrier(ctx context.Context) error {
 	if err := l.n.host.ReadBarrier(ctx, l.s.group); err != nil {
-		return l.n.hostError(l.s.name, err)
+		return hostError(l.s.name, err)
 	}
 	return nil
 }
 
-func (l shardLog) Leads() bool { return l.n.leads(l.s) }
+func (l shardLog) Leads() bool { return l.n.relay.leads(l.s) }

@@ -67,13 +67,8 @@ type ClusterStatus struct {
 func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
 	defer classify(&err)
 
-	n.mu.RLock()
-	members, rebalancing := n.members, n.rebalancing
-	topics := make([]*topicRuntime, 0, len(n.topics))
-	for _, tr := range n.topics {
-		topics = append(topics, tr)
-	}
-	n.mu.RUnlock()
+	members, rebalancing := n.reg.cluster()
+	topics := n.reg.topicList()
 	slices.SortFunc(topics, func(a, b *topicRuntime) int { return cmp.Compare(a.info.Name, b.info.Name) })
 
 	nodes := memberStatus(&n.cfg, members)

@@ -43,7 +43,7 @@ func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]st
 func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[string]string) (_ Topic, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(name)
+	tr, err := n.reg.lookup(name)
 	if err != nil {
 		return Topic{}, err
 	}
@@ -68,7 +68,7 @@ func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[st
 func (n *Node) DeleteTopic(ctx context.Context, name string) (err error) {
 	defer classify(&err)
 
-	if _, err := n.lookup(name); err != nil {
+	if _, err := n.reg.lookup(name); err != nil {
 		return err
 	}
 	_, err = n.proposeController(ctx, controller.Command{Op: "delete", Name: name, Time: time.Now().UnixNano()})
@@ -79,7 +79,7 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) (err error) {
 func (n *Node) GetTopic(name string) (_ Topic, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(name)
+	tr, err := n.reg.lookup(name)
 	if err != nil {
 		return Topic{}, err
 	}
@@ -88,12 +88,11 @@ func (n *Node) GetTopic(name string) (_ Topic, err error) {
 
 // ListTopics returns every topic, sorted by name.
 func (n *Node) ListTopics() []Topic {
-	n.mu.RLock()
-	out := make([]Topic, 0, len(n.topics))
-	for _, tr := range n.topics {
+	topics := n.reg.topicList()
+	out := make([]Topic, 0, len(topics))
+	for _, tr := range topics {
 		out = append(out, topicOf(tr.info))
 	}
-	n.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -103,7 +102,7 @@ func (n *Node) ListTopics() []Topic {
 func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (controller.Topic, error) {
 	r, err := n.host.Propose(ctx, controller.ControllerGroup, host.Bytes(cmd.Marshal()))
 	if err != nil {
-		return controller.Topic{}, n.hostError("controller", err)
+		return controller.Topic{}, hostError("controller", err)
 	}
 	res := r.(controller.Result)
 	if res.Err != nil {
@@ -144,7 +143,7 @@ type TopicStats struct {
 func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err error) {
 	defer classify(&err)
 
-	tr, err := n.lookup(name)
+	tr, err := n.reg.lookup(name)
 	if err != nil {
 		return TopicStats{}, err
 	}
