@@ -352,7 +352,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.wg.Go(n.watchDisk)
 	}
 	n.wg.Go(n.watchController)
-	n.wg.Go(n.expireReservations)
+	expiry := &reservationExpiry{timeout: cfg.ReservationTimeout, reserving: n.reserving, log: cfg.Logger, now: time.Now,
+		shards: groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}}
+	n.wg.Go(func() { expiry.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(n.checkLiveness)

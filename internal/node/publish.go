@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"herald/internal/host"
 	"herald/internal/shard"
 	"herald/internal/topic"
 )
@@ -265,60 +264,4 @@ func (n *Node) Abort(ctx context.Context, reservationID string) (err error) {
 		return fmt.Errorf("abort reservation %s: %w", reservationID, err)
 	}
 	return nil
-}
-
-// expireReservations periodically asks the shards this node leads that
-// hold reservations (see reservations.go) to drop those older than the
-// timeout. The cutoff travels in the command, so every replica drops the
-// same ones.
-func (n *Node) expireReservations() {
-	period := min(n.cfg.ReservationTimeout/4, time.Second)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
-		groups := n.reserving.list()
-		if len(groups) == 0 {
-			continue
-		}
-		var shards []*shardRuntime
-		for _, g := range groups {
-			if s, ok := n.reg.shard(g); ok && s.serves() {
-				shards = append(shards, s)
-			} else if !ok {
-				n.reserving.remove(g) // its topic was deleted
-			}
-		}
-		cutoff := time.Now().Add(-n.cfg.ReservationTimeout).UnixNano()
-		for _, s := range shards {
-			n.expireShard(s, cutoff)
-		}
-	}
-}
-
-func (n *Node) expireShard(s *shardRuntime, cutoff int64) {
-	if !n.relay.leads(s) {
-		return
-	}
-	var oldest int64
-	var any bool
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
-		m := sm.(*shardMachine)
-		if oldest, any = m.OldestReservation(); !any {
-			m.untrack()
-		}
-	})
-	if !any || oldest >= cutoff {
-		return
-	}
-	cmd := shard.Command{Op: shard.OpExpire, OlderThan: cutoff}
-	if _, err := n.proposeShard(ctx, s, &cmd); err != nil {
-		n.log.Warn("expire reservations", "shard", s.name, "err", err)
-	}
 }

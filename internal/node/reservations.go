@@ -19,7 +19,7 @@ import (
 // shard.Machine that puts its group in the node's set of shards holding
 // reservations when it applies or restores one. Only the group's
 // goroutine calls it (Apply, Restore, and View functions), so tracked
-// needs no lock, and a shard leaves the set (expireShard, in a View) in
+// needs no lock, and a shard leaves the set (groupReservations.oldestReservation, in a View) in
 // order with the applies that put it there.
 type shardMachine struct {
 	*shard.Machine
