@@ -25,7 +25,7 @@ func (n *Node) handleCalls(h *transport.Handlers) {
 		return &clusterv1.StartedResponse{Started: err == nil && st.Applied > 1}, nil
 	}
 	n.relay.handle(h)
-	n.handlePing(h)
+	n.live.handle(h)
 }
 
 // withRepair lets a replicated group be rebuilt from its peers when its

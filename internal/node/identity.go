@@ -132,6 +132,6 @@ func (n *Node) checkPeersCluster(ctx context.Context) error {
 	if n.cfg.Transport == nil || n.identity.Cluster == "" {
 		return nil
 	}
-	n.pingOthers(ctx, 2*time.Second) // the transport compares the answers' cluster ids
+	n.live.pingOthers(ctx, 2*time.Second) // the transport compares the answers' cluster ids
 	return n.foreignPeer()
 }

@@ -2,6 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,12 +27,25 @@ const (
 )
 
 // liveness records when each member last answered a ping of this node's
-// and when it last pinged this node.
+// and when it last pinged this node; it pings the other members, answers
+// their pings, and tells the host of a member that stopped being alive.
 type liveness struct {
 	mu       sync.Mutex
 	answered map[uint64]time.Time
 	pinged   map[uint64]time.Time
 	now      func() time.Time
+
+	self      uint64
+	members   []uint64          // every member, this node included (Config.Members)
+	addresses map[uint64]string // the members' addresses, for the log
+	pinger    pinger            // nil when the node runs alone
+	peerDown  func(id uint64)   // host.PeerDown
+	log       *slog.Logger
+}
+
+// pinger sends the Ping rpc (transport.Transport's).
+type pinger interface {
+	Ping(ctx context.Context, to uint64, req *clusterv1.PingRequest) (*clusterv1.PingResponse, error)
 }
 
 func newLiveness() *liveness {
@@ -53,51 +69,51 @@ func (l *liveness) note(m map[uint64]time.Time, node uint64) {
 	l.mu.Unlock()
 }
 
-// handlePing answers other members' liveness checks, and notes that the
+// handle answers other members' liveness checks, and notes that the
 // member that sent one reaches this node.
-func (n *Node) handlePing(h *transport.Handlers) {
+func (l *liveness) handle(h *transport.Handlers) {
 	h.Ping = func(_ context.Context, req *clusterv1.PingRequest) (*clusterv1.PingResponse, error) {
 		if from := req.GetFrom(); from != 0 {
-			n.live.note(n.live.pinged, from)
+			l.note(l.pinged, from)
 		}
 		return &clusterv1.PingResponse{}, nil
 	}
 }
 
-// checkLiveness pings the other members until the node stops, one
-// goroutine per member, so that a dead one delays no other.
-func (n *Node) checkLiveness() {
-	if n.cfg.Transport == nil {
+// run pings the other members until stop is closed, one goroutine per
+// member, so that a dead one delays no other.
+func (l *liveness) run(stop <-chan struct{}) {
+	if l.pinger == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		<-n.stop
+		<-stop
 		cancel()
 	})
-	for _, id := range n.cfg.Members {
-		if id != n.cfg.NodeID {
-			wg.Go(func() { n.pingMember(ctx, id) })
+	for _, id := range l.members {
+		if id != l.self {
+			wg.Go(func() { l.pingMember(ctx, id) })
 		}
 	}
 	wg.Wait()
 }
 
-func (n *Node) pingMember(ctx context.Context, id uint64) {
+func (l *liveness) pingMember(ctx context.Context, id uint64) {
 	t := time.NewTicker(livenessInterval)
 	defer t.Stop()
 	wasAlive := false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, livenessWindow/2)
-		_, err := n.cfg.Transport.Ping(pctx, id, &clusterv1.PingRequest{From: n.cfg.NodeID})
+		_, err := l.pinger.Ping(pctx, id, &clusterv1.PingRequest{From: l.self})
 		cancel()
 		if err == nil {
-			n.live.note(n.live.answered, id)
+			l.note(l.answered, id)
 		}
-		alive := n.live.alive(id)
+		alive := l.alive(id)
 		if wasAlive && !alive {
-			n.host.PeerDown(id)
+			l.peerDown(id)
 		}
 		wasAlive = alive
 		select {
@@ -106,4 +122,54 @@ func (n *Node) pingMember(ctx context.Context, id uint64) {
 		case <-t.C:
 		}
 	}
+}
+
+// peerWaitLogEvery is how often a node waiting at its start for a
+// majority of its cluster says whom it waits for: without it, a node
+// started before the others said nothing until it gave up.
+const peerWaitLogEvery = 3 * time.Second
+
+// pingOthers pings every other member at once, each within timeout, and
+// returns what each answered.
+func (l *liveness) pingOthers(ctx context.Context, timeout time.Duration) map[uint64]error {
+	var mu sync.Mutex
+	errs := make(map[uint64]error)
+	var wg sync.WaitGroup
+	for _, id := range l.members {
+		if id == l.self {
+			continue
+		}
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_, err := l.pinger.Ping(pctx, id, &clusterv1.PingRequest{From: l.self})
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// logPeerWait logs which of the other members answer a ping and which do
+// not, while the controller has no leader.
+func (l *liveness) logPeerWait(ctx context.Context, since time.Time) {
+	if l.pinger == nil {
+		return
+	}
+	var answering, silent []string
+	for id, err := range l.pingOthers(ctx, livenessWindow/2) {
+		peer := fmt.Sprintf("%d=%s", id, l.addresses[id])
+		if err != nil {
+			silent = append(silent, peer)
+		} else {
+			answering = append(answering, peer)
+		}
+	}
+	slices.Sort(silent)
+	slices.Sort(answering)
+	l.log.Info("starting: waiting for a majority of --peers to elect the controller's leader",
+		"majority", len(l.members)/2+1, "waiting_for", silent, "answering", answering,
+		"waited", time.Since(since).Round(time.Second))
 }

@@ -255,14 +255,17 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Registerer:    cfg.Registerer,
 	}
 	live := newLiveness()
+	live.self, live.members, live.addresses, live.log = cfg.NodeID, cfg.Members, cfg.Addresses, cfg.Logger
 	if cfg.Transport != nil {
 		hc.Transport = cfg.Transport
 		hc.PeerAlive = live.alive
+		live.pinger = cfg.Transport
 	}
 	h, err := host.New(hc)
 	if err != nil {
 		return nil, err
 	}
+	live.peerDown = h.PeerDown
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -357,7 +360,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.wg.Go(func() { expiry.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
 	n.wg.Go(newBalancer(n).run)
-	n.wg.Go(n.checkLiveness)
+	n.wg.Go(func() { live.run(n.stop) })
 	return n, nil
 }
 
@@ -435,7 +438,7 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 	nextLog := start.Add(peerWaitLogEvery)
 	for {
 		if time.Now().After(nextLog) {
-			n.logPeerWait(ctx, start)
+			n.live.logPeerWait(ctx, start)
 			nextLog = time.Now().Add(peerWaitLogEvery)
 		}
 		st, err := n.host.GroupStatus(controller.ControllerGroup)
