@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"herald/internal/controller"
-	"herald/internal/host"
 	"herald/internal/transport"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
@@ -69,8 +68,7 @@ func (n *Node) handleMembershipCalls(h *transport.Handlers) {
 	h.Join = func(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
 		id := req.GetNode()
 		a := &clusterv1.JoinResponse{}
-		err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
-			c := sm.(*controllerMachine)
+		err := n.ctrlGroup.view(ctx, func(c *controllerMachine) {
 			a.Founders = c.Founders()
 			a.Member = slices.ContainsFunc(c.Members(), func(m controller.Member) bool { return m.ID == id && !m.Draining })
 		})

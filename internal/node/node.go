@@ -167,11 +167,12 @@ const (
 
 // Node is a running herald node.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	host  *host.Host
-	ctrl  *controllerMachine
-	guard *endpoint.Guard // what push endpoints may reach
+	cfg       Config
+	log       *slog.Logger
+	host      *host.Host
+	ctrl      *controllerMachine
+	ctrlGroup controllerGroup // the controller's group on host
+	guard     *endpoint.Guard // what push endpoints may reach
 
 	reconcileMu sync.Mutex // one reconcile at a time
 	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
@@ -192,7 +193,7 @@ type Node struct {
 	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
-	identity  datadir.Identity // whose the data directory is; see learnCluster for who changes it
+	identity  *clusterIdentity // whose the data directory is
 	disk      *diskAlarm       // refuses new events while the data directory's disk is short of space
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -267,18 +268,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	live.peerDown = h.PeerDown
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		host:     h,
-		ctrl:     newControllerMachine(),
-		guard:    guard,
-		reg:      newRegistry(),
-		delivery: newDeliveryMetrics(),
-		forwards: &forwards{counter: newForwardsMetric()},
-		stop:     make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		host:      h,
+		ctrl:      newControllerMachine(),
+		ctrlGroup: controllerGroup{host: h, self: cfg.NodeID},
+		guard:     guard,
+		reg:       newRegistry(),
+		delivery:  newDeliveryMetrics(),
+		forwards:  &forwards{counter: newForwardsMetric()},
+		stop:      make(chan struct{}),
 
 		lock:      lock,
-		identity:  identity,
 		disk:      newDiskAlarm(cfg),
 		bootEpoch: epoch,
 		live:      live,
@@ -288,6 +289,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
 	if cfg.Transport != nil {
 		n.relay.peers = cfg.Transport
+	}
+	n.identity = &clusterIdentity{dir: cfg.DataDir, id: identity, ctrl: n.ctrlGroup,
+		pingOthers: live.pingOthers, log: cfg.Logger}
+	if cfg.Transport != nil {
+		n.identity.peers = cfg.Transport
 	}
 	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
 		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency})
@@ -309,7 +315,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if !cfg.Join {
 		n.rejoin = n.rejoining(ctx, epoch)
 	}
-	if err := n.checkPeersCluster(ctx); err != nil {
+	if err := n.identity.checkPeers(ctx); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -330,7 +336,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		h.Close()
 		return nil, err
 	}
-	if err := n.learnCluster(ctx); err != nil {
+	if err := n.identity.learn(ctx); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -448,7 +454,7 @@ func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
 		if st.Err != nil {
 			return fmt.Errorf("controller: %w", st.Err)
 		}
-		if err := n.foreignPeer(); err != nil {
+		if err := n.identity.foreign(); err != nil {
 			return err
 		}
 		if st.Leader != 0 && st.Applied >= st.LastIndex && !st.Rebuilding {
@@ -529,23 +535,17 @@ func (n *Node) watchController() {
 			if err := n.reconcile(ctx); err != nil {
 				n.log.Error("reconcile shards with the controller", "err", err)
 			}
-			n.learnClusterOrLog(ctx)
+			n.identity.learnOrLog(ctx)
 			cancel()
 		case <-unnamed.C:
-			if n.identity.Cluster != "" {
+			if n.identity.named() {
 				unnamed.Stop()
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			n.learnClusterOrLog(ctx)
+			n.identity.learnOrLog(ctx)
 			cancel()
 		}
-	}
-}
-
-func (n *Node) learnClusterOrLog(ctx context.Context) {
-	if err := n.learnCluster(ctx); err != nil {
-		n.log.Error("learn the cluster's id", "err", err)
 	}
 }
 
@@ -580,12 +580,10 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 	var members []controller.Member
 	var rebalancing bool
 	var move *controller.Move
-	if err := n.host.View(ctx, controller.ControllerGroup, func(sm host.StateMachine, _ uint64) {
-		topics = sm.(*controllerMachine).Topics()
-		members = sm.(*controllerMachine).Members()
-		rebalancing = sm.(*controllerMachine).Rebalancing()
-		if m, ok := sm.(*controllerMachine).CurrentMove(); ok {
-			move = &m
+	if err := n.ctrlGroup.view(ctx, func(m *controllerMachine) {
+		topics, members, rebalancing = m.Topics(), m.Members(), m.Rebalancing()
+		if mv, ok := m.CurrentMove(); ok {
+			move = &mv
 		}
 	}); err != nil {
 		return nil, fmt.Errorf("read topics from the controller: %w", err)

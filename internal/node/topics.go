@@ -100,11 +100,10 @@ func (n *Node) ListTopics() []Topic {
 // proposeController replicates a controller command, then brings local
 // shards in line before returning so the caller can use the topic at once.
 func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (controller.Topic, error) {
-	r, err := n.host.Propose(ctx, controller.ControllerGroup, host.Bytes(cmd.Marshal()))
+	res, err := n.ctrlGroup.propose(ctx, cmd)
 	if err != nil {
-		return controller.Topic{}, hostError("controller", err)
+		return controller.Topic{}, err
 	}
-	res := r.(controller.Result)
 	if res.Err != nil {
 		return controller.Topic{}, res.Err
 	}
