@@ -202,7 +202,7 @@ func (b *balanceCheck) controller(ctx context.Context, members []controller.Memb
 		n.log.Info("handing the leadership over before this node's replica goes", "group", group, "to", c.Node)
 	case balance.ForgetNode:
 		n.log.Info("a drained node left the cluster", "node", c.Node)
-		err := n.proposeMembership(ctx, controller.Command{Op: controller.OpForgetNode, Node: c.Node})
+		_, err := n.proposeController(ctx, n.membership.command(controller.Command{Op: controller.OpForgetNode, Node: c.Node}))
 		if errors.Is(err, controller.ErrNodeNotFound) {
 			err = nil
 		}

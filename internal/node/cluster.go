@@ -2,73 +2,23 @@ package node
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"herald/internal/controller"
 	"herald/internal/host"
 	"herald/internal/shard"
-	"herald/internal/transport"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
-// handleCalls registers what peers may call on this node.
-func (n *Node) handleCalls(h *transport.Handlers) {
-	// A replica installing a snapshot fetches the entries it needs; a
-	// rebuilt one asks to be re-added.
-	h.Entries = n.host.ServeEntries
-	h.Readd = n.host.ServeReadd
-	h.Started = func(context.Context, *clusterv1.StartedRequest) (*clusterv1.StartedResponse, error) {
-		st, err := n.host.GroupStatus(controller.ControllerGroup)
-		return &clusterv1.StartedResponse{Started: err == nil && st.Applied > 1}, nil
-	}
-	n.relay.handle(h)
-	n.live.handle(h)
-}
-
 // withRepair lets a replicated group be rebuilt from its peers when its
 // files are damaged, and, on a node that rejoins its cluster after losing
-// its data directory, creates it as a rebuilt replica.
-func (n *Node) withRepair(gc host.GroupConfig) host.GroupConfig {
+// its data directory (rejoin, see membership.rejoining), creates it as a
+// rebuilt replica.
+func withRepair(gc host.GroupConfig, rejoin bool) host.GroupConfig {
 	gc.RepairFromPeers = len(gc.Peers) > 1
-	gc.Rejoin = n.rejoin
+	gc.Rejoin = rejoin
 	return gc
-}
-
-// rejoining reports whether a node starting on an empty data directory
-// (epoch 1) joins a cluster that has run before, which means that this
-// node's replicas, if it had any, are lost: asking every other member,
-// one answer suffices. With no member reachable it cannot tell, and
-// starts as a new node.
-func (n *Node) rejoining(ctx context.Context, epoch uint64) bool {
-	if epoch != 1 || len(n.cfg.Members) < 2 || n.cfg.Transport == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs first: the calls still out return at once
-	answers := make(chan bool, len(n.cfg.Members))
-	asked := 0
-	for _, id := range n.cfg.Members {
-		if id == n.cfg.NodeID {
-			continue
-		}
-		asked++
-		wg.Go(func() {
-			out, err := n.cfg.Transport.Started(ctx, id, &clusterv1.StartedRequest{})
-			answers <- err == nil && out.GetStarted()
-		})
-	}
-	for range asked {
-		if <-answers {
-			n.log.Warn("this node's data directory is new but its cluster has run before: its replicas are rebuilt from the other nodes, and stay out of elections until they have caught up")
-			return true
-		}
-	}
-	return false
 }
 
 // deliveriesToWire is a fetch's answer as the Fetch rpc carries it.

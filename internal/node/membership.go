@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"herald/internal/controller"
+	"herald/internal/host"
 	"herald/internal/transport"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
@@ -57,18 +60,52 @@ func localStatusFromWire(in *clusterv1.LocalStatusResponse) localStatus {
 	return st
 }
 
+// membership is the node's side of the calls nodes make on each other
+// about the cluster's membership: its own status (LocalStatus), joining
+// (Join), whether the cluster has run before (Started), and the
+// connections to members added after the start.
+type membership struct {
+	self    uint64
+	members []uint64    // --peers: every member the node started with, itself included
+	peers   memberPeers // nil when the node runs alone
+	ctrl    controllerGroup
+	groups  groupStatuses
+	shards  func() []*shardRuntime // this node's shards (registry.localShards)
+	log     *slog.Logger
+}
+
+// memberPeers are the rpcs membership makes on other nodes, and the
+// transport's peer list (transport.Transport's).
+type memberPeers interface {
+	Join(ctx context.Context, to uint64, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error)
+	LocalStatus(ctx context.Context, to uint64, req *clusterv1.LocalStatusRequest) (*clusterv1.LocalStatusResponse, error)
+	Started(ctx context.Context, to uint64, req *clusterv1.StartedRequest) (*clusterv1.StartedResponse, error)
+	AddPeer(id uint64, addr string)
+}
+
+// groupStatuses is what membership reads of the host's groups.
+type groupStatuses interface {
+	Leader(group uint64) (uint64, error)
+	GroupStatus(group uint64) (host.Status, error)
+}
+
 // A joining node calls the Join rpc on the members it knows: the answer
 // says whether it is a member, and from which voters its replica of the
 // controller starts.
 
-func (n *Node) handleMembershipCalls(h *transport.Handlers) {
+// handle registers the membership calls peers make on this node.
+func (m *membership) handle(h *transport.Handlers) {
+	h.Started = func(context.Context, *clusterv1.StartedRequest) (*clusterv1.StartedResponse, error) {
+		st, err := m.groups.GroupStatus(controller.ControllerGroup)
+		return &clusterv1.StartedResponse{Started: err == nil && st.Applied > 1}, nil
+	}
 	h.LocalStatus = func(context.Context, *clusterv1.LocalStatusRequest) (*clusterv1.LocalStatusResponse, error) {
-		return n.localStatus().toWire(), nil
+		return m.local().toWire(), nil
 	}
 	h.Join = func(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
 		id := req.GetNode()
 		a := &clusterv1.JoinResponse{}
-		err := n.ctrlGroup.view(ctx, func(c *controllerMachine) {
+		err := m.ctrl.view(ctx, func(c *controllerMachine) {
 			a.Founders = c.Founders()
 			a.Member = slices.ContainsFunc(c.Members(), func(m controller.Member) bool { return m.ID == id && !m.Draining })
 		})
@@ -79,20 +116,20 @@ func (n *Node) handleMembershipCalls(h *transport.Handlers) {
 	}
 }
 
-// joinCluster asks the other nodes of --peers whether this node is a
-// member, and returns the controller's first voters, which this node's
-// replica of the controller starts from.
-func (n *Node) joinCluster(ctx context.Context) ([]uint64, error) {
-	if n.cfg.Transport == nil {
+// join asks the other nodes of --peers whether this node is a member,
+// and returns the controller's first voters, which this node's replica
+// of the controller starts from.
+func (m *membership) join(ctx context.Context) ([]uint64, error) {
+	if m.peers == nil {
 		return nil, fmt.Errorf("--join needs --peers listing the cluster's nodes and this one")
 	}
 	var errs []error
-	for _, id := range n.cfg.Members {
-		if id == n.cfg.NodeID {
+	for _, id := range m.members {
+		if id == m.self {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
-		a, err := n.cfg.Transport.Join(cctx, id, &clusterv1.JoinRequest{Node: n.cfg.NodeID})
+		a, err := m.peers.Join(cctx, id, &clusterv1.JoinRequest{Node: m.self})
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
@@ -100,37 +137,71 @@ func (n *Node) joinCluster(ctx context.Context) ([]uint64, error) {
 		}
 		if !a.GetMember() || len(a.GetFounders()) == 0 {
 			return nil, fmt.Errorf("node %d is not a member of the cluster of node %d; add it first: herald --server <a node> cluster add %d <its host:port>",
-				n.cfg.NodeID, id, n.cfg.NodeID)
+				m.self, id, m.self)
 		}
-		n.log.Info("joining the cluster", "controller_voters_at_start", a.Founders)
+		m.log.Info("joining the cluster", "controller_voters_at_start", a.Founders)
 		return a.Founders, nil
 	}
 	return nil, fmt.Errorf("--join: no node of --peers answered (%w); start this node once the cluster's nodes are up", errors.Join(errs...))
 }
 
-// connectMembers connects the transport to members added after this node
+// rejoining reports whether a node starting on an empty data directory
+// (epoch 1) joins a cluster that has run before, which means that this
+// node's replicas, if it had any, are lost: asking every other member,
+// one answer suffices. With no member reachable it cannot tell, and
+// starts as a new node.
+func (m *membership) rejoining(ctx context.Context, epoch uint64) bool {
+	if epoch != 1 || len(m.members) < 2 || m.peers == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs first: the calls still out return at once
+	answers := make(chan bool, len(m.members))
+	asked := 0
+	for _, id := range m.members {
+		if id == m.self {
+			continue
+		}
+		asked++
+		wg.Go(func() {
+			out, err := m.peers.Started(ctx, id, &clusterv1.StartedRequest{})
+			answers <- err == nil && out.GetStarted()
+		})
+	}
+	for range asked {
+		if <-answers {
+			m.log.Warn("this node's data directory is new but its cluster has run before: its replicas are rebuilt from the other nodes, and stay out of elections until they have caught up")
+			return true
+		}
+	}
+	return false
+}
+
+// connect connects the transport to members added after this node
 // started, at the address the controller records.
-func (n *Node) connectMembers(members []controller.Member) {
-	if n.cfg.Transport == nil {
+func (m *membership) connect(members []controller.Member) {
+	if m.peers == nil {
 		return
 	}
-	for _, m := range members {
-		if m.Address != "" {
-			n.cfg.Transport.AddPeer(m.ID, m.Address)
+	for _, c := range members {
+		if c.Address != "" {
+			m.peers.AddPeer(c.ID, c.Address)
 		}
 	}
 }
 
-// localStatus reports the node's groups.
-func (n *Node) localStatus() localStatus {
-	st := localStatus{Node: n.cfg.NodeID, Groups: make(map[uint64]groupLocal)}
-	st.ControllerLeader, _ = n.host.Leader(controller.ControllerGroup)
-	for _, s := range n.reg.localShards() {
+// local reports the node's groups.
+func (m *membership) local() localStatus {
+	st := localStatus{Node: m.self, Groups: make(map[uint64]groupLocal)}
+	st.ControllerLeader, _ = m.groups.Leader(controller.ControllerGroup)
+	for _, s := range m.shards() {
 		if err := s.unservable(); err != nil {
 			st.Groups[s.group] = groupLocal{Err: err.Error()}
 			continue
 		}
-		gs, err := n.host.GroupStatus(s.group)
+		gs, err := m.groups.GroupStatus(s.group)
 		switch {
 		case err != nil:
 			st.Groups[s.group] = groupLocal{Err: err.Error()}
@@ -147,14 +218,55 @@ func (n *Node) localStatus() localStatus {
 // is down must not hold the status up.
 const statusCallTimeout = 2 * time.Second
 
-func (n *Node) peerStatus(ctx context.Context, id uint64) (localStatus, error) {
+func (m *membership) peerStatus(ctx context.Context, id uint64) (localStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusCallTimeout)
 	defer cancel()
-	out, err := n.cfg.Transport.LocalStatus(ctx, id, &clusterv1.LocalStatusRequest{})
+	out, err := m.peers.LocalStatus(ctx, id, &clusterv1.LocalStatusRequest{})
 	if err != nil {
 		return localStatus{}, err
 	}
 	return localStatusFromWire(out), nil
+}
+
+// gather asks every node, concurrently, for its report, and marks in
+// nodes which answered.
+func (m *membership) gather(ctx context.Context, nodes []NodeStatus) map[uint64]localStatus {
+	reports := make(map[uint64]localStatus, len(nodes))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range nodes {
+		ns := &nodes[i]
+		if ns.Self {
+			ns.Reachable = true
+			reports[ns.ID] = m.local()
+			continue
+		}
+		if m.peers == nil {
+			ns.Err = "this node has no connection to other nodes"
+			continue
+		}
+		wg.Go(func() {
+			st, err := m.peerStatus(ctx, ns.ID)
+			if err != nil {
+				ns.Err = err.Error()
+				return
+			}
+			ns.Reachable = true
+			mu.Lock()
+			reports[ns.ID] = st
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reports
+}
+
+// command is a node op as proposed: with this node's --peers as the
+// members the cluster started with (recorded at the first change).
+func (m *membership) command(cmd controller.Command) controller.Command {
+	cmd.Members = m.members
+	cmd.Time = time.Now().UnixNano()
+	return cmd
 }
 
 // AddNode makes a node a member of the cluster at address (host:port), so
@@ -171,7 +283,8 @@ func (n *Node) AddNode(ctx context.Context, id uint64, address string) (err erro
 	if n.cfg.Transport == nil {
 		return fmt.Errorf("%w: this node runs alone (it was started without --peers), so it cannot reach other nodes; a cluster's nodes start with --peers", ErrFailedPrecondition)
 	}
-	return n.proposeMembership(ctx, controller.Command{Op: controller.OpAddNode, Node: id, Address: address})
+	_, err = n.proposeController(ctx, n.membership.command(controller.Command{Op: controller.OpAddNode, Node: id, Address: address}))
+	return err
 }
 
 // RemoveNode starts draining a node: no new shard is placed on it, and
@@ -184,14 +297,6 @@ func (n *Node) RemoveNode(ctx context.Context, id uint64) (err error) {
 	if id == 0 {
 		return fmt.Errorf("%w: node id 0: node ids start at 1", errInvalidRequest)
 	}
-	return n.proposeMembership(ctx, controller.Command{Op: controller.OpDrainNode, Node: id})
-}
-
-// proposeMembership proposes a node op, with this node's --peers as the
-// members the cluster started with (recorded at the first change).
-func (n *Node) proposeMembership(ctx context.Context, cmd controller.Command) error {
-	cmd.Members = n.cfg.Members
-	cmd.Time = time.Now().UnixNano()
-	_, err := n.proposeController(ctx, cmd)
+	_, err = n.proposeController(ctx, n.membership.command(controller.Command{Op: controller.OpDrainNode, Node: id}))
 	return err
 }

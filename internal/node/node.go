@@ -183,8 +183,9 @@ type Node struct {
 	delivery         *deliveryMetrics
 	forwards         *forwards          // herald_forwarded_requests_total
 	bootEpoch        uint64             // see bootEpochFile
-	rejoin           bool               // the node lost its data and rejoins its cluster (see rejoining)
+	rejoin           bool               // the node lost its data and rejoins its cluster (see membership.rejoining)
 	relay            *relay             // runs shard calls where they must run (see relay.go)
+	membership       *membership        // the calls about the cluster's membership (see membership.go)
 	live             *liveness          // which members answer and reach this node (see liveness.go)
 	reserving        *reservationShards // shards holding reservations (see reservations.go)
 	opening          openProgress       // of the local shards (see shardOpen)
@@ -290,6 +291,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Transport != nil {
 		n.relay.peers = cfg.Transport
 	}
+	n.membership = &membership{self: cfg.NodeID, members: cfg.Members, ctrl: n.ctrlGroup, groups: h,
+		shards: n.reg.localShards, log: cfg.Logger}
+	if cfg.Transport != nil {
+		n.membership.peers = cfg.Transport
+	}
 	n.identity = &clusterIdentity{dir: cfg.DataDir, id: identity, ctrl: n.ctrlGroup,
 		pingOthers: live.pingOthers, log: cfg.Logger}
 	if cfg.Transport != nil {
@@ -304,16 +310,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	if cfg.Transport != nil {
-		var calls transport.Handlers
-		n.handleCalls(&calls)
-		n.handleMembershipCalls(&calls)
-		cfg.Transport.Handle(calls)
+		cfg.Transport.Handle(rpcHandlers(h, n.relay, n.live, n.membership))
 		cfg.Transport.Start(h)
 	}
 	// A joining node is new to the cluster, not one that lost its data:
 	// its replicas join as learners, which do not vote anyway.
 	if !cfg.Join {
-		n.rejoin = n.rejoining(ctx, epoch)
+		n.rejoin = n.membership.rejoining(ctx, epoch)
 	}
 	if err := n.identity.checkPeers(ctx); err != nil {
 		h.Close()
@@ -321,13 +324,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	ctrlVoters := cfg.Members
 	if cfg.Join && epoch == 1 {
-		if ctrlVoters, err = n.joinCluster(ctx); err != nil {
+		if ctrlVoters, err = n.membership.join(ctx); err != nil {
 			h.Close()
 			return nil, err
 		}
 	}
-	ctrl := n.withRepair(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
-		Peers: ctrlVoters, StateMachine: n.ctrl})
+	ctrl := withRepair(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
+		Peers: ctrlVoters, StateMachine: n.ctrl}, n.rejoin)
 	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
@@ -615,8 +618,8 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 			// was created with, as the first replicas did (see
 			// controller.Topic.Bootstrap).
 			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
-			p.toOpen = append(p.toOpen, n.withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
-				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id, s.leases)}))
+			p.toOpen = append(p.toOpen, withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
+				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id, s.leases)}, n.rejoin))
 		}
 	}
 	for id, s := range n.reg.shards {
@@ -635,7 +638,7 @@ func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
 	n.reg.topics = newTopics
 	n.reg.members, n.reg.rebalancing, n.reg.move = members, rebalancing, move
 	n.reg.mu.Unlock()
-	n.connectMembers(members)
+	n.membership.connect(members)
 	return p, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 
 	"herald/internal/balance"
 	"herald/internal/controller"
@@ -12,7 +11,7 @@ import (
 
 // The cluster's status as this node sees it: the members, which of them
 // answer, and for each shard its replicas' reports (localStatus, asked of
-// every node with peerStatus), its preferred leader and its leader.
+// every node by membership.gather), its preferred leader and its leader.
 
 // NodeStatus is one node of the cluster as this node sees it.
 type NodeStatus struct {
@@ -72,7 +71,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (_ ClusterStatus, err error) {
 	slices.SortFunc(topics, func(a, b *topicRuntime) int { return cmp.Compare(a.info.Name, b.info.Name) })
 
 	nodes := memberStatus(&n.cfg, members)
-	reports := n.gatherLocalStatus(ctx, nodes)
+	reports := n.membership.gather(ctx, nodes)
 	out := ClusterStatus{NodeID: n.cfg.NodeID, Nodes: nodes, Rebalancing: rebalancing}
 	out.ControllerLeader = reports[n.cfg.NodeID].ControllerLeader
 	draining := balance.DrainingSet(members)
@@ -116,39 +115,6 @@ func memberStatus(cfg *Config, members []controller.Member) []NodeStatus {
 	}
 	slices.SortFunc(out, func(a, b NodeStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-// gatherLocalStatus asks every node, concurrently, for its report, and
-// marks in nodes which answered.
-func (n *Node) gatherLocalStatus(ctx context.Context, nodes []NodeStatus) map[uint64]localStatus {
-	reports := make(map[uint64]localStatus, len(nodes))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range nodes {
-		ns := &nodes[i]
-		if ns.Self {
-			ns.Reachable = true
-			reports[ns.ID] = n.localStatus()
-			continue
-		}
-		if n.cfg.Transport == nil {
-			ns.Err = "this node has no connection to other nodes"
-			continue
-		}
-		wg.Go(func() {
-			st, err := n.peerStatus(ctx, ns.ID)
-			if err != nil {
-				ns.Err = err.Error()
-				return
-			}
-			ns.Reachable = true
-			mu.Lock()
-			reports[ns.ID] = st
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return reports
 }
 
 // shardPlacement puts a shard's placement and its replicas' reports

@@ -10,17 +10,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"herald/internal/shard"
-	"herald/internal/transport"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // A node answers every rpc of the cluster service: one without a handler
 // would answer its peers Unimplemented.
 func TestEveryClusterRPCIsHandled(t *testing.T) {
-	n := &Node{}
-	var h transport.Handlers
-	n.handleCalls(&h)
-	n.handleMembershipCalls(&h)
+	h := rpcHandlers(nil, &relay{}, newLiveness(), &membership{})
 	v := reflect.ValueOf(h)
 	for i := range v.NumField() {
 		if v.Field(i).IsNil() {
