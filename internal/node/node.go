@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"herald/internal/consume"
 	"herald/internal/controller"
 	"herald/internal/datadir"
 	"herald/internal/delivery"
@@ -174,9 +174,6 @@ type Node struct {
 	ctrlGroup controllerGroup // the controller's group on host
 	guard     *endpoint.Guard // what push endpoints may reach
 
-	reconcileMu sync.Mutex // one reconcile at a time
-	swept       bool       // orphaned shard directories were swept since the start; guarded by reconcileMu
-
 	reg *registry // the topics' and shards' runtimes, and the members
 
 	push             *push.Supervisor // the dispatchers of the push topics' shards this node leads
@@ -189,8 +186,7 @@ type Node struct {
 	live             *liveness          // which members answer and reach this node (see liveness.go)
 	reserving        *reservationShards // shards holding reservations (see reservations.go)
 	opening          openProgress       // of the local shards (see shardOpen)
-	booted           atomic.Bool        // every shard the node had at its start has opened, or failed to
-	opened           chan struct{}      // closed when booted is set, or the boot was cut short by Close
+	reconciler       *reconciler        // matches the shards to the controller's topics (see reconcile.go)
 	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
@@ -284,7 +280,6 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		disk:      newDiskAlarm(cfg),
 		bootEpoch: epoch,
 		live:      live,
-		opened:    make(chan struct{}),
 		reserving: newReservationShards(),
 	}
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
@@ -344,26 +339,31 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	// The topics are served from here on; their shards open in the
-	// background, each serving once it has (see Readiness). reconcileMu is
-	// held until they have all opened, by boot.
-	n.reconcileMu.Lock()
-	plan, err := n.planReconcile(ctx)
+	// background, each serving once it has (see Readiness). The
+	// reconciler takes no other reconcile until they have all opened, by
+	// boot.
+	n.reconciler = &reconciler{self: cfg.NodeID, host: h, ctrl: n.ctrlGroup, changed: n.ctrl.changed, reg: n.reg,
+		opening: &n.opening, rejoin: n.rejoin, connect: n.membership.connect, syncPush: n.push.Sync,
+		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
+		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
+			return newShardMachine(group, leases, n.reserving, cfg.BeforeShardOpen)
+		}}
+	plan, err := n.reconciler.start(ctx)
 	if err != nil {
-		n.reconcileMu.Unlock()
 		h.Close()
 		return nil, err
 	}
 	n.push.Sync() // push endpoints open for non-persistent events at once
 	leadership := h.WatchLeadership()
 	if len(plan.toOpen) == 0 {
-		n.boot(plan) // nothing to open: the node is ready when Open returns
+		n.reconciler.boot(plan) // nothing to open: the node is ready when Open returns
 	} else {
-		n.wg.Go(func() { n.boot(plan) })
+		n.wg.Go(func() { n.reconciler.boot(plan) })
 	}
 	if n.disk.limit > 0 {
 		n.wg.Go(n.watchDisk)
 	}
-	n.wg.Go(n.watchController)
+	n.wg.Go(n.reconciler.watchController)
 	expiry := &reservationExpiry{timeout: cfg.ReservationTimeout, reserving: n.reserving, log: cfg.Logger, now: time.Now,
 		shards: groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}}
 	n.wg.Go(func() { expiry.run(n.stop) })
@@ -385,31 +385,6 @@ func (n *Node) untilStop() (context.Context, context.CancelFunc) {
 		}
 	})
 	return ctx, cancel
-}
-
-// boot opens the shards the node held at its start, which planReconcile
-// planned, and then says the node is ready. It releases reconcileMu, which
-// Open took. Close cuts it short.
-func (n *Node) boot(plan *reconcilePlan) {
-	defer close(n.opened)
-	defer n.reconcileMu.Unlock()
-	ctx, cancel := n.untilStop()
-	defer cancel()
-	start := time.Now()
-	n.finishReconcile(ctx, plan)
-	if ctx.Err() == nil {
-		// Every group the node knew of at its start has taken what the
-		// write-ahead log held for it; the host replays the rest.
-		n.host.Booted()
-		n.booted.Store(true)
-		if len(plan.toOpen) > 0 {
-			n.log.Info("every shard has opened", "shards", len(plan.toOpen), "took", time.Since(start).Round(time.Millisecond))
-			// Reading every shard's files left garbage many times the
-			// size of what the shards keep; hand it back to the system
-			// now rather than as the scavenger gets round to it.
-			debug.FreeOSMemory()
-		}
-	}
 }
 
 // checkWritable fails early, with advice, when the data directory cannot be
@@ -514,176 +489,11 @@ type Readiness struct {
 // Opened returns a channel closed once every shard the node held at its
 // start has opened, or could not be opened (see BrokenShards), or the
 // node was closed first.
-func (n *Node) Opened() <-chan struct{} { return n.opened }
+func (n *Node) Opened() <-chan struct{} { return n.reconciler.opened }
 
 // Readiness returns how far the node is in opening its shards.
 func (n *Node) Readiness() Readiness {
-	return Readiness{Ready: n.booted.Load(), ShardsOpen: int(n.opening.finished.Load()), Shards: int(n.opening.total.Load())}
-}
-
-// watchController reconciles local shard groups whenever the controller
-// applies a change (a topic created or deleted by another node's request,
-// or by a request this node forwarded).
-func (n *Node) watchController() {
-	// Until the cluster has an id, its controller's leader may change
-	// before naming it: look again now and then, not only on changes.
-	unnamed := time.NewTicker(5 * time.Second)
-	defer unnamed.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-n.ctrl.changed:
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			if err := n.reconcile(ctx); err != nil {
-				n.log.Error("reconcile shards with the controller", "err", err)
-			}
-			n.identity.learnOrLog(ctx)
-			cancel()
-		case <-unnamed.C:
-			if n.identity.named() {
-				unnamed.Stop()
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			n.identity.learnOrLog(ctx)
-			cancel()
-		}
-	}
-}
-
-// reconcile makes the local shard groups match the controller's topics:
-// it opens the shards of new topics (in parallel, on a bounded temporary
-// worker set), removes those of deleted topics with their data, and
-// refreshes the topic cache the request paths read.
-func (n *Node) reconcile(ctx context.Context) error {
-	n.reconcileMu.Lock()
-	defer n.reconcileMu.Unlock()
-	p, err := n.planReconcile(ctx)
-	if err != nil {
-		return err
-	}
-	n.finishReconcile(ctx, p)
-	return nil
-}
-
-// A reconcilePlan is what a reconcile opens and removes.
-type reconcilePlan struct {
-	wanted   map[uint64]*shardRuntime // every local shard, by group
-	toOpen   []host.GroupConfig
-	toRemove []*shardRuntime
-}
-
-// planReconcile reads the controller's topics and publishes them to the
-// request paths at once, with the shards to open marked as opening: they
-// answer that they are still opening until finishReconcile has opened
-// them. The caller holds reconcileMu until finishReconcile returns.
-func (n *Node) planReconcile(ctx context.Context) (*reconcilePlan, error) {
-	var topics []controller.Topic
-	var members []controller.Member
-	var rebalancing bool
-	var move *controller.Move
-	if err := n.ctrlGroup.view(ctx, func(m *controllerMachine) {
-		topics, members, rebalancing = m.Topics(), m.Members(), m.Rebalancing()
-		if mv, ok := m.CurrentMove(); ok {
-			move = &mv
-		}
-	}); err != nil {
-		return nil, fmt.Errorf("read topics from the controller: %w", err)
-	}
-
-	p := &reconcilePlan{wanted: make(map[uint64]*shardRuntime)}
-	newTopics := make(map[string]*topicRuntime, len(topics))
-	n.reg.mu.RLock()
-	for _, t := range topics {
-		tr := n.reg.topics[t.Name]
-		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
-			tr = newTopicRuntime(t, n.cfg.NodeID)
-		} else {
-			tr = tr.withInfo(t, n.cfg.NodeID)
-		}
-		newTopics[t.Name] = tr
-		for _, s := range tr.shards {
-			if s.local {
-				p.wanted[s.group] = s
-			}
-		}
-	}
-	for id, s := range p.wanted {
-		if _, ok := n.reg.shards[id]; !ok {
-			// A new runtime (a new topic's, or a copy for a replica moved
-			// here): no request path reads it yet.
-			s.open = n.opening.start()
-			// A replica added by a move starts from the voters the group
-			// was created with, as the first replicas did (see
-			// controller.Topic.Bootstrap).
-			voters := newTopics[s.topic].info.BootstrapVoters(s.index)
-			p.toOpen = append(p.toOpen, withRepair(host.GroupConfig{ID: id, Name: s.name, Peers: voters,
-				Campaign: s.replicas[0] == n.cfg.NodeID && slices.Contains(voters, n.cfg.NodeID), StateMachine: n.newShardMachine(id, s.leases)}, n.rejoin))
-		}
-	}
-	for id, s := range n.reg.shards {
-		if _, ok := p.wanted[id]; !ok {
-			p.toRemove = append(p.toRemove, s)
-		}
-	}
-	n.reg.mu.RUnlock()
-
-	n.reg.mu.Lock()
-	// A shard already open keeps its runtime (wanted holds the same pointer);
-	// a new id means a new topic, whose runtime is new.
-	for id, s := range p.wanted {
-		n.reg.shards[id] = s
-	}
-	n.reg.topics = newTopics
-	n.reg.members, n.reg.rebalancing, n.reg.move = members, rebalancing, move
-	n.reg.mu.Unlock()
-	n.membership.connect(members)
-	return p, nil
-}
-
-// finishReconcile opens the shards planReconcile published as opening,
-// each serving as soon as it has opened, then removes the shards of
-// deleted topics.
-func (n *Node) finishReconcile(ctx context.Context, p *reconcilePlan) {
-	n.host.AddGroupsFunc(ctx, p.toOpen, func(id uint64, err error) {
-		s := p.wanted[id]
-		if err != nil {
-			n.log.Error("shard cannot be opened; it stays unavailable while the rest of the node serves", "shard", s.name, "err", err)
-		}
-		s.open.finish(err)
-	})
-	for _, s := range p.toRemove {
-		// A shard that could not be opened is not hosted; the sweep below
-		// removes its data.
-		if s.openErr() == nil {
-			if err := n.host.RemoveGroup(s.group, true); err != nil && !errors.Is(err, host.ErrUnknownGroup) {
-				n.log.Error("remove shard of deleted topic", "shard", s.name, "err", err)
-			}
-		}
-	}
-	n.reg.mu.Lock()
-	for _, s := range p.toRemove {
-		delete(n.reg.shards, s.group)
-		s.open.forget()
-	}
-	n.reg.mu.Unlock()
-	// Deleted shards that were open lost their data with RemoveGroup; the
-	// sweep (a directory listing) is for those that could not be opened,
-	// and once per start for what a crash left between deleting a topic
-	// and its data.
-	if !n.swept || slices.ContainsFunc(p.toRemove, func(s *shardRuntime) bool { return s.openErr() != nil }) {
-		if err := n.host.SweepGroupDirs(n.reg.hasShard); err != nil {
-			n.log.Error("remove the data of deleted shards", "err", err)
-		} else {
-			n.swept = true
-		}
-	}
-	select {
-	case <-n.stop:
-	default:
-		n.push.Sync()
-	}
+	return Readiness{Ready: n.reconciler.booted.Load(), ShardsOpen: int(n.opening.finished.Load()), Shards: int(n.opening.total.Load())}
 }
 
 // proposeShard sends a shard command to its group, or, on a node that

@@ -33,8 +33,8 @@ type shardMachine struct {
 	leases *consume.Leases // drops the leases of acknowledged events
 }
 
-func (n *Node) newShardMachine(group uint64, leases *consume.Leases) *shardMachine {
-	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: n.reserving, beforeOpen: n.cfg.BeforeShardOpen, leases: leases}
+func newShardMachine(group uint64, leases *consume.Leases, reserving *reservationShards, beforeOpen func(group uint64)) *shardMachine {
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: reserving, beforeOpen: beforeOpen, leases: leases}
 }
 
 // machineOf returns the shard machine a View of a shard's group sees.

@@ -107,7 +107,7 @@ func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (c
 	if res.Err != nil {
 		return controller.Topic{}, res.Err
 	}
-	if err := n.reconcile(ctx); err != nil {
+	if err := n.reconciler.reconcile(ctx); err != nil {
 		return controller.Topic{}, err
 	}
 	return res.Topic, nil
