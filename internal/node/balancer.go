@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"herald/internal/balance"
@@ -34,8 +35,17 @@ func newBalancer(n *Node) *balancer {
 // run checks, every BalanceInterval until the node stops, the shards this
 // node leads, and the controller if it leads that.
 func (b *balancer) run() {
-	ctx, cancel := b.n.untilStop()
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs first: the watcher below returns
+	wg.Go(func() {
+		select {
+		case <-b.n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
 	t := time.NewTicker(b.n.cfg.BalanceInterval)
 	defer t.Stop()
 	for {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +122,7 @@ func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (
 	deadline := time.Now().Add(wait)
 	for {
 		woken := tr.events.wait()
-		res, err := n.fetchOnce(ctx, tr, shards, max, visibility)
+		res, err := n.relay.fetchRound(ctx, tr, shards, max, visibility)
 		// The last look decides what is reported: a wait that ends with
 		// nothing still names the shards it could not read.
 		if err != nil || len(res.Deliveries) > 0 || !time.Now().Before(deadline) {
@@ -167,43 +166,6 @@ func fetchedShards(tr *topicRuntime, indexes []int) ([]*shardRuntime, error) {
 	return out, nil
 }
 
-// fetchOnce visits shards round-robin, starting one further each call so
-// no shard is starved. Every shard that could not be opened is listed as
-// unreadable, even once max events are in hand: that costs no I/O, and a
-// consumer then hears about it on every fetch.
-func (n *Node) fetchOnce(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, max int, visibility time.Duration) (FetchResult, error) {
-	var res FetchResult
-	start := int(tr.rr.Add(1))
-	var ctxErr error
-	for i := range shards {
-		s := shards[(start+i)%len(shards)]
-		if err := s.unservable(); err != nil {
-			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
-			continue
-		}
-		if len(res.Deliveries) >= max || ctxErr != nil {
-			continue
-		}
-		got, err := n.relay.fetch(ctx, s, max-len(res.Deliveries), visibility)
-		switch {
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			// The request ends: that says nothing about the shard.
-			ctxErr = err
-		case err != nil:
-			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
-		}
-		res.Deliveries = append(res.Deliveries, got...)
-	}
-	if ctxErr != nil && len(res.Deliveries) == 0 {
-		return FetchResult{}, ctxErr
-	}
-	slices.SortFunc(res.Unreadable, func(a, b UnreadableShard) int { return cmp.Compare(a.Shard, b.Shard) })
-	if len(res.Unreadable) == len(shards) {
-		return FetchResult{}, &UnreadableError{Topic: tr.info.Name, Shards: res.Unreadable}
-	}
-	return res, nil
-}
-
 // fetchShard leases up to max events of one shard this node leads
 // (consume.Shard.Fetch), as deliveries.
 func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
@@ -231,7 +193,7 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 	defer classify(&err)
 
-	groups, err := n.groupIDs(ids)
+	groups, err := n.reg.groupIDs(ids)
 	if err != nil {
 		return 0, err
 	}
@@ -296,7 +258,7 @@ func (e *LapsedError) Error() string {
 func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
 	defer classify(&err)
 
-	groups, err := n.groupIDs(ids)
+	groups, err := n.reg.groupIDs(ids)
 	if err != nil {
 		return err
 	}
@@ -322,7 +284,9 @@ type shardIDs struct {
 	receipts []string // and the receipts
 }
 
-func (n *Node) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
+// groupIDs resolves the ids and receipts of an ack or a nack to their
+// shards.
+func (r *registry) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
@@ -332,7 +296,7 @@ func (n *Node) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := n.reg.shardOf(topicName, idx)
+		s, err := r.shardOf(topicName, idx)
 		if err != nil {
 			return nil, err
 		}

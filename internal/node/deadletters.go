@@ -99,7 +99,7 @@ const maxReplayBatch = 500
 func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
 	defer classify(&err)
 
-	tr, want, err := n.deadLetterTargets(topicName, ids)
+	tr, want, err := n.reg.deadLetterTargets(topicName, ids)
 	if err != nil {
 		return 0, err
 	}
@@ -139,7 +139,7 @@ func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []st
 func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
 	defer classify(&err)
 
-	tr, want, err := n.deadLetterTargets(topicName, ids)
+	tr, want, err := n.reg.deadLetterTargets(topicName, ids)
 	if err != nil {
 		return 0, err
 	}
@@ -164,8 +164,8 @@ func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []str
 }
 
 // deadLetterTargets resolves ids to offsets per shard index; nil means all.
-func (n *Node) deadLetterTargets(topicName string, ids []string) (*topicRuntime, map[int]map[uint64]bool, error) {
-	tr, err := n.reg.lookup(topicName)
+func (r *registry) deadLetterTargets(topicName string, ids []string) (*topicRuntime, map[int]map[uint64]bool, error) {
+	tr, err := r.lookup(topicName)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,25 +79,25 @@ func (a *diskAlarm) refusal() error {
 	return nil
 }
 
-// watchDisk checks the free space until the node stops, logging when the
+// watch checks the free space until stop is closed, logging when the
 // alarm is raised and cleared.
-func (n *Node) watchDisk() {
+func (a *diskAlarm) watch(stop <-chan struct{}, log *slog.Logger) {
 	t := time.NewTicker(diskCheckInterval)
 	defer t.Stop()
 	var failing bool
 	for {
-		changed, free, err := n.disk.check()
+		changed, free, err := a.check()
 		switch {
 		case err != nil && !failing:
-			n.log.Error("cannot read the free disk space; the disk alarm keeps its last state", "err", err)
-		case err == nil && changed && n.disk.refusal() != nil:
-			n.log.Warn("free disk space is under the limit: new events are refused until space returns", "data_dir", n.disk.dir, "free", byteSize(free), "limit", byteSize(n.disk.limit))
+			log.Error("cannot read the free disk space; the disk alarm keeps its last state", "err", err)
+		case err == nil && changed && a.refusal() != nil:
+			log.Warn("free disk space is under the limit: new events are refused until space returns", "data_dir", a.dir, "free", byteSize(free), "limit", byteSize(a.limit))
 		case err == nil && changed:
-			n.log.Info("free disk space is back over the limit: new events are taken again", "data_dir", n.disk.dir, "free", byteSize(free), "limit", byteSize(n.disk.limit))
+			log.Info("free disk space is back over the limit: new events are taken again", "data_dir", a.dir, "free", byteSize(free), "limit", byteSize(a.limit))
 		}
 		failing = err != nil
 		select {
-		case <-n.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}

@@ -361,7 +361,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.wg.Go(func() { n.reconciler.boot(plan) })
 	}
 	if n.disk.limit > 0 {
-		n.wg.Go(n.watchDisk)
+		n.wg.Go(func() { n.disk.watch(n.stop, cfg.Logger) })
 	}
 	n.wg.Go(n.reconciler.watchController)
 	expiry := &reservationExpiry{timeout: cfg.ReservationTimeout, reserving: n.reserving, log: cfg.Logger, now: time.Now,
@@ -371,20 +371,6 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(func() { live.run(n.stop) })
 	return n, nil
-}
-
-// untilStop returns a context that ends when the node stops or cancel is
-// called; the goroutine watching for the stop is joined by Close.
-func (n *Node) untilStop() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	n.wg.Go(func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
-	return ctx, cancel
 }
 
 // checkWritable fails early, with advice, when the data directory cannot be

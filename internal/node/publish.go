@@ -29,7 +29,7 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	if err != nil {
 		return nil, err
 	}
-	if err := n.checkEvents(events); err != nil {
+	if err := checkEvents(events, n.cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
 	if err := n.disk.refusal(); err != nil && tr.info.Attributes.Persistent {
@@ -162,14 +162,15 @@ func slicePart[T any](s []T, a, b int) []T {
 	return s[a:b]
 }
 
-func (n *Node) checkEvents(events []shard.Event) error {
+// checkEvents refuses an empty batch and payloads over maxPayload bytes.
+func checkEvents(events []shard.Event, maxPayload int) error {
 	if len(events) == 0 {
 		return fmt.Errorf("%w: no events given; pass at least one", errInvalidRequest)
 	}
 	for i := range events {
-		if len(events[i].Payload) > n.cfg.MaxPayloadBytes {
+		if len(events[i].Payload) > maxPayload {
 			return fmt.Errorf("%w: event %d has a %d-byte payload, over the limit of %d bytes; split it, or store it elsewhere and publish a reference (the server's --max-payload-bytes sets the limit)",
-				ErrPayloadTooLarge, i, len(events[i].Payload), n.cfg.MaxPayloadBytes)
+				ErrPayloadTooLarge, i, len(events[i].Payload), maxPayload)
 		}
 	}
 	return nil
@@ -220,7 +221,7 @@ func (n *Node) Commit(ctx context.Context, reservationID string, in []Event) (_ 
 	if err := n.disk.refusal(); err != nil {
 		return nil, err
 	}
-	if err := n.checkEvents(events); err != nil {
+	if err := checkEvents(events, n.cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
 	if dedupIDs(in) != nil {

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -269,6 +272,44 @@ func (r *relay) fetch(ctx context.Context, s *shardRuntime, max int, visibility 
 		return nil, err
 	}
 	return deliveriesFromWire(out.GetDeliveries()), nil
+}
+
+// fetchRound leases events of shards, each on its leader (fetch). It
+// visits them round-robin, starting one further each call so
+// no shard is starved. Every shard that could not be opened is listed as
+// unreadable, even once max events are in hand: that costs no I/O, and a
+// consumer then hears about it on every fetch.
+func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, max int, visibility time.Duration) (FetchResult, error) {
+	var res FetchResult
+	start := int(tr.rr.Add(1))
+	var ctxErr error
+	for i := range shards {
+		s := shards[(start+i)%len(shards)]
+		if err := s.unservable(); err != nil {
+			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
+			continue
+		}
+		if len(res.Deliveries) >= max || ctxErr != nil {
+			continue
+		}
+		got, err := r.fetch(ctx, s, max-len(res.Deliveries), visibility)
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// The request ends: that says nothing about the shard.
+			ctxErr = err
+		case err != nil:
+			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
+		}
+		res.Deliveries = append(res.Deliveries, got...)
+	}
+	if ctxErr != nil && len(res.Deliveries) == 0 {
+		return FetchResult{}, ctxErr
+	}
+	slices.SortFunc(res.Unreadable, func(a, b UnreadableShard) int { return cmp.Compare(a.Shard, b.Shard) })
+	if len(res.Unreadable) == len(shards) {
+		return FetchResult{}, &UnreadableError{Topic: tr.info.Name, Shards: res.Unreadable}
+	}
+	return res, nil
 }
 
 // nack ends leases of a shard (call.Offsets, call.Leases) on whichever

@@ -45,7 +45,7 @@ func (n *Node) ShardLeaders(name string) (_ []ShardLeader, err error) {
 		return nil, err
 	}
 	members, _ := n.reg.cluster()
-	addr := n.addressBook(members)
+	addr := addressBook(n.cfg.Addresses, members)
 	out := make([]ShardLeader, len(tr.shards))
 	for i, s := range tr.shards {
 		sl := ShardLeader{Shard: i}
@@ -64,10 +64,10 @@ func (n *Node) ShardLeaders(name string) (_ []ShardLeader, err error) {
 }
 
 // addressBook maps node ids to their host:port: the controller's record
-// of members, and --peers for the nodes the cluster started with.
-func (n *Node) addressBook(members []controller.Member) map[uint64]string {
-	book := make(map[uint64]string, len(n.cfg.Addresses)+len(members))
-	for id, a := range n.cfg.Addresses {
+// of members, and peers (--peers) for the nodes the cluster started with.
+func addressBook(peers map[uint64]string, members []controller.Member) map[uint64]string {
+	book := make(map[uint64]string, len(peers)+len(members))
+	for id, a := range peers {
 		book[id] = a
 	}
 	for _, m := range members {
