@@ -233,6 +233,27 @@ func (n *Node) ackOffsets(ctx context.Context, s *shardRuntime, offsets []uint64
 	return res.Count, nil
 }
 
+// ackLeasedHere is relay.ack on the shard's leader: the receipts whose
+// leases allow it are held (consume.Leases.HoldForAck) and acknowledged by a
+// proposal that only this leader may make, so that no other leader, which
+// may have handed the events out again since, applies it unchecked.
+func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
+	held, fresh, lapsed := s.leases.HoldForAck(offsets, numbers, time.Now())
+	res := ackResult{Lapsed: lapsed}
+	if len(held) == 0 {
+		return res, nil
+	}
+	sr, err := n.proposeAsLeader(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held})
+	if err == nil {
+		res.Count = sr.Count
+		return res, nil
+	}
+	// The holds this ack made end with it (an offset never assigned must
+	// not stay leased); a consumer's own leases stay, for it to ack again.
+	s.leases.Nack(fresh, nil)
+	return res, ackError(s, err)
+}
+
 func ackError(s *shardRuntime, err error) error {
 	if errors.Is(err, shard.ErrUnknownOffset) {
 		return fmt.Errorf("ack: %w; ack only ids returned by Fetch or Publish", err)

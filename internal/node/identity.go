@@ -48,7 +48,7 @@ func claimDataDir(cfg Config) (datadir.Identity, error) {
 // clusterIdentity is whose the data directory is (datadir.Identity):
 // it checks the peers the transport meets against it, and records the
 // cluster's id there once the controller holds one. learn alone changes
-// it, called from Open, then by watchController alone.
+// it, called from Open, then by the reconciler's watchController alone.
 type clusterIdentity struct {
 	dir   string
 	id    datadir.Identity
@@ -101,7 +101,7 @@ func (c *clusterIdentity) learn(ctx context.Context) error {
 	}
 	switch {
 	case cluster == "":
-		// Not fatal: watchController looks again until it has one.
+		// Not fatal: the reconciler's watchController looks again until it has one.
 		if err := c.name(ctx); err != nil {
 			c.log.Warn("the cluster has no id yet; trying again shortly", "err", err)
 		}

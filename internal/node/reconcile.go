@@ -255,3 +255,13 @@ func (r *reconciler) boot(plan *reconcilePlan) {
 		}
 	}
 }
+
+// withRepair lets a replicated group be rebuilt from its peers when its
+// files are damaged, and, on a node that rejoins its cluster after losing
+// its data directory (rejoin, see membership.rejoining), creates it as a
+// rebuilt replica.
+func withRepair(gc host.GroupConfig, rejoin bool) host.GroupConfig {
+	gc.RepairFromPeers = len(gc.Peers) > 1
+	gc.Rejoin = rejoin
+	return gc
+}

@@ -1,25 +1,14 @@
 package node
 
-import (
-	"context"
-	"time"
+// The node's types as the rpcs of the cluster service carry them: a
+// fetch's deliveries and an ack's result (the relay's calls; a relayed
+// proposal's answer is forward.go).
 
+import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"herald/internal/host"
-	"herald/internal/shard"
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
-
-// withRepair lets a replicated group be rebuilt from its peers when its
-// files are damaged, and, on a node that rejoins its cluster after losing
-// its data directory (rejoin, see membership.rejoining), creates it as a
-// rebuilt replica.
-func withRepair(gc host.GroupConfig, rejoin bool) host.GroupConfig {
-	gc.RepairFromPeers = len(gc.Peers) > 1
-	gc.Rejoin = rejoin
-	return gc
-}
 
 // deliveriesToWire is a fetch's answer as the Fetch rpc carries it.
 func deliveriesToWire(ds []Delivery) []*clusterv1.Delivery {
@@ -66,25 +55,4 @@ func ackResultFromWire(in *clusterv1.AckResponse) ackResult {
 		r.Lapsed = append(r.Lapsed, int(l))
 	}
 	return r
-}
-
-// ackLeasedHere is relay.ack on the shard's leader: the receipts whose
-// leases allow it are held (consume.Leases.HoldForAck) and acknowledged by a
-// proposal that only this leader may make, so that no other leader, which
-// may have handed the events out again since, applies it unchecked.
-func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
-	held, fresh, lapsed := s.leases.HoldForAck(offsets, numbers, time.Now())
-	res := ackResult{Lapsed: lapsed}
-	if len(held) == 0 {
-		return res, nil
-	}
-	sr, err := n.proposeAsLeader(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held})
-	if err == nil {
-		res.Count = sr.Count
-		return res, nil
-	}
-	// The holds this ack made end with it (an offset never assigned must
-	// not stay leased); a consumer's own leases stay, for it to ack again.
-	s.leases.Nack(fresh, nil)
-	return res, ackError(s, err)
 }
