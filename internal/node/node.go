@@ -7,12 +7,32 @@
 // what only that node can do; its only durable state of its own is the
 // boot epoch (see bootEpochFile).
 //
-// The node keeps its lifecycle, the registry of its topics' and shards'
-// runtimes and that façade; the jobs with a logic of their own are
-// packages it drives through small interfaces its runtimes implement:
-// balance decides the balancer's changes (balancer.go carries them out),
-// push supervises the push dispatchers, and consume holds the pull leases
-// and the local reads under them.
+// Node is the façade the API calls, and its lifecycle (Open, Close). Each
+// internal job is a part that owns its state and takes narrow
+// dependencies, not the Node:
+//
+//   - registry: the topics' and shards' runtimes and the members, as the
+//     controller last said;
+//   - reconciler: matches the shard groups and the registry to the
+//     controller's topics, at the boot and on every change;
+//   - relay: runs the calls about a shard where they must run — on its
+//     leader for pull leases, through a replica for a node holding none —
+//     and serves them, one hop at most;
+//   - membership: the calls nodes make on each other about the cluster
+//     (status, join, started), and the connections to new members;
+//   - liveness: pings the members, answers their pings, tells the host
+//     of a member gone, and says whom a starting node waits for;
+//   - clusterIdentity: whose the data directory is, checked against the
+//     peers and recorded once the controller names the cluster;
+//   - reservationExpiry: expires the reservations of the shards it leads;
+//   - controllerGroup: the controller's group as the parts reach it.
+//
+// rpcHandlers puts the parts' rpcs together for the transport. The jobs
+// with a logic of their own and no need of the node's types are packages
+// it drives through small interfaces its runtimes implement: balance
+// decides the balancer's changes (balancer.go carries them out), push
+// supervises the push dispatchers, and consume holds the pull leases and
+// the local reads under them.
 package node
 
 import (
