@@ -6,7 +6,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"herald/internal/balance"
@@ -35,17 +34,8 @@ func newBalancer(n *Node) *balancer {
 // run checks, every BalanceInterval until the node stops, the shards this
 // node leads, and the controller if it leads that.
 func (b *balancer) run() {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs first: the watcher below returns
-	wg.Go(func() {
-		select {
-		case <-b.n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
+	ctx, cancel := untilClosed(b.n.stop)
+	defer cancel()
 	t := time.NewTicker(b.n.cfg.BalanceInterval)
 	defer t.Stop()
 	for {

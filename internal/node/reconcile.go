@@ -228,17 +228,8 @@ func (r *reconciler) finish(ctx context.Context, p *reconcilePlan) {
 func (r *reconciler) boot(plan *reconcilePlan) {
 	defer close(r.opened)
 	defer r.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs first: the watcher below returns
-	wg.Go(func() {
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
+	ctx, cancel := untilClosed(r.stop)
+	defer cancel()
 	start := time.Now()
 	r.finish(ctx, plan)
 	if ctx.Err() == nil {
@@ -264,4 +255,23 @@ func withRepair(gc host.GroupConfig, rejoin bool) host.GroupConfig {
 	gc.RepairFromPeers = len(gc.Peers) > 1
 	gc.Rejoin = rejoin
 	return gc
+}
+
+// untilClosed returns a context that ends when stop is closed or cancel
+// is called; cancel also waits for the goroutine that watches stop.
+func untilClosed(stop <-chan struct{}) (_ context.Context, cancel func()) {
+	ctx, cancelCtx := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-stop:
+			cancelCtx()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancelCtx()
+		<-done
+	}
 }
