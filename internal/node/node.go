@@ -200,7 +200,6 @@ type Node struct {
 	delivery         *deliveryMetrics
 	forwards         *forwards          // herald_forwarded_requests_total
 	bootEpoch        uint64             // see bootEpochFile
-	rejoin           bool               // the node lost its data and rejoins its cluster (see membership.rejoining)
 	relay            *relay             // runs shard calls where they must run (see relay.go)
 	membership       *membership        // the calls about the cluster's membership (see membership.go)
 	live             *liveness          // which members answer and reach this node (see liveness.go)
@@ -303,18 +302,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		reserving: newReservationShards(),
 	}
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
-	if cfg.Transport != nil {
-		n.relay.peers = cfg.Transport
-	}
 	n.membership = &membership{self: cfg.NodeID, members: cfg.Members, ctrl: n.ctrlGroup, groups: h,
 		shards: n.reg.localShards, log: cfg.Logger}
-	if cfg.Transport != nil {
-		n.membership.peers = cfg.Transport
-	}
 	n.identity = &clusterIdentity{dir: cfg.DataDir, id: identity, ctrl: n.ctrlGroup,
 		pingOthers: live.pingOthers, log: cfg.Logger}
-	if cfg.Transport != nil {
-		n.identity.peers = cfg.Transport
+	if t := cfg.Transport; t != nil { // the parts' peers stay nil (not a nil *Transport) for a node alone
+		n.relay.peers, n.membership.peers, n.identity.peers = t, t, t
 	}
 	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
 		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency})
@@ -330,8 +323,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	// A joining node is new to the cluster, not one that lost its data:
 	// its replicas join as learners, which do not vote anyway.
+	var rejoin bool
 	if !cfg.Join {
-		n.rejoin = n.membership.rejoining(ctx, epoch)
+		rejoin = n.membership.rejoining(ctx, epoch)
 	}
 	if err := n.identity.checkPeers(ctx); err != nil {
 		h.Close()
@@ -345,7 +339,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	ctrl := withRepair(host.GroupConfig{ID: controller.ControllerGroup, Name: controllerName, Dir: controllerName,
-		Peers: ctrlVoters, StateMachine: n.ctrl}, n.rejoin)
+		Peers: ctrlVoters, StateMachine: n.ctrl}, rejoin)
 	if err := h.AddGroup(ctrl); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
@@ -363,7 +357,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// reconciler takes no other reconcile until they have all opened, by
 	// boot.
 	n.reconciler = &reconciler{self: cfg.NodeID, host: h, ctrl: n.ctrlGroup, changed: n.ctrl.changed, reg: n.reg,
-		opening: &n.opening, rejoin: n.rejoin, connect: n.membership.connect, syncPush: n.push.Sync,
+		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.push.Sync,
 		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
 		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
 			return newShardMachine(group, leases, n.reserving, cfg.BeforeShardOpen)
