@@ -344,7 +344,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		h.Close()
 		return nil, fmt.Errorf("open the controller (topic metadata) in %s: %w", cfg.DataDir, err)
 	}
-	if err := n.waitControllerCaughtUp(ctx); err != nil {
+	if err := n.ctrlGroup.waitCaughtUp(ctx, n.identity.foreign, live.logPeerWait); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -407,43 +407,6 @@ func checkWritable(dir string) error {
 // --listen, say) to stop.
 func processDescription() string {
 	return strings.Join(os.Args, " ")
-}
-
-// controllerWait bounds the wait for the controller at the start: in a
-// cluster, for a quorum of its nodes to be up.
-const controllerWait = 2 * time.Minute
-
-// waitControllerCaughtUp waits until the controller has a leader and has
-// applied its whole log, so the topic list is complete before shards open.
-func (n *Node) waitControllerCaughtUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, controllerWait)
-	defer cancel()
-	start := time.Now()
-	nextLog := start.Add(peerWaitLogEvery)
-	for {
-		if time.Now().After(nextLog) {
-			n.live.logPeerWait(ctx, start)
-			nextLog = time.Now().Add(peerWaitLogEvery)
-		}
-		st, err := n.host.GroupStatus(controller.ControllerGroup)
-		if err != nil {
-			return err
-		}
-		if st.Err != nil {
-			return fmt.Errorf("controller: %w", st.Err)
-		}
-		if err := n.identity.foreign(); err != nil {
-			return err
-		}
-		if st.Leader != 0 && st.Applied >= st.LastIndex && !st.Rebuilding {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the controller did not elect a leader and catch up (in a cluster, start a majority of the nodes in --peers): %w", ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // Close stops the node. Requests in flight get ErrUnavailable. Calling it
