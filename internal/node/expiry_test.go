@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -66,7 +64,7 @@ func TestExpiryProposesOnlyWhereDue(t *testing.T) {
 		reserving.add(g)
 	}
 	e := &reservationExpiry{timeout: timeout, reserving: reserving, shards: f,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: func() time.Time { return now }}
+		log: quietLog(), now: func() time.Time { return now }}
 	e.check()
 
 	if len(f.proposed) != 1 {
@@ -98,7 +96,7 @@ func TestExpirySkipsShardsThatDoNotServe(t *testing.T) {
 		reserving.add(g)
 	}
 	e := &reservationExpiry{timeout: time.Second, reserving: reserving, shards: f,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: func() time.Time { return now }}
+		log: quietLog(), now: func() time.Time { return now }}
 	e.check()
 	if _, ok := f.proposed[1]; ok || len(f.proposed) != 2 {
 		t.Errorf("proposed to groups %v, want 2 and 3", f.proposed)

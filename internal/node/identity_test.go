@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -46,7 +44,7 @@ func TestIdentityLearnsTheClusterOnce(t *testing.T) {
 	ctrl := &fakeClusterController{leader: true}
 	peers := &fakeClusterPeers{}
 	c := &clusterIdentity{dir: dir, id: datadir.Identity{NodeID: 1}, peers: peers, ctrl: ctrl,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		log: quietLog()}
 
 	if err := c.learn(ctx); err != nil {
 		t.Fatal(err)
@@ -76,7 +74,7 @@ func TestIdentityRefusesForeignPeers(t *testing.T) {
 	peers := &fakeClusterPeers{foreign: &transport.ForeignClusterError{Peer: "2", Cluster: "theirs", Mine: "ours"}}
 	ctrl := &fakeClusterController{}
 	c := &clusterIdentity{dir: t.TempDir(), id: datadir.Identity{NodeID: 1, Cluster: "ours"}, peers: peers, ctrl: ctrl,
-		pingOthers: (&liveness{}).pingOthers, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		pingOthers: (&liveness{}).pingOthers, log: quietLog()}
 	if err := c.checkPeers(context.Background()); err == nil {
 		t.Error("a peer of another cluster was accepted")
 	}

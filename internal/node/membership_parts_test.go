@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -50,7 +48,7 @@ func (fakeGroups) GroupStatus(uint64) (host.Status, error) {
 func newMembershipTest(peers *fakeMemberPeers) *membership {
 	return &membership{self: 1, members: []uint64{1, 2, 3}, peers: peers, groups: fakeGroups{},
 		shards: func() []*shardRuntime { return []*shardRuntime{servingShard(7)} },
-		log:    slog.New(slog.NewTextHandler(io.Discard, nil))}
+		log:    quietLog()}
 }
 
 // TestMembershipGathersEveryNodesReport: this node reports itself, the

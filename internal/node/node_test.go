@@ -23,9 +23,12 @@ import (
 // testConfig is a node's config for tests: their push endpoints listen on
 // loopback, and their CA files are anywhere.
 func testConfig(dir string) Config {
-	return Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	return Config{DataDir: dir, Logger: quietLog(),
 		PushGuard: endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs, CADir: "/"}}
 }
+
+// quietLog is a logger for tests, which writes nothing.
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // openNode opens a node and waits until it has opened its shards.
 func openNode(t *testing.T, cfg Config) *Node {
