@@ -85,10 +85,7 @@
 //   - a policy of at most 256 KiB of valid UTF-8.
 package filter
 
-import (
-	"encoding/json"
-	"unsafe"
-)
+import "unsafe"
 
 // Scope says what a policy's keys name.
 type Scope int
@@ -193,7 +190,7 @@ func (p *Policy) scanHeaders(headers map[string]string, st []leafState) {
 		}
 		if isJSONArray(h) {
 			s := scanner{s: h, asText: true}
-			s.value(p, f, st)
+			s.walk(p, f, st)
 			continue
 		}
 		for _, i := range f.leaves {
@@ -205,19 +202,14 @@ func (p *Policy) scanHeaders(headers map[string]string, st []leafState) {
 // scanBody walks the payload once, feeding each value a key path names to
 // that path's leaves. It reports false if the payload is not a JSON object.
 func (p *Policy) scanBody(payload []byte, st []leafState) bool {
-	if !json.Valid(payload) {
-		return false
-	}
 	// The scanner only reads the text and keeps none of it once Match
 	// returns, so viewing the payload as a string without copying it is
 	// safe and spares an allocation the size of every payload.
 	s := scanner{s: unsafe.String(unsafe.SliceData(payload), len(payload))}
-	s.space()
-	if s.i >= len(s.s) || s.s[s.i] != '{' {
+	if s.space(); s.peek() != '{' {
 		return false
 	}
-	s.value(p, p.fields, st)
-	return true
+	return s.walk(p, p.fields, st)
 }
 
 // visit records one value met at leaf i.

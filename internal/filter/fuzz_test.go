@@ -1,6 +1,9 @@
 package filter
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // FuzzParse checks that Parse never panics, that Match never panics on any
 // event, and that a policy's canonical form parses to a policy that
@@ -40,6 +43,23 @@ func FuzzParse(f *testing.F) {
 		}
 		if again.Match(e) != got {
 			t.Fatalf("policy %s matches %+v: %v; its canonical %s: %v", policy, e, got, p, !got)
+		}
+	})
+}
+
+// FuzzScan checks that the scanner accepts exactly the JSON that json.Valid
+// does, since Match relies on it alone to refuse a malformed payload.
+func FuzzScan(f *testing.F) {
+	for _, seed := range []string{
+		`{"a": [1, -2.5e3, true, false, null, "x\u00e9\n"], "b": {}}`, `[]`, `[1,]`, `{"a" 1}`, `"\x"`,
+		`01`, `1.`, `-`, `{"a":1}}`, "\"\x01\"", `nul`, `[1 2]`, `{,}`, ` 7 `,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		s := scanner{s: string(text)}
+		if got, want := s.walk(nil, nil, nil), json.Valid(text); got != want {
+			t.Fatalf("scanner says %q is valid: %v; json.Valid: %v", text, got, want)
 		}
 	})
 }
