@@ -78,6 +78,8 @@ type leaf struct {
 	// typed says values keep their JSON types (Body scope); otherwise every
 	// value is text, and numeric conditions read it.
 	typed bool
+	// numeric caches wantsNumber.
+	numeric bool
 }
 
 // holds reports whether what Match learnt satisfies the leaf.
@@ -88,7 +90,7 @@ func (l *leaf) holds(st leafState) bool {
 // matches reports whether v meets one of the leaf's value conditions.
 func (l *leaf) matches(v value) bool {
 	num, isNum := 0.0, false
-	if l.wantsNumber() {
+	if l.numeric {
 		num, isNum = v.number()
 		if l.typed && v.kind != kindNumber {
 			isNum = false
@@ -102,6 +104,8 @@ func (l *leaf) matches(v value) bool {
 	return false
 }
 
+// wantsNumber reports whether a condition of the leaf reads numbers, so
+// that Match parses a value as one only when something will read it.
 func (l *leaf) wantsNumber() bool {
 	for i := range l.conds {
 		if l.conds[i].op.wantsNumber() {

@@ -161,12 +161,11 @@ func (p *Policy) Match(e Event) bool {
 		return true
 	}
 	var buf [stackLeaves]leafState
-	st := buf[:0]
+	st := buf[:]
 	if len(p.leaves) > stackLeaves {
 		st = make([]leafState, len(p.leaves))
-	} else {
-		st = buf[:len(p.leaves)]
 	}
+	st = st[:len(p.leaves)]
 	for _, i := range p.keyLeaves {
 		p.visit(i, st, value{kind: kindString, text: e.Key})
 	}

@@ -195,6 +195,7 @@ func (ps *parser) leaf(g *group, v any, path []string, where string, isKey bool)
 			return &Error{Key: where, Reason: err.Error()}
 		}
 	}
+	l.numeric = l.wantsNumber()
 	i := len(ps.p.leaves)
 	ps.p.leaves = append(ps.p.leaves, l)
 	g.leaves = append(g.leaves, i)

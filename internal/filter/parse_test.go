@@ -141,8 +141,8 @@ func TestParseScope(t *testing.T) {
 
 func TestCanonical(t *testing.T) {
 	for policy, want := range map[string]string{
-		`{ "b" : ["x"],"a":[ 1.50, 3e2, -0 ] }`:                  `{"a":[1.5,300,0],"b":["x"]}`,
-		`{"p": [{"numeric": [">", 0, "<=", 1.5E2]}]}`:            `{"p":[{"numeric":[">",0,"<=",150]}]}`,
+		`{ "b" : ["x"],"a":[ 1.50, 3e2, -0 ] }`:                 `{"a":[1.5,300,0],"b":["x"]}`,
+		`{"p": [{"numeric": [">", 0, "<=", 1.5E2]}]}`:           `{"p":[{"numeric":[">",0,"<=",150]}]}`,
 		`{"$or": [{"b": ["<&>"]}, {"a": [{"exists": false}]}]}`: `{"$or":[{"b":["<&>"]},{"a":[{"exists":false}]}]}`,
 	} {
 		p, err := Parse([]byte(policy), Attributes)
