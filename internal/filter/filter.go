@@ -140,6 +140,15 @@ type Policy struct {
 	// payload; "$key" leaves are apart, in keyLeaves.
 	fields    *field
 	keyLeaves []int
+	// headers lists the top-level fields, for Attributes scope, in a slice
+	// because ranging over it is cheaper than over fields.children.
+	headers []header
+}
+
+// header is a top-level field and its name.
+type header struct {
+	name string
+	*field
 }
 
 // Scope returns the scope the policy was parsed with.
@@ -182,14 +191,14 @@ func (p *Policy) Match(e Event) bool {
 
 // scanHeaders feeds each header a key names to that key's leaves.
 func (p *Policy) scanHeaders(headers map[string]string, st []leafState) {
-	for name, f := range p.fields.children {
-		h, ok := headers[name]
+	for _, f := range p.headers {
+		h, ok := headers[f.name]
 		if !ok {
 			continue
 		}
 		if isJSONArray(h) {
 			s := scanner{s: h, asText: true}
-			s.walk(p, f, st)
+			s.walk(p, f.field, st)
 			continue
 		}
 		for _, i := range f.leaves {

@@ -77,6 +77,9 @@ func Parse(policy []byte, scope Scope) (*Policy, error) {
 		return nil, &Error{Reason: "has " + itoa(combos) + " combinations of values; the limit is " + itoa(maxCombinations) +
 			" (the product of the array lengths, summed over the alternatives $or makes)"}
 	}
+	for _, name := range slices.Sorted(maps.Keys(ps.p.fields.children)) {
+		ps.p.headers = append(ps.p.headers, header{name, ps.p.fields.children[name]})
+	}
 	ps.p.canonical = canonical(doc)
 	return ps.p, nil
 }
