@@ -99,6 +99,13 @@ func TestMatchHeadersAndKey(t *testing.T) {
 		{"number/string element", num, headers("n", `["5"]`), true},
 		{"number/huge", `{"n": [{"numeric": [">", 1000000000]}]}`, headers("n", "1e300"), true},
 
+		{"cidr/in block", `{"ip": [{"cidr": "10.0.0.0/24"}]}`, headers("ip", "10.0.0.255"), true},
+		{"cidr/outside", `{"ip": [{"cidr": "10.0.0.0/24"}]}`, headers("ip", "10.0.1.0"), false},
+		{"cidr/not an address", `{"ip": [{"cidr": "10.0.0.0/24"}]}`, headers("ip", "10.0.0.x"), false},
+		{"cidr/one address", `{"ip": [{"cidr": "192.0.2.7"}]}`, headers("ip", "192.0.2.7"), true},
+		{"cidr/ipv6", `{"ip": [{"cidr": "2001:db8::/32"}]}`, headers("ip", `["10.0.0.1", "2001:db8::1"]`), true},
+		{"cidr/unmasked block", `{"ip": [{"cidr": "10.0.0.9/24"}]}`, headers("ip", "10.0.0.1"), true},
+
 		{"anything-but single/other", ab, headers("n", "y"), true},
 		{"anything-but single/listed", ab, headers("n", "x"), false},
 	})

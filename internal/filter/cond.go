@@ -3,6 +3,7 @@ package filter
 import (
 	"encoding/json"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -127,6 +128,7 @@ const (
 	opAnythingBut
 	opAnythingButPrefix
 	opLiteral
+	opCIDR
 )
 
 func (o op) wantsNumber() bool { return o == opNumeric || o == opAnythingBut }
@@ -146,6 +148,8 @@ type cond struct {
 	nums  []float64
 	// literal is the JSON literal opLiteral matches.
 	literal valueKind
+	// block is the addresses opCIDR matches.
+	block netip.Prefix
 }
 
 func (c *cond) matches(v value, num float64, isNum bool) bool {
@@ -166,6 +170,12 @@ func (c *cond) matches(v value, num float64, isNum bool) bool {
 		return v.kind == kindString && !strings.HasPrefix(v.str(), c.text)
 	case opLiteral:
 		return v.kind == c.literal
+	case opCIDR:
+		if v.kind != kindString {
+			return false
+		}
+		addr, err := netip.ParseAddr(v.str())
+		return err == nil && c.block.Contains(addr)
 	}
 	return false
 }

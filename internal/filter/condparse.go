@@ -3,13 +3,14 @@ package filter
 import (
 	"encoding/json"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 )
 
 // operators lists the condition objects a key's array may hold, for
 // errors.
-const operators = "anything-but, equals-ignore-case, exists, numeric, prefix, suffix"
+const operators = "anything-but, cidr, equals-ignore-case, exists, numeric, prefix, suffix"
 
 // keyOperators are those "$key" allows: the event key is always present
 // and a string.
@@ -92,6 +93,8 @@ func (cp condParser) parseOperator(l *leaf, name string, arg any) (*cond, error)
 		return cp.anythingBut(arg)
 	case "numeric":
 		return numeric(arg)
+	case "cidr":
+		return cidr(arg)
 	case "exists":
 		return nil, exists(l, arg)
 	}
@@ -201,6 +204,23 @@ func (c *cond) bound(o string, v float64, i, n int) error {
 		return reason("a range ends with < or <=, not " + quote(o))
 	}
 	return nil
+}
+
+// cidr parses an IP address block, such as "10.0.0.0/24", or one address.
+func cidr(arg any) (*cond, error) {
+	s, ok := arg.(string)
+	if !ok {
+		return nil, reason("takes a string, not " + jsonType(arg))
+	}
+	block, err := netip.ParsePrefix(s)
+	if err != nil {
+		addr, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return nil, reason(quote(s) + " is not an IP address or a CIDR block such as \"10.0.0.0/24\"")
+		}
+		block = netip.PrefixFrom(addr, addr.BitLen())
+	}
+	return &cond{op: opCIDR, block: block.Masked()}, nil
 }
 
 // exists records {"exists": true|false} in l.

@@ -23,6 +23,8 @@
 //     of an array of them, or does not start with {"prefix": "p"}.
 //   - {"numeric": ["=", 5]}, [">", 0], ["<=", 150], [">", 0, "<=", 150]:
 //     the value is a number in that range.
+//   - {"cidr": "10.0.0.0/24"}: the value is an IP address in that block
+//     (IPv4 or IPv6; a lone address is a block of one).
 //   - {"exists": true} / {"exists": false}: the key is present / absent.
 //   - true, false, null: the JSON literal (Body scope only).
 //
