@@ -67,14 +67,7 @@ func (s *scanner) value(p *Policy, f *field, st []leafState) {
 }
 
 func (s *scanner) object(p *Policy, f *field, st []leafState) {
-	if !s.enter() {
-		return
-	}
-	if s.space(); s.peek() == '}' {
-		s.leave()
-		return
-	}
-	for !s.bad {
+	for more := s.open('}'); more; more = s.next('}') {
 		s.space()
 		if s.peek() != '"' {
 			s.fail()
@@ -87,34 +80,26 @@ func (s *scanner) object(p *Policy, f *field, st []leafState) {
 		}
 		s.i++
 		s.value(p, f.child(name, escaped), st)
-		if !s.next('}') {
-			return
-		}
 	}
 }
 
 func (s *scanner) array(p *Policy, f *field, st []leafState) {
-	if !s.enter() {
-		return
-	}
-	if s.space(); s.peek() == ']' {
-		s.leave()
-		return
-	}
-	for !s.bad {
+	for more := s.open(']'); more; more = s.next(']') {
 		s.value(p, f, st)
-		if !s.next(']') {
-			return
-		}
 	}
 }
 
-// enter steps into an object or array.
-func (s *scanner) enter() bool {
+// open steps into an object or array and reports whether it has a first
+// member or element to read; it steps out again at once if it is empty.
+func (s *scanner) open(closing byte) bool {
 	s.i++
 	s.depth++
 	if s.depth > maxDepth {
 		s.fail()
+		return false
+	}
+	if s.space(); s.peek() == closing {
+		s.leave()
 		return false
 	}
 	return true
