@@ -28,9 +28,11 @@
 //   - {"exists": true} / {"exists": false}: the key is present / absent.
 //   - true, false, null: the JSON literal (Body scope only).
 //
-// A key that is absent satisfies only {"exists": false}; in particular
-// anything-but does not match an absent key (add {"exists": false} to the
-// same array for that, as with SNS).
+// A key is present when it has a value that is not null, not the empty
+// string and not an empty array (SNS asks exists for a non-null, non-empty
+// value). A key that is absent satisfies only {"exists": false}; in
+// particular anything-but does not match an absent key (add
+// {"exists": false} to the same array for that, as with SNS).
 //
 // # Scopes
 //
@@ -44,9 +46,9 @@
 //   - a header whose text is a well-formed JSON array, such as
 //     ["rugby","tennis"], is taken as SNS's String.Array: it matches when any
 //     element does, each element taken as text (a number element by its
-//     literal, which numeric conditions then read). An empty array is present
-//     but has no element to match. Text that merely starts with "[" and is not
-//     a JSON array is an ordinary string.
+//     literal, which numeric conditions then read). An empty array has no
+//     element, so the key is absent. Text that merely starts with "[" and is
+//     not a JSON array is an ordinary string.
 //   - true, false and null are refused when parsing, because no header can
 //     hold them; quote them to match the text.
 //
@@ -57,8 +59,8 @@
 // condition, and 100 does not match "100". An array met on the way to a key,
 // or at it, is flattened: the key matches when any element does. An object
 // at a key is not a value (SNS's "leaf nodes only"). A key whose value is
-// null matches [null] but is absent for exists. A payload that is not a
-// well-formed JSON object matches no Body policy.
+// null matches [null]. A payload that is not a well-formed JSON object
+// matches no Body policy.
 //
 // Unlike SNS, {"exists": false} holds for an event that has no headers at
 // all: herald events often carry none, and skipping them would surprise.
@@ -224,7 +226,7 @@ func (p *Policy) scanBody(payload []byte, st []leafState) bool {
 
 // visit records one value met at leaf i.
 func (p *Policy) visit(i int, st []leafState, v value) {
-	if v.kind != kindNull {
+	if v.kind != kindNull && (v.kind != kindString || v.text != "") {
 		st[i].present = true
 	}
 	if !st[i].matched && p.leaves[i].matches(v) {
@@ -241,7 +243,7 @@ type field struct {
 
 // leafState is what one Match learnt about one leaf.
 type leafState struct {
-	present bool // a non-null value was met
+	present bool // a value neither null nor empty was met
 	matched bool // a value met one of the leaf's value conditions
 }
 
