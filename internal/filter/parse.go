@@ -94,8 +94,12 @@ func decode(policy []byte) (map[string]any, error) {
 	}
 	d := json.NewDecoder(bytes.NewReader(policy))
 	d.UseNumber()
-	var doc any
-	if err := d.Decode(&doc); err != nil {
+	doc, err := readValue(d, "", 0)
+	if err != nil {
+		var perr *Error
+		if errors.As(err, &perr) {
+			return nil, err
+		}
 		return nil, &Error{Reason: "is not valid JSON", Err: err}
 	}
 	if _, err := d.Token(); err != io.EOF {
@@ -106,6 +110,50 @@ func decode(policy []byte) (map[string]any, error) {
 		return nil, &Error{Reason: "must be a JSON object of keys, not " + jsonType(doc)}
 	}
 	return obj, nil
+}
+
+// readValue reads one JSON value from d, refusing what encoding/json lets
+// pass: an object that names a key twice (the last would win, silently)
+// and nesting deeper than a payload may.
+func readValue(d *json.Decoder, where string, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, &Error{Key: where, Reason: "nests deeper than " + itoa(maxDepth) + " levels"}
+	}
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for d.More() {
+			tok, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			name := tok.(string)
+			if _, twice := obj[name]; twice {
+				return nil, &Error{Key: join(where, name), Reason: "the key appears twice in one object"}
+			}
+			if obj[name], err = readValue(d, join(where, name), depth+1); err != nil {
+				return nil, err
+			}
+		}
+		_, err = d.Token() // }
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for d.More() {
+			v, err := readValue(d, where, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err = d.Token() // ]
+		return arr, err
+	}
+	return tok, nil
 }
 
 // parser builds a Policy from decoded JSON.
