@@ -40,26 +40,22 @@ func (v value) str() string {
 	return s
 }
 
-// number returns the value as a number quantized to the policy precision,
-// if it is one: a JSON number in a body, or a string holding one in a
-// header.
+// number returns the value's text read as a number quantized to the
+// policy precision, if it is a number as JSON writes it.
 func (v value) number() (float64, bool) {
-	switch v.kind {
-	case kindNumber, kindString:
-		if v.kind == kindString && !isJSONNumber(v.text) {
-			return 0, false
-		}
-		f, err := strconv.ParseFloat(v.text, 64)
-		if err != nil {
-			return 0, false
-		}
-		return quantize(f), true
+	if !isJSONNumber(v.text) {
+		return 0, false
 	}
-	return 0, false
+	f, err := strconv.ParseFloat(v.text, 64)
+	if err != nil {
+		return 0, false
+	}
+	return quantize(f), true
 }
 
-// decimalPlaces is how many digits after the decimal point numbers keep,
-// as SNS documents; scale is 10 to that power.
+// The numbers SNS documents: at most maxMagnitude either side of zero, kept
+// to decimalPlaces digits after the decimal point; scale is 10 to that
+// power.
 const (
 	decimalPlaces = 5
 	scale         = 1e5
@@ -72,7 +68,6 @@ func quantize(f float64) float64 { return math.Round(f * scale) }
 
 // leaf is the conditions one key path holds: any of conds, or exists.
 type leaf struct {
-	path        []string
 	conds       []cond
 	existsTrue  bool
 	existsFalse bool
@@ -90,12 +85,14 @@ func (l *leaf) holds(st leafState) bool {
 
 // matches reports whether v meets one of the leaf's value conditions.
 func (l *leaf) matches(v value) bool {
+	if v.escaped {
+		v = value{kind: v.kind, text: v.str()}
+	}
+	// A body's values keep their JSON types; a header's text is read as a
+	// number when it is one.
 	num, isNum := 0.0, false
-	if l.numeric {
+	if l.numeric && (v.kind == kindNumber || v.kind == kindString && !l.typed) {
 		num, isNum = v.number()
-		if l.typed && v.kind != kindNumber {
-			isNum = false
-		}
 	}
 	for i := range l.conds {
 		if l.conds[i].matches(v, num, isNum) {

@@ -239,7 +239,7 @@ func (ps *parser) leaf(g *group, v any, path []string, where string, isKey bool)
 	if len(arr) == 0 {
 		return &Error{Key: where, Reason: "the array must hold at least one condition"}
 	}
-	l := leaf{path: path, typed: ps.p.scope == Body}
+	l := leaf{typed: ps.p.scope == Body}
 	cp := condParser{typed: l.typed, isKey: isKey}
 	for _, x := range arr {
 		if err := cp.entry(&l, x); err != nil {
