@@ -71,11 +71,8 @@ func Parse(policy []byte, scope Scope) (*Policy, error) {
 		return nil, err
 	}
 	ps.p.root = root
-	if keys, combos := ps.size(&root); keys > maxKeys {
-		return nil, &Error{Reason: "has " + itoa(keys) + " keys in one alternative; the limit is " + itoa(maxKeys)}
-	} else if combos > maxCombinations {
-		return nil, &Error{Reason: "has " + itoa(combos) + " combinations of values; the limit is " + itoa(maxCombinations) +
-			" (the product of the array lengths, summed over the alternatives $or makes)"}
+	if err := ps.checkLimits(); err != nil {
+		return nil, err
 	}
 	for _, name := range slices.Sorted(maps.Keys(ps.p.fields.children)) {
 		ps.p.headers = append(ps.p.headers, header{name, ps.p.fields.children[name]})
@@ -267,6 +264,19 @@ func (ps *parser) leaf(g *group, v any, path []string, where string, isKey bool)
 		f = next
 	}
 	f.leaves = append(f.leaves, i)
+	return nil
+}
+
+// checkLimits refuses a policy over SNS's limits on keys and combinations.
+func (ps *parser) checkLimits() error {
+	keys, combos := ps.size(&ps.p.root)
+	if keys > maxKeys {
+		return &Error{Reason: "has " + itoa(keys) + " keys in one alternative; the limit is " + itoa(maxKeys)}
+	}
+	if combos > maxCombinations {
+		return &Error{Reason: "has " + itoa(combos) + " combinations of values; the limit is " + itoa(maxCombinations) +
+			" (the product of the array lengths, summed over the alternatives $or makes)"}
+	}
 	return nil
 }
 
