@@ -274,7 +274,7 @@ func (ps *parser) checkLimits() error {
 		return &Error{Reason: "has " + itoa(keys) + " keys in one alternative; the limit is " + itoa(maxKeys)}
 	}
 	if combos > maxCombinations {
-		return &Error{Reason: "has " + itoa(combos) + " combinations of values; the limit is " + itoa(maxCombinations) +
+		return &Error{Reason: "has more than " + itoa(maxCombinations) + " combinations of values, the limit" +
 			" (the product of the array lengths, summed over the alternatives $or makes)"}
 	}
 	return nil

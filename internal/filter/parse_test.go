@@ -75,10 +75,10 @@ func TestParseRefuses(t *testing.T) {
 		{"six keys", sixKeys, Attributes, "has 6 keys in one alternative; the limit is 5"},
 		{"six keys with $or", `{"a": ["1"], "b": ["1"], "c": ["1"], "d": ["1"], "$or": [{"e": ["1"]}, {"f": ["1"], "g": ["1"]}]}`, Attributes,
 			"has 6 keys in one alternative; the limit is 5"},
-		{"combinations", tooMany, Attributes, "has 151 combinations of values; the limit is 150"},
+		{"combinations", tooMany, Attributes, "has more than 150 combinations of values, the limit"},
 		{"combinations with $or", `{"a": ["1","2","3","4","5","6","7","8","9","10"], "$or": [` +
 			`{"b": ["1","2","3","4","5","6","7","8"]}, {"c": ["1","2","3","4","5","6","7","8"]}]}`, Attributes,
-			"has 151 combinations of values; the limit is 150"},
+			"has more than 150 combinations of values, the limit"},
 
 		{"body nested empty", `{"a": {}}`, Body, `key "a": an object must name at least one key`},
 		{"body nested bad", `{"a": {"b": [{"numeric": ["<>", 1]}]}}`, Body, `key "a.b": numeric: operator "<>" is not one of`},
