@@ -6,7 +6,9 @@
 //
 // Parse validates a policy once, when the subscription sets it, and compiles
 // it; Match then runs per event on the delivery path without parsing the
-// policy again and, for header policies, without allocating.
+// policy again, walking a body's JSON once, and without allocating (but to
+// unescape a string that holds JSON escapes, or past 16 keys' worth of
+// state).
 //
 // # Semantics
 //
@@ -87,6 +89,10 @@
 //   - numbers between -1e9 and 1e9, with at most 5 digits after the decimal
 //     point; numbers are compared at that precision;
 //   - a policy of at most 256 KiB of valid UTF-8.
+//
+// Beyond SNS, a policy may not name a key twice in one object (JSON would
+// keep the last silently), and neither a policy nor a payload may nest
+// deeper than 10000 levels, as encoding/json allows.
 package filter
 
 import "unsafe"
