@@ -2,12 +2,11 @@ package sns
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"herald/internal/node"
@@ -71,14 +70,16 @@ func attributeMapOf(m map[string]string) attributeMap {
 	return am
 }
 
+// getTopicAttributes answers herald's attributes, named as shownAttributes
+// names them, and the attributes Ceph answers with (cephAttributes), so
+// tools written against either read them.
 func (h *Handler) getTopicAttributes(_ context.Context, r *request) (any, error) {
 	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
 	}
 	attrs := shownAttributes(t.Attributes)
-	attrs["TopicArn"] = h.arns.of(t.Name)
-	attrs["Name"] = t.Name
+	maps.Copy(attrs, h.cephTopicOf(t).attributes())
 	return struct{ Attributes attributeMap }{attributeMapOf(attrs)}, nil
 }
 
@@ -111,19 +112,61 @@ func attributeError(err error) error {
 	return e
 }
 
+// topicsPerPage is how many topics a ListTopics page holds, as in SNS.
+const topicsPerPage = 100
+
 type listTopicsResult struct {
 	Topics struct {
 		Members []topicArnResult `xml:"member"`
 	}
+	NextToken string `xml:",omitempty"`
 }
 
-// listTopics lists every topic in one page.
-func (h *Handler) listTopics(context.Context, *request) (any, error) {
+// listTopics lists the topics in order of name, topicsPerPage at a time.
+// A page's NextToken names its last topic and the next page starts after
+// that name, so topics created or deleted between the calls shift no
+// other topic into a second page or out of every page.
+func (h *Handler) listTopics(_ context.Context, r *request) (any, error) {
+	after, err := pageStart(r.get("NextToken"))
+	if err != nil {
+		return nil, err
+	}
+	topics := h.node.ListTopics() // sorted by name
+	start, found := slices.BinarySearchFunc(topics, after, func(t node.Topic, name string) int {
+		return strings.Compare(t.Name, name)
+	})
+	if found {
+		start++
+	}
+	end := min(start+topicsPerPage, len(topics))
 	var res listTopicsResult
-	for _, t := range h.node.ListTopics() {
+	for _, t := range topics[start:end] {
 		res.Topics.Members = append(res.Topics.Members, topicArnResult{TopicArn: h.arns.of(t.Name)})
 	}
+	if end < len(topics) {
+		res.NextToken = pageToken(topics[end-1].Name)
+	}
 	return res, nil
+}
+
+// pageToken is the NextToken of a ListTopics page ending at a topic: its
+// name, base64-encoded so that clients treat it as opaque.
+func pageToken(lastName string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(lastName))
+}
+
+// pageStart returns the name a ListTopics page starts after: that of the
+// token, or "" for the first page.
+func pageStart(token string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	name, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(name) == 0 {
+		return "", &apiError{code: codeInvalidParameter,
+			msg: fmt.Sprintf("NextToken %q is not one herald gave; pass the NextToken of the previous ListTopics response unchanged, or none for the first page", token)}
+	}
+	return string(name), nil
 }
 
 // deleteTopic deletes a topic; deleting one that does not exist succeeds,
@@ -139,43 +182,13 @@ func (h *Handler) deleteTopic(ctx context.Context, r *request) (any, error) {
 	return nil, nil
 }
 
-// getTopicResult is Ceph's GetTopic result.
-type getTopicResult struct {
-	Topic struct {
-		User     string
-		Name     string
-		EndPoint struct {
-			EndpointAddress string
-			EndpointArgs    string
-			EndpointTopic   string
-			HasStoredSecret bool
-			Persistent      bool
-		}
-		TopicArn   string
-		OpaqueData string
-	}
-}
-
+// getTopic answers the topic as Ceph describes it.
 func (h *Handler) getTopic(_ context.Context, r *request) (any, error) {
 	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
 	}
-	var res getTopicResult
-	res.Topic.Name = t.Name
-	res.Topic.TopicArn = h.arns.of(t.Name)
-	res.Topic.OpaqueData = t.Attributes["opaque_data"]
-	ep := &res.Topic.EndPoint
-	ep.EndpointAddress = t.Attributes["push_endpoint"]
-	ep.EndpointTopic = t.Name
-	ep.Persistent, _ = strconv.ParseBool(t.Attributes["persistent"])
-	ep.HasStoredSecret = t.Attributes["signing_secret"] != ""
-	args := url.Values{}
-	for name, value := range shownAttributes(t.Attributes) {
-		args.Set(name, value)
-	}
-	ep.EndpointArgs = args.Encode()
-	return res, nil
+	return struct{ Topic cephTopic }{h.cephTopicOf(t)}, nil
 }
 
 type publishResult struct {
