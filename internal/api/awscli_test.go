@@ -406,3 +406,89 @@ print(json.dumps(out))
 		t.Fatalf("boto3 EndPoint: %+v", ep)
 	}
 }
+
+// TestAWSCLIPublishBatch publishes a batch with the aws CLI: each entry
+// is answered, and batches over SNS's limits get SNS's error codes.
+func TestAWSCLIPublishBatch(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 1000)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+	var created struct{ TopicArn string }
+	aws.ok(&created, "create-topic", "--name=batch", `--attributes={"persistent": "true"}`)
+
+	entries := `[{"Id": "a", "Message": "m1", "MessageGroupId": "k1", "MessageDeduplicationId": "d1",
+	  "MessageAttributes": {"color": {"DataType": "String", "StringValue": "red"}}},
+	 {"Id": "big", "Message": "` + strings.Repeat("x", 1001) + `"},
+	 {"Id": "b", "Message": "m2", "MessageGroupId": "k2"}]`
+	var res struct {
+		Successful []struct{ Id, MessageId string }
+		Failed     []struct {
+			Id, Code, Message string
+			SenderFault       bool
+		}
+	}
+	aws.ok(&res, "publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", entries)
+	if len(res.Successful) != 2 || res.Successful[0].Id != "a" || res.Successful[1].Id != "b" || !strings.HasPrefix(res.Successful[0].MessageId, "batch/") {
+		t.Fatalf("publish-batch Successful: %+v", res.Successful)
+	}
+	if len(res.Failed) != 1 || res.Failed[0].Id != "big" || res.Failed[0].Code != "InvalidParameter" || !res.Failed[0].SenderFault ||
+		!strings.Contains(res.Failed[0].Message, "over the limit of 1000 bytes") {
+		t.Fatalf("publish-batch Failed: %+v", res.Failed)
+	}
+
+	var eleven []string
+	for i := range 11 {
+		eleven = append(eleven, fmt.Sprintf(`{"Id": "e%d", "Message": "m"}`, i))
+	}
+	aws.fails("(TooManyEntriesInBatchRequest) when calling the PublishBatch operation: the batch has 11 entries",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", "["+strings.Join(eleven, ",")+"]")
+	aws.fails("(BatchEntryIdsNotDistinct) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", `[{"Id": "a", "Message": "m"}, {"Id": "a", "Message": "m"}]`)
+	aws.fails("(InvalidBatchEntryId) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", `[{"Id": "a.b", "Message": "m"}]`)
+	aws.fails("(NotFound) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", "arn:aws:sns:default::nope", "--publish-batch-request-entries", `[{"Id": "a", "Message": "m"}]`)
+	if st, err := n.TopicStats(context.Background(), "batch"); err != nil || st.Total.Stats.Published != 2 {
+		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
+	}
+}
+
+// TestBoto3PublishBatch publishes a batch with boto3, which maps SNS's
+// batch error codes to its exception classes.
+func TestBoto3PublishBatch(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	script := `
+import json, sys
+import boto3
+sns = boto3.client("sns", endpoint_url=sys.argv[1])
+arn = sns.create_topic(Name="batch", Attributes={"persistent": "true"})["TopicArn"]
+out = sns.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[
+    {"Id": "a", "Message": "m1", "MessageGroupId": "k1", "Subject": "s"},
+    {"Id": "b", "Message": "m2", "MessageGroupId": "k2",
+     "MessageAttributes": {"color": {"DataType": "String", "StringValue": "red"}}},
+])
+del out["ResponseMetadata"]
+out.setdefault("Failed", None)
+try:
+    sns.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[{"Id": "e%d" % i, "Message": "m"} for i in range(11)])
+except sns.exceptions.TooManyEntriesInBatchRequestException as e:
+    out["TooMany"] = e.response["Error"]["Code"]
+print(json.dumps(out))
+`
+	var res struct {
+		Successful []struct{ Id, MessageId string }
+		Failed     []any
+		TooMany    string
+	}
+	runBoto3(t, venv, script, url, &res)
+	if len(res.Successful) != 2 || res.Successful[0].Id != "a" || res.Successful[1].Id != "b" || res.Failed == nil || len(res.Failed) != 0 {
+		t.Fatalf("boto3 publish_batch: %+v", res)
+	}
+	if res.TooMany != "TooManyEntriesInBatchRequest" {
+		t.Fatalf("boto3 publish_batch of 11 entries: error %q, want TooManyEntriesInBatchRequestException", res.TooMany)
+	}
+	if st, err := n.TopicStats(context.Background(), "batch"); err != nil || st.Total.Stats.Published != 2 {
+		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
+	}
+}

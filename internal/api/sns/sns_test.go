@@ -403,3 +403,105 @@ func TestHasStoredSecret(t *testing.T) {
 		}
 	}
 }
+
+// batchParams returns the parameters of a PublishBatch to arn, each entry
+// given as field-value pairs.
+func batchParams(arn string, entries ...[]string) []string {
+	params := []string{"Action", "PublishBatch", "TopicArn", arn}
+	for i, fields := range entries {
+		for j := 0; j+1 < len(fields); j += 2 {
+			params = append(params, fmt.Sprintf("%s%d.%s", batchEntriesParam, i+1, fields[j]), fields[j+1])
+		}
+	}
+	return params
+}
+
+func TestPublishBatchAnswersEachEntry(t *testing.T) {
+	n := openNode(t, 100)
+	h := New(n, Config{})
+	if _, err := n.CreateTopic(context.Background(), "t", map[string]string{"persistent": "true", "shards": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	body := mustCall(t, h, batchParams("arn:aws:sns:default::t",
+		[]string{"Id", "a", "Message", "m1", "MessageGroupId", "k", "Subject", "s",
+			"MessageAttributes.entry.1.Name", "color", "MessageAttributes.entry.1.Value.DataType", "String",
+			"MessageAttributes.entry.1.Value.StringValue", "red"},
+		[]string{"Id", "too-big", "Message", strings.Repeat("x", 101)},
+		[]string{"Id", "no_message"},
+		[]string{"Id", "d", "Message", "m2", "MessageGroupId", "k", "MessageDeduplicationId", "d1"},
+		[]string{"Id", "again", "Message", "m2", "MessageGroupId", "k", "MessageDeduplicationId", "d1"},
+	)...)
+	var resp struct {
+		Result publishBatchResult `xml:"PublishBatchResult"`
+	}
+	if err := xml.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatalf("PublishBatch: %s: %v", body, err)
+	}
+	ok, failed := resp.Result.Successful.Members, resp.Result.Failed.Members
+	if len(ok) != 3 || ok[0].ID != "a" || ok[1].ID != "d" || ok[2].ID != "again" || ok[1].MessageID != ok[2].MessageID {
+		t.Fatalf("Successful: %+v; want a, d and again, the last two with one MessageId", ok)
+	}
+	if len(failed) != 2 || failed[0].ID != "too-big" || failed[1].ID != "no_message" ||
+		failed[0].Code != codeInvalidParameter || !strings.Contains(failed[0].Message, "over the limit of 100 bytes") || !failed[0].SenderFault ||
+		failed[1].Code != codeInvalidParameter || !strings.Contains(failed[1].Message, "Message") || !failed[1].SenderFault {
+		t.Fatalf("Failed: %+v", failed)
+	}
+	if st, err := n.TopicStats(context.Background(), "t"); err != nil || st.Total.Stats.Published != 2 {
+		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
+	}
+	// The events share a key, so a fetch hands out the first alone.
+	got, err := n.Fetch(context.Background(), "t", node.FetchOptions{Max: 10})
+	if err != nil || len(got.Deliveries) != 1 {
+		t.Fatalf("fetched %d events (%v), want 1", len(got.Deliveries), err)
+	}
+	first := got.Deliveries[0]
+	if first.ID != ok[0].MessageID || first.Event.Key != "k" || string(first.Event.Payload) != "m1" ||
+		first.Event.Headers["color"] != "red" || first.Event.Headers["Subject"] != "s" {
+		t.Fatalf("the first entry's event: %+v, id %s", first.Event, first.ID)
+	}
+}
+
+func TestPublishBatchLimits(t *testing.T) {
+	n := openNode(t, 0)
+	h := New(n, Config{})
+	const arn = "arn:aws:sns:default::t"
+	if _, err := n.CreateTopic(context.Background(), "t", map[string]string{"persistent": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(id string) []string { return []string{"Id", id, "Message", "m"} }
+	var eleven [][]string
+	for i := range 11 {
+		eleven = append(eleven, entry(fmt.Sprint("e", i)))
+	}
+	var tooLong [][]string
+	for i := range 5 {
+		tooLong = append(tooLong, []string{"Id", fmt.Sprint("e", i), "Message", strings.Repeat("x", MaxBatchBytes/5+1)})
+	}
+	for _, tt := range []struct {
+		name   string
+		params []string
+		code   string
+		says   string
+	}{
+		{"no entries", batchParams(arn), codeEmptyBatch, "no entries"},
+		{"eleven entries", batchParams(arn, eleven...), codeTooManyEntries, "11 entries, over the limit of 10"},
+		{"id with a space", batchParams(arn, entry("a b")), codeInvalidBatchEntryID, `"a b"`},
+		{"no id", batchParams(arn, []string{"Message", "m"}), codeInvalidBatchEntryID, `Id ""`},
+		{"long id", batchParams(arn, entry(strings.Repeat("i", 81))), codeInvalidBatchEntryID, "1 to 80"},
+		{"ids not distinct", batchParams(arn, entry("a"), entry("b"), entry("a")), codeBatchIDsNotDistinct, `Id "a"`},
+		{"too long", batchParams(arn, tooLong...), codeBatchTooLong, "over the limit of 4194304"},
+		{"malformed entry", append(batchParams(arn, entry("a")), batchEntriesParam+"x.Id", "b"), codeInvalidParameter, batchEntriesParam + "x.Id"},
+		{"unknown topic", batchParams("arn:aws:sns:default::nope", entry("a")), codeNotFound, "nope"},
+		{"no topic", batchParams("", entry("a")), codeInvalidParameter, "TopicArn"},
+	} {
+		status, body := call(t, h, tt.params...)
+		var resp errorResponse
+		if err := xml.Unmarshal([]byte(body), &resp); err != nil || status/100 != 4 ||
+			resp.Error.Code != tt.code || !strings.Contains(resp.Error.Message, tt.says) {
+			t.Errorf("%s: %d %.300s (%v), want %s saying %q", tt.name, status, body, err, tt.code, tt.says)
+		}
+	}
+	if st, err := n.TopicStats(context.Background(), "t"); err != nil || st.Total.Stats.Published != 0 {
+		t.Fatalf("refused batches published %d events (%v)", st.Total.Stats.Published, err)
+	}
+}
