@@ -71,7 +71,7 @@ func attributeMapOf(m map[string]string) attributeMap {
 }
 
 // getTopicAttributes answers herald's attributes, named as shownAttributes
-// names them, and the attributes Ceph answers with (cephAttributes), so
+// names them, and the attributes Ceph answers with (cephTopic), so
 // tools written against either read them.
 func (h *Handler) getTopicAttributes(_ context.Context, r *request) (any, error) {
 	t, err := h.arnTopic(r)

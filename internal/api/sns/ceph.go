@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"herald/internal/node"
 )
@@ -61,10 +62,14 @@ func (h *Handler) cephTopicOf(t node.Topic) cephTopic {
 }
 
 // hasCredentials reports whether a push endpoint URI carries a user or a
-// password (redacted or not).
+// password (redacted or not). Of a URI that does not parse, it says yes
+// if it has an '@' at all, rather than deny a secret it cannot rule out.
 func hasCredentials(uri string) bool {
 	u, err := url.Parse(uri)
-	return err == nil && u.User != nil
+	if err != nil {
+		return strings.Contains(uri, "@")
+	}
+	return u.User != nil
 }
 
 // attributes returns the topic as GetTopicAttributes' attributes, with

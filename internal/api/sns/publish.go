@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,9 +98,6 @@ const (
 	// maxBatchIDLength is the longest entry Id SNS accepts.
 	maxBatchIDLength = 80
 )
-
-// batchID is what an entry Id may hold, as in SNS.
-var batchID = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // batchEntriesParam prefixes the parameters of PublishBatch's entries:
 // PublishBatchRequestEntries.member.N.Message, ....
@@ -211,7 +207,7 @@ func checkBatch(entries []batchEntry) error {
 	ids := map[string]bool{}
 	size := 0
 	for _, e := range entries {
-		if len(e.id) > maxBatchIDLength || !batchID.MatchString(e.id) {
+		if !validBatchID(e.id) {
 			return &apiError{code: codeInvalidBatchEntryID,
 				msg: fmt.Sprintf("entry Id %q: want 1 to %d letters, digits, hyphens and underscores", e.id, maxBatchIDLength)}
 		}
@@ -226,6 +222,20 @@ func checkBatch(entries []batchEntry) error {
 			msg: fmt.Sprintf("the batch's messages and attributes have %d bytes, over the limit of %d; split it", size, MaxBatchBytes)}
 	}
 	return nil
+}
+
+// validBatchID reports whether an entry Id is as SNS wants it: 1 to
+// maxBatchIDLength ASCII letters, digits, hyphens and underscores.
+func validBatchID(id string) bool {
+	if id == "" || len(id) > maxBatchIDLength {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // eventSize is what an event counts towards MaxBatchBytes.

@@ -396,6 +396,7 @@ func TestHasStoredSecret(t *testing.T) {
 		{map[string]string{"push_endpoint": "https://hooks.example/x?sig=xxxxx"}, false},
 		{map[string]string{"push_endpoint": "nats://xxxxx@localhost"}, true},
 		{map[string]string{"push_endpoint": "https://hooks.example/x", "signing_secret": "(set)"}, true},
+		{map[string]string{"push_endpoint": "kafka://xxxxx@host:%zz"}, true}, // does not parse
 	} {
 		c := (&Handler{}).cephTopicOf(node.Topic{Name: "t", Attributes: tt.attrs})
 		if c.EndPoint.HasStoredSecret != tt.want {
