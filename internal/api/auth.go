@@ -71,6 +71,7 @@ var snsActionScopes = map[string]auth.Scope{
 	"GetTopic":           anyScope,
 	"GetTopicAttributes": anyScope,
 	"Publish":            auth.ScopePublish,
+	"PublishBatch":       auth.ScopePublish,
 }
 
 // pathScopes are the scopes of the routes that are not procedures; a path

@@ -330,6 +330,8 @@ func TestRoutesOtherThanProcedures(t *testing.T) {
 		{"CreateTopic", "admin", 0},
 		{"Publish", "consume", http.StatusForbidden},
 		{"Publish", "publish", 0},
+		{"PublishBatch", "consume", http.StatusForbidden},
+		{"PublishBatch", "publish", 0},
 		{"ListTopics", "consume", 0},
 		{"Publish", "", http.StatusUnauthorized},
 		{"Publish", "sigv4:publish", 0},

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -274,18 +276,6 @@ sns.delete_topic(TopicArn=arn)
 out["after"] = sns.list_topics()["Topics"]
 print(json.dumps(out))
 `
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(venv, "bin", "python"), "-c", script, url)
-	cmd.Env = awsEnv(t)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("boto3 script: %v\n%s", err, stderr)
-	}
 	var res struct {
 		ARN        string
 		Topics     []string
@@ -294,9 +284,7 @@ print(json.dumps(out))
 		Error      []any
 		After      []any
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("boto3 output %s: %v", out, err)
-	}
+	runBoto3(t, venv, script, url, &res)
 	if res.ARN != "arn:aws:sns:default::orders" || len(res.Topics) != 1 || res.Topics[0] != res.ARN {
 		t.Fatalf("boto3 create/list: %+v", res)
 	}
@@ -311,5 +299,196 @@ print(json.dumps(out))
 	}
 	if len(res.After) != 0 || len(n.ListTopics()) != 0 {
 		t.Fatalf("topics after delete_topic: %v", res.After)
+	}
+}
+
+// runBoto3 runs a Python script with boto3 at hand, the server's URL its
+// argument, and decodes the JSON it prints into v.
+func runBoto3(t *testing.T, venv, script, url string, v any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(venv, "bin", "python"), "-c", script, url)
+	cmd.Env = awsEnv(t)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("boto3 script: %v\n%s", err, stderr)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("boto3 output %s: %v", out, err)
+	}
+}
+
+// createTopics creates count topics named prefix000, ... on n, with one
+// shard each to keep them cheap, and returns their ARNs.
+func createTopics(t *testing.T, n *node.Node, prefix string, count int) []string {
+	t.Helper()
+	var arns []string
+	for i := range count {
+		name := fmt.Sprintf("%s%03d", prefix, i)
+		if _, err := n.CreateTopic(context.Background(), name, map[string]string{"shards": "1"}); err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, "arn:aws:sns:default::"+name)
+	}
+	return arns
+}
+
+// TestAWSCLIListsEveryPage lists more topics than a page holds: the aws
+// CLI follows NextToken and lists each once.
+func TestAWSCLIListsEveryPage(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+	want := createTopics(t, n, "page", 230)
+	var listed struct{ Topics []struct{ TopicArn string } }
+	aws.ok(&listed, "list-topics")
+	var got []string
+	for _, topic := range listed.Topics {
+		got = append(got, topic.TopicArn)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("aws sns list-topics listed %d topics, want the %d once each:\n%v", len(got), len(want), got)
+	}
+	// One page by hand: the CLI shows the NextToken to pass on.
+	var page struct {
+		Topics    []struct{ TopicArn string }
+		NextToken string
+	}
+	aws.ok(&page, "list-topics", "--max-items", "100")
+	if len(page.Topics) != 100 || page.NextToken == "" {
+		t.Fatalf("list-topics --max-items 100: %d topics, NextToken %q", len(page.Topics), page.NextToken)
+	}
+	aws.fails("(InvalidParameter) when calling the ListTopics operation: NextToken", "list-topics", "--starting-token", "not-a-token!")
+}
+
+// TestBoto3PagesAndCephAttributes pages with boto3's paginator and reads
+// the attributes Ceph answers with.
+func TestBoto3PagesAndCephAttributes(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	want := createTopics(t, n, "page", 150)
+	script := `
+import json, sys
+import boto3
+sns = boto3.client("sns", endpoint_url=sys.argv[1])
+out = {"pages": []}
+for page in sns.get_paginator("list_topics").paginate():
+    out["pages"].append([t["TopicArn"] for t in page["Topics"]])
+arn = sns.create_topic(Name="zz-ceph", Attributes={"push-endpoint": "http://u:secret@127.0.0.1:1/hook", "persistent": "true", "OpaqueData": "od"})["TopicArn"]
+attrs = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+out["attributes"] = attrs
+out["endpoint"] = json.loads(attrs["EndPoint"])
+print(json.dumps(out))
+`
+	var res struct {
+		Pages      [][]string
+		Attributes map[string]string
+		Endpoint   struct {
+			EndpointAddress, EndpointArgs, EndpointTopic string
+			HasStoredSecret, Persistent                  bool
+		}
+	}
+	runBoto3(t, venv, script, url, &res)
+	if len(res.Pages) != 2 || len(res.Pages[0]) != 100 || !slices.Equal(slices.Concat(res.Pages...), want) {
+		t.Fatalf("boto3's paginator: pages of %d topics, want 100 and 50 in order", len(slices.Concat(res.Pages...)))
+	}
+	a, ep := res.Attributes, res.Endpoint
+	if a["Name"] != "zz-ceph" || a["TopicArn"] != "arn:aws:sns:default::zz-ceph" || a["OpaqueData"] != "od" || a["User"] != "" || a["persistent"] != "true" {
+		t.Fatalf("boto3 attributes: %v", a)
+	}
+	if ep.EndpointAddress != "http://u:xxxxx@127.0.0.1:1/hook" || ep.EndpointTopic != "zz-ceph" || !ep.HasStoredSecret || !ep.Persistent ||
+		!strings.Contains(ep.EndpointArgs, "OpaqueData=od") {
+		t.Fatalf("boto3 EndPoint: %+v", ep)
+	}
+}
+
+// TestAWSCLIPublishBatch publishes a batch with the aws CLI: each entry
+// is answered, and batches over SNS's limits get SNS's error codes.
+func TestAWSCLIPublishBatch(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 1000)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+	var created struct{ TopicArn string }
+	aws.ok(&created, "create-topic", "--name=batch", `--attributes={"persistent": "true"}`)
+
+	entries := `[{"Id": "a", "Message": "m1", "MessageGroupId": "k1", "MessageDeduplicationId": "d1",
+	  "MessageAttributes": {"color": {"DataType": "String", "StringValue": "red"}}},
+	 {"Id": "big", "Message": "` + strings.Repeat("x", 1001) + `"},
+	 {"Id": "b", "Message": "m2", "MessageGroupId": "k2"}]`
+	var res struct {
+		Successful []struct{ Id, MessageId string }
+		Failed     []struct {
+			Id, Code, Message string
+			SenderFault       bool
+		}
+	}
+	aws.ok(&res, "publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", entries)
+	if len(res.Successful) != 2 || res.Successful[0].Id != "a" || res.Successful[1].Id != "b" || !strings.HasPrefix(res.Successful[0].MessageId, "batch/") {
+		t.Fatalf("publish-batch Successful: %+v", res.Successful)
+	}
+	if len(res.Failed) != 1 || res.Failed[0].Id != "big" || res.Failed[0].Code != "InvalidParameter" || !res.Failed[0].SenderFault ||
+		!strings.Contains(res.Failed[0].Message, "over the limit of 1000 bytes") {
+		t.Fatalf("publish-batch Failed: %+v", res.Failed)
+	}
+
+	var eleven []string
+	for i := range 11 {
+		eleven = append(eleven, fmt.Sprintf(`{"Id": "e%d", "Message": "m"}`, i))
+	}
+	aws.fails("(TooManyEntriesInBatchRequest) when calling the PublishBatch operation: the batch has 11 entries",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", "["+strings.Join(eleven, ",")+"]")
+	aws.fails("(BatchEntryIdsNotDistinct) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", `[{"Id": "a", "Message": "m"}, {"Id": "a", "Message": "m"}]`)
+	aws.fails("(InvalidBatchEntryId) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", created.TopicArn, "--publish-batch-request-entries", `[{"Id": "a.b", "Message": "m"}]`)
+	aws.fails("(NotFound) when calling the PublishBatch operation",
+		"publish-batch", "--topic-arn", "arn:aws:sns:default::nope", "--publish-batch-request-entries", `[{"Id": "a", "Message": "m"}]`)
+	if st, err := n.TopicStats(context.Background(), "batch"); err != nil || st.Total.Stats.Published != 2 {
+		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
+	}
+}
+
+// TestBoto3PublishBatch publishes a batch with boto3, which maps SNS's
+// batch error codes to its exception classes.
+func TestBoto3PublishBatch(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	script := `
+import json, sys
+import boto3
+sns = boto3.client("sns", endpoint_url=sys.argv[1])
+arn = sns.create_topic(Name="batch", Attributes={"persistent": "true"})["TopicArn"]
+out = sns.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[
+    {"Id": "a", "Message": "m1", "MessageGroupId": "k1", "Subject": "s"},
+    {"Id": "b", "Message": "m2", "MessageGroupId": "k2",
+     "MessageAttributes": {"color": {"DataType": "String", "StringValue": "red"}}},
+])
+del out["ResponseMetadata"]
+out.setdefault("Failed", None)
+try:
+    sns.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[{"Id": "e%d" % i, "Message": "m"} for i in range(11)])
+except sns.exceptions.TooManyEntriesInBatchRequestException as e:
+    out["TooMany"] = e.response["Error"]["Code"]
+print(json.dumps(out))
+`
+	var res struct {
+		Successful []struct{ Id, MessageId string }
+		Failed     []any
+		TooMany    string
+	}
+	runBoto3(t, venv, script, url, &res)
+	if len(res.Successful) != 2 || res.Successful[0].Id != "a" || res.Successful[1].Id != "b" || res.Failed == nil || len(res.Failed) != 0 {
+		t.Fatalf("boto3 publish_batch: %+v", res)
+	}
+	if res.TooMany != "TooManyEntriesInBatchRequest" {
+		t.Fatalf("boto3 publish_batch of 11 entries: error %q, want TooManyEntriesInBatchRequestException", res.TooMany)
+	}
+	if st, err := n.TopicStats(context.Background(), "batch"); err != nil || st.Total.Stats.Published != 2 {
+		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
 	}
 }

@@ -2,12 +2,11 @@ package sns
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"herald/internal/node"
@@ -71,14 +70,16 @@ func attributeMapOf(m map[string]string) attributeMap {
 	return am
 }
 
+// getTopicAttributes answers herald's attributes, named as shownAttributes
+// names them, and the attributes Ceph answers with (cephTopic), so
+// tools written against either read them.
 func (h *Handler) getTopicAttributes(_ context.Context, r *request) (any, error) {
 	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
 	}
 	attrs := shownAttributes(t.Attributes)
-	attrs["TopicArn"] = h.arns.of(t.Name)
-	attrs["Name"] = t.Name
+	maps.Copy(attrs, h.cephTopicOf(t).attributes())
 	return struct{ Attributes attributeMap }{attributeMapOf(attrs)}, nil
 }
 
@@ -111,19 +112,61 @@ func attributeError(err error) error {
 	return e
 }
 
+// topicsPerPage is how many topics a ListTopics page holds, as in SNS.
+const topicsPerPage = 100
+
 type listTopicsResult struct {
 	Topics struct {
 		Members []topicArnResult `xml:"member"`
 	}
+	NextToken string `xml:",omitempty"`
 }
 
-// listTopics lists every topic in one page.
-func (h *Handler) listTopics(context.Context, *request) (any, error) {
+// listTopics lists the topics in order of name, topicsPerPage at a time.
+// A page's NextToken names its last topic and the next page starts after
+// that name, so topics created or deleted between the calls shift no
+// other topic into a second page or out of every page.
+func (h *Handler) listTopics(_ context.Context, r *request) (any, error) {
+	after, err := pageStart(r.get("NextToken"))
+	if err != nil {
+		return nil, err
+	}
+	topics := h.node.ListTopics() // sorted by name
+	start, found := slices.BinarySearchFunc(topics, after, func(t node.Topic, name string) int {
+		return strings.Compare(t.Name, name)
+	})
+	if found {
+		start++
+	}
+	end := min(start+topicsPerPage, len(topics))
 	var res listTopicsResult
-	for _, t := range h.node.ListTopics() {
+	for _, t := range topics[start:end] {
 		res.Topics.Members = append(res.Topics.Members, topicArnResult{TopicArn: h.arns.of(t.Name)})
 	}
+	if end < len(topics) {
+		res.NextToken = pageToken(topics[end-1].Name)
+	}
 	return res, nil
+}
+
+// pageToken is the NextToken of a ListTopics page ending at a topic: its
+// name, base64-encoded so that clients treat it as opaque.
+func pageToken(lastName string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(lastName))
+}
+
+// pageStart returns the name a ListTopics page starts after: that of the
+// token, or "" for the first page.
+func pageStart(token string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	name, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(name) == 0 {
+		return "", &apiError{code: codeInvalidParameter,
+			msg: fmt.Sprintf("NextToken %q is not one herald gave; pass the NextToken of the previous ListTopics response unchanged, or none for the first page", token)}
+	}
+	return string(name), nil
 }
 
 // deleteTopic deletes a topic; deleting one that does not exist succeeds,
@@ -139,103 +182,11 @@ func (h *Handler) deleteTopic(ctx context.Context, r *request) (any, error) {
 	return nil, nil
 }
 
-// getTopicResult is Ceph's GetTopic result.
-type getTopicResult struct {
-	Topic struct {
-		User     string
-		Name     string
-		EndPoint struct {
-			EndpointAddress string
-			EndpointArgs    string
-			EndpointTopic   string
-			HasStoredSecret bool
-			Persistent      bool
-		}
-		TopicArn   string
-		OpaqueData string
-	}
-}
-
+// getTopic answers the topic as Ceph describes it.
 func (h *Handler) getTopic(_ context.Context, r *request) (any, error) {
 	t, err := h.arnTopic(r)
 	if err != nil {
 		return nil, err
 	}
-	var res getTopicResult
-	res.Topic.Name = t.Name
-	res.Topic.TopicArn = h.arns.of(t.Name)
-	res.Topic.OpaqueData = t.Attributes["opaque_data"]
-	ep := &res.Topic.EndPoint
-	ep.EndpointAddress = t.Attributes["push_endpoint"]
-	ep.EndpointTopic = t.Name
-	ep.Persistent, _ = strconv.ParseBool(t.Attributes["persistent"])
-	ep.HasStoredSecret = t.Attributes["signing_secret"] != ""
-	args := url.Values{}
-	for name, value := range shownAttributes(t.Attributes) {
-		args.Set(name, value)
-	}
-	ep.EndpointArgs = args.Encode()
-	return res, nil
-}
-
-type publishResult struct {
-	MessageID string `xml:"MessageId"`
-}
-
-// publish publishes Message as one event: MessageGroupId is its key,
-// MessageDeduplicationId its dedup id, Subject and string
-// MessageAttributes its headers.
-func (h *Handler) publish(ctx context.Context, r *request) (any, error) {
-	name, err := h.topicName(r, "TopicArn", "TargetArn")
-	if err != nil {
-		return nil, err
-	}
-	msg, err := r.require("Message")
-	if err != nil {
-		return nil, err
-	}
-	headers, err := messageAttributes(r.form)
-	if err != nil {
-		return nil, &apiError{code: codeInvalidParameter, msg: err.Error()}
-	}
-	if s := r.get("Subject"); s != "" {
-		headers["Subject"] = s
-	}
-	ev := node.Event{Key: r.get("MessageGroupId"), Payload: []byte(msg), DedupID: r.get("MessageDeduplicationId")}
-	if len(headers) > 0 {
-		ev.Headers = headers
-	}
-	ids, err := h.node.Publish(ctx, name, []node.Event{ev})
-	if err != nil {
-		return nil, nodeError(err)
-	}
-	return publishResult{MessageID: ids[0]}, nil
-}
-
-// messageAttributes reads MessageAttributes.entry.N.Name and
-// .Value.StringValue (or .Value.BinaryValue, kept base64) as headers.
-func messageAttributes(form map[string][]string) (map[string]string, error) {
-	headers := map[string]string{}
-	for param, values := range form {
-		rest, ok := strings.CutPrefix(param, "MessageAttributes.entry.")
-		if !ok {
-			continue
-		}
-		n, field, ok := strings.Cut(rest, ".")
-		if !ok || field != "Name" {
-			continue
-		}
-		prefix := "MessageAttributes.entry." + n + ".Value."
-		value, found := "", false
-		for _, f := range []string{"StringValue", "BinaryValue"} {
-			if v, ok := form[prefix+f]; ok {
-				value, found = v[0], true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("message attribute %s has no Value.StringValue or Value.BinaryValue", values[0])
-		}
-		headers[values[0]] = value
-	}
-	return headers, nil
+	return struct{ Topic cephTopic }{h.cephTopicOf(t)}, nil
 }

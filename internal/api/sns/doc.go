@@ -7,16 +7,16 @@
 //
 // Requests are form-encoded POSTs whose Action parameter names the
 // operation: CreateTopic, GetTopicAttributes, SetTopicAttributes,
-// ListTopics, DeleteTopic, GetTopic and Publish. Responses are XML in the
-// SNS namespace with a RequestId; errors are SNS error documents
-// (InvalidParameter, NotFound, ...) with a matching HTTP status. Topics are
-// named by ARNs of the form arn:aws:sns:<zonegroup>::<topic>, the zonegroup
-// being configured (Config.Zonegroup).
+// ListTopics, DeleteTopic, GetTopic, Publish and PublishBatch. Responses
+// are XML in the SNS namespace with a RequestId; errors are SNS error
+// documents (InvalidParameter, NotFound, ...) with a matching HTTP status.
+// Topics are named by ARNs of the form arn:aws:sns:<zonegroup>::<topic>,
+// the zonegroup being configured (Config.Zonegroup).
 //
 // Scopes, for the token check that wraps the handler: CreateTopic,
 // SetTopicAttributes and DeleteTopic administer topics (admin scope);
-// Publish publishes (publish scope); ListTopics, GetTopic and
-// GetTopicAttributes only read.
+// Publish and PublishBatch publish (publish scope); ListTopics, GetTopic
+// and GetTopicAttributes only read.
 //
 // Credentials: the aws CLI and boto3 sign every request with AWS
 // Signature Version 4. herald keeps no AWS secret keys, so this handler

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 
 	"herald/internal/node"
 )
@@ -53,6 +56,7 @@ func New(n *node.Node, cfg Config) *Handler {
 		"DeleteTopic":        h.deleteTopic,
 		"GetTopic":           h.getTopic,
 		"Publish":            h.publish,
+		"PublishBatch":       h.publishBatch,
 	}
 	return h
 }
@@ -101,7 +105,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	do, ok := h.actions[action]
 	if !ok {
 		writeError(w, req.id, &apiError{code: codeInvalidAction,
-			msg: fmt.Sprintf("unknown Action %q; herald serves CreateTopic, DeleteTopic, GetTopic, GetTopicAttributes, ListTopics, Publish and SetTopicAttributes", action)})
+			msg: fmt.Sprintf("unknown Action %q; herald serves %s", action, strings.Join(slices.Sorted(maps.Keys(h.actions)), ", "))})
 		return
 	}
 	result, err := do(r.Context(), req)

@@ -19,16 +19,27 @@ const (
 	codeAuthorization      = "AuthorizationError"
 	codeServiceUnavailable = "ServiceUnavailable"
 	codeInternal           = "InternalError"
+	// PublishBatch's, for a batch that breaks SNS's limits.
+	codeEmptyBatch          = "EmptyBatchRequest"
+	codeTooManyEntries      = "TooManyEntriesInBatchRequest"
+	codeInvalidBatchEntryID = "InvalidBatchEntryId"
+	codeBatchIDsNotDistinct = "BatchEntryIdsNotDistinct"
+	codeBatchTooLong        = "BatchRequestTooLong"
 )
 
 // codeStatus is the HTTP status of each error code.
 var codeStatus = map[string]int{
-	codeInvalidParameter:   http.StatusBadRequest,
-	codeInvalidAction:      http.StatusBadRequest,
-	codeNotFound:           http.StatusNotFound,
-	codeAuthorization:      http.StatusForbidden,
-	codeServiceUnavailable: http.StatusServiceUnavailable,
-	codeInternal:           http.StatusInternalServerError,
+	codeInvalidParameter:    http.StatusBadRequest,
+	codeInvalidAction:       http.StatusBadRequest,
+	codeNotFound:            http.StatusNotFound,
+	codeAuthorization:       http.StatusForbidden,
+	codeServiceUnavailable:  http.StatusServiceUnavailable,
+	codeInternal:            http.StatusInternalServerError,
+	codeEmptyBatch:          http.StatusBadRequest,
+	codeTooManyEntries:      http.StatusBadRequest,
+	codeInvalidBatchEntryID: http.StatusBadRequest,
+	codeBatchIDsNotDistinct: http.StatusBadRequest,
+	codeBatchTooLong:        http.StatusBadRequest,
 }
 
 // An apiError is an SNS error: a code, a message saying what was wrong
@@ -41,6 +52,14 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+// httpStatus is the HTTP status of the error.
+func (e *apiError) httpStatus() int {
+	if e.status != 0 {
+		return e.status
+	}
+	return codeStatus[e.code]
+}
 
 type errorResponse struct {
 	XMLName xml.Name `xml:"ErrorResponse"`
@@ -58,10 +77,7 @@ func writeError(w http.ResponseWriter, requestID string, err error) {
 	if !ok {
 		ae = &apiError{code: codeInternal, msg: err.Error()}
 	}
-	status := ae.status
-	if status == 0 {
-		status = codeStatus[ae.code]
-	}
+	status := ae.httpStatus()
 	var resp errorResponse
 	resp.NS = namespace
 	resp.Error.Type = "Sender"
