@@ -32,7 +32,7 @@ import (
 //
 // Memory: 8 bytes per indexed event (up to 3 times that while a queue's
 // front is consumed, see dropOffsets), and per key with pending events
-// about 150 bytes and its name.
+// about 120 bytes and its name.
 type keyIndex struct {
 	keys   map[string]*keyQueue
 	ready  keyHeap              // by front offset
