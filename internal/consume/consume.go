@@ -10,6 +10,7 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"herald/internal/delivery"
@@ -21,8 +22,9 @@ import (
 // held as long.
 const DefaultVisibility = 30 * time.Second
 
-// MaxScan is how many pending events Shard.Fetch looks at per shard and
-// fetch.
+// MaxScan is how many pending events a fetch reads from the shard's log
+// at most, to index those appended since the fetch before (see keyIndex):
+// it bounds the first fetches of a new leader over a long backlog.
 const MaxScan = 20000
 
 // Group is a shard's Raft group as this node holds it. Its errors are the
@@ -60,117 +62,161 @@ type Lease struct {
 
 // ReadPending returns up to limit pending events of a shard — neither
 // acknowledged nor dead-lettered — with offsets >= from, in offset order,
-// and the offset to continue from. It is how both pull consumers and push
-// dispatchers read the queue.
+// and the offset to continue from. It is how push dispatchers read the
+// queue, and how pull consumers' fetches index it.
 func (s Shard) ReadPending(ctx context.Context, from uint64, limit int) ([]delivery.Event, uint64, error) {
-	type loc struct {
-		offset, index uint64
-		slot          int
-		attempts      uint32
-	}
-	var locs []loc
-	next := from
-	err := s.Group.View(ctx, func(m *shard.Machine) {
-		o := max(from, m.Head())
+	evs, next, _, err := s.readPending(ctx, from, limit)
+	return evs, next, err
+}
+
+// readPending is ReadPending that also returns the shard's head as it read.
+func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []delivery.Event, next, head uint64, err error) {
+	var locs []location
+	next = from
+	err = s.Group.View(ctx, func(m *shard.Machine) {
+		head = m.Head()
+		o := max(from, head)
 		for ; o < m.NextOffset() && len(locs) < limit; o++ {
 			if m.IsAcked(o) { // acknowledged or dead-lettered
 				continue
 			}
 			if idx, slot, ok := m.Locate(o); ok {
-				locs = append(locs, loc{o, idx, slot, m.Attempts(o)})
+				locs = append(locs, location{o, idx, slot, m.Attempts(o)})
 			}
 		}
 		next = o
 	})
 	if err != nil {
-		return nil, from, err
+		return nil, from, 0, err
 	}
-	out := make([]delivery.Event, 0, len(locs))
-	entries := make(map[uint64]shard.Command)
+	entries := make(entryCache)
+	evs = make([]delivery.Event, 0, len(locs))
 	for _, l := range locs {
-		cmd, ok := entries[l.index]
-		if !ok {
-			var err error
-			if cmd, err = s.Group.Entry(l.offset, l.index); err != nil {
-				return nil, from, err
-			}
-			entries[l.index] = cmd
+		ev, at, ok, err := entries.event(s.Group, l)
+		if err != nil {
+			return nil, from, 0, err
 		}
-		if l.slot >= len(cmd.Events) {
-			continue
+		if ok {
+			evs = append(evs, delivery.Event{Offset: l.offset, Event: ev, Time: at, Attempts: l.attempts})
 		}
-		out = append(out, delivery.Event{Offset: l.offset, Event: cmd.Events[l.slot], Time: time.Unix(0, cmd.Time), Attempts: l.attempts})
 	}
-	return out, next, nil
+	return evs, next, head, nil
 }
 
-// Fetch leases up to max events of the shard for visibility, scanning
-// pending events from the delivery head in offset order. A key's next
-// event is not handed out while an earlier one is leased or
-// unacknowledged ahead of it.
+// A location is where a pending event is in the shard's log.
+type location struct {
+	offset, index uint64
+	slot          int
+	attempts      uint32
+}
+
+// An entryCache holds the commands of the log entries a read decoded, by
+// index: an entry holds many events.
+type entryCache map[uint64]shard.Command
+
+// event returns the event at l and its publish time; ok is false if its
+// entry has no such slot.
+func (c entryCache) event(g Group, l location) (_ shard.Event, _ time.Time, ok bool, _ error) {
+	cmd, cached := c[l.index]
+	if !cached {
+		var err error
+		if cmd, err = g.Entry(l.offset, l.index); err != nil {
+			return shard.Event{}, time.Time{}, false, err
+		}
+		c[l.index] = cmd
+	}
+	if l.slot >= len(cmd.Events) {
+		return shard.Event{}, time.Time{}, false, nil
+	}
+	return cmd.Events[l.slot], time.Unix(0, cmd.Time), true, nil
+}
+
+// Fetch leases up to max events of the shard for visibility: the first
+// pending event of each key whose first pending event is not leased, in
+// offset order. A key's next event is not handed out while an earlier one
+// is leased or unacknowledged ahead of it.
+//
+// It reads the shard through the index of its keys (keyIndex), so that
+// its cost is that of the keys it visits, not of the backlog.
 func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]Lease, error) {
-	pending, _, err := s.ReadPending(ctx, 0, MaxScan)
+	t := s.Leases
+	waiting, err := s.index(ctx)
+	if err != nil || !waiting {
+		return nil, err
+	}
+	// A leader replaced without knowing it yet misses the acks its
+	// successor commits: confirm the leadership, and so see every ack
+	// committed until now, before leasing anything. Concurrent fetches
+	// share the confirmation.
+	if err := s.Group.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	// The leases are chosen in a view of the shard, with the table
+	// locked: acks are applied, and drop their leases (Leases.Acked), on
+	// the goroutine that runs the view, so the view sees every ack of an
+	// event whose lease the table no longer holds.
+	now := time.Now()
+	var picks []pick
+	err = s.Group.View(ctx, func(m *shard.Machine) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		picks = t.handOut(m, max, now, now.Add(visibility))
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(pending) > 0 {
-		// A leader replaced without knowing it yet misses the acks its
-		// successor commits: confirm the leadership, and so see every ack
-		// committed until now, before leasing anything. Concurrent
-		// fetches share the confirmation.
-		if err := s.Group.ReadBarrier(ctx); err != nil {
-			return nil, err
-		}
+	out, err := s.read(picks)
+	if err != nil {
+		t.unlease(picks)
+		return nil, err
 	}
+	return out, nil
+}
+
+// index brings the index up to date with the shard's log: it reads the
+// events appended since the last fetch, after rebuilding the index from
+// the head if it is stale or wasteful. It reports whether any key is
+// waiting to hand out an event.
+func (s Shard) index(ctx context.Context) (bool, error) {
 	t := s.Leases
-	t.fetching.Lock()
-	defer t.fetching.Unlock()
-	if len(pending) == 0 {
-		t.mu.Lock()
-		t.forgetBelow(pending)
-		t.mu.Unlock()
-		return nil, nil
-	}
-	// pending was read before this fetch's turn. Since then an earlier
-	// fetch may have handed out a key's next event, its event in pending
-	// being acknowledged meanwhile: leasing that one again would hand a
-	// consumer an acknowledged event after its key's next one. A view
-	// taken now sees every such ack. An ack applied after the view drops
-	// its lease (see Leases.Acked) and would make its event look free
-	// to lease again: then look once more.
-	var acked map[uint64]bool
+	t.indexing.Lock()
+	defer t.indexing.Unlock()
 	for {
 		t.mu.Lock()
-		drops := t.drops
+		from := t.index.indexed
 		t.mu.Unlock()
-		acked, err = s.AckedNow(ctx, pending)
+		evs, next, head, err := s.readPending(ctx, from, MaxScan)
+		if err != nil {
+			return false, err
+		}
+		t.mu.Lock()
+		t.forgetBelow(head)
+		if x := t.index; x.stale || x.wasteful(head) {
+			t.index = newKeyIndex(head)
+			t.mu.Unlock()
+			continue // and read from the head
+		}
+		t.index.add(evs, next)
+		waiting := len(t.index.keys) > 0
+		t.mu.Unlock()
+		return waiting, nil
+	}
+}
+
+// read reads the events of picks from the log, as leases.
+func (s Shard) read(picks []pick) ([]Lease, error) {
+	entries := make(entryCache)
+	out := make([]Lease, len(picks))
+	for i, p := range picks {
+		ev, at, ok, err := entries.event(s.Group, location{offset: p.lease.Offset, index: p.index, slot: p.slot})
 		if err != nil {
 			return nil, err
 		}
-		t.mu.Lock()
-		if t.drops == drops {
-			break
+		if !ok {
+			return nil, fmt.Errorf("consume: event %d of shard %d of %s: log entry %d has no slot %d", p.lease.Offset, s.Index, s.Topic, p.index, p.slot)
 		}
-		t.mu.Unlock()
-	}
-	defer t.mu.Unlock()
-	t.forgetBelow(pending)
-	now := time.Now()
-	blocked := make(map[string]bool) // keys with an earlier event still out
-	var out []Lease
-	for _, p := range pending {
-		if len(out) >= max {
-			break
-		}
-		if blocked[p.Event.Key] || acked[p.Offset] {
-			continue
-		}
-		blocked[p.Event.Key] = true
-		if u, ok := t.until[p.Offset]; ok && u.After(now) {
-			continue
-		}
-		number := t.lease(p.Offset, now.Add(visibility))
-		out = append(out, Lease{Offset: p.Offset, Number: number, Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset]})
+		out[i] = p.lease
+		out[i].Event, out[i].Time = ev, at
 	}
 	return out, nil
 }

@@ -12,46 +12,68 @@ import (
 )
 
 // fakeGroup is a shard's group held in memory: its state machine and the
-// commands of its log, by index.
+// commands of its log, encoded, by index.
 type fakeGroup struct {
 	mu       sync.Mutex
 	m        *shard.Machine
-	log      map[uint64]shard.Command
+	log      map[uint64][]byte
 	index    uint64
-	leases   *Leases // told of applied acks, as the node's state machine does
+	leases   *Leases // told of applied acks and dead letters, and restores, as the node's state machine does
 	barriers int
 	notLed   bool // ReadBarrier fails: another node leads
 }
 
 func newFakeGroup(leases *Leases) *fakeGroup {
-	return &fakeGroup{m: shard.NewMachine(), log: make(map[uint64]shard.Command), leases: leases}
+	return &fakeGroup{m: shard.NewMachine(), log: make(map[uint64][]byte), leases: leases}
 }
 
-func (g *fakeGroup) apply(t *testing.T, cmd shard.Command) shard.Result {
+func (g *fakeGroup) apply(t testing.TB, cmd shard.Command) shard.Result {
 	t.Helper()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.index++
-	g.log[g.index] = cmd
+	g.log[g.index] = cmd.AppendBinary(nil)
 	r := g.m.ApplyDecoded(g.index, &cmd, nil)
 	if r.Err != nil {
 		t.Fatalf("apply %v: %v", cmd.Op, r.Err)
 	}
-	if cmd.Op == shard.OpAck {
+	switch cmd.Op {
+	case shard.OpAck:
 		g.leases.Acked(cmd.Offsets)
+	case shard.OpDeadLetter:
+		for _, d := range cmd.Dead {
+			g.leases.Acked([]uint64{d.Offset})
+		}
 	}
 	return r
 }
 
-func (g *fakeGroup) publish(t *testing.T, keys ...string) {
+// restore replaces the state machine with one restored from its snapshot.
+func (g *fakeGroup) restore(t testing.TB) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	data, err := g.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := shard.NewMachine()
+	if err := m.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	g.m = m
+	g.leases.Restored()
+}
+
+func (g *fakeGroup) publish(t testing.TB, keys ...string) {
 	var evs []shard.Event
 	for _, k := range keys {
 		evs = append(evs, shard.Event{Key: k, Payload: []byte("p-" + k)})
 	}
-	g.apply(t, shard.Command{Op: shard.OpPublish, Time: time.Now().UnixNano(), MaxQueueBytes: 1 << 30, Events: evs})
+	g.apply(t, shard.Command{Op: shard.OpPublish, Time: time.Now().UnixNano(), MaxQueueBytes: 1 << 40, Events: evs})
 }
 
-func (g *fakeGroup) ack(t *testing.T, offsets ...uint64) {
+func (g *fakeGroup) ack(t testing.TB, offsets ...uint64) {
 	g.apply(t, shard.Command{Op: shard.OpAck, Offsets: offsets})
 }
 
@@ -66,12 +88,12 @@ var errNoEntry = errors.New("no such entry")
 
 func (g *fakeGroup) Entry(_, index uint64) (shard.Command, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	cmd, ok := g.log[index]
+	data, ok := g.log[index]
+	g.mu.Unlock()
 	if !ok {
 		return shard.Command{}, errNoEntry
 	}
-	return cmd, nil
+	return shard.UnmarshalCommand(data)
 }
 
 var errNotLeader = errors.New("not the leader")

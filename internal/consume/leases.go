@@ -4,8 +4,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"herald/internal/delivery"
 )
 
 // Leases holds a shard's pull leases. Leases live in the memory of the
@@ -24,11 +22,10 @@ import (
 // key's next event could then go to another consumer while the earlier
 // one is still on its way to its current holder.
 type Leases struct {
-	// fetching serializes the fetches of the shard, so that each reads
-	// which events are acknowledged after the one before has leased; see
+	// indexing serializes the reads of the log that extend the index; see
 	// Shard.Fetch. It is held across reads of the group's state, which is
 	// why the group's goroutine, applying acks, takes only mu.
-	fetching sync.Mutex
+	indexing sync.Mutex
 
 	mu       sync.Mutex
 	until    map[uint64]time.Time // offset → lease expiry
@@ -38,15 +35,19 @@ type Leases struct {
 	// the numbers of leases handed out by different leaders of the shard
 	// do not meet.
 	last uint64
-	// drops counts the applied acks that dropped a lease here.
-	drops uint64
+	// index finds the events a fetch may lease (see keyIndex).
+	index *keyIndex
+	// swept is the head below which no lease is held, as of the last
+	// sweep (see forgetBelow).
+	swept uint64
 }
 
 // NewLeases returns an empty lease table.
 func NewLeases() *Leases {
 	return &Leases{
 		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
-		last: rand.Uint64() >> 2, // room for 2^62 leases before wrapping
+		last:  rand.Uint64() >> 2, // room for 2^62 leases before wrapping
+		index: newKeyIndex(0),
 	}
 }
 
@@ -107,8 +108,32 @@ func (t *Leases) Nack(offsets, numbers []uint64) {
 		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
 			continue
 		}
-		delete(t.until, o)
-		delete(t.number, o)
+		t.end(o)
+	}
+}
+
+// end ends the lease of the event at offset, if it has one. The caller
+// holds t.mu.
+func (t *Leases) end(offset uint64) {
+	delete(t.until, offset)
+	delete(t.number, offset)
+	t.index.released(offset)
+}
+
+// unlease takes back leases a fetch could not hand out: as if they had
+// not been made, but for the numbers they used.
+func (t *Leases) unlease(picks []pick) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range picks {
+		o := p.lease.Offset
+		if t.number[o] != p.lease.Number {
+			continue // ended, or replaced, since
+		}
+		t.end(o)
+		if t.attempts[o]--; t.attempts[o] == 0 {
+			delete(t.attempts, o)
+		}
 	}
 }
 
@@ -125,33 +150,41 @@ func (t *Leases) Count(now time.Time) int {
 	return n
 }
 
-// forgetBelow drops the leases of events before the first pending one:
-// they were acknowledged or dead-lettered. The caller holds t.mu.
-func (t *Leases) forgetBelow(pending []delivery.Event) {
+// forgetBelow drops the leases of events below head, which are done:
+// those that no ack dropped, such as the acks a snapshot brought. It
+// looks at every lease, so it does so once the head has moved on by as
+// many events since it last did. The caller holds t.mu.
+func (t *Leases) forgetBelow(head uint64) {
+	if head < t.swept+uint64(len(t.until)) {
+		return
+	}
 	for o := range t.until {
-		if len(pending) == 0 || o < pending[0].Offset {
+		if o < head {
 			delete(t.until, o)
 			delete(t.attempts, o)
 			delete(t.number, o)
 		}
 	}
+	t.swept = head
 }
 
-// Acked drops the leases of the events an applied ack acknowledged. It
-// runs on the group's goroutine.
+// Acked drops the leases of the events an applied ack acknowledged, or a
+// dead letter gave up on. It runs on the group's goroutine.
 func (t *Leases) Acked(offsets []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	dropped := false
 	for _, o := range offsets {
-		if _, ok := t.until[o]; ok {
-			dropped = true
-		}
-		delete(t.until, o)
-		delete(t.number, o)
+		t.end(o)
 		delete(t.attempts, o)
 	}
-	if dropped {
-		t.drops++
-	}
+}
+
+// Restored tells the leases that the shard's state was replaced by a
+// snapshot: the acks it brought dropped no lease, so the index, which
+// learns of acknowledged fronts from ended leases, is rebuilt before the
+// next fetch reads it. It runs on the group's goroutine.
+func (t *Leases) Restored() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.index.stale = true
 }

@@ -30,7 +30,7 @@ type shardMachine struct {
 	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
 	restored   bool
 
-	leases *consume.Leases // drops the leases of acknowledged events
+	leases *consume.Leases // drops the leases of done events, and hears of restores
 }
 
 func newShardMachine(group uint64, leases *consume.Leases, reserving *reservationShards, beforeOpen func(group uint64)) *shardMachine {
@@ -44,10 +44,26 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 	cmd, err := shard.UnmarshalCommand(data)
 	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
-	if cmd.Op == shard.OpAck && r.Err == nil { // a rejected ack changes nothing
-		m.leases.Acked(cmd.Offsets)
+	if done := doneBy(&cmd); len(done) > 0 && r.Err == nil { // a rejected command changes nothing
+		m.leases.Acked(done)
 	}
 	return r
+}
+
+// doneBy returns the offsets of the events cmd, applied, made done:
+// acknowledged or dead-lettered.
+func doneBy(cmd *shard.Command) []uint64 {
+	switch cmd.Op {
+	case shard.OpAck:
+		return cmd.Offsets
+	case shard.OpDeadLetter:
+		offsets := make([]uint64, len(cmd.Dead))
+		for i, d := range cmd.Dead {
+			offsets[i] = d.Offset
+		}
+		return offsets
+	}
+	return nil
 }
 
 func (m *shardMachine) Restore(data []byte) error {
@@ -57,6 +73,7 @@ func (m *shardMachine) Restore(data []byte) error {
 	m.restored = true
 	err := m.Machine.Restore(data)
 	m.track()
+	m.leases.Restored()
 	return err
 }
 

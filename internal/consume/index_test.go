@@ -1,0 +1,334 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"herald/internal/delivery"
+	"herald/internal/shard"
+)
+
+// scanPick is how fetches chose their events before the index, and the
+// reference the index is held to: walking the pending events in offset
+// order, the first of each key, unless it is leased.
+func scanPick(pending []delivery.Event, acked, leased func(offset uint64) bool, max int) []delivery.Event {
+	blocked := make(map[string]bool) // keys with an earlier event still out
+	var out []delivery.Event
+	for _, p := range pending {
+		if len(out) >= max {
+			break
+		}
+		if blocked[p.Event.Key] || acked(p.Offset) {
+			continue
+		}
+		blocked[p.Event.Key] = true
+		if !leased(p.Offset) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fetchByScan is Shard.Fetch as it was before the index, for the
+// benchmark's comparison: it reads up to scan pending events from the
+// head on each fetch.
+func fetchByScan(ctx context.Context, s Shard, max int, visibility time.Duration, scan int) ([]Lease, error) {
+	pending, _, err := s.ReadPending(ctx, 0, scan)
+	if err != nil || len(pending) == 0 {
+		return nil, err
+	}
+	if err := s.Group.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	acked, err := s.AckedNow(ctx, pending)
+	if err != nil {
+		return nil, err
+	}
+	t := s.Leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	leased := func(o uint64) bool { u, ok := t.until[o]; return ok && u.After(now) }
+	var out []Lease
+	for _, p := range scanPick(pending, func(o uint64) bool { return acked[o] }, leased, max) {
+		number := t.lease(p.Offset, now.Add(visibility))
+		out = append(out, Lease{Offset: p.Offset, Number: number, Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset]})
+	}
+	return out, nil
+}
+
+// expectedFetch returns the offsets a fetch of max events should lease
+// now, by the reference scan over every pending event.
+func expectedFetch(t *testing.T, s Shard, g *fakeGroup, max int) []uint64 {
+	t.Helper()
+	pending, _, err := s.ReadPending(context.Background(), 0, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Leases
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	leased := func(o uint64) bool { u, ok := l.until[o]; return ok && u.After(now) }
+	return offsets2(scanPick(pending, g.m.IsAcked, leased, max))
+}
+
+func offsets2(evs []delivery.Event) []uint64 {
+	var out []uint64
+	for _, e := range evs {
+		out = append(out, e.Offset)
+	}
+	return out
+}
+
+// checkIndex fails t unless the index's invariants hold: each key is in
+// one heap, where its position says; the leased keys are listed by their
+// front; the count of offsets is right; and each key's queue holds, in
+// order, every pending event of the key below indexed.
+func checkIndex(t *testing.T, s Shard, g *fakeGroup) {
+	t.Helper()
+	l := s.Leases
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	x := l.index
+	if x.stale {
+		return // rebuilt before use
+	}
+	inHeap := make(map[*keyQueue]string)
+	for name, h := range map[string]*keyHeap{"ready": &x.ready, "leased": &x.leased} {
+		for i, k := range h.items {
+			if k.pos != i {
+				t.Fatalf("key %q at %d of the %s heap says %d", k.key, i, name, k.pos)
+			}
+			if prev, ok := inHeap[k]; ok {
+				t.Fatalf("key %q in the %s heap and the %s heap", k.key, prev, name)
+			}
+			inHeap[k] = name
+			if i > 0 && h.less(k, h.items[(i-1)/2]) {
+				t.Fatalf("%s heap out of order at %d", name, i)
+			}
+		}
+	}
+	held := 0
+	for key, k := range x.keys {
+		if k.key != key || len(k.offsets) == 0 || inHeap[k] == "" {
+			t.Fatalf("key %q: named %q, %d offsets, heap %q", key, k.key, len(k.offsets), inHeap[k])
+		}
+		held += len(k.offsets)
+		if f, ok := x.fronts[k.offsets[0]]; (inHeap[k] == "leased") != (ok && f == k) {
+			t.Fatalf("key %q in the %s heap, listed by its front: %v", key, inHeap[k], ok)
+		}
+	}
+	if len(inHeap) != len(x.keys) || len(x.fronts) != x.leased.Len() || held != x.entries {
+		t.Fatalf("%d keys in heaps, %d in the map; %d fronts for %d leased; %d entries counted, %d held",
+			len(inHeap), len(x.keys), len(x.fronts), x.leased.Len(), x.entries, held)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.m
+	want := make(map[string][]uint64)
+	entries := make(map[uint64]shard.Command)
+	for o := m.Head(); o < x.indexed; o++ {
+		if m.IsAcked(o) {
+			continue
+		}
+		idx, slot, _ := m.Locate(o)
+		cmd, ok := entries[idx]
+		if !ok {
+			cmd, _ = shard.UnmarshalCommand(g.log[idx])
+			entries[idx] = cmd
+		}
+		want[cmd.Events[slot].Key] = append(want[cmd.Events[slot].Key], o)
+	}
+	for key, offs := range want {
+		k := x.keys[key]
+		if k == nil {
+			t.Fatalf("key %q with pending events %v is not indexed", key, offs)
+		}
+		pending := slices.DeleteFunc(slices.Clone(k.offsets), m.IsAcked)
+		if !slices.Equal(pending, offs) {
+			t.Fatalf("key %q: index holds pending %v, want %v", key, pending, offs)
+		}
+	}
+}
+
+// After any sequence of publishes, fetches, acks (by id and by receipt),
+// nacks, lapsed leases, dead letters, snapshot restores and changes of
+// leader, a fetch leases exactly what the scan of every pending event
+// would.
+func TestFetchMatchesScan(t *testing.T) {
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { fetchMatchesScan(t, seed) })
+	}
+}
+
+func fetchMatchesScan(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	s, g := newShard()
+	nkeys := 1 + rng.IntN(8)
+	var out []Lease // handed out, perhaps acknowledged or lapsed since
+	pendingOffsets := func() []uint64 {
+		evs, _, err := s.ReadPending(ctx, 0, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return offsets2(evs)
+	}
+	for step := range 400 {
+		switch op := rng.IntN(20); {
+		case op < 5:
+			keys := make([]string, 1+rng.IntN(5))
+			for i := range keys {
+				keys[i] = fmt.Sprint("k", rng.IntN(nkeys))
+			}
+			g.publish(t, keys...)
+		case op < 10:
+			max := 1 + rng.IntN(6)
+			visibility := time.Hour
+			if rng.IntN(3) == 0 {
+				visibility = time.Nanosecond // lapses at once
+			}
+			want := expectedFetch(t, s, g, max)
+			got, err := s.Fetch(ctx, max, visibility)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(offsets(got), want) {
+				t.Fatalf("step %d: fetch of %d leased %v, the scan %v", step, max, offsets(got), want)
+			}
+			out = append(out, got...)
+		case op < 12 && len(out) > 0: // the holder acks its receipt
+			l := out[rng.IntN(len(out))]
+			held, _, _ := s.Leases.HoldForAck([]uint64{l.Offset}, []uint64{l.Number}, time.Now())
+			if len(held) > 0 {
+				g.ack(t, held...)
+			}
+		case op < 13 && len(out) > 0:
+			l := out[rng.IntN(len(out))]
+			s.Leases.Nack([]uint64{l.Offset}, []uint64{l.Number})
+		case op < 14: // an ack by id, of any pending event
+			if p := pendingOffsets(); len(p) > 0 {
+				g.ack(t, p[rng.IntN(len(p))])
+			}
+		case op < 15: // an ack of a receipt that fails to commit
+			o := uint64(rng.IntN(int(g.m.NextOffset()) + 1))
+			_, fresh, _ := s.Leases.HoldForAck([]uint64{o}, []uint64{12345}, time.Now())
+			if rng.IntN(2) == 0 {
+				s.Leases.Nack(fresh, nil)
+			}
+		case op < 16:
+			if p := pendingOffsets(); len(p) > 0 {
+				o := p[rng.IntN(len(p))]
+				g.apply(t, shard.Command{Op: shard.OpDeadLetter, Time: 1, Dead: []shard.DeadInfo{{Offset: o, Reason: "test"}}})
+			}
+		case op < 17:
+			g.restore(t)
+		case op < 18: // a new leader, without the leases
+			s.Leases = NewLeases()
+			g.leases = s.Leases
+			out = nil
+		case op < 19:
+			if p := pendingOffsets(); len(p) > 0 {
+				g.ack(t, p...)
+			}
+		}
+		checkIndex(t, s, g)
+	}
+}
+
+// A new leader, or a replica whose state a snapshot replaced, rebuilds
+// the index from the shard, and hands out each key's first pending event.
+func TestFetchRebuildsTheIndex(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a", "b", "a", "c", "b")
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 3}) {
+		t.Fatalf("fetch = %v, %v; want 0, 1, 3", offsets(got), err)
+	}
+	g.ack(t, 0)
+	s.Leases = NewLeases() // failover: the leases are lost
+	g.leases = s.Leases
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{1, 2, 3}) {
+		t.Fatalf("fetch on a new leader = %v, %v; want 1, 2, 3", offsets(got), err)
+	}
+	// Acks that arrive in a snapshot end no lease: the restore does.
+	g.mu.Lock()
+	m := g.m
+	g.mu.Unlock()
+	g.index++
+	m.ApplyDecoded(g.index, &shard.Command{Op: shard.OpAck, Offsets: []uint64{1, 2}}, nil)
+	g.restore(t)
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{4}) {
+		t.Fatalf("fetch after a restore = %v, %v; want 4", offsets(got), err)
+	}
+	checkIndex(t, s, g)
+}
+
+// A fetch on a backlog longer than MaxScan hands out events from the part
+// indexed, in order per key, and indexes on at each fetch.
+func TestFetchIndexesALongBacklogInSteps(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	keys := make([]string, MaxScan+10)
+	for i := range keys {
+		keys[i] = "a"
+	}
+	keys[len(keys)-1] = "b"
+	g.publish(t, keys...)
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
+		t.Fatalf("first fetch = %v, %v; want 0 (b is not indexed yet)", offsets(got), err)
+	}
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{MaxScan + 9}) {
+		t.Fatalf("second fetch = %v, %v; want b's", offsets(got), err)
+	}
+	checkIndex(t, s, g)
+}
+
+// Draining a backlog leaves the index empty, and a drained index with
+// many keys gives its memory back.
+func TestFetchIndexDrains(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	keys := make([]string, 6000)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i)
+	}
+	g.publish(t, keys...)
+	for {
+		got, err := s.Fetch(ctx, 1000, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		g.ack(t, offsets(got)...)
+	}
+	if got, err := s.Fetch(ctx, 1000, time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("fetch of a drained shard = %v, %v", offsets(got), err)
+	}
+	x := s.Leases.index
+	if len(x.keys) != 0 || x.entries != 0 || x.ready.Len()+x.leased.Len() != 0 || x.peak != 0 {
+		t.Errorf("drained index: %d keys, %d entries, %d in heaps, peak %d; want nothing", len(x.keys), x.entries, x.ready.Len()+x.leased.Len(), x.peak)
+	}
+}
+
+// An event whose entry cannot be read is not left leased.
+func TestFetchUnleasesWhatItCannotRead(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a")
+	if _, err := s.index(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delete(g.log, 1)
+	if _, err := s.Fetch(ctx, 10, time.Hour); err == nil {
+		t.Fatal("fetch of a lost entry succeeded")
+	}
+	checkLeased(t, s, 0)
+}
