@@ -121,6 +121,7 @@ func Median(runs []Result) Result {
 		}
 	}
 	m.Latency = medLatency(func(r *Result) *Latency { return &r.Latency })
+	m.FetchLatency, m.AckLatency = nil, nil
 	if split(runs) {
 		fetch := medLatency(func(r *Result) *Latency { return r.FetchLatency })
 		ack := medLatency(func(r *Result) *Latency { return r.AckLatency })
