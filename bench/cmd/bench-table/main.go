@@ -10,7 +10,9 @@
 // --summary also writes the medians as a JSON array of results, the input
 // of scripts/plot-bench.py. --targets picks the targets checked: r1 (the
 // default: single nodes), r3 (three-node clusters), snapshots (herald's
-// sync vs async snapshots) or none.
+// sync vs async snapshots) or none. Results of herald bench consume and the
+// peers' consume commands get a table of their own, and the consumption
+// targets unless --targets none.
 package main
 
 import (
@@ -61,6 +63,18 @@ func run(args []string, w io.Writer) error {
 		runs = append(runs, r)
 	}
 	medians := summarize(runs)
+	table := writeTable
+	if slices.ContainsFunc(runs, func(r load.Result) bool { return r.Consume != nil }) {
+		// Consumption results: their own table and targets.
+		var err error
+		if medians, err = summarizeConsume(runs); err != nil {
+			return err
+		}
+		table = writeConsumeTable
+		if check != nil {
+			check = consumeTargets
+		}
+	}
 	if *summary != "" {
 		data, err := json.MarshalIndent(medians, "", "  ")
 		if err != nil {
@@ -70,7 +84,7 @@ func run(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	writeTable(w, medians)
+	table(w, medians)
 	if check != nil {
 		writeLines(w, check(medians))
 	}
