@@ -47,21 +47,12 @@ func run(ctx context.Context, args []string) error {
 	if err := benchcmd.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
-
-	sync, err := f.sync(ctx)
+	res, err := f.measure(ctx, func(t natsjs.Target) (*load.Result, error) {
+		return load.Run(ctx, cfg, natsjs.NewProducer(t, cfg.Batch))
+	})
 	if err != nil {
 		return err
 	}
-	t := f.target
-	if err := natsjs.Prepare(ctx, t); err != nil {
-		return err
-	}
-	res, err := load.Run(ctx, cfg, natsjs.NewProducer(t, cfg.Batch))
-	deleteStream(ctx, t)
-	if err != nil {
-		return err
-	}
-	f.describe(res, sync)
 	return out.Write(os.Stdout, res)
 }
 
@@ -78,24 +69,12 @@ func runConsume(ctx context.Context, args []string) error {
 	if err := benchcmd.ParseConsumeFlags(fs, args, &cc, &out); err != nil {
 		return err
 	}
-	if cc.Mode != "pull" {
-		return fmt.Errorf("--mode %s: natsjs-bench consumes by pull only", cc.Mode)
-	}
-
-	sync, err := f.sync(ctx)
+	res, err := f.measure(ctx, func(t natsjs.Target) (*load.Result, error) {
+		return fillAndDrain(ctx, t, cc)
+	})
 	if err != nil {
 		return err
 	}
-	t := f.target
-	if err := natsjs.Prepare(ctx, t); err != nil {
-		return err
-	}
-	res, err := fillAndDrain(ctx, t, cc)
-	deleteStream(ctx, t)
-	if err != nil {
-		return err
-	}
-	f.describe(res, sync)
 	if !fs.Changed("label") {
 		res.Label = "pull consumer, explicit acks, " + res.Label
 	}
@@ -113,11 +92,26 @@ func fillAndDrain(ctx context.Context, t natsjs.Target, cc load.ConsumeConfig) (
 	return load.Drain(ctx, cc, natsjs.NewConsumer(t))
 }
 
-// deleteStream deletes t's stream, even when ctx has ended.
-func deleteStream(ctx context.Context, t natsjs.Target) {
+// measure creates the stream afresh, runs do on it, deletes the stream
+// (even when ctx has ended), and describes the result.
+func (f *flags) measure(ctx context.Context, do func(natsjs.Target) (*load.Result, error)) (*load.Result, error) {
+	sync, err := f.sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := f.target
+	if err := natsjs.Prepare(ctx, t); err != nil {
+		return nil, err
+	}
+	res, err := do(t)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	natsjs.Delete(dctx, t)
 	cancel()
+	if err != nil {
+		return nil, err
+	}
+	f.describe(res, sync)
+	return res, nil
 }
 
 // flags are the flags of the stream and its server, and the label.

@@ -45,21 +45,15 @@ func run(ctx context.Context, args []string) error {
 	if err := benchcmd.ParseFlags(fs, args, &cfg, &out); err != nil {
 		return err
 	}
-
-	t := f.target
-	version, err := prepare(ctx, t)
+	if f.target.Replicas > 0 && !fs.Changed("label") {
+		f.label = fmt.Sprintf("quorum queue of %d members, publisher confirms", f.target.Replicas)
+	}
+	res, err := f.measure(ctx, func(t rabbitmq.Target) (*load.Result, error) {
+		return load.Run(ctx, cfg, rabbitmq.NewProducer(t))
+	})
 	if err != nil {
 		return err
 	}
-	res, err := load.Run(ctx, cfg, rabbitmq.NewProducer(t))
-	deleteQueue(ctx, t)
-	if err != nil {
-		return err
-	}
-	if t.Replicas > 0 && !fs.Changed("label") {
-		f.label = fmt.Sprintf("quorum queue of %d members, publisher confirms", t.Replicas)
-	}
-	f.describe(res, version)
 	return out.Write(os.Stdout, res)
 }
 
@@ -76,21 +70,12 @@ func runConsume(ctx context.Context, args []string) error {
 	if err := benchcmd.ParseConsumeFlags(fs, args, &cc, &out); err != nil {
 		return err
 	}
-	if cc.Mode != "pull" {
-		return fmt.Errorf("--mode %s: rabbitmq-bench consumes with prefetch and manual acks only (--mode pull)", cc.Mode)
-	}
-
-	t := f.target
-	version, err := prepare(ctx, t)
+	res, err := f.measure(ctx, func(t rabbitmq.Target) (*load.Result, error) {
+		return fillAndDrain(ctx, t, cc)
+	})
 	if err != nil {
 		return err
 	}
-	res, err := fillAndDrain(ctx, t, cc)
-	deleteQueue(ctx, t)
-	if err != nil {
-		return err
-	}
-	f.describe(res, version)
 	res.Settings["consumer"] = "basic.consume, prefetch = batch, one basic.ack (multiple) per batch, not confirmed by the broker"
 	return out.Write(os.Stdout, res)
 }
@@ -102,20 +87,26 @@ func fillAndDrain(ctx context.Context, t rabbitmq.Target, cc load.ConsumeConfig)
 	return load.Drain(ctx, cc, rabbitmq.NewConsumer(t, cc.Batch))
 }
 
-// prepare declares t's queue afresh and returns the broker's version.
-func prepare(ctx context.Context, t rabbitmq.Target) (string, error) {
+// measure declares the queue afresh, runs do on it, deletes the queue
+// (even when ctx has ended), and describes the result.
+func (f *flags) measure(ctx context.Context, do func(rabbitmq.Target) (*load.Result, error)) (*load.Result, error) {
+	t := f.target
 	version, err := rabbitmq.Version(t.URL)
 	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", t.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", t.URL, err)
 	}
-	return version, rabbitmq.Prepare(ctx, t)
-}
-
-// deleteQueue deletes t's queue, even when ctx has ended.
-func deleteQueue(ctx context.Context, t rabbitmq.Target) {
+	if err := rabbitmq.Prepare(ctx, t); err != nil {
+		return nil, err
+	}
+	res, err := do(t)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	rabbitmq.Delete(dctx, t)
 	cancel()
+	if err != nil {
+		return nil, err
+	}
+	f.describe(res, version)
+	return res, nil
 }
 
 // flags are the flags of the queue and its broker, and the label.
