@@ -24,22 +24,10 @@ func consumeSettingOf(r *load.Result) consumeSetting {
 // summarizeConsume returns the median of each consumption setting's runs,
 // ordered by keys, backlog, then system.
 func summarizeConsume(runs []load.Result) ([]load.Result, error) {
-	groups := map[consumeSetting][]load.Result{}
-	var order []consumeSetting
-	for i := range runs {
-		if runs[i].Consume == nil {
-			return nil, fmt.Errorf("publish and consumption results mixed: give one kind at a time")
-		}
-		s := consumeSettingOf(&runs[i])
-		if _, ok := groups[s]; !ok {
-			order = append(order, s)
-		}
-		groups[s] = append(groups[s], runs[i])
+	if slices.ContainsFunc(runs, func(r load.Result) bool { return r.Consume == nil }) {
+		return nil, fmt.Errorf("publish and consumption results mixed: give one kind at a time")
 	}
-	var out []load.Result
-	for _, s := range order {
-		out = append(out, load.Median(groups[s]))
-	}
+	out := mediansBy(runs, consumeSettingOf)
 	slices.SortStableFunc(out, func(a, b load.Result) int {
 		ca, cb := a.Consume, b.Consume
 		return cmp.Or(

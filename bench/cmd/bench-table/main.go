@@ -139,19 +139,7 @@ func systemOrder(s string) int {
 // summarize returns the median of each setting's runs, ordered by event
 // size, producers, batch, then system, with fsyncing settings first.
 func summarize(runs []load.Result) []load.Result {
-	groups := map[setting][]load.Result{}
-	var order []setting
-	for _, r := range runs {
-		s := settingOf(&r)
-		if _, ok := groups[s]; !ok {
-			order = append(order, s)
-		}
-		groups[s] = append(groups[s], r)
-	}
-	var out []load.Result
-	for _, s := range order {
-		out = append(out, load.Median(groups[s]))
-	}
+	out := mediansBy(runs, settingOf)
 	slices.SortStableFunc(out, func(a, b load.Result) int {
 		ca, cb := a.Config, b.Config
 		return cmp.Or(
@@ -164,6 +152,25 @@ func summarize(runs []load.Result) []load.Result {
 			cmp.Compare(a.Label, b.Label),
 		)
 	})
+	return out
+}
+
+// mediansBy groups runs by the setting that of returns and returns the
+// median of each group, in the order the settings first appear.
+func mediansBy[S comparable](runs []load.Result, of func(*load.Result) S) []load.Result {
+	groups := map[S][]load.Result{}
+	var order []S
+	for i := range runs {
+		s := of(&runs[i])
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], runs[i])
+	}
+	var out []load.Result
+	for _, s := range order {
+		out = append(out, load.Median(groups[s]))
+	}
 	return out
 }
 
