@@ -22,15 +22,11 @@ const fetchWait = 200 * time.Millisecond
 // NewConsumer's consumers share: explicit acks, from the first message, and
 // room for every consumer's batch to be pending at once.
 func PrepareConsumer(ctx context.Context, t Target, cc load.ConsumeConfig) error {
-	nc, err := nats.Connect(t.URL, nats.Name("herald-bench setup"))
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", t.URL, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	nc, js, err := t.admin("herald-bench setup")
 	if err != nil {
 		return err
 	}
+	defer nc.Close()
 	_, err = js.CreateOrUpdateConsumer(ctx, t.Stream, jetstream.ConsumerConfig{
 		Durable:       consumerName,
 		AckPolicy:     jetstream.AckExplicitPolicy,
