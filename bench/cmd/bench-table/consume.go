@@ -81,8 +81,8 @@ func consumeTargets(medians []load.Result) []string {
 				continue
 			}
 			x := h.EventsPerSecond / js.EventsPerSecond
-			lines = append(lines, fmt.Sprintf("- %d keys, backlog %d: herald (%s) %.2f× JetStream (%s) (target ≥ 1×: %s)",
-				h.Consume.Keys, h.Consume.Backlog, h.Label, x, js.Label, verdict(x >= 1)))
+			lines = append(lines, fmt.Sprintf("- %d keys, backlog %d: herald (%s) %s× JetStream (%s) (target ≥ 1×: %s)",
+				h.Consume.Keys, h.Consume.Backlog, h.Label, ratio(x), js.Label, verdict(x >= 1)))
 		}
 	}
 	return append(lines, flatness(herald)...)
@@ -113,10 +113,19 @@ func flatness(herald []*load.Result) []string {
 			continue
 		}
 		x := b.EventsPerSecond / a.EventsPerSecond
-		lines = append(lines, fmt.Sprintf("- %d keys, herald (%s): backlog %d drains at %.2f× the rate of backlog %d (target within 20 %%: %s)",
-			k.keys, k.label, b.Consume.Backlog, x, a.Consume.Backlog, verdict(x >= 0.8 && x <= 1.2)))
+		lines = append(lines, fmt.Sprintf("- %d keys, herald (%s): backlog %d drains at %s× the rate of backlog %d (target within 20 %%: %s)",
+			k.keys, k.label, b.Consume.Backlog, ratio(x), a.Consume.Backlog, verdict(x >= 0.8 && x <= 1.2)))
 	}
 	return lines
+}
+
+// ratio formats x with two decimals, three below 0.1, so that a small
+// ratio does not show as 0.00.
+func ratio(x float64) string {
+	if x < 0.1 {
+		return fmt.Sprintf("%.3f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
 }
 
 // sameDrain reports whether a and b drained the same backlog the same way.
