@@ -66,17 +66,42 @@
 # the peer clients' comma-separated URLs). Defaults: DURATION 15s, ROUNDS
 # 3, OUT docs/bench/r3-results; the report has two tables, R3 against the
 # peers (with the R3 targets) and the snapshots experiment.
+#
+# Consume mode, "scripts/bench-peers.sh consume": each system on one node
+# as above is filled with a backlog of BACKLOG events (EVENT_BYTES bytes,
+# keys among KEYS; not timed), then drained, for each BACKLOG in BACKLOGS
+# (default "10000 100000 1000000") and KEYS in KEYS_LIST (default "40
+# 1024"):
+#
+#   herald        a topic of HERALD_SHARDS shards (default 11), CONSUMERS
+#                 pull consumers (default 4) each fetching CONSUME_BATCH
+#                 events (default 100) and acking them in one request,
+#                 answered once committed
+#   herald-push   the same topic pushing to a receiver of the bench's on
+#                 127.0.0.1 (herald serve --push-allow 127.0.0.1/32)
+#   nats-always   a durable JetStream pull consumer, CONSUMERS clients
+#                 fetching CONSUME_BATCH messages, each acked explicitly and
+#                 the batch's last with a double ack (confirmed by the
+#                 server); sync_interval: always
+#   nats-default  the same with the default sync_interval
+#   rabbitmq      the quorum queue, CONSUMERS consumers with a prefetch of
+#                 CONSUME_BATCH, one basic.ack (multiple) per batch, which
+#                 AMQP does not confirm
+#
+# Defaults: ROUNDS 3, OUT docs/bench/consume-results; the table shows the
+# median drain rate and fetch and ack latencies, then the consumption
+# targets.
 set -euo pipefail
 
 MODE=r1
 if [[ $# -gt 0 ]]; then
-	if [[ $1 == r3 && $# == 1 ]]; then
-		MODE=r3
+	if [[ ($1 == r3 || $1 == consume) && $# == 1 ]]; then
+		MODE=$1
 	else
 		# Everything else is set through the environment (see above).
 		sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
 		[[ $1 == -h || $1 == --help ]] && exit 0
-		echo "bench-peers: takes no argument but r3; set the variables above in the environment" >&2
+		echo "bench-peers: takes no argument but r3 or consume; set the variables above in the environment" >&2
 		exit 2
 	fi
 fi
@@ -86,6 +111,14 @@ if [[ $MODE == r3 ]]; then
 	SYSTEMS=${SYSTEMS:-"herald herald-sync nats-always nats-default rabbitmq"}
 	HERALD_SHARDS=${HERALD_SHARDS:-3}
 fi
+if [[ $MODE == consume ]]; then
+	SYSTEMS=${SYSTEMS:-"herald herald-push nats-always nats-default rabbitmq"}
+	HERALD_SHARDS=${HERALD_SHARDS:-11}
+fi
+BACKLOGS=${BACKLOGS:-"10000 100000 1000000"}
+KEYS_LIST=${KEYS_LIST:-"40 1024"}
+CONSUMERS=${CONSUMERS:-4}
+CONSUME_BATCH=${CONSUME_BATCH:-100}
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-2s}
 ROUNDS=${ROUNDS:-3}
@@ -110,6 +143,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 if [[ $MODE == r3 ]]; then
 	OUT=${OUT:-$repo/docs/bench/r3-results}
+elif [[ $MODE == consume ]]; then
+	OUT=${OUT:-$repo/docs/bench/consume-results}
 else
 	OUT=${OUT:-$repo/docs/bench/peers-results}
 fi
@@ -399,10 +434,11 @@ if [[ $MODE == r3 ]]; then
 fi
 
 # --- start the servers -------------------------------------------------------
-if [[ $MODE == r1 ]] && has herald; then
+if [[ $MODE != r3 ]] && { has herald || has herald-push; }; then
 	herald_port=$(free_port)
+	# --push-allow: herald-push delivers to the bench's receiver on loopback.
 	"$tmp/bin/herald" serve --data-dir "$tmp/herald" --listen "127.0.0.1:$herald_port" \
-		--log-level warn > "$tmp/herald.log" 2>&1 &
+		--push-allow 127.0.0.1/32 --log-level warn > "$tmp/herald.log" 2>&1 &
 	pids+=($!)
 	wait_port "$herald_port" herald $!
 	log "herald serving on 127.0.0.1:$herald_port (pid ${pids[-1]})"
@@ -430,10 +466,10 @@ start_nats() {
 	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "$mon"
 	log "$name serving on 127.0.0.1:$port, monitoring on 127.0.0.1:$mon (pid ${pids[-1]})"
 }
-if [[ $MODE == r1 ]] && has nats-always; then start_nats nats-always "sync_interval: always"; fi
-if [[ $MODE == r1 ]] && has nats-default; then start_nats nats-default ""; fi
+if [[ $MODE != r3 ]] && has nats-always; then start_nats nats-always "sync_interval: always"; fi
+if [[ $MODE != r3 ]] && has nats-default; then start_nats nats-default ""; fi
 
-if [[ $MODE == r1 ]] && has rabbitmq; then
+if [[ $MODE != r3 ]] && has rabbitmq; then
 	r=$tmp/rabbitmq
 	mkdir -p "$r/home"
 	rabbit_port=$(free_port)
@@ -475,6 +511,38 @@ fi
 # --- run ---------------------------------------------------------------------
 mkdir -p "$OUT/raw"
 rm -f "$OUT"/raw/*.json
+
+# print_result FILE: one line of a run's result, on stderr.
+print_result() {
+	python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, errors %d" % (r["events_per_second"], l["p50"], l["p99"], r["errors"]))' "$1" >&2
+}
+
+# run_consume SYSTEM BACKLOG KEYS FILE: fill SYSTEM with a backlog of
+# BACKLOG events with KEYS keys, drain it, and write the result to FILE.
+run_consume() {
+	local system=$1 backlog=$2 keys=$3 file=$4
+	local flags=(--backlog "$backlog" --keys "$keys" --event-bytes "$EVENT_BYTES"
+		--consumers "$CONSUMERS" --batch "$CONSUME_BATCH" --results "$file")
+	case $system in
+	herald | herald-push)
+		local mode=pull
+		[[ $system == herald-push ]] && mode=push
+		flock "$LOCK" "$tmp/bin/herald" bench consume --server "http://127.0.0.1:$herald_port" \
+			--topic consume --shards "$HERALD_SHARDS" --mode "$mode" "${flags[@]}" > /dev/null
+		;;
+	nats-always)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" consume --url "$nats_always_url" --monitor "$nats_always_mon" \
+			"${flags[@]}" > /dev/null
+		;;
+	nats-default)
+		flock "$LOCK" "$tmp/bin/natsjs-bench" consume --url "$nats_default_url" --monitor "$nats_default_mon" \
+			"${flags[@]}" > /dev/null
+		;;
+	rabbitmq)
+		flock "$LOCK" "$tmp/bin/rabbitmq-bench" consume --url "$rabbit_url" "${flags[@]}" > /dev/null
+		;;
+	esac
+}
 load_flags=(--producers "$PRODUCERS" --event-bytes "$EVENT_BYTES" --keys "$KEYS"
 	--duration "$DURATION" --warmup "$WARMUP")
 
@@ -551,10 +619,34 @@ run_one_r3() {
 	esac
 }
 
+# order_round ROUND: sets order to the runs in ROUND's order: rotated each
+# round and reversed every other round, so that no system always runs
+# first or right after the same one.
+order_round() {
+	local round=$1 i n=${#runs[@]} rev=()
+	order=()
+	for ((i = 0; i < n; i++)); do
+		order+=("${runs[(i + round - 1) % n]}")
+	done
+	if ((round % 2 == 0)); then
+		for ((i = n - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+		order=("${rev[@]}")
+	fi
+}
+
 read -r -a systems <<< "$SYSTEMS"
 read -r -a batches <<< "$BATCHES"
 read -r -a snapshot_batches <<< "$SNAPSHOT_BATCHES"
 runs=()
+# The consume phase: each system at each backlog and key count.
+if [[ $MODE == consume ]]; then
+	for keys in $KEYS_LIST; do
+		for backlog in $BACKLOGS; do
+			for system in "${systems[@]}"; do runs+=("$system $backlog $keys"); done
+		done
+	done
+	batches=() # no publish runs
+fi
 for batch in "${batches[@]}"; do
 	for system in "${systems[@]}"; do
 		if [[ $system == herald-sync ]]; then
@@ -597,19 +689,16 @@ fi
 log "${#runs[@]} runs per round, $ROUNDS rounds"
 start=$(date +%s)
 for ((round = 1; round <= ROUNDS; round++)); do
-	# Rotate the order each round, and reverse it every other round, so that
-	# no system always runs first or right after the same one.
-	n=${#runs[@]}
-	order=()
-	for ((i = 0; i < n; i++)); do
-		order+=("${runs[(i + round - 1) % n]}")
-	done
-	if ((round % 2 == 0)); then
-		rev=()
-		for ((i = n - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
-		order=("${rev[@]}")
-	fi
+	order_round "$round"
 	for item in "${order[@]}"; do
+		if [[ $MODE == consume ]]; then
+			read -r system backlog keys <<< "$item"
+			file=$OUT/raw/$system-backlog$backlog-keys$keys-round$round.json
+			log "round $round of $ROUNDS: $system, backlog $backlog, $keys keys"
+			run_consume "$system" "$backlog" "$keys" "$file"
+			print_result "$file"
+			continue
+		fi
 		read -r system batch <<< "$item"
 		file=$OUT/raw/${system/:/-}-batch$batch-round$round.json
 		log "round $round of $ROUNDS: $system, batch $batch"
@@ -618,7 +707,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		else
 			run_one "$system" "$batch" "$file"
 		fi
-		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, errors %d" % (r["events_per_second"], l["p50"], l["p99"], r["errors"]))' "$file" >&2
+		print_result "$file"
 	done
 done
 log "all runs took $(($(date +%s) - start)) s"
@@ -630,9 +719,13 @@ log "all runs took $(($(date +%s) - start)) s"
 	if [[ -n ${nats:-} ]]; then versions+=", $("$nats" --version)"; fi
 	if has rabbitmq; then versions+=", rabbitmq-server $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?')"; fi
 	echo "Versions: $versions"
-	echo "Load: $PRODUCERS producers, $EVENT_BYTES-byte events, $KEYS keys, batches of ${BATCHES// /, }; $DURATION measured after $WARMUP warm-up; median of $ROUNDS rounds"
+	if [[ $MODE == consume ]]; then
+		echo "Consume: backlogs of ${BACKLOGS// /, } $EVENT_BYTES-byte events, ${KEYS_LIST// /, } keys; $CONSUMERS consumers, batch $CONSUME_BATCH; herald: $HERALD_SHARDS shards; median of $ROUNDS rounds"
+	else
+		echo "Load: $PRODUCERS producers, $EVENT_BYTES-byte events, $KEYS keys, batches of ${BATCHES// /, }; $DURATION measured after $WARMUP warm-up; median of $ROUNDS rounds"
+	fi
 	echo
-	if [[ $MODE == r1 ]]; then
+	if [[ $MODE != r3 ]]; then
 		"$tmp/bin/bench-table" --summary "$OUT/summary.json" "$OUT"/raw/*.json
 	else
 		# Two tables: the peers at BATCHES, and the snapshots experiment.
@@ -664,6 +757,8 @@ log "all runs took $(($(date +%s) - start)) s"
 cat "$OUT/table.md"
 if [[ $MODE == r3 ]]; then
 	log "results in $OUT (table.md, summary.json, snapshots-summary.json, raw/); plots: python3 scripts/plot-bench.py --prefix r3 $OUT/summary.json; python3 scripts/plot-bench.py --prefix r3-snapshots $OUT/snapshots-summary.json"
+elif [[ $MODE == consume ]]; then
+	log "results in $OUT (table.md, summary.json, raw/)"
 else
 	log "results in $OUT (table.md, summary.json, raw/); plots: python3 scripts/plot-bench.py $OUT/summary.json"
 fi

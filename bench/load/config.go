@@ -51,12 +51,18 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Producers, "producers", c.Producers, "concurrent producers, each waiting for its batch's acknowledgement before sending the next")
 	fs.IntVar(&c.Batch, "batch", c.Batch, "events per publish (a request; for peers: messages sent before waiting for their acks)")
-	fs.IntVar(&c.EventBytes, "event-bytes", c.EventBytes, "payload size of each event in bytes")
-	fs.IntVar(&c.Keys, "keys", c.Keys, "key cardinality: events take one of this many keys at random")
+	addEventFlags(fs, &c.EventBytes, &c.Keys)
 	fs.BoolVar(&c.KeyPerBatch, "key-per-batch", c.KeyPerBatch, "give all the events of a batch one key (picked at random per batch), so that each batch goes to one shard")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measure for this long (with --count only: no time limit)")
 	fs.Int64Var(&c.Count, "count", c.Count, "measure this many events, then stop (0: no count limit)")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "load before the measured run, not counted")
+}
+
+// addEventFlags defines the flags of the events' shape, shared by the
+// publish and the consumption runs.
+func addEventFlags(fs *pflag.FlagSet, eventBytes, keys *int) {
+	fs.IntVar(eventBytes, "event-bytes", *eventBytes, "payload size of each event in bytes")
+	fs.IntVar(keys, "keys", *keys, "key cardinality: events take one of this many keys at random")
 }
 
 // Resolve applies the rule that --count alone, without --duration, means

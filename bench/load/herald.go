@@ -109,6 +109,13 @@ func RunHeraldThrough(ctx context.Context, cs []*client.Client, t *client.Topic,
 	if err != nil {
 		return nil, err
 	}
+	describeHerald(res, t)
+	return res, nil
+}
+
+// describeHerald fills in res's system, durability, label and settings
+// from topic t: its shard count, persistence and push endpoint.
+func describeHerald(res *Result, t *client.Topic) {
 	a := t.Attributes
 	persistent, _ := strconv.ParseBool(a["persistent"])
 	res.System = "herald"
@@ -124,7 +131,6 @@ func RunHeraldThrough(ctx context.Context, cs []*client.Client, t *client.Topic,
 	if a["push_endpoint"] != "" {
 		res.Settings["push_endpoint"] = a["push_endpoint"]
 	}
-	return res, nil
 }
 
 // heraldProducer publishes each batch in one request.

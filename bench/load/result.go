@@ -31,7 +31,8 @@ type Result struct {
 	// acknowledgement of its last batch.
 	Seconds float64 `json:"seconds"`
 	// Events, Batches and Bytes count what was acknowledged in the measured
-	// run; Bytes counts payload bytes only.
+	// run; Bytes counts payload bytes only. In a push drain, Batches counts
+	// the requests the receiver was sent.
 	Events  int64 `json:"events"`
 	Batches int64 `json:"batches"`
 	Bytes   int64 `json:"bytes"`
@@ -42,8 +43,18 @@ type Result struct {
 	// the throughput of the measured run.
 	EventsPerSecond float64 `json:"events_per_second"`
 	MBPerSecond     float64 `json:"mb_per_second"`
-	// Latency is the time from sending a batch to its acknowledgement.
+	// Latency is the time from sending a batch to its acknowledgement; in
+	// a pull drain, from fetching a batch to the confirmation of its ack.
 	Latency Latency `json:"latency_ms"`
+	// Consume is set on a consumption run: what was drained, and how.
+	// Config is then the publish load that made the backlog, and Seconds
+	// the drain only.
+	Consume *ConsumeConfig `json:"consume,omitempty"`
+	// FetchLatency and AckLatency split Latency in a pull drain: from
+	// asking for a batch to having it, and from acknowledging it to the
+	// confirmation.
+	FetchLatency *Latency `json:"fetch_latency_ms,omitempty"`
+	AckLatency   *Latency `json:"ack_latency_ms,omitempty"`
 	// Rounds is set on a median of several runs: how many there were.
 	Rounds int `json:"rounds,omitempty"`
 }
@@ -98,14 +109,23 @@ func Median(runs []Result) Result {
 	m.Bytes = int64(med(func(r *Result) float64 { return float64(r.Bytes) }))
 	m.EventsPerSecond = med(func(r *Result) float64 { return r.EventsPerSecond })
 	m.MBPerSecond = med(func(r *Result) float64 { return r.MBPerSecond })
-	m.Latency = Latency{
-		Min:  med(func(r *Result) float64 { return r.Latency.Min }),
-		Mean: med(func(r *Result) float64 { return r.Latency.Mean }),
-		P50:  med(func(r *Result) float64 { return r.Latency.P50 }),
-		P90:  med(func(r *Result) float64 { return r.Latency.P90 }),
-		P99:  med(func(r *Result) float64 { return r.Latency.P99 }),
-		P999: med(func(r *Result) float64 { return r.Latency.P999 }),
-		Max:  med(func(r *Result) float64 { return r.Latency.Max }),
+	medLatency := func(l func(*Result) *Latency) Latency {
+		return Latency{
+			Min:  med(func(r *Result) float64 { return l(r).Min }),
+			Mean: med(func(r *Result) float64 { return l(r).Mean }),
+			P50:  med(func(r *Result) float64 { return l(r).P50 }),
+			P90:  med(func(r *Result) float64 { return l(r).P90 }),
+			P99:  med(func(r *Result) float64 { return l(r).P99 }),
+			P999: med(func(r *Result) float64 { return l(r).P999 }),
+			Max:  med(func(r *Result) float64 { return l(r).Max }),
+		}
+	}
+	m.Latency = medLatency(func(r *Result) *Latency { return &r.Latency })
+	m.FetchLatency, m.AckLatency = nil, nil
+	if split(runs) {
+		fetch := medLatency(func(r *Result) *Latency { return r.FetchLatency })
+		ack := medLatency(func(r *Result) *Latency { return r.AckLatency })
+		m.FetchLatency, m.AckLatency = &fetch, &ack
 	}
 	m.Errors, m.FirstError = 0, ""
 	for i := range runs {
@@ -115,6 +135,16 @@ func Median(runs []Result) Result {
 		}
 	}
 	return m
+}
+
+// split reports whether every run has fetch and ack latencies.
+func split(runs []Result) bool {
+	for i := range runs {
+		if runs[i].FetchLatency == nil || runs[i].AckLatency == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // median returns the middle value of vs, or the mean of the two middle
@@ -160,6 +190,11 @@ func WriteText(w io.Writer, r *Result) error {
 		durability = "acknowledged WITHOUT fsync"
 	}
 	var b strings.Builder
+	if r.Consume != nil {
+		fmt.Fprintf(&b, "%s\n", name)
+		writeConsumeText(&b, r)
+		return writeErrors(w, &b, r)
+	}
 	fmt.Fprintf(&b, "%s: %s\n", name, durability)
 	fmt.Fprintf(&b, "load:       %s\n", r.Config.Describe())
 	fmt.Fprintf(&b, "events:     %d in %.2fs (%d batches)\n", r.Events, r.Seconds, r.Batches)
@@ -167,8 +202,13 @@ func WriteText(w io.Writer, r *Result) error {
 	l := r.Latency
 	fmt.Fprintf(&b, "latency:    p50 %s  p90 %s  p99 %s  p99.9 %s  max %s ms (per batch, send to ack)\n",
 		FormatMS(l.P50), FormatMS(l.P90), FormatMS(l.P99), FormatMS(l.P999), FormatMS(l.Max))
+	return writeErrors(w, &b, r)
+}
+
+// writeErrors adds r's errors, if any, to b and writes b to w.
+func writeErrors(w io.Writer, b *strings.Builder, r *Result) error {
 	if r.Errors > 0 {
-		fmt.Fprintf(&b, "errors:     %d failed batches; the first: %s\n", r.Errors, r.FirstError)
+		fmt.Fprintf(b, "errors:     %d failed batches; the first: %s\n", r.Errors, r.FirstError)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

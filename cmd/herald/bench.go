@@ -18,7 +18,7 @@ import (
 func newBenchCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure publish throughput and latency",
+		Short: "Measure publish and consume throughput and latency",
 		Long: `Measure how fast herald takes events.
 
 bench publish runs a publish load against the server given by --server and
@@ -27,13 +27,18 @@ by side on servers of its own (shard counts, synchronous and background
 snapshots, persistent and non-persistent topics), run
 "go run ./bench/cmd/herald-compare" in the herald repository.
 
+bench consume fills a topic with a backlog, then drains it, by pull
+(fetch and ack in batches) or by push (to a receiver of its own on
+127.0.0.1), and reports the drain's events/s and latency percentiles.
+
 Producers each wait for their batch to be acknowledged (committed: fsynced)
 before sending the next one; latency is the time from sending a batch to its
 acknowledgement. The same load generator drives the peer clients under bench/
 (NATS JetStream, RabbitMQ), so their figures compare directly.`,
-		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s`,
+		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s
+  herald bench consume --backlog 100000 --consumers 4 --batch 100`,
 	}
-	cmd.AddCommand(newBenchPublishCommand(g), newBenchShardsCommand(g))
+	cmd.AddCommand(newBenchPublishCommand(g), newBenchConsumeCommand(g), newBenchShardsCommand(g))
 	return cmd
 }
 

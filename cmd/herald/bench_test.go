@@ -46,10 +46,18 @@ func serveInProcess(t *testing.T, cfg serveConfig) *inProcessServer {
 // and returns its URL once it answers.
 func startInProcessServer(t *testing.T) string {
 	t.Helper()
+	return startInProcessServerWith(t, func(*serveConfig) {})
+}
+
+// startInProcessServerWith is startInProcessServer with the configuration
+// changed by edit first.
+func startInProcessServerWith(t *testing.T, edit func(*serveConfig)) string {
+	t.Helper()
 	cfg := defaultServeConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = testkit.FreeAddr(t)
 	cfg.LogLevel = "warn"
+	edit(&cfg)
 	srv := serveInProcess(t, cfg)
 	url := "http://" + cfg.Listen
 	c := client.New(url)

@@ -10,7 +10,9 @@
 // --summary also writes the medians as a JSON array of results, the input
 // of scripts/plot-bench.py. --targets picks the targets checked: r1 (the
 // default: single nodes), r3 (three-node clusters), snapshots (herald's
-// sync vs async snapshots) or none.
+// sync vs async snapshots) or none. Results of herald bench consume and the
+// peers' consume commands get a table of their own, and the consumption
+// targets unless --targets none.
 package main
 
 import (
@@ -61,6 +63,18 @@ func run(args []string, w io.Writer) error {
 		runs = append(runs, r)
 	}
 	medians := summarize(runs)
+	table := writeTable
+	if slices.ContainsFunc(runs, func(r load.Result) bool { return r.Consume != nil }) {
+		// Consumption results: their own table and targets.
+		var err error
+		if medians, err = summarizeConsume(runs); err != nil {
+			return err
+		}
+		table = writeConsumeTable
+		if check != nil {
+			check = consumeTargets
+		}
+	}
 	if *summary != "" {
 		data, err := json.MarshalIndent(medians, "", "  ")
 		if err != nil {
@@ -70,7 +84,7 @@ func run(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	writeTable(w, medians)
+	table(w, medians)
 	if check != nil {
 		writeLines(w, check(medians))
 	}
@@ -125,19 +139,7 @@ func systemOrder(s string) int {
 // summarize returns the median of each setting's runs, ordered by event
 // size, producers, batch, then system, with fsyncing settings first.
 func summarize(runs []load.Result) []load.Result {
-	groups := map[setting][]load.Result{}
-	var order []setting
-	for _, r := range runs {
-		s := settingOf(&r)
-		if _, ok := groups[s]; !ok {
-			order = append(order, s)
-		}
-		groups[s] = append(groups[s], r)
-	}
-	var out []load.Result
-	for _, s := range order {
-		out = append(out, load.Median(groups[s]))
-	}
+	out := mediansBy(runs, settingOf)
 	slices.SortStableFunc(out, func(a, b load.Result) int {
 		ca, cb := a.Config, b.Config
 		return cmp.Or(
@@ -150,6 +152,25 @@ func summarize(runs []load.Result) []load.Result {
 			cmp.Compare(a.Label, b.Label),
 		)
 	})
+	return out
+}
+
+// mediansBy groups runs by the setting that of returns and returns the
+// median of each group, in the order the settings first appear.
+func mediansBy[S comparable](runs []load.Result, of func(*load.Result) S) []load.Result {
+	groups := map[S][]load.Result{}
+	var order []S
+	for i := range runs {
+		s := of(&runs[i])
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], runs[i])
+	}
+	var out []load.Result
+	for _, s := range order {
+		out = append(out, load.Median(groups[s]))
+	}
 	return out
 }
 

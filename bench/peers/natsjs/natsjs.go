@@ -51,15 +51,11 @@ func (t Target) subject(key string) string { return t.Stream + "." + key }
 // Prepare deletes the stream if it exists and creates it afresh: file
 // storage, t.Replicas replicas, no limits.
 func Prepare(ctx context.Context, t Target) error {
-	nc, err := nats.Connect(t.URL, nats.Name("herald-bench setup"))
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", t.URL, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	nc, js, err := t.admin("herald-bench setup")
 	if err != nil {
 		return err
 	}
+	defer nc.Close()
 	if err := js.DeleteStream(ctx, t.Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("delete stream %s: %w", t.Stream, err)
 	}
@@ -78,16 +74,27 @@ func Prepare(ctx context.Context, t Target) error {
 
 // Delete removes the stream and its messages.
 func Delete(ctx context.Context, t Target) error {
-	nc, err := nats.Connect(t.URL, nats.Name("herald-bench cleanup"))
+	nc, js, err := t.admin("herald-bench cleanup")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	return js.DeleteStream(ctx, t.Stream)
+}
+
+// admin connects to t for setting up or cleaning up, as name; the caller
+// closes the connection.
+func (t Target) admin(name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(t.URL, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", t.URL, err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		nc.Close()
+		return nil, nil, err
 	}
-	return js.DeleteStream(ctx, t.Stream)
+	return nc, js, nil
 }
 
 // NewProducer returns producers that publish to t, each over its own

@@ -45,6 +45,21 @@ func ParseFlags(fs *pflag.FlagSet, args []string, cfg *load.Config, out *Output)
 	return out.Validate()
 }
 
+// ParseConsumeFlags is ParseFlags for a consumption run, whose flags cc
+// registered.
+func ParseConsumeFlags(fs *pflag.FlagSet, args []string, cc *load.ConsumeConfig, out *Output) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := cc.Validate(); err != nil {
+		return err
+	}
+	return out.Validate()
+}
+
 // Output is the output flags of the benchmark commands, which print like
 // herald bench publish: --output human or json, and --results FILE.
 type Output struct {
