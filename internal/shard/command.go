@@ -13,32 +13,38 @@ type Op uint8
 // The operations. The zero Op is invalid, so that a zeroed Command is
 // rejected rather than mistaken for one of these.
 const (
-	OpReserve    Op = 1 + iota // hold Bytes of queue space for a later Commit
-	OpCommit                   // append Events into reservation ReservationID
-	OpAbort                    // release reservation ReservationID
-	OpPublish                  // append Events, without a reservation
-	OpAck                      // mark the events at Offsets done
-	OpExpire                   // drop reservations created before OlderThan
-	OpAttempt                  // count one more failed delivery of each of Offsets
-	OpDeadLetter               // move the events of Dead to the dead-letter queue
-	OpReplayDead               // append Events again, as new events, in place of the dead letters at Offsets
-	OpPurgeDead                // delete the dead letters at Offsets; all of them if Offsets is empty
+	OpReserve     Op = 1 + iota // hold Bytes of queue space for a later Commit
+	OpCommit                    // append Events into reservation ReservationID
+	OpAbort                     // release reservation ReservationID
+	OpPublish                   // append Events, without a reservation
+	OpAck                       // mark the events at Offsets done
+	OpExpire                    // drop reservations created before OlderThan
+	OpAttempt                   // count one more failed delivery of each of Offsets
+	OpDeadLetter                // move the events of Dead to the dead-letter queue
+	OpReplayDead                // append Events again, as new events, in place of the dead letters at Offsets
+	OpPurgeDead                 // delete the dead letters at Offsets; all of them if Offsets is empty
+	OpSkip                      // mark the events at Offsets done without delivering them: the subscription's filter rejects them
+	OpSubscribe                 // start subscription Subscription's cursor at offset From (see FromNow)
+	OpUnsubscribe               // drop subscription Subscription's cursor, with its dead letters
 )
 
 var opNames = [...]string{
-	OpReserve:    "Reserve",
-	OpCommit:     "Commit",
-	OpAbort:      "Abort",
-	OpPublish:    "Publish",
-	OpAck:        "Ack",
-	OpExpire:     "Expire",
-	OpAttempt:    "Attempt",
-	OpDeadLetter: "DeadLetter",
-	OpReplayDead: "ReplayDead",
-	OpPurgeDead:  "PurgeDead",
+	OpReserve:     "Reserve",
+	OpCommit:      "Commit",
+	OpAbort:       "Abort",
+	OpPublish:     "Publish",
+	OpAck:         "Ack",
+	OpExpire:      "Expire",
+	OpAttempt:     "Attempt",
+	OpDeadLetter:  "DeadLetter",
+	OpReplayDead:  "ReplayDead",
+	OpPurgeDead:   "PurgeDead",
+	OpSkip:        "Skip",
+	OpSubscribe:   "Subscribe",
+	OpUnsubscribe: "Unsubscribe",
 }
 
-func (op Op) valid() bool { return op >= OpReserve && op <= OpPurgeDead }
+func (op Op) valid() bool { return op >= OpReserve && op <= OpUnsubscribe }
 
 func (op Op) String() string {
 	if op.valid() {
@@ -98,7 +104,21 @@ type Command struct {
 	// command. Like MaxQueueBytes it travels in the command, so that
 	// every replica applies the same window.
 	DedupWindow int64
+
+	// Subscription is the subscription an Ack, Skip, Attempt,
+	// DeadLetter, ReplayDead, PurgeDead, Subscribe or Unsubscribe is
+	// for; 0 is the topic's default subscription.
+	Subscription uint64
+
+	// From is the offset a Subscribe starts its cursor at: offsets
+	// below the earliest event still held start there, and FromNow (or
+	// any offset not yet assigned) starts at the next event published.
+	From uint64
 }
+
+// FromNow is the Command.From of a subscription that starts with the next
+// event published.
+const FromNow = math.MaxUint64
 
 // A DeadInfo names an event a DeadLetter command gives up on.
 type DeadInfo struct {
@@ -133,6 +153,8 @@ const (
 	fieldDead
 	fieldDedupWindow
 	fieldDedupIDs
+	fieldSubscription
+	fieldFrom
 
 	fieldAll fieldMask = 1<<iota - 1
 )
@@ -155,6 +177,8 @@ func (c *Command) mask() fieldMask {
 	set(fieldEvents, len(c.Events) != 0)
 	set(fieldDedupWindow, c.DedupWindow != 0)
 	set(fieldDedupIDs, hasDedupID(c.DedupIDs))
+	set(fieldSubscription, c.Subscription != 0)
+	set(fieldFrom, c.From != 0)
 	return m
 }
 
@@ -234,6 +258,12 @@ func (c *Command) AppendBinary(b []byte) []byte {
 			b = appendString(b, id)
 		}
 	}
+	if m&fieldSubscription != 0 {
+		b = binary.AppendUvarint(b, c.Subscription)
+	}
+	if m&fieldFrom != 0 {
+		b = binary.AppendUvarint(b, c.From)
+	}
 	if m&fieldEvents != 0 {
 		b = binary.AppendUvarint(b, uint64(len(c.Events)))
 		for i := range c.Events {
@@ -289,6 +319,12 @@ func (c *Command) encodedLen(m fieldMask) int {
 		for _, id := range c.DedupIDs {
 			n += stringLen(len(id))
 		}
+	}
+	if m&fieldSubscription != 0 {
+		n += uvarintLen(c.Subscription)
+	}
+	if m&fieldFrom != 0 {
+		n += uvarintLen(c.From)
 	}
 	if m&fieldEvents != 0 {
 		n += uvarintLen(uint64(len(c.Events)))
@@ -489,6 +525,14 @@ func decodeHead(d *decoder, c *Command, keep bool) fieldMask {
 			}
 		}
 		nonZero("dedup id list", d.err == nil && !set)
+	}
+	if m&fieldSubscription != 0 {
+		c.Subscription = d.uvarint("subscription")
+		nonZero("subscription", c.Subscription == 0)
+	}
+	if m&fieldFrom != 0 {
+		c.From = d.uvarint("from")
+		nonZero("from", c.From == 0)
 	}
 	if d.err != nil {
 		return 0

@@ -44,6 +44,11 @@ func sampleCommands() []Command {
 		{Op: OpReplayDead, Offsets: []uint64{1}},
 		{Op: OpPurgeDead, Offsets: []uint64{8, 9}},
 		{Op: OpPurgeDead},
+		{Op: OpSkip, Subscription: 3, Offsets: []uint64{4, 2}},
+		{Op: OpAck, Subscription: math.MaxUint64, Offsets: []uint64{1}},
+		{Op: OpSubscribe, Subscription: 1, From: FromNow},
+		{Op: OpSubscribe},
+		{Op: OpUnsubscribe, Subscription: 12},
 		// Fields an op does not use still round-trip.
 		{Op: OpAck, Time: 1, ReservationID: 2, Bytes: 3, Count: 4, MaxQueueBytes: 5, OlderThan: 6,
 			Offsets: []uint64{7}, Dead: []DeadInfo{{Offset: 8, Reason: "9"}}, Events: []Event{{Key: "10"}}},
@@ -128,7 +133,7 @@ func TestUnmarshalCommandRejects(t *testing.T) {
 		"version 1":           {1, 1, 0},
 		"version 3":           {3, 1, 0},
 		"op 0":                {2, 0, 0},
-		"op 11":               {2, 11, 0},
+		"op 14":               {2, 14, 0},
 		"trailing byte":       {2, 3, 0, 0},
 		"unknown field":       {2, 3, 0x80, 0x04, 0},
 		"unknown high field":  {2, 3, 0x80, 0x80, 0x80, 0x80, 0x01, 0},
@@ -232,7 +237,8 @@ func TestEventAt(t *testing.T) {
 
 func TestOpString(t *testing.T) {
 	for op, want := range map[Op]string{0: "Op(0)", OpReserve: "Reserve", OpAck: "Ack", OpExpire: "Expire",
-		OpAttempt: "Attempt", OpDeadLetter: "DeadLetter", OpReplayDead: "ReplayDead", OpPurgeDead: "PurgeDead", 11: "Op(11)"} {
+		OpAttempt: "Attempt", OpDeadLetter: "DeadLetter", OpReplayDead: "ReplayDead", OpPurgeDead: "PurgeDead",
+		OpSkip: "Skip", OpSubscribe: "Subscribe", OpUnsubscribe: "Unsubscribe", 14: "Op(14)"} {
 		if got := op.String(); got != want {
 			t.Errorf("Op(%d).String() = %q, want %q", uint8(op), got, want)
 		}

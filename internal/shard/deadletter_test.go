@@ -85,8 +85,8 @@ func TestAttempt(t *testing.T) {
 	if h.s.Attempts(0) != 0 || h.s.Attempts(1) != 1 {
 		t.Errorf("after ack: attempts %d, %d", h.s.Attempts(0), h.s.Attempts(1))
 	}
-	if h.s.pending.natt != 1 {
-		t.Errorf("attempts kept for %d events, want 1", h.s.pending.natt)
+	if h.s.def.pending.natt != 1 {
+		t.Errorf("attempts kept for %d events, want 1", h.s.def.pending.natt)
 	}
 	if st := h.stats(); st.Retried != 4 {
 		t.Errorf("Retried = %d after ack, want 4 (a total)", st.Retried)
@@ -97,7 +97,7 @@ func TestAttempt(t *testing.T) {
 func TestAttemptSaturates(t *testing.T) {
 	h := newHarness(t)
 	h.ok(Command{Op: OpPublish, Events: events(1)})
-	h.s.pending.setAttempts(0, math.MaxUint32-1)
+	h.s.def.pending.setAttempts(0, math.MaxUint32-1)
 	h.ok(Command{Op: OpAttempt, Offsets: []uint64{0, 0, 0}})
 	if got := h.s.Attempts(0); got != math.MaxUint32 {
 		t.Errorf("Attempts = %d, want it stuck at %d", got, uint32(math.MaxUint32))

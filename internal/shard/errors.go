@@ -43,6 +43,11 @@ var (
 	// appending nothing.)
 	ErrPartialDuplicate = errors.New("shard: some events of the publish are duplicates")
 
+	// ErrUnknownSubscription rejects a command for a subscription that has
+	// no cursor on the shard: it was never subscribed, or it was
+	// unsubscribed (deleted) since.
+	ErrUnknownSubscription = errors.New("shard: unknown subscription")
+
 	// ErrInvalidSnapshot is returned by UnmarshalBinary for data that is not
 	// a snapshot written by MarshalBinary.
 	ErrInvalidSnapshot = errors.New("shard: invalid snapshot")

@@ -669,7 +669,7 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 		case 1:
 			c.Op = 0
 		default:
-			c.Op = OpPurgeDead + 1 + Op(b%8)
+			c.Op = OpUnsubscribe + 1 + Op(b%8)
 		}
 	}
 	return c, true
@@ -761,11 +761,11 @@ func runStateMachine(t *testing.T, data []byte) {
 // at position start of its first chunk. The shard stays the same.
 func shiftPending(s *State, start int) {
 	l := pendingList{chunks: []pendingChunk{{size: new([chunkLen]int64)}}, start: start}
-	for i := range s.pending.len() {
-		l.push(s.pending.size(i))
+	for i := range s.def.pending.len() {
+		l.push(s.def.pending.size(i))
 	}
-	s.pending.eachAttempt(l.setAttempts)
-	s.pending = l
+	s.def.pending.eachAttempt(l.setAttempts)
+	s.def.pending = l
 }
 
 // restore passes s through a snapshot and checks nothing was lost.

@@ -205,6 +205,25 @@ func stateMachineSeeds() map[string][]byte {
 	return seeds
 }
 
+// subscriptionHistory is a shard whose default subscription was deleted
+// and whose two others are at different places, with attempts, skips and
+// dead letters of their own.
+func subscriptionHistory(t *testing.T) *harness {
+	h := newHarness(t)
+	h.ok(Command{Op: OpSubscribe, Subscription: 2})
+	h.ok(Command{Op: OpSubscribe, Subscription: 9})
+	for i := range 12 {
+		h.ok(Command{Op: OpPublish, Time: int64(i + 1), Events: events(i%4, 3)})
+	}
+	h.ok(Command{Op: OpUnsubscribe})
+	h.ok(Command{Op: OpAck, Subscription: 2, Offsets: []uint64{0, 1, 2, 5}})
+	h.ok(Command{Op: OpSkip, Subscription: 2, Offsets: []uint64{3, 7}})
+	h.ok(Command{Op: OpAttempt, Subscription: 2, Offsets: []uint64{4, 4, 8}})
+	h.ok(Command{Op: OpDeadLetter, Subscription: 9, Time: 50, Dead: []DeadInfo{{Offset: 0, Reason: "gone"}}})
+	h.ok(Command{Op: OpAck, Subscription: 9, Offsets: []uint64{1, 2, 3}})
+	return h
+}
+
 func unmarshalCommandSeeds() map[string][]byte {
 	seeds := make(map[string][]byte)
 	for i, c := range sampleCommands() {
@@ -234,9 +253,14 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	}
 	seeds["busy"] = snapshot(t, h.s)
 	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
-	// The same history as written before the dedup table: version 2.
+	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
+	// The same history as written before the subscriptions (version 3)
+	// and before the dedup table (version 2). Version 4 appended four
+	// bytes, all zero with the default subscription alone; version 3 one,
+	// the empty table's count.
 	old := snapshot(t, history(t).s)
-	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
+	seeds["v3-history"] = append([]byte{snapshotVersionV3}, old[1:len(old)-4]...)
+	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-5]...)
 	return seeds
 }
 

@@ -7,10 +7,13 @@ import (
 )
 
 // snapshotVersion is the first byte of every snapshot MarshalBinary
-// writes. Version 3 added the de-duplication table at the end; snapshots
-// of version 2, written before, are read as having an empty one.
+// writes. Version 4 added the subscriptions' cursors at the end; version
+// 3 snapshots, written before, are read as having the default
+// subscription alone. Version 3 added the de-duplication table; version 2
+// snapshots are read as having an empty one.
 const (
-	snapshotVersion   = 3
+	snapshotVersion   = 4
+	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 )
 
@@ -23,18 +26,21 @@ const (
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	size := 64 + s.pending.len()*2 + len(s.runs)*8 + len(s.reservations)*12 + s.pending.natt*4
-	for i := range s.dead {
-		size += 24 + len(s.dead[i].Reason) + len(s.dead[i].LastError)
+	size := 64 + len(s.runs)*8 + len(s.reservations)*12
+	for c := range s.active {
+		size += 32 + c.pending.len()*2 + c.pending.natt*4
+		for i := range c.dead {
+			size += 24 + len(c.dead[i].Reason) + len(c.dead[i].LastError)
+		}
 	}
 	b := make([]byte, 0, size)
 	b = append(b, snapshotVersion)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendUvarint(b, s.nextOffset)
-	b = binary.AppendUvarint(b, s.head)
+	b = binary.AppendUvarint(b, s.def.head)
 	b = binary.AppendUvarint(b, s.lastReservation)
-	b = binary.AppendUvarint(b, s.deadLettered)
-	b = binary.AppendUvarint(b, s.retried)
+	b = binary.AppendUvarint(b, s.def.deadLettered)
+	b = binary.AppendUvarint(b, s.def.retried)
 
 	// Reservations in id order, each id as the gap from the previous one.
 	ids := make([]uint64, 0, len(s.reservations))
@@ -68,24 +74,31 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		prevIndex, prevTime = r.index, r.time
 	}
 
-	// One entry per offset in [head, nextOffset): 0 if acknowledged, else
-	// the event's size plus one.
-	for ci := range s.pending.chunks {
-		for _, size := range s.pending.segment(ci) {
+	b = appendCursor(b, &s.def)
+	b = s.appendDedup(b)
+	return s.appendSubscriptions(b), nil
+}
+
+// appendCursor appends what a cursor holds from its head on: its pending
+// entries, their attempt counts and its dead letters.
+func appendCursor(b []byte, c *cursor) []byte {
+	// One entry per offset in [head, nextOffset): 0 if done, else the
+	// event's size plus one.
+	for ci := range c.pending.chunks {
+		for _, size := range c.pending.segment(ci) {
 			b = binary.AppendUvarint(b, uint64(size+1))
 		}
 	}
-
-	b = s.appendAttempts(b)
+	b = c.appendAttempts(b)
 
 	// Dead letters in offset order, offsets and indexes as gaps, times as
 	// deltas.
-	b = binary.AppendUvarint(b, uint64(len(s.dead)))
+	b = binary.AppendUvarint(b, uint64(len(c.dead)))
 	prev := uint64(math.MaxUint64) // so that the first gap is the offset itself
-	prevIndex, prevTime = 0, 0
-	var prevPublish int64
-	for i := range s.dead {
-		d := &s.dead[i]
+	var prevIndex uint64
+	var prevTime, prevPublish int64
+	for i := range c.dead {
+		d := &c.dead[i]
 		b = binary.AppendUvarint(b, d.Offset-prev-1)
 		b = binary.AppendUvarint(b, d.Index-prevIndex)
 		b = binary.AppendUvarint(b, uint64(d.Slot))
@@ -97,7 +110,33 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(d.size))
 		prev, prevIndex, prevTime, prevPublish = d.Offset, d.Index, d.Time, d.PublishTime
 	}
-	return s.appendDedup(b), nil
+	return b
+}
+
+// appendSubscriptions appends what version 4 added: whether the default
+// subscription was deleted, its counters that version 3 lacked, and the
+// other subscriptions' cursors in id order, ids as gaps.
+func (s *State) appendSubscriptions(b []byte) []byte {
+	var detached byte
+	if s.detached {
+		detached = 1
+	}
+	b = append(b, detached)
+	b = binary.AppendUvarint(b, s.def.skipped)
+	b = binary.AppendUvarint(b, s.def.excluded)
+	b = binary.AppendUvarint(b, uint64(len(s.subs)))
+	var prevID uint64
+	for _, c := range s.subs {
+		b = binary.AppendUvarint(b, c.id-prevID)
+		b = binary.AppendUvarint(b, c.head)
+		b = binary.AppendUvarint(b, c.deadLettered)
+		b = binary.AppendUvarint(b, c.retried)
+		b = binary.AppendUvarint(b, c.skipped)
+		b = binary.AppendUvarint(b, c.excluded)
+		b = appendCursor(b, c)
+		prevID = c.id
+	}
+	return b
 }
 
 // appendDedup appends the de-duplication table in the order it was
@@ -120,11 +159,11 @@ func (s *State) appendDedup(b []byte) []byte {
 // offset as the distance from the head, the others as the gap from the
 // previous one, less one. (It is a function of its own so that the closure
 // does not capture MarshalBinary's buffer, which would slow all of it.)
-func (s *State) appendAttempts(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(s.pending.natt))
-	prev := s.head - 1
-	s.pending.eachAttempt(func(i int, a uint32) {
-		o := s.head + uint64(i)
+func (c *cursor) appendAttempts(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(c.pending.natt))
+	prev := c.head - 1
+	c.pending.eachAttempt(func(i int, a uint32) {
+		o := c.head + uint64(i)
 		b = binary.AppendUvarint(b, o-prev-1)
 		b = binary.AppendUvarint(b, uint64(a))
 		prev = o
@@ -153,10 +192,14 @@ func (s *State) SnapshotFunc() func() ([]byte, error) {
 // grows with the queue: see the comments on State's fields.
 func (s *State) freeze() *State {
 	f := *s
-	f.pending = s.pending.freeze()
+	f.def = s.def.freeze()
+	f.subs = make([]*cursor, len(s.subs))
+	for i, c := range s.subs {
+		fc := c.freeze()
+		f.subs[i] = &fc
+	}
 	f.dedupIndex = nil // MarshalBinary reads only the table
 	s.resShared = true
-	s.deadShared = true
 	return &f
 }
 
@@ -168,37 +211,121 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	var t State
 	d := decoder{buf: data, kind: ErrInvalidSnapshot}
 	v := d.u8("version")
-	if d.err == nil && v != snapshotVersion && v != snapshotVersionV2 {
+	if d.err == nil && (v < snapshotVersionV2 || v > snapshotVersion) {
 		d.fail("unsupported version %d", v)
 	}
 	t.applied = d.uvarint("applied index")
 	t.nextOffset = d.uvarint("next offset")
-	t.head = d.uvarint("head")
+	t.def.head = d.uvarint("head")
 	t.lastReservation = d.uvarint("last reservation")
-	t.deadLettered = d.uvarint("dead-lettered count")
-	t.retried = d.uvarint("retried count")
-	if d.err == nil && t.head > t.nextOffset {
-		d.fail("head %d beyond next offset %d", t.head, t.nextOffset)
+	t.def.deadLettered = d.uvarint("dead-lettered count")
+	t.def.retried = d.uvarint("retried count")
+	if d.err == nil && t.def.head > t.nextOffset {
+		d.fail("head %d beyond next offset %d", t.def.head, t.nextOffset)
 	}
 	t.decodeReservations(&d)
 	t.decodeRuns(&d)
-	t.decodePending(&d)
-	t.decodeAttempts(&d)
-	t.decodeDead(&d)
-	if v == snapshotVersion {
+	t.decodeCursor(&d, &t.def)
+	if v >= snapshotVersionV3 {
 		t.decodeDedup(&d)
 	}
-	// Every event is pending, acknowledged or dead-lettered, and each dead
-	// letter held was dead-lettered once.
-	if d.err == nil && (t.deadLettered < uint64(len(t.dead)) || t.deadLettered > t.nextOffset-uint64(t.pendingEvents)) {
-		d.fail("%d events dead-lettered, with %d dead letters held and %d events done", t.deadLettered, len(t.dead), t.nextOffset-uint64(t.pendingEvents))
+	if v >= snapshotVersion {
+		t.decodeSubscriptions(&d)
 	}
+	t.checkCursor(&d, &t.def)
+	t.checkRuns(&d)
 	d.end("snapshot")
 	if d.err != nil {
 		return d.err
 	}
 	*s = t
 	return nil
+}
+
+// decodeCursor decodes what appendCursor appends, into c whose head is
+// set.
+func (t *State) decodeCursor(d *decoder, c *cursor) {
+	t.decodePending(d, c)
+	t.decodeAttempts(d, c)
+	t.decodeDead(d, c)
+}
+
+// checkCursor checks a decoded cursor's counters against its entries:
+// every offset is pending, acknowledged, skipped, dead-lettered or not
+// the cursor's, and each dead letter held was dead-lettered once.
+func (t *State) checkCursor(d *decoder, c *cursor) {
+	if d.err != nil {
+		return
+	}
+	done := t.nextOffset - uint64(c.pendingEvents)
+	if c.deadLettered < uint64(len(c.dead)) || c.deadLettered > done || c.skipped > done-c.deadLettered || c.excluded > done-c.deadLettered-c.skipped {
+		d.fail("subscription %d: %d events dead-lettered, %d skipped and %d excluded, with %d dead letters held and %d events done",
+			c.id, c.deadLettered, c.skipped, c.excluded, len(c.dead), done)
+	}
+}
+
+// decodeSubscriptions decodes what appendSubscriptions appends.
+func (t *State) decodeSubscriptions(d *decoder) {
+	detached := d.u8("default subscription state")
+	t.def.skipped = d.uvarint("skipped count")
+	t.def.excluded = d.uvarint("excluded count")
+	if d.err == nil && detached > 1 {
+		d.fail("default subscription state %d", detached)
+	}
+	t.detached = detached == 1
+	if d.err == nil && t.detached && (t.def.head != t.nextOffset || len(t.def.dead) > 0) {
+		d.fail("deleted default subscription holds events")
+	}
+	// A cursor takes at least eight bytes: six numbers and the counts of
+	// its attempts and dead letters.
+	n := d.count("subscription count", 8)
+	if d.err != nil || n == 0 {
+		return
+	}
+	t.subs = make([]*cursor, n)
+	var id uint64
+	for i := range t.subs {
+		gap := d.uvarint("subscription id")
+		c := &cursor{
+			head:         d.uvarint("subscription head"),
+			deadLettered: d.uvarint("subscription dead-lettered count"),
+			retried:      d.uvarint("subscription retried count"),
+			skipped:      d.uvarint("subscription skipped count"),
+			excluded:     d.uvarint("subscription excluded count"),
+		}
+		if d.err != nil {
+			return
+		}
+		if gap == 0 || gap > math.MaxUint64-id {
+			d.fail("subscription ids out of order")
+			return
+		}
+		id += gap
+		c.id = id
+		if c.head > t.nextOffset {
+			d.fail("subscription %d: head %d beyond next offset %d", id, c.head, t.nextOffset)
+			return
+		}
+		t.decodeCursor(d, c)
+		t.checkCursor(d, c)
+		t.subs[i] = c
+	}
+}
+
+// checkRuns checks that the runs cover exactly the offsets some cursor
+// holds, the first containing the lowest head.
+func (t *State) checkRuns(d *decoder) {
+	if d.err != nil {
+		return
+	}
+	h := t.minHead()
+	if (len(t.runs) == 0) != (h == t.nextOffset) {
+		d.fail("%d runs for %d pending offsets", len(t.runs), t.nextOffset-h)
+		return
+	}
+	if len(t.runs) > 0 && (t.runs[0].first > h || t.runs[0].end() <= h) {
+		d.fail("runs do not cover offsets [%d, %d)", h, t.nextOffset)
+	}
 }
 
 func (t *State) decodeReservations(d *decoder) {
@@ -249,10 +376,6 @@ func (t *State) decodeRuns(d *decoder) {
 	if d.err != nil {
 		return
 	}
-	if (n == 0) != (t.head == t.nextOffset) {
-		d.fail("%d runs for %d pending offsets", n, t.nextOffset-t.head)
-		return
-	}
 	if n == 0 {
 		return
 	}
@@ -276,29 +399,29 @@ func (t *State) decodeRuns(d *decoder) {
 		t.runs[i] = run{first: next, count: count, index: index, time: time}
 		next += count
 	}
-	// The runs must cover exactly the pending offsets, with the first
-	// containing the head.
-	if t.runs[0].first > t.head || t.runs[0].end() <= t.head || next != t.nextOffset {
-		d.fail("runs do not cover offsets [%d, %d)", t.head, t.nextOffset)
+	// The runs must end at the next offset; checkRuns checks their
+	// start once the cursors are known.
+	if next != t.nextOffset {
+		d.fail("runs end at offset %d, not at the next offset %d", next, t.nextOffset)
 	}
 }
 
-func (t *State) decodePending(d *decoder) {
+func (t *State) decodePending(d *decoder, c *cursor) {
 	if d.err != nil {
 		return
 	}
 	// Each entry takes at least a byte.
-	if t.nextOffset-t.head > uint64(len(d.buf)) {
+	if t.nextOffset-c.head > uint64(len(d.buf)) {
 		d.fail("truncated pending events")
 		return
 	}
-	n := int(t.nextOffset - t.head)
+	n := int(t.nextOffset - c.head)
 	if n == 0 {
 		return
 	}
 	// Fill whole chunks, counting in locals: t.pending.push and t's
 	// counters would do, only slower.
-	l := &t.pending
+	l := &c.pending
 	l.chunks = make([]pendingChunk, 0, (n+chunkMask)>>chunkShift)
 	limit := math.MaxInt64 - t.reservedBytes // pending bytes may not exceed
 	var bytes, events int64
@@ -312,7 +435,7 @@ func (t *State) decodePending(d *decoder) {
 			}
 			if v == 0 {
 				if i+j == 0 {
-					d.fail("event at head %d is acknowledged", t.head)
+					d.fail("event at head %d is acknowledged", c.head)
 					return
 				}
 				sizes[j] = acked
@@ -329,16 +452,16 @@ func (t *State) decodePending(d *decoder) {
 		}
 	}
 	l.n = n
-	t.pendingBytes, t.pendingEvents = bytes, events
+	c.pendingBytes, c.pendingEvents = bytes, events
 }
 
-func (t *State) decodeAttempts(d *decoder) {
+func (t *State) decodeAttempts(d *decoder, c *cursor) {
 	// An entry takes at least two bytes.
 	n := d.count("attempt count", 2)
 	if d.err != nil || n == 0 {
 		return
 	}
-	prev := t.head - 1
+	prev := c.head - 1
 	for range n {
 		gap := d.uvarint("attempt offset")
 		a := d.uvarint("attempts")
@@ -346,7 +469,7 @@ func (t *State) decodeAttempts(d *decoder) {
 			return
 		}
 		// Attempts are kept only for pending events, and only non-zero.
-		if gap >= t.nextOffset-prev-1 || !t.isPending(prev+gap+1) {
+		if gap >= t.nextOffset-prev-1 || !c.isPending(prev+gap+1, t.nextOffset) {
 			d.fail("attempts for an offset that is not pending")
 			return
 		}
@@ -355,21 +478,21 @@ func (t *State) decodeAttempts(d *decoder) {
 			return
 		}
 		prev += gap + 1
-		t.pending.setAttempts(int(prev-t.head), uint32(a))
+		c.pending.setAttempts(int(prev-c.head), uint32(a))
 	}
 }
 
-func (t *State) decodeDead(d *decoder) {
+func (t *State) decodeDead(d *decoder, c *cursor) {
 	// A dead letter takes at least nine bytes.
 	n := d.count("dead letter count", 9)
 	if d.err != nil || n == 0 {
 		return
 	}
-	t.dead = make([]deadLetter, n)
+	c.dead = make([]deadLetter, n)
 	prev := uint64(math.MaxUint64) // wraps to 0 for the first gap
 	var prevIndex, prevStart uint64
 	var prevTime, prevPublish int64
-	for i := range t.dead {
+	for i := range c.dead {
 		gap := d.uvarint("dead letter offset")
 		indexGap := d.uvarint("dead letter index")
 		slot := d.intValue("dead letter slot")
@@ -407,7 +530,7 @@ func (t *State) decodeDead(d *decoder) {
 		// Where the runs still cover it, it must agree with them.
 		if len(t.runs) > 0 && o >= t.runs[0].first {
 			r := t.runOf(o)
-			if index != r.index || start != r.first || publish != r.time || (o >= t.head && t.pending.size(int(o-t.head)) != acked) {
+			if index != r.index || start != r.first || publish != r.time || (o >= c.head && c.pending.size(int(o-c.head)) != acked) {
 				d.fail("dead letter %d disagrees with the pending events", o)
 				return
 			}
@@ -423,16 +546,16 @@ func (t *State) decodeDead(d *decoder) {
 			d.fail("dead letter %d: attempt count out of range", o)
 			return
 		}
-		if size > uint64(math.MaxInt64-t.pendingBytes-t.reservedBytes-t.deadBytes) {
+		if size > uint64(math.MaxInt64-c.pendingBytes-t.reservedBytes-c.deadBytes) {
 			d.fail("dead letter bytes overflow")
 			return
 		}
-		t.dead[i] = deadLetter{DeadLetter: DeadLetter{
+		c.dead[i] = deadLetter{DeadLetter: DeadLetter{
 			Offset: o, Index: index, Slot: slot,
 			Reason: string(reason), LastError: string(lastErr),
 			Attempts: uint32(attempts), Time: time, PublishTime: publish,
 		}, size: int64(size)}
-		t.deadBytes += int64(size)
+		c.deadBytes += int64(size)
 		prev, prevIndex, prevStart, prevTime, prevPublish = o, index, start, time, publish
 	}
 }

@@ -444,9 +444,13 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			return
 		}
 		want := data
-		if data[0] == snapshotVersionV2 {
-			// Read as version 3 with an empty dedup table.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
+		switch data[0] {
+		case snapshotVersionV2:
+			// Read as version 4 with an empty dedup table and the default
+			// subscription alone.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0, 0)
+		case snapshotVersionV3:
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
@@ -455,40 +459,36 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	})
 }
 
-// checkInvariants recomputes State's derived fields from scratch, and
-// checks the dead letters and attempt counts against the pending events.
+// checkInvariants recomputes State's derived fields from scratch, for
+// every cursor, and checks the dead letters and attempt counts against
+// the pending events and the runs against the cursors' heads.
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
-	checkDeadInvariants(t, s)
 	var reserved int64
 	for _, r := range s.reservations {
 		reserved += r.bytes
 	}
-	var events, size int64
-	for i := range s.pending.len() {
-		p := s.pending.size(i)
-		if p == acked {
-			if i == 0 {
-				t.Fatal("event at the head is acked")
-			}
-			continue
+	if s.reservedBytes != reserved {
+		t.Fatalf("reserved bytes = %d, want %d", s.reservedBytes, reserved)
+	}
+	if s.detached && (s.def.head != s.nextOffset || s.def.pending.len() != 0 || len(s.def.dead) != 0) {
+		t.Fatalf("deleted default subscription holds events from %d", s.def.head)
+	}
+	for i, c := range s.subs {
+		if c.id == 0 || i > 0 && c.id <= s.subs[i-1].id {
+			t.Fatalf("subscription %d of %d is out of place", i, len(s.subs))
 		}
-		events++
-		size += p
 	}
-	got := [3]int64{s.reservedBytes, s.pendingEvents, s.pendingBytes}
-	if want := [3]int64{reserved, events, size}; got != want {
-		t.Fatalf("reserved bytes, pending events, pending bytes = %v, want %v", got, want)
+	for c := range s.active {
+		checkCursorInvariants(t, s, c)
+		checkDeadInvariants(t, s, c)
 	}
-	if uint64(s.pending.len()) != s.nextOffset-s.head {
-		t.Fatalf("%d pending entries for offsets [%d, %d)", s.pending.len(), s.head, s.nextOffset)
-	}
-	checkPendingList(t, &s.pending)
-	next := s.head
+	h := s.minHead()
+	next := h
 	if len(s.runs) > 0 {
 		next = s.runs[0].first
-		if next > s.head || s.runs[0].end() <= s.head {
-			t.Fatalf("first run %+v does not hold head %d", s.runs[0], s.head)
+		if next > h || s.runs[0].end() <= h {
+			t.Fatalf("first run %+v does not hold the lowest head %d", s.runs[0], h)
 		}
 	}
 	for i, r := range s.runs {
@@ -502,18 +502,42 @@ func checkInvariants(t *testing.T, s *State) {
 	}
 }
 
-func checkDeadInvariants(t *testing.T, s *State) {
+func checkCursorInvariants(t *testing.T, s *State, c *cursor) {
+	t.Helper()
+	var events, size int64
+	for i := range c.pending.len() {
+		p := c.pending.size(i)
+		if p == acked {
+			if i == 0 {
+				t.Fatalf("subscription %d: event at the head is acked", c.id)
+			}
+			continue
+		}
+		events++
+		size += p
+	}
+	got := [2]int64{c.pendingEvents, c.pendingBytes}
+	if want := [2]int64{events, size}; got != want {
+		t.Fatalf("subscription %d: pending events, pending bytes = %v, want %v", c.id, got, want)
+	}
+	if uint64(c.pending.len()) != s.nextOffset-c.head {
+		t.Fatalf("subscription %d: %d pending entries for offsets [%d, %d)", c.id, c.pending.len(), c.head, s.nextOffset)
+	}
+	checkPendingList(t, &c.pending)
+}
+
+func checkDeadInvariants(t *testing.T, s *State, c *cursor) {
 	t.Helper()
 	var deadBytes int64
-	for i, d := range s.dead {
+	for i, d := range c.dead {
 		deadBytes += d.size
-		if d.size < 0 || d.Offset >= s.nextOffset || (i > 0 && d.Offset <= s.dead[i-1].Offset) {
-			t.Fatalf("dead letter %d of %+v is out of place", i, s.dead)
+		if d.size < 0 || d.Offset >= s.nextOffset || (i > 0 && d.Offset <= c.dead[i-1].Offset) {
+			t.Fatalf("dead letter %d of %+v is out of place", i, c.dead)
 		}
 		if d.Index == 0 || d.Index > s.applied || uint64(d.Slot) > d.Offset || len(d.Reason) > MaxDeadLetterText || len(d.LastError) > MaxDeadLetterText {
 			t.Fatalf("dead letter %+v is malformed", d)
 		}
-		if d.Offset >= s.head && s.pending.size(int(d.Offset-s.head)) != acked {
+		if d.Offset >= c.head && c.pending.size(int(d.Offset-c.head)) != acked {
 			t.Fatalf("dead letter %d is still pending", d.Offset)
 		}
 		if len(s.runs) > 0 && d.Offset >= s.runs[0].first {
@@ -523,14 +547,15 @@ func checkDeadInvariants(t *testing.T, s *State) {
 			}
 		}
 	}
-	if deadBytes != s.deadBytes {
-		t.Fatalf("dead bytes = %d, want %d", s.deadBytes, deadBytes)
+	if deadBytes != c.deadBytes {
+		t.Fatalf("dead bytes = %d, want %d", c.deadBytes, deadBytes)
 	}
-	if s.deadLettered < uint64(len(s.dead)) || s.deadLettered > s.nextOffset-uint64(s.pendingEvents) {
-		t.Fatalf("%d dead-lettered with %d held and %d done", s.deadLettered, len(s.dead), s.nextOffset-uint64(s.pendingEvents))
+	done := s.nextOffset - uint64(c.pendingEvents)
+	if c.deadLettered < uint64(len(c.dead)) || c.deadLettered+c.skipped+c.excluded > done {
+		t.Fatalf("%d dead-lettered, %d skipped, %d excluded with %d held and %d done", c.deadLettered, c.skipped, c.excluded, len(c.dead), done)
 	}
-	s.pending.eachAttempt(func(i int, a uint32) {
-		if o := s.head + uint64(i); a == 0 || !s.isPending(o) {
+	c.pending.eachAttempt(func(i int, a uint32) {
+		if o := c.head + uint64(i); a == 0 || !c.isPending(o, s.nextOffset) {
 			t.Fatalf("%d attempts for offset %d, which is not pending", a, o)
 		}
 	})

@@ -76,9 +76,9 @@ func (m *mixer) next() Command {
 		}
 	case r < 66:
 		c.Op = OpReplayDead
-		if len(s.dead) > 0 {
-			j := m.rng.IntN(len(s.dead))
-			for _, d := range s.dead[j:min(j+1+m.rng.IntN(2), len(s.dead))] {
+		if len(s.def.dead) > 0 {
+			j := m.rng.IntN(len(s.def.dead))
+			for _, d := range s.def.dead[j:min(j+1+m.rng.IntN(2), len(s.def.dead))] {
 				c.Offsets = append(c.Offsets, d.Offset)
 				c.Events = append(c.Events, Event{Payload: make([]byte, d.size)})
 			}
@@ -87,8 +87,8 @@ func (m *mixer) next() Command {
 		c.Op = OpPurgeDead
 		if m.rng.IntN(50) > 0 {
 			for range 1 + m.rng.IntN(4) {
-				if len(s.dead) > 0 && m.rng.IntN(4) > 0 {
-					c.Offsets = append(c.Offsets, s.dead[m.rng.IntN(len(s.dead))].Offset)
+				if len(s.def.dead) > 0 && m.rng.IntN(4) > 0 {
+					c.Offsets = append(c.Offsets, s.def.dead[m.rng.IntN(len(s.def.dead))].Offset)
 				} else {
 					c.Offsets = append(c.Offsets, m.offset())
 				}
@@ -209,7 +209,7 @@ func TestSnapshotFuncConcurrent(t *testing.T) {
 	var held []capture
 	full := 0 // captures with dead letters and reservations
 	for range rounds {
-		if len(w.s.dead) > 0 && len(w.s.reservations) > 0 {
+		if len(w.s.def.dead) > 0 && len(w.s.reservations) > 0 {
 			full++
 		}
 		c := w.capture()
@@ -294,11 +294,11 @@ func TestSnapshotFuncCopiesOnWrite(t *testing.T) {
 	h.ok(Command{Op: OpDeadLetter, Dead: []DeadInfo{{Offset: 6}}})
 	h.ok(Command{Op: OpReserve, Bytes: 10})
 	want := snapshot(t, h.s)
-	frozen := slices.Clone(h.s.pending.chunks) // as the capture sees them
+	frozen := slices.Clone(h.s.def.pending.chunks) // as the capture sees them
 	f := h.s.SnapshotFunc()
 	arrays := func() []*[chunkLen]int64 {
 		var a []*[chunkLen]int64
-		for _, c := range h.s.pending.chunks {
+		for _, c := range h.s.def.pending.chunks {
 			a = append(a, c.size)
 		}
 		return a
@@ -317,7 +317,7 @@ func TestSnapshotFuncCopiesOnWrite(t *testing.T) {
 	if got := arrays(); got[0] != before[0] || got[1] == before[1] || got[1] != after[1] || got[2] != before[2] || got[3] != before[3] {
 		t.Fatalf("an ack in chunk 1 copied chunks %v", changed(before, got))
 	}
-	if frozen[1].size[8] != 0 || h.s.pending.chunks[1].size[8] != acked {
+	if frozen[1].size[8] != 0 || h.s.def.pending.chunks[1].size[8] != acked {
 		t.Fatalf("the ack reached the capture")
 	}
 	// Attempts, dead letters, reservations.

@@ -21,10 +21,7 @@ import (
 type State struct {
 	applied         uint64 // log index of the last applied command
 	nextOffset      uint64 // offset the next appended event gets
-	head            uint64 // lowest offset still pending
 	lastReservation uint64 // id of the most recent reservation
-	deadLettered    uint64 // events ever dead-lettered
-	retried         uint64 // failed delivery attempts ever recorded
 
 	// reservations is shared with a frozen copy if resShared is set, and
 	// then copied before it is changed.
@@ -32,30 +29,22 @@ type State struct {
 	resShared     bool
 	reservedBytes int64
 
-	// Entry i of pending is the event at offset head+i: its Size, or acked
-	// if it is done (acknowledged or dead-lettered, out of order), and its
-	// failed attempts, which go when it is done. Entry 0 is never acked:
-	// the head advances past done events as soon as it can.
-	pending       pendingList
-	pendingEvents int64 // entries of pending that are not acked
-	pendingBytes  int64 // sum of those entries
+	// def is the cursor of the topic's default subscription (id 0), kept
+	// in place because most shards have no other. If detached is set the
+	// default subscription was deleted: def then holds nothing and its
+	// head follows the next offset. subs are the cursors of the other
+	// subscriptions, in id order; a frozen copy has copies of its own.
+	def      cursor
+	detached bool
+	subs     []*cursor
 
 	// runs map offsets to the log entries holding them, one run per Commit
-	// or Publish, in offset order. They cover exactly [head, nextOffset):
-	// runs wholly below the head are dropped. A run never changes once
-	// appended, and runs are only appended and dropped from the front, so
-	// frozen copies share the array as it is.
+	// or Publish, in offset order. They cover exactly [minHead,
+	// nextOffset): runs wholly below every cursor's head are dropped. A
+	// run never changes once appended, and runs are only appended and
+	// dropped from the front, so frozen copies share the array as it is.
 	runs     []run
 	runsDead int // see dropFront
-
-	// dead holds the dead letters, in offset order. Their log entries are
-	// kept (see CompactIndex), so they carry their own location. The
-	// array may be shared with a frozen copy if deadShared is set: then
-	// only appends write it in place.
-	dead        []deadLetter
-	deadShared  bool
-	deadBytes   int64 // sum of their sizes
-	deadDropped int   // see dropFront
 
 	// dedup is the de-duplication table: the dedup ids of recent
 	// publishes, in the order they were recorded (see dedup.go). Like
@@ -69,8 +58,9 @@ type State struct {
 	dedupDropped int // see dropFront
 }
 
-// acked marks a done entry of State.pending: acknowledged, or moved to the
-// dead-letter queue. Sizes are never negative.
+// acked marks a done entry of a cursor's pending list: acknowledged,
+// skipped or moved to the dead-letter queue, or an event that was never
+// the cursor's. Sizes are never negative.
 const acked = -1
 
 // A deadLetter is a DeadLetter with the size it counts for.
@@ -171,6 +161,12 @@ func (s *State) Apply(index uint64, cmd *Command) Result {
 		return s.replayDead(index, cmd)
 	case OpPurgeDead:
 		return s.purgeDead(cmd)
+	case OpSkip:
+		return s.ack(cmd)
+	case OpSubscribe:
+		return s.subscribe(cmd)
+	case OpUnsubscribe:
+		return s.unsubscribe(cmd)
 	}
 	return reject(fmt.Errorf("%w: unknown op %d", ErrInvalidCommand, cmd.Op))
 }
@@ -211,15 +207,23 @@ func (s *State) ownReservations() {
 // checkSpace reports whether n more bytes may be held under limit.
 // Pending events, reservations and dead letters all take space: a shard
 // whose endpoint is dead fills up with dead letters and then refuses new
-// events until they are purged or replayed.
+// events until they are purged or replayed. With several subscriptions
+// the one furthest behind counts: the shard holds the events until it has
+// them, so one stalled subscription fills the shard for all.
 //
 // It also keeps pendingBytes+reservedBytes+deadBytes from overflowing,
 // which only absurd requests against an unlimited queue could cause;
 // everything else relies on that sum fitting in an int64.
 func (s *State) checkSpace(n, limit int64) error {
-	used := s.pendingBytes + s.reservedBytes + s.deadBytes
+	var pending, dead int64
+	for c := range s.active {
+		if c.pendingBytes+c.deadBytes > pending+dead {
+			pending, dead = c.pendingBytes, c.deadBytes
+		}
+	}
+	used := pending + s.reservedBytes + dead
 	if limit > 0 && n > limit-used {
-		return &queueFullError{pending: s.pendingBytes, reserved: s.reservedBytes, dead: s.deadBytes, requested: n, limit: limit}
+		return &queueFullError{pending: pending, reserved: s.reservedBytes, dead: dead, requested: n, limit: limit}
 	}
 	if n > math.MaxInt64-used {
 		return fmt.Errorf("%w: %d more bytes overflow the shard's byte count of %d", ErrInvalidCommand, n, used)
@@ -249,7 +253,7 @@ func (s *State) commit(index uint64, c *Command) Result {
 	s.ownReservations()
 	delete(s.reservations, c.ReservationID)
 	s.reservedBytes -= r.bytes
-	return s.appendEvents(index, c.Time, c.Events)
+	return s.appendEvents(index, c.Time, c.Events, nil)
 }
 
 func (s *State) abort(c *Command) Result {
@@ -287,28 +291,53 @@ func (s *State) publish(index uint64, c *Command) Result {
 	if err := s.checkSpace(eventsSize(c.Events), c.MaxQueueBytes); err != nil {
 		return reject(err)
 	}
-	r := s.appendEvents(index, c.Time, c.Events)
+	r := s.appendEvents(index, c.Time, c.Events, nil)
 	s.recordDedup(c, r.FirstOffset)
 	return r
 }
 
 // appendEvents assigns the next offsets to events, carried by the log
-// entry at index with the given publish time.
-func (s *State) appendEvents(index uint64, time int64, events []Event) Result {
+// entry at index with the given publish time, and queues them for every
+// subscription, or only for the cursor only if it is not nil.
+func (s *State) appendEvents(index uint64, time int64, events []Event, only *cursor) Result {
 	first := s.nextOffset
-	for i := range events {
-		size := events[i].Size()
-		s.pending.push(size)
-		s.pendingBytes += size
-	}
 	n := uint64(len(events))
-	s.pendingEvents += int64(n)
-	s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
+	held := false
+	for c := range s.active {
+		if only != nil && c != only {
+			for range events {
+				c.push(acked)
+			}
+			continue
+		}
+		held = true
+		for i := range events {
+			c.push(events[i].Size())
+		}
+	}
 	s.nextOffset += n
+	if held {
+		s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
+	}
+	if s.detached {
+		s.def.head = s.nextOffset
+	}
+	if only != nil {
+		for c := range s.active {
+			c.advance()
+		}
+		s.dropRuns()
+	}
 	return Result{FirstOffset: first, Count: len(events)}
 }
 
+// ack marks the events at c.Offsets done for c's subscription: delivered
+// (Ack) or rejected by its filter (Skip).
 func (s *State) ack(c *Command) Result {
+	cur, err := s.cursorFor(c.Subscription)
+	if err != nil {
+		return reject(err)
+	}
 	// Validate everything first: a rejected command must change nothing.
 	for _, o := range c.Offsets {
 		if o >= s.nextOffset {
@@ -316,77 +345,79 @@ func (s *State) ack(c *Command) Result {
 		}
 	}
 	n := 0
+	l := &cur.pending
 	for _, o := range c.Offsets {
-		if o < s.head {
+		if o < cur.head {
 			continue // acknowledged long ago
 		}
-		i := int(o - s.head)
-		// s.pending.ack(i), by hand: this loop is hot.
-		ch, j := s.pending.locate(i)
+		i := int(o - cur.head)
+		// l.ack(i), by hand: this loop is hot.
+		ch, j := l.locate(i)
 		size := ch.size[j]
 		if size == acked {
 			continue // a repeated ack, within this command or across them
 		}
-		if ch.gen != s.pending.gen {
-			s.pending.own(ch)
+		if ch.gen != l.gen {
+			l.own(ch)
 		}
 		ch.size[j] = acked
-		s.pendingEvents--
-		s.pendingBytes -= size
-		if s.pending.natt != 0 {
-			s.pending.setAttempts(i, 0)
+		cur.pendingEvents--
+		cur.pendingBytes -= size
+		if l.natt != 0 {
+			l.setAttempts(i, 0)
 		}
 		n++
 	}
-	s.advance()
+	if c.Op == OpSkip {
+		cur.skipped += uint64(n)
+	}
+	s.advance(cur)
 	return Result{Count: n}
 }
 
-// isPending reports whether the event at offset is assigned and neither
-// acknowledged nor dead-lettered.
-func (s *State) isPending(offset uint64) bool {
-	return offset >= s.head && offset < s.nextOffset && s.pending.size(int(offset-s.head)) != acked
-}
-
-// runOf returns the run holding offset, which must be in [head, nextOffset).
+// runOf returns the run holding offset, which must be in [minHead,
+// nextOffset).
 func (s *State) runOf(offset uint64) *run {
 	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].end() > offset })
 	return &s.runs[i]
 }
 
 func (s *State) attempt(c *Command) Result {
+	cur, err := s.cursorFor(c.Subscription)
+	if err != nil {
+		return reject(err)
+	}
 	n := 0
 	for _, o := range c.Offsets {
-		if !s.isPending(o) {
+		if !cur.isPending(o, s.nextOffset) {
 			continue // done already, or never assigned: nothing to retry
 		}
-		i := int(o - s.head)
-		if a := s.pending.attempts(i); a < math.MaxUint32 {
-			s.pending.setAttempts(i, a+1)
+		i := int(o - cur.head)
+		if a := cur.pending.attempts(i); a < math.MaxUint32 {
+			cur.pending.setAttempts(i, a+1)
 		}
 		n++
 	}
-	s.retried += uint64(n)
+	cur.retried += uint64(n)
 	return Result{Count: n}
 }
 
 func (s *State) deadLetter(c *Command) Result {
+	cur, err := s.cursorFor(c.Subscription)
+	if err != nil {
+		return reject(err)
+	}
 	var add []deadLetter
 	for _, d := range c.Dead {
 		o := d.Offset
-		if !s.isPending(o) {
+		if !cur.isPending(o, s.nextOffset) {
 			continue // done already (perhaps earlier in this command), or never assigned
 		}
 		r := s.runOf(o)
-		i := int(o - s.head)
-		a := s.pending.attempts(i)
-		size := s.pending.ack(i)
-		if a != 0 {
-			s.pending.setAttempts(i, 0)
-		}
-		s.pendingEvents--
-		s.pendingBytes -= size
-		s.deadBytes += size
+		i := int(o - cur.head)
+		a := cur.pending.attempts(i)
+		size := cur.markDone(i)
+		cur.deadBytes += size
 		add = append(add, deadLetter{DeadLetter: DeadLetter{
 			Offset: o, Index: r.index, Slot: int(o - r.first),
 			Reason: clipText(d.Reason), LastError: clipText(d.LastError),
@@ -396,9 +427,9 @@ func (s *State) deadLetter(c *Command) Result {
 	if len(add) == 0 {
 		return Result{}
 	}
-	s.deadLettered += uint64(len(add))
-	s.insertDead(add)
-	s.advance()
+	cur.deadLettered += uint64(len(add))
+	cur.insertDead(add)
+	s.advance(cur)
 	return Result{Count: len(add)}
 }
 
@@ -421,78 +452,82 @@ func clipText(t string) string {
 
 func compareDead(d deadLetter, offset uint64) int { return cmp.Compare(d.Offset, offset) }
 
-// findDead returns the position of the dead letter at offset in s.dead,
+// findDead returns the position of the dead letter at offset in c.dead,
 // or where it would go.
-func (s *State) findDead(offset uint64) (int, bool) {
-	return slices.BinarySearchFunc(s.dead, offset, compareDead)
+func (c *cursor) findDead(offset uint64) (int, bool) {
+	return slices.BinarySearchFunc(c.dead, offset, compareDead)
 }
 
-// insertDead adds new dead letters, none of which is in s.dead yet.
-func (s *State) insertDead(add []deadLetter) {
+// insertDead adds new dead letters, none of which is in c.dead yet.
+func (c *cursor) insertDead(add []deadLetter) {
 	slices.SortFunc(add, func(a, b deadLetter) int { return cmp.Compare(a.Offset, b.Offset) })
-	if len(s.dead) == 0 || s.dead[len(s.dead)-1].Offset < add[0].Offset {
+	if len(c.dead) == 0 || c.dead[len(c.dead)-1].Offset < add[0].Offset {
 		// The usual case: events are given up on roughly in offset order.
-		s.dead = append(s.dead, add...)
+		c.dead = append(c.dead, add...)
 		return
 	}
-	merged := make([]deadLetter, 0, len(s.dead)+len(add)+len(s.dead)/2)
+	merged := make([]deadLetter, 0, len(c.dead)+len(add)+len(c.dead)/2)
 	i, j := 0, 0
-	for i < len(s.dead) && j < len(add) {
-		if s.dead[i].Offset < add[j].Offset {
-			merged = append(merged, s.dead[i])
+	for i < len(c.dead) && j < len(add) {
+		if c.dead[i].Offset < add[j].Offset {
+			merged = append(merged, c.dead[i])
 			i++
 		} else {
 			merged = append(merged, add[j])
 			j++
 		}
 	}
-	merged = append(merged, s.dead[i:]...)
-	s.dead = append(merged, add[j:]...)
-	s.deadDropped = 0
-	s.deadShared = false
+	merged = append(merged, c.dead[i:]...)
+	c.dead = append(merged, add[j:]...)
+	c.deadDropped = 0
+	c.deadShared = false
 }
 
-// removeDead deletes the dead letters at the given positions of s.dead,
+// removeDead deletes the dead letters at the given positions of c.dead,
 // which must be ascending and distinct.
-func (s *State) removeDead(pos []int) {
+func (c *cursor) removeDead(pos []int) {
 	for _, p := range pos {
-		s.deadBytes -= s.dead[p].size
+		c.deadBytes -= c.dead[p].size
 	}
 	if pos[len(pos)-1] == len(pos)-1 {
 		// A prefix: replaying or purging the oldest dead letters first is
 		// the usual order, and costs no copying.
 		k := len(pos)
-		if !s.deadShared {
-			clear(s.dead[:k]) // let go of the strings
+		if !c.deadShared {
+			clear(c.dead[:k]) // let go of the strings
 		}
-		s.dead = dropFront(s.dead, &s.deadDropped, k)
-		if s.deadDropped == 0 {
-			s.deadShared = false // dropFront moved them to a new array
+		c.dead = dropFront(c.dead, &c.deadDropped, k)
+		if c.deadDropped == 0 {
+			c.deadShared = false // dropFront moved them to a new array
 		}
 		return
 	}
-	w, dst := pos[0], s.dead
-	if s.deadShared {
+	w, dst := pos[0], c.dead
+	if c.deadShared {
 		// A frozen copy may be reading the array: compact into a new one.
-		dst = make([]deadLetter, len(s.dead)-len(pos))
-		copy(dst, s.dead[:w])
-		s.deadDropped = 0
-		s.deadShared = false
+		dst = make([]deadLetter, len(c.dead)-len(pos))
+		copy(dst, c.dead[:w])
+		c.deadDropped = 0
+		c.deadShared = false
 	}
 	next := 0
-	for r := pos[0]; r < len(s.dead); r++ {
+	for r := pos[0]; r < len(c.dead); r++ {
 		if next < len(pos) && pos[next] == r {
 			next++
 			continue
 		}
-		dst[w] = s.dead[r]
+		dst[w] = c.dead[r]
 		w++
 	}
 	clear(dst[w:]) // when compacting in place, let go of the strings
-	s.dead = dst[:w]
+	c.dead = dst[:w]
 }
 
 func (s *State) replayDead(index uint64, c *Command) Result {
+	cur, err := s.cursorFor(c.Subscription)
+	if err != nil {
+		return reject(err)
+	}
 	if len(c.Events) != len(c.Offsets) {
 		return reject(fmt.Errorf("%w: replay of %d dead letters with %d events", ErrInvalidCommand, len(c.Offsets), len(c.Events)))
 	}
@@ -502,43 +537,49 @@ func (s *State) replayDead(index uint64, c *Command) Result {
 	// Validate everything first: a rejected command must change nothing.
 	pos := make([]int, len(c.Offsets))
 	for i, o := range c.Offsets {
-		j, ok := s.findDead(o)
+		j, ok := cur.findDead(o)
 		if !ok {
 			return reject(fmt.Errorf("%w: offset %d is not a dead letter", ErrUnknownOffset, o))
 		}
 		if i > 0 && o <= c.Offsets[i-1] {
 			return reject(fmt.Errorf("%w: replay of dead letters out of offset order: %d after %d", ErrInvalidCommand, o, c.Offsets[i-1]))
 		}
-		if size := c.Events[i].Size(); size != s.dead[j].size {
+		if size := c.Events[i].Size(); size != cur.dead[j].size {
 			return reject(fmt.Errorf("%w: replayed event %d has %d bytes, dead letter %d has %d: not a copy",
-				ErrInvalidCommand, i, size, o, s.dead[j].size))
+				ErrInvalidCommand, i, size, o, cur.dead[j].size))
 		}
 		pos[i] = j
 	}
-	// The events' sizes equal the dead letters', so the shard's bytes do
+	// The events' sizes equal the dead letters', so the cursor's bytes do
 	// not change and the limit needs no check: the space is already held.
-	s.removeDead(pos)
-	return s.appendEvents(index, c.Time, c.Events)
+	// The replayed events are the subscription's alone: the others had
+	// them once already.
+	cur.removeDead(pos)
+	return s.appendEvents(index, c.Time, c.Events, cur)
 }
 
 func (s *State) purgeDead(c *Command) Result {
-	n := len(s.dead)
+	cur, err := s.cursorFor(c.Subscription)
+	if err != nil {
+		return reject(err)
+	}
+	n := len(cur.dead)
 	if n == 0 {
 		return Result{}
 	}
 	if len(c.Offsets) == 0 {
-		if !s.deadShared {
-			clear(s.dead) // let go of the strings
+		if !cur.deadShared {
+			clear(cur.dead) // let go of the strings
 		}
-		s.dead = nil
-		s.deadShared = false
-		s.deadBytes = 0
-		s.deadDropped = 0
+		cur.dead = nil
+		cur.deadShared = false
+		cur.deadBytes = 0
+		cur.deadDropped = 0
 		return Result{Count: n}
 	}
 	var pos []int
 	for _, o := range c.Offsets {
-		if j, ok := s.findDead(o); ok {
+		if j, ok := cur.findDead(o); ok {
 			pos = append(pos, j)
 		}
 	}
@@ -547,24 +588,8 @@ func (s *State) purgeDead(c *Command) Result {
 	}
 	slices.Sort(pos)
 	pos = slices.Compact(pos)
-	s.removeDead(pos)
+	cur.removeDead(pos)
 	return Result{Count: len(pos)}
-}
-
-// advance moves the head past done events (acknowledged or dead-lettered)
-// at the front of the queue and drops the bookkeeping for them.
-func (s *State) advance() {
-	k := s.pending.leadingAcked()
-	if k == 0 {
-		return
-	}
-	s.head += uint64(k)
-	s.pending.dropFront(k)
-	j := 0
-	for j < len(s.runs) && s.runs[j].end() <= s.head {
-		j++
-	}
-	s.runs = dropFront(s.runs, &s.runsDead, j)
 }
 
 // dropFront drops the first k elements of x, a slice that is appended to
@@ -608,68 +633,69 @@ func (s *State) Applied() uint64 { return s.applied }
 // also the number of events ever appended.
 func (s *State) NextOffset() uint64 { return s.nextOffset }
 
-// Head returns the delivery head: the lowest offset still pending, that
-// is neither acknowledged nor dead-lettered. Every offset below it is
-// done. Head equals NextOffset when nothing is pending.
-func (s *State) Head() uint64 { return s.head }
+// Head returns the default subscription's delivery head: the lowest
+// offset still pending, that is neither acknowledged nor dead-lettered.
+// Every offset below it is done. Head equals NextOffset when nothing is
+// pending. The State methods that read one subscription's progress —
+// Head, IsAcked, Attempts, DeadLetter, DeadLetters and Stats — read the
+// default one's; Cursor reads the others'.
+func (s *State) Head() uint64 { return s.def.head }
 
 // Locate returns the log index of the entry holding the event at offset,
 // and the event's position among that entry's Events. It locates every
-// offset from Head on that has been assigned, including those acknowledged
-// or dead-lettered out of order, and every dead letter, wherever it is.
-// It reports ok=false for offsets not yet assigned and for other offsets
-// below Head, whose entries the log may already have dropped.
+// offset from the lowest head of the shard's subscriptions on that has
+// been assigned, including those done out of order, and every dead
+// letter, wherever it is. It reports ok=false for offsets not yet
+// assigned and for other offsets below every head, whose entries the log
+// may already have dropped.
 func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
-	if offset >= s.head && offset < s.nextOffset {
+	if offset >= s.minHead() && offset < s.nextOffset {
 		r := s.runOf(offset)
 		return r.index, int(offset - r.first), true
 	}
-	if j, ok := s.findDead(offset); ok {
-		return s.dead[j].Index, s.dead[j].Slot, true
+	for c := range s.active {
+		if j, ok := c.findDead(offset); ok {
+			return c.dead[j].Index, c.dead[j].Slot, true
+		}
 	}
 	return 0, 0, false
 }
 
-// IsAcked reports whether the event at offset is done: acknowledged, or
-// given up on and dead-lettered. It reports false for pending events and
-// for offsets not yet assigned; an assigned offset is pending exactly
-// when IsAcked reports false. DeadLetter tells the two kinds of done
-// apart while the dead letter is held.
-func (s *State) IsAcked(offset uint64) bool {
-	if offset < s.head {
-		return true
-	}
-	if offset >= s.nextOffset {
-		return false
-	}
-	return s.pending.size(int(offset-s.head)) == acked
-}
+// IsAcked reports whether the event at offset is done for the default
+// subscription: acknowledged, or given up on and dead-lettered. It reports
+// false for pending events and for offsets not yet assigned; an assigned
+// offset is pending exactly when IsAcked reports false. DeadLetter tells
+// the two kinds of done apart while the dead letter is held.
+func (s *State) IsAcked(offset uint64) bool { return s.defaultCursor().IsAcked(offset) }
 
 // CompactIndex returns the lowest log index still needed to read a
-// pending event or a dead letter, or Applied()+1 if there is none. Entries
-// below it are no longer needed by the queue; the host may truncate the
-// log below the smaller of this and its latest snapshot's index.
+// pending event or a dead letter of any subscription, or Applied()+1 if
+// there is none. Entries below it are no longer needed by the queue; the
+// host may truncate the log below the smaller of this and its latest
+// snapshot's index.
 func (s *State) CompactIndex() uint64 {
 	index := s.applied + 1
 	if len(s.runs) > 0 {
 		index = s.runs[0].index
 	}
-	// Offsets grow with log indexes, so the first dead letter has the
-	// lowest index among them.
-	if len(s.dead) > 0 {
-		index = min(index, s.dead[0].Index)
+	// Offsets grow with log indexes, so a cursor's first dead letter has
+	// the lowest index among its dead letters.
+	for c := range s.active {
+		if len(c.dead) > 0 {
+			index = min(index, c.dead[0].Index)
+		}
 	}
 	return index
 }
 
 // Attempts returns the number of failed delivery attempts recorded for
-// the pending event at offset; 0 for events not pending.
-func (s *State) Attempts(offset uint64) uint32 {
-	if offset < s.head || offset >= s.nextOffset {
-		return 0
-	}
-	return s.pending.attempts(int(offset - s.head))
-}
+// the default subscription's pending event at offset; 0 for events not
+// pending.
+func (s *State) Attempts(offset uint64) uint32 { return s.defaultCursor().Attempts(offset) }
+
+// defaultCursor is the view of the default subscription's cursor, which
+// holds nothing if the subscription was deleted.
+func (s *State) defaultCursor() Cursor { return Cursor{s, &s.def} }
 
 // A DeadLetter describes an event in the shard's dead-letter queue.
 type DeadLetter struct {
@@ -683,31 +709,18 @@ type DeadLetter struct {
 	PublishTime int64  // the event's publish time
 }
 
-// DeadLetter returns the dead letter at offset, if there is one.
+// DeadLetter returns the default subscription's dead letter at offset,
+// if there is one.
 func (s *State) DeadLetter(offset uint64) (DeadLetter, bool) {
-	if j, ok := s.findDead(offset); ok {
-		return s.dead[j].DeadLetter, true
-	}
-	return DeadLetter{}, false
+	return s.defaultCursor().DeadLetter(offset)
 }
 
-// DeadLetters returns the dead letters at offsets from on, in offset
-// order, at most max of them; max <= 0 means all. To page through them,
-// pass the last offset returned plus one as the next from.
+// DeadLetters returns the default subscription's dead letters at offsets
+// from on, in offset order, at most max of them; max <= 0 means all. To
+// page through them, pass the last offset returned plus one as the next
+// from.
 func (s *State) DeadLetters(from uint64, max int) []DeadLetter {
-	j, _ := s.findDead(from)
-	n := len(s.dead) - j
-	if max > 0 && max < n {
-		n = max
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]DeadLetter, n)
-	for i := range out {
-		out[i] = s.dead[j+i].DeadLetter
-	}
-	return out
+	return s.defaultCursor().DeadLetters(from, max)
 }
 
 // A Reservation describes a held reservation.
@@ -735,7 +748,7 @@ type Stats struct {
 	Reservations    int    // reservations held
 	OldestEventTime int64  // publish time of the event at Head; 0 if none is pending
 	Published       uint64 // events ever appended, replayed ones included
-	Acked           uint64 // events ever acknowledged by Ack
+	Acked           uint64 // events ever acknowledged by Ack (a subscription's: since it started)
 	NextOffset      uint64
 	Head            uint64
 
@@ -744,31 +757,9 @@ type Stats struct {
 	Delivered       uint64 // events ever delivered, that is acknowledged by Ack: equal to Acked
 	DeadLettered    uint64 // events ever dead-lettered, including those since replayed or purged
 	Retried         uint64 // failed delivery attempts ever recorded
+	Skipped         uint64 // events ever skipped: the subscription's filter rejected them
 }
 
-// Stats returns a summary of the shard.
-func (s *State) Stats() Stats {
-	// Offsets are dense from 0, and every event is pending, acknowledged
-	// or dead-lettered (a replay appends a new event), so the totals of
-	// published and acknowledged events need no counters of their own.
-	acked := s.nextOffset - uint64(s.pendingEvents) - s.deadLettered
-	st := Stats{
-		Events:          s.pendingEvents,
-		Bytes:           s.pendingBytes,
-		ReservedBytes:   s.reservedBytes,
-		Reservations:    len(s.reservations),
-		Published:       s.nextOffset,
-		Acked:           acked,
-		NextOffset:      s.nextOffset,
-		Head:            s.head,
-		DeadLetters:     int64(len(s.dead)),
-		DeadLetterBytes: s.deadBytes,
-		Delivered:       acked,
-		DeadLettered:    s.deadLettered,
-		Retried:         s.retried,
-	}
-	if len(s.runs) > 0 {
-		st.OldestEventTime = s.runs[0].time
-	}
-	return st
-}
+// Stats returns a summary of the shard as its default subscription sees
+// it.
+func (s *State) Stats() Stats { return s.defaultCursor().Stats() }
