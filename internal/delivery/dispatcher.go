@@ -6,6 +6,13 @@
 // — retries failures with backoff, dead-letters events past their
 // time_to_live or max_retries, and records outcomes (delivered, attempted,
 // dead-lettered) through the shard's log in batches.
+//
+// A dispatcher may also be told to spare its endpoint: at most
+// Config.MaxPerSecond sends a second; nothing at all, for the whole
+// dispatcher, for as long as the endpoint asks with Retry-After; and, with
+// a disable policy (Config.OnDisable), nothing more once the endpoint says
+// it is gone or has failed every push for Config.DisableAfter, until its
+// owner stops it and, later, starts another.
 package delivery
 
 import (
@@ -67,6 +74,35 @@ type Config struct {
 		Warn(msg string, args ...any)
 		Info(msg string, args ...any)
 	}
+
+	// MaxPerSecond caps the sends a second of this dispatcher, retries
+	// included, with a token bucket whose burst is a tenth of a second's
+	// worth (at least one send). A send waits for a token; the wait ends at
+	// once on Stop. 0 (or a negative or infinite rate) is no cap.
+	MaxPerSecond float64
+
+	// OnDisable, if set, is the disable policy: the dispatcher calls it
+	// when the endpoint answers that it no longer exists (an
+	// endpoint.ErrGone error, HTTP 410) or, with DisableAfter, when every
+	// push has failed for that long, and from then on sends nothing until
+	// it is stopped. The event that was refused stays pending, as do all
+	// the others: nothing is acknowledged, counted as an attempt or
+	// dead-lettered because of the disabling (see Start for time_to_live).
+	// OnDisable is called once in the dispatcher's life, with a reason for
+	// people. It runs on the dispatcher's goroutine, so it must return
+	// promptly and must not call Stop, which waits for that goroutine:
+	// record the decision and stop the dispatcher from another goroutine.
+	//
+	// Without OnDisable nothing is disabled, and a 410 is dead-lettered as
+	// rejected, like any refusal.
+	OnDisable func(reason string)
+	// DisableAfter, if positive, disables the endpoint once pushes have
+	// failed, without a success between them, for this long, counted from
+	// the first failure of the run. It is checked at each failure, so the
+	// call comes with the first failure at or past the mark, at most one
+	// retry delay later. Only with OnDisable.
+	DisableAfter time.Duration
+
 	now func() time.Time // for tests
 }
 
@@ -96,6 +132,16 @@ type Dispatcher struct {
 }
 
 // Start runs a dispatcher until Stop or ctx ends.
+//
+// time_to_live is checked as events come up to be sent, against their
+// publish time: while the endpoint has asked to pause (Retry-After) the
+// dispatcher still dead-letters events past it, as it does for events
+// waiting for a retry. Once it has disabled the endpoint it looks at no
+// event at all, so it dead-letters nothing; when its owner starts a new
+// dispatcher after enabling the endpoint again, the events that outlived
+// their time_to_live meanwhile are dead-lettered as expired, and the rest
+// delivered in order. The topic's time_to_live is what bounds how long
+// events wait for a disabled endpoint.
 func Start(ctx context.Context, log Log, cfg Config) *Dispatcher {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -162,6 +208,10 @@ type run struct {
 	results  chan outcome
 	sends    sync.WaitGroup
 
+	rate        *bucket   // nil: no MaxPerSecond
+	pausedUntil time.Time // no sends before this: the endpoint's Retry-After
+	disabled    bool      // OnDisable was called: no sends at all
+
 	acks, attempts []*item
 	dead           []deadItem
 }
@@ -172,7 +222,11 @@ type deadItem struct {
 }
 
 func newRun(d *Dispatcher) *run {
-	return &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight)}
+	r := &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight)}
+	if rate := d.cfg.MaxPerSecond; rate > 0 && !math.IsInf(rate, 1) {
+		r.rate = newBucket(rate, d.cfg.now())
+	}
+	return r
 }
 
 func (r *run) loop(ctx context.Context) {
@@ -229,13 +283,24 @@ func (r *run) fill(ctx context.Context) error {
 }
 
 // dispatch starts sends for every event that may go now: the first
-// unsettled event of its key, not in flight, not waiting for a retry. It
+// unsettled event of its key, not in flight, not waiting for a retry,
+// while the dispatcher is neither paused nor out of tokens. It
 // dead-letters events past their time to live or retry limit, and returns
-// the earliest time a waiting retry becomes due.
+// the earliest time a waiting retry, or the end of a pause, becomes due.
+// A disabled dispatcher does nothing (see Start).
 func (r *run) dispatch(ctx context.Context) time.Time {
+	if r.disabled {
+		return time.Time{}
+	}
 	a := r.d.cfg.Attributes
 	now := r.d.cfg.now()
 	var next time.Time
+	// held is when sends may start again if not now: the end of the pause
+	// the endpoint asked for, or when the rate limit has a token.
+	var held time.Time
+	if now.Before(r.pausedUntil) {
+		held = r.pausedUntil
+	}
 	blocked := make(map[string]bool)
 	for _, it := range r.window {
 		if it.settled {
@@ -257,17 +322,43 @@ func (r *run) dispatch(ctx context.Context) time.Time {
 			r.deadLetter(it, ReasonMaxRetries)
 			continue
 		case now.Before(it.retryAt):
-			if next.IsZero() || it.retryAt.Before(next) {
-				next = it.retryAt
-			}
+			next = earliest(next, it.retryAt)
+			continue
+		}
+		// The event may go. Look on through the window even when nothing
+		// can be sent, for the events that time_to_live or max_retries end.
+		if !held.IsZero() {
+			next = earliest(next, held)
 			continue
 		}
 		if r.inFlight >= r.d.cfg.MaxInFlight {
 			break
 		}
+		if wait, ok := r.token(now); !ok {
+			held = now.Add(wait)
+			next = earliest(next, held)
+			continue
+		}
 		r.send(ctx, it)
 	}
 	return next
+}
+
+// token takes a token for a send at now, or says how long until the rate
+// limit has one.
+func (r *run) token(now time.Time) (time.Duration, bool) {
+	if r.rate == nil {
+		return 0, true
+	}
+	return r.rate.take(now)
+}
+
+// earliest returns the earlier of a, which may be zero (no time), and b.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (r *run) send(ctx context.Context, it *item) {
@@ -331,6 +422,14 @@ func (r *run) handle(o outcome) {
 		}
 	case errors.Is(o.err, context.Canceled):
 		// Stopping: the event stays pending.
+	case errors.Is(o.err, endpoint.ErrGone) && c.OnDisable != nil:
+		// Retrying cannot help, and dead-lettering would throw away events
+		// the subscriber may want once it is back: keep the event as it
+		// is, without counting an attempt (max_retries must not spend the
+		// time the endpoint is disabled), and stop sending.
+		it.lastErr = o.err.Error()
+		r.failed(it)
+		r.disable(fmt.Sprintf("%v: %v", endpoint.ErrGone, o.err))
 	case endpoint.IsPermanent(o.err):
 		it.lastErr = o.err.Error()
 		r.failed(it)
@@ -338,12 +437,20 @@ func (r *run) handle(o outcome) {
 	default:
 		it.lastErr = o.err.Error()
 		r.failed(it)
+		// A failure with Retry-After is still a failed attempt: the event
+		// was sent and refused, the receiver sees the next try as attempt
+		// n+1, and an endpoint that answers 429 for ever must not keep an
+		// event past max_retries.
 		it.Attempts++
+		now := c.now()
 		delay := retryDelay(c.Attributes.RetrySleepDuration, it.Attempts)
-		if after, ok := endpoint.RetryAfter(o.err); ok && after > delay {
-			delay = after // the endpoint asked for a longer pause
+		if after, ok := endpoint.RetryAfter(o.err); ok {
+			// The endpoint, not one key, is overloaded: pause the whole
+			// dispatcher, and retry this event no sooner.
+			delay = max(delay, after)
+			r.pause(now.Add(after))
 		}
-		it.retryAt = c.now().Add(delay)
+		it.retryAt = now.Add(delay)
 		r.attempts = append(r.attempts, it)
 		if c.Metrics != nil {
 			c.Metrics.Retried(c.Topic, c.Scheme)
@@ -351,12 +458,28 @@ func (r *run) handle(o outcome) {
 	}
 }
 
+// pause stops sends until until, or later if already paused longer.
+func (r *run) pause(until time.Time) {
+	if until.After(r.pausedUntil) {
+		r.pausedUntil = until
+		r.d.health.paused(until)
+	}
+}
+
 // failed records a failed push in the dispatcher's health, and logs it if
 // it starts a run of failures: one line per run, not one per retry, and
 // at most one a minute for an endpoint that keeps failing and recovering.
+// It disables the endpoint if the run has lasted DisableAfter.
 func (r *run) failed(it *item) {
 	c := r.d.cfg
-	logIt, unlogged := r.d.health.failed(c.now(), it.lastErr)
+	now := c.now()
+	logIt, unlogged := r.d.health.failed(now, it.lastErr)
+	if c.DisableAfter > 0 && c.OnDisable != nil {
+		if d := r.d.health.failingFor(now); d >= c.DisableAfter {
+			r.disable(fmt.Sprintf("every push failed for %v (at least the %v allowed); last error: %s",
+				d.Round(time.Second), c.DisableAfter, it.lastErr))
+		}
+	}
 	if !logIt || c.Logger == nil {
 		return
 	}
@@ -365,6 +488,22 @@ func (r *run) failed(it *item) {
 		args = append(args, "unlogged_failure_runs", unlogged)
 	}
 	c.Logger.Warn("push delivery failing; retrying, and logging its recovery, not each retry", args...)
+}
+
+// disable stops the dispatcher's sends for good and tells its owner, the
+// first time only.
+func (r *run) disable(reason string) {
+	if r.disabled {
+		return
+	}
+	r.disabled = true
+	c := r.d.cfg
+	r.d.health.disabled(reason)
+	if c.Logger != nil {
+		c.Logger.Warn("push endpoint disabled; its events stay queued until it is enabled again",
+			"topic", c.Topic, "shard", c.Shard, "endpoint", c.Scheme, "reason", reason)
+	}
+	c.OnDisable(reason)
 }
 
 // succeeded records a successful push in the dispatcher's health, and

@@ -120,3 +120,29 @@ func TestHealthLogIsRateLimited(t *testing.T) {
 		t.Fatalf("health = %+v", got)
 	}
 }
+
+// TestHealthFailingSince: FailingSince is the first failure of the
+// current run, and failingFor its length; a success ends the run.
+func TestHealthFailingSince(t *testing.T) {
+	var h health
+	t0 := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	if d := h.failingFor(t0); d != 0 {
+		t.Fatalf("failing for %v before any push", d)
+	}
+	h.failed(t0, "e1")
+	h.failed(t0.Add(time.Minute), "e2")
+	if got := h.get().FailingSince; !got.Equal(t0) {
+		t.Fatalf("FailingSince %v, want the run's first failure %v", got, t0)
+	}
+	if d := h.failingFor(t0.Add(time.Hour)); d != time.Hour {
+		t.Fatalf("failing for %v, want 1h", d)
+	}
+	h.succeeded(t0.Add(2 * time.Hour))
+	if got := h.get(); !got.FailingSince.IsZero() || h.failingFor(t0.Add(3*time.Hour)) != 0 {
+		t.Fatalf("after a success: %+v, want no run", got)
+	}
+	h.failed(t0.Add(4*time.Hour), "e3")
+	if d := h.failingFor(t0.Add(5 * time.Hour)); d != time.Hour {
+		t.Fatalf("a new run: failing for %v, want 1h", d)
+	}
+}

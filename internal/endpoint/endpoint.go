@@ -8,6 +8,9 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -71,6 +74,11 @@ func IsPermanent(err error) bool {
 
 // RetryAfterError marks a retryable failure whose destination said how
 // long to wait before trying again (HTTP 429 or 503 with Retry-After).
+//
+// Only webhooks return it. AMQP, NATS and Kafka have no such answer: a
+// broker that is short of resources pushes back on its connection (AMQP's
+// connection.blocked, TCP flow control), and franz-go honours a Kafka
+// broker's throttle_time_ms itself, inside Send.
 type RetryAfterError struct {
 	Err   error
 	After time.Duration
@@ -88,3 +96,61 @@ func RetryAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// MaxRetryAfter bounds the pause a Retry-After can ask for, so that a
+// misconfigured endpoint cannot stall delivery for days; the topic's
+// time_to_live still applies.
+const MaxRetryAfter = time.Hour
+
+// ParseRetryAfter returns the pause a Retry-After header value asks for:
+// delay-seconds, or an HTTP date counted from now (RFC 9110, 10.2.3). The
+// pause is at most MaxRetryAfter, and 0 for a date already past. A value
+// that is neither form is no advice at all: ok is false, and the caller
+// backs off as it would without one.
+func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(value, 10, 64); err == nil || isRange(err) {
+		// A number too large for any clock still asks for a long pause.
+		if err != nil || secs > uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(t.Sub(now), 0), MaxRetryAfter), true
+}
+
+func isRange(err error) bool {
+	var ne *strconv.NumError
+	return errors.As(err, &ne) && ne.Err == strconv.ErrRange
+}
+
+// ErrGone marks a failure whose destination said that it no longer exists
+// and will not come back: HTTP 410 Gone. The Standard Webhooks
+// specification asks senders to disable such an endpoint rather than
+// retry it. Test for it with errors.Is.
+//
+// Only webhooks return it. A missing AMQP exchange, Kafka topic or
+// JetStream stream is not the same: the receiver did not say it is gone
+// for good, and the operator of the broker can create it again, so those
+// stay permanent errors of the one event.
+var ErrGone = errors.New("the endpoint no longer exists")
+
+// Gone wraps err, a refusal by a destination that no longer exists, so
+// that errors.Is(err, ErrGone) holds. The result is also permanent
+// (IsPermanent), so that callers that cannot disable an endpoint treat it
+// as any other refusal: the synchronous push of a non-persistent topic
+// fails, and a dispatcher without a disable policy dead-letters the event.
+func Gone(err error) error { return &PermanentError{Err: &goneError{err}} }
+
+type goneError struct{ err error }
+
+func (e *goneError) Error() string        { return e.err.Error() }
+func (e *goneError) Unwrap() error        { return e.err }
+func (e *goneError) Is(target error) bool { return target == ErrGone }

@@ -6,9 +6,10 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"herald/internal/endpoint"
 )
 
 // The headers of a delivery signed per the Standard Webhooks specification
@@ -38,28 +39,12 @@ func signStandard(keys [][]byte, id, timestamp string, body []byte) string {
 	return strings.Join(sigs, " ")
 }
 
-// maxRetryAfter bounds the pause a Retry-After can ask for, so that a
-// misconfigured endpoint cannot stall a key for days; the topic's
-// time_to_live still applies.
-const maxRetryAfter = time.Hour
-
 // retryAfter returns the pause asked for by the Retry-After header of a
-// 429 or 503 response (delay-seconds or an HTTP date, counted from now).
+// 429 or 503 response (delay-seconds or an HTTP date, counted from now),
+// at most endpoint.MaxRetryAfter. Other statuses carry no such advice.
 func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
-		d = time.Duration(secs) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	} else {
-		return 0, false
-	}
-	return min(max(d, 0), maxRetryAfter), true
+	return endpoint.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -133,6 +134,7 @@ func TestRetryAfter(t *testing.T) {
 		{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
 		{503, now.Add(-time.Minute).Format(http.TimeFormat), 0, true}, // in the past: at once
 		{503, "999999", time.Hour, true},                              // capped
+		{503, "99999999999999999999", time.Hour, true},                // too large to parse: capped too
 		{503, "soon", 0, false},
 		{503, "", 0, false},
 		{500, "7", 0, false}, // only 429 and 503 say when
@@ -153,5 +155,65 @@ func TestSendReportsRetryAfter(t *testing.T) {
 	err := startEndpoint(t, attributes(srv.URL)).Send(context.Background(), message(1))
 	if after, ok := endpoint.RetryAfter(err); !ok || after != 7*time.Second || endpoint.IsPermanent(err) {
 		t.Fatalf("503 with Retry-After 7: %v (after %v, %v), want a retryable error asking for 7s", err, after, ok)
+	}
+}
+
+// TestSendReportsRetryAfterDate: an HTTP date in Retry-After is counted
+// from the endpoint's clock, here a fixed one, so the test does not depend
+// on the wall clock.
+func TestSendReportsRetryAfterDate(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	srv, _ := receiver(t, http.StatusTooManyRequests, http.Header{"Retry-After": {now.Add(2 * time.Minute).Format(http.TimeFormat)}})
+	e := startEndpoint(t, attributes(srv.URL))
+	e.now = func() time.Time { return now }
+	err := e.Send(context.Background(), message(1))
+	if after, ok := endpoint.RetryAfter(err); !ok || after != 2*time.Minute {
+		t.Fatalf("429 with Retry-After two minutes ahead: %v (after %v, %v), want a pause of 2m", err, after, ok)
+	}
+}
+
+// TestSendIgnoresGarbageRetryAfter: a Retry-After that is neither form is
+// no advice; the error is an ordinary retryable one.
+func TestSendIgnoresGarbageRetryAfter(t *testing.T) {
+	srv, _ := receiver(t, http.StatusServiceUnavailable, http.Header{"Retry-After": {"in a bit"}})
+	err := startEndpoint(t, attributes(srv.URL)).Send(context.Background(), message(1))
+	if _, ok := endpoint.RetryAfter(err); ok || err == nil || endpoint.IsPermanent(err) {
+		t.Fatalf("503 with Retry-After %q: %v, want a retryable error without advice", "in a bit", err)
+	}
+}
+
+// TestSendGone: 410 says the endpoint no longer exists. The error is
+// ErrGone, for a dispatcher that disables endpoints, and permanent, for
+// callers that do not.
+func TestSendGone(t *testing.T) {
+	srv := answering(t, http.StatusGone, "subscription deleted")
+	err := startEndpoint(t, attributes(srv.URL)).Send(context.Background(), message(1))
+	if !errors.Is(err, endpoint.ErrGone) || !endpoint.IsPermanent(err) {
+		t.Fatalf("Send to a receiver answering 410 = %v, want an ErrGone error that is permanent", err)
+	}
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusGone {
+		t.Errorf("error %v does not hold the 410 StatusError", err)
+	}
+	for _, want := range []string{"410 Gone", "subscription deleted", "orders/2/1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestSignMatchesVerify: Sign, for herald's other requests, makes the
+// signature Verify accepts and deliveries carry.
+func TestSignMatchesVerify(t *testing.T) {
+	body := []byte(`{"type":"subscription.disabled"}`)
+	sig := Sign("s3cret", "1763719200", body)
+	if !Verify("s3cret", "1763719200", body, sig) {
+		t.Fatalf("Verify refused Sign's %q", sig)
+	}
+	if sig != sign([]byte("s3cret"), "1763719200", body) {
+		t.Fatal("Sign differs from what deliveries carry")
+	}
+	if Sign("", "1763719200", body) != "" {
+		t.Fatal("Sign signed with an empty secret")
 	}
 }

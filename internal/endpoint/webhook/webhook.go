@@ -62,10 +62,15 @@
 //
 // A 2xx response means the receiver has the event. 429 and 5xx responses,
 // network errors and attempts that take longer than http_timeout are
-// retryable errors; a 429 or 503 with Retry-After is not retried before
-// the time it asks for (at most an hour). Every other status is a permanent error
+// retryable errors; after a 429 or 503 with Retry-After the dispatcher
+// sends nothing to the endpoint, from that shard, before the time it asks
+// for (at most an hour). Every other status is a permanent error
 // ([endpoint.Permanent]) and the event goes to the dead-letter queue with
-// the status and the start of the response body. That includes 3xx:
+// the status and the start of the response body, with one exception: 410
+// Gone says that the endpoint no longer exists, and is an [endpoint.ErrGone]
+// error, on which a dispatcher with a disable policy disables the endpoint
+// and keeps the event (without one, it is dead-lettered like the rest).
+// The permanent statuses include 3xx:
 // redirects are not followed, because following one would turn the POST
 // into a GET or send the signed event to another host; the fix is to set
 // push_endpoint to the final URL.
@@ -134,6 +139,7 @@ type Endpoint struct {
 	secret  []byte      // nil: do not sign with X-Herald-Signature
 	keys    [][]byte    // signature_scheme standard-webhooks: sign with each
 	client  *http.Client
+	now     func() time.Time // the clock a Retry-After date is counted from
 }
 
 var _ endpoint.Endpoint = (*Endpoint)(nil)
@@ -181,6 +187,7 @@ func newEndpoint(a topic.Attributes, g *endpoint.Guard) (*Endpoint, error) {
 		header:  header,
 		host:    host,
 		client:  newClient(tc, g),
+		now:     time.Now,
 	}
 	switch {
 	case a.SigningSecret == "":
@@ -282,10 +289,13 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 		return nil
 	}
 	err = fmt.Errorf("deliver %s to %s: %w", m.ID, e.shown, statusError(resp))
-	if !retryable(resp.StatusCode) {
+	switch {
+	case resp.StatusCode == http.StatusGone:
+		return endpoint.Gone(err)
+	case !retryable(resp.StatusCode):
 		return endpoint.Permanent(err)
 	}
-	if after, ok := retryAfter(resp, time.Now()); ok {
+	if after, ok := retryAfter(resp, e.now()); ok {
 		return &endpoint.RetryAfterError{Err: err, After: after}
 	}
 	return err
