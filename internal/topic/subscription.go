@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"herald/internal/filter"
@@ -266,7 +267,10 @@ func (s *SubscriptionAttributes) Filter() (*filter.Policy, error) {
 	}
 	p, err := filter.Parse([]byte(s.FilterPolicy), scope)
 	if err != nil {
-		return nil, invalidCause(err, "invalid filter_policy: %v; write an AWS SNS filter policy, e.g. {\"type\": [\"order.created\"]}", err)
+		// The error starts "filter policy: ", which the attribute's name
+		// says better.
+		detail := strings.TrimPrefix(err.Error(), "filter policy: ")
+		return nil, invalidCause(err, "invalid filter_policy: %s; write an AWS SNS filter policy, e.g. {\"type\": [\"order.created\"]}", detail)
 	}
 	return p, nil
 }
