@@ -3,6 +3,7 @@ package topic
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -180,7 +181,17 @@ func SubscriptionNames() []string { return namesOf(subAttrs) }
 // call Validate on the result.
 func (s SubscriptionAttributes) With(changes map[string]string) (SubscriptionAttributes, error) {
 	s = s.Clone()
-	if err := applyChanges(subAttrs, &s, changes); err != nil {
+	// A topic's own attributes are named as such, rather than unknown:
+	// whoever sets them on a subscription has the topic in mind.
+	var errs []error
+	rest := maps.Clone(changes) // changes itself is the caller's
+	for _, k := range slices.Sorted(maps.Keys(changes)) {
+		if name := normalize(k); slices.Contains(topicOnly, name) {
+			errs = append(errs, invalidf("%s is an attribute of the topic, shared by its subscriptions; set it on the topic (herald topic set TOPIC --attr %s=...)", name, name))
+			delete(rest, k)
+		}
+	}
+	if err := errors.Join(append(errs, applyChanges(subAttrs, &s, rest))...); err != nil {
 		return SubscriptionAttributes{}, err
 	}
 	return s, nil

@@ -3,6 +3,7 @@ package topic
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func TestSubscriptionAttributesErrors(t *testing.T) {
 		{"filter not JSON", map[string]string{"filter_policy": `{"a": [`}, []string{"filter_policy"}},
 		{"body literal in attributes scope", map[string]string{"filter_policy": `{"a": [true]}`}, []string{`key "a"`}},
 		{"unknown attribute", map[string]string{"colour": "blue"}, []string{`unknown attribute "colour"`, "filter_policy"}},
-		{"topic-level attribute", map[string]string{"shards": "3"}, []string{`unknown attribute "shards"`}},
+		{"topic-level attribute", map[string]string{"Shards": "3", "max_retries": "x"}, []string{"shards is an attribute of the topic", "herald topic set", "max_retries"}},
 		{"bad scope", map[string]string{"filter_policy_scope": "Headers"}, []string{"filter_policy_scope must be one of MessageAttributes, MessageBody"}},
 		{"negative rate", map[string]string{"max_events_per_second": "-1"}, []string{"max_events_per_second", "non-negative integer"}},
 		{"negative in flight", map[string]string{"max_in_flight": "-2"}, []string{"max_in_flight"}},
@@ -113,7 +114,11 @@ func TestSubscriptionAttributesErrors(t *testing.T) {
 		{"amqp without exchange", map[string]string{"push_endpoint": "amqp://h"}, []string{"amqp_exchange"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			given := maps.Clone(tc.changes)
 			_, err := NewSubscriptionAttributes(tc.changes)
+			if !maps.Equal(given, tc.changes) {
+				t.Errorf("the changes given were modified: %v, then %v", given, tc.changes)
+			}
 			if err == nil {
 				t.Fatal("no error")
 			}
