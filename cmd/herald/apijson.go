@@ -15,11 +15,11 @@ import (
 	heraldv1 "herald/proto/herald/v1"
 )
 
-// The CLI's JSON is the API's: what a command shows of a topic, an event,
-// a dead letter, a topic's statistics or the cluster's status is written
-// as the API's protobuf message in protojson (camelCase names, 64-bit
-// integers as strings, RFC 3339 times, base64 bytes), so a script may read
-// either. Every field is written, zeros included, so that scripts find
+// The CLI's JSON is the API's: what a command shows of a topic, a
+// subscription, an event, a dead letter, a topic's statistics or the
+// cluster's status is written as the API's protobuf message in protojson
+// (camelCase names, 64-bit integers as strings, RFC 3339 times, base64
+// bytes), so a script may read either. Every field is written, zeros included, so that scripts find
 // each one.
 var protoJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
@@ -67,6 +67,14 @@ func apiMessage(v any) proto.Message {
 			resp.Topics = append(resp.Topics, topicProto(t))
 		}
 		return resp
+	case *client.Subscription:
+		return subscriptionProto(v)
+	case []*client.Subscription:
+		resp := &heraldv1.ListSubscriptionsResponse{Subscriptions: make([]*heraldv1.Subscription, 0, len(v))}
+		for _, sub := range v {
+			resp.Subscriptions = append(resp.Subscriptions, subscriptionProto(sub))
+		}
+		return resp
 	case *client.TopicStats:
 		resp := &heraldv1.TopicStatsResponse{Name: v.Name, Total: shardStatsProto(v.Total)}
 		for _, st := range v.Shards {
@@ -89,6 +97,12 @@ func apiMessage(v any) proto.Message {
 func topicProto(t *client.Topic) *heraldv1.Topic {
 	return &heraldv1.Topic{Name: t.Name, Attributes: t.Attributes,
 		CreatedAt: timestamp(t.CreatedAt), UpdatedAt: timestamp(t.UpdatedAt)}
+}
+
+func subscriptionProto(s *client.Subscription) *heraldv1.Subscription {
+	return &heraldv1.Subscription{Topic: s.Topic, Name: s.Name, Id: s.ID, Attributes: s.Attributes,
+		Disabled: s.Disabled, DisabledReason: s.DisabledReason, DisabledAt: timestamp(s.DisabledAt),
+		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
 }
 
 func eventProto(d client.Delivery) *heraldv1.Event {

@@ -69,21 +69,30 @@ func (a *attrFlags) collect(cmd *cobra.Command) (map[string]string, error) {
 	if attrs == nil {
 		attrs = map[string]string{}
 	}
-	named := []struct{ flag, attr, value string }{
+	err = addNamedFlags(cmd, attrs, []namedFlag{
 		{"shards", "shards", strconv.Itoa(a.shards)},
 		{"persistent", "persistent", strconv.FormatBool(a.persistent)},
 		{"push-endpoint", "push_endpoint", a.pushEndpoint},
-	}
+	})
+	return attrs, err
+}
+
+// A namedFlag is a flag that sets an attribute, such as --push-endpoint.
+type namedFlag struct{ flag, attr, value string }
+
+// addNamedFlags adds to attrs the attributes of the named flags the user
+// gave, refusing one that --attr set too.
+func addNamedFlags(cmd *cobra.Command, attrs map[string]string, named []namedFlag) error {
 	for _, n := range named {
 		if f := cmd.Flags().Lookup(n.flag); f == nil || !f.Changed {
 			continue
 		}
 		if _, dup := attrs[n.attr]; dup {
-			return nil, fmt.Errorf("%s is set by both --%s and --attr: give it once", n.attr, n.flag)
+			return fmt.Errorf("%s is set by both --%s and --attr: give it once", n.attr, n.flag)
 		}
 		attrs[n.attr] = n.value
 	}
-	return attrs, nil
+	return nil
 }
 
 func newTopicCreateCommand(g *globals) *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"herald/internal/topic"
 )
@@ -64,6 +65,16 @@ type Command struct {
 	To uint64 `json:"to,omitempty"`
 	// Cluster is the cluster id OpNameCluster gives.
 	Cluster string `json:"cluster,omitempty"`
+	// Subscription is the name of the subscription of topic Name a
+	// subscription op is about.
+	Subscription string `json:"subscription,omitempty"`
+	// SubscriptionAttributes are the complete attributes of a created
+	// subscription, usually topic.NewSubscriptionAttributes(what the user
+	// asked for). Only for OpCreateSubscription, and not for the default
+	// subscription, whose settings are its topic's.
+	SubscriptionAttributes *topic.SubscriptionAttributes `json:"subscription_attributes,omitempty"`
+	// Reason says why OpDisableSubscription disables a subscription.
+	Reason string `json:"reason,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -97,7 +108,13 @@ func UnmarshalCommand(data []byte) (Command, error) {
 // checkFields checks that c carries what its Op needs, and nothing that
 // the Op would silently ignore.
 func (c *Command) checkFields() error {
+	if slices.Contains(ops, c.Op) && !slices.Contains(subscriptionOps, c.Op) &&
+		(c.Subscription != "" || c.SubscriptionAttributes != nil || c.Reason != "") {
+		return invalidf("invalid controller command: %s names a subscription, subscription attributes or a reason, which only the subscription ops take", c.Op)
+	}
 	switch c.Op {
+	case OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription:
+		return c.checkSubscriptionFields()
 	case OpCreate:
 		if c.Attributes == nil {
 			return invalidf("invalid controller command: create of topic %q has no attributes; start from topic.Defaults()", c.Name)
@@ -140,7 +157,40 @@ func (c *Command) checkFields() error {
 
 // ops are the valid values of Command.Op.
 var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica,
-	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred, OpNameCluster}
+	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred, OpNameCluster,
+	OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription}
+
+// subscriptionOps are the ops about one subscription of a topic.
+var subscriptionOps = []string{OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription}
+
+// checkSubscriptionFields is checkFields for the subscription ops.
+func (c *Command) checkSubscriptionFields() error {
+	what := fmt.Sprintf("%s of subscription %q of topic %q", c.Op, c.Subscription, c.Name)
+	if c.Subscription == "" {
+		return invalidf("invalid controller command: %s of topic %q names no subscription", c.Op, c.Name)
+	}
+	if c.Attributes != nil || c.Members != nil || c.Node != 0 || c.Address != "" || c.Shard != 0 || c.To != 0 || c.Cluster != "" {
+		return invalidf("invalid controller command: %s has topic attributes, members, a node, an address, a shard or a cluster id, which subscription ops do not take", what)
+	}
+	isDefault := c.Subscription == topic.DefaultSubscriptionName
+	switch {
+	case c.Op == OpCreateSubscription && c.SubscriptionAttributes == nil && !isDefault:
+		return invalidf("invalid controller command: %s has no attributes; start from topic.DefaultSubscriptionAttributes()", what)
+	case c.Op == OpCreateSubscription && c.SubscriptionAttributes != nil && isDefault:
+		return invalidf("the default subscription of topic %q takes no attributes: it delivers with the topic's own (herald topic set %s changes them); create it without attributes, or give the subscription another name", c.Name, c.Name)
+	case c.Op != OpCreateSubscription && c.SubscriptionAttributes != nil:
+		return invalidf("invalid controller command: %s has attributes, which only %s takes; use changes", what, OpCreateSubscription)
+	case c.Op == OpSetSubscription && len(c.Changes) == 0:
+		return invalidf("invalid controller command: %s changes nothing; give at least one attribute", what)
+	case c.Op != OpSetSubscription && c.Changes != nil:
+		return invalidf("invalid controller command: %s has changes, which only %s takes", what, OpSetSubscription)
+	case c.Op != OpDisableSubscription && c.Reason != "":
+		return invalidf("invalid controller command: %s has a reason, which only %s takes", what, OpDisableSubscription)
+	case len(c.Reason) > MaxReasonLen || !utf8.ValidString(c.Reason):
+		return invalidf("the reason for disabling subscription %q of topic %q is not UTF-8 text of at most %d bytes; shorten it", c.Subscription, c.Name, MaxReasonLen)
+	}
+	return nil
+}
 
 // checkMembershipFields is checkFields for the node and replica ops.
 func (c *Command) checkMembershipFields() error {

@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"fmt"
+
+	"herald/internal/topic"
 )
 
 // Errors reported in Result.Err, wrapped with the topic's name and advice.
@@ -18,6 +20,15 @@ var (
 	// cannot make it now (it would leave a shard without enough nodes,
 	// or a node still holds replicas).
 	ErrMembership = errors.New("the membership change cannot be made now")
+
+	ErrSubscriptionExists   = errors.New("subscription already exists")
+	ErrSubscriptionNotFound = errors.New("subscription does not exist")
+	// ErrSubscriptionLimit means the topic has MaxSubscriptions
+	// subscriptions already.
+	ErrSubscriptionLimit = errors.New("the topic has as many subscriptions as it may")
+	// ErrDefaultSubscription means an op the default subscription does
+	// not take: its settings are its topic's attributes.
+	ErrDefaultSubscription = errors.New("the default subscription's settings are its topic's")
 
 	// ErrInvalidSnapshot is returned by Restore for data that is not a
 	// snapshot written by Snapshot.
@@ -60,4 +71,32 @@ func nodeExists(m Member) error {
 		state += ", and is being drained"
 	}
 	return &detailError{ErrNodeExists, fmt.Sprintf("node %d is already a member (%s); a node id is used once: give the new node another id", m.ID, state)}
+}
+
+func subscriptionExists(topicName, name string) error {
+	if name == topic.DefaultSubscriptionName {
+		return &detailError{ErrSubscriptionExists, fmt.Sprintf("the default subscription of topic %q is attached already; change its settings with herald topic set %s", topicName, topicName)}
+	}
+	return &detailError{ErrSubscriptionExists, fmt.Sprintf("subscription %q of topic %q already exists; change its attributes with herald subscription set (SetSubscriptionAttributes), or delete it first", name, topicName)}
+}
+
+// SubscriptionNotFoundError is ErrSubscriptionNotFound for the named
+// subscription of the named topic, with advice.
+func SubscriptionNotFoundError(topicName, name string) error {
+	if name == topic.DefaultSubscriptionName {
+		return &detailError{ErrSubscriptionNotFound, fmt.Sprintf("the default subscription of topic %q is detached; attach it again with herald subscription create %s %s", topicName, topicName, name)}
+	}
+	return &detailError{ErrSubscriptionNotFound, fmt.Sprintf("subscription %q of topic %q does not exist; herald subscription list %s lists them, and herald subscription create %s %s creates it", name, topicName, topicName, topicName, name)}
+}
+
+func subscriptionIDNotFound(topicName string, id uint64) error {
+	return &detailError{ErrSubscriptionNotFound, fmt.Sprintf("topic %q has no subscription with id %d; herald subscription list %s lists them", topicName, id, topicName)}
+}
+
+func tooManySubscriptions(topicName string) error {
+	return &detailError{ErrSubscriptionLimit, fmt.Sprintf("topic %q has %d subscriptions besides its default one, the most a topic may have; delete one first (herald subscription delete %s NAME)", topicName, MaxSubscriptions, topicName)}
+}
+
+func defaultHasTopicAttributes(topicName string) error {
+	return &detailError{ErrDefaultSubscription, fmt.Sprintf("the default subscription of topic %q delivers with the topic's own attributes; change them with herald topic set %s (SetTopicAttributes), or detach it and create a named subscription", topicName, topicName)}
 }

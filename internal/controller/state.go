@@ -35,6 +35,11 @@ type Topic struct {
 	Bootstrap [][]uint64 `json:"bootstrap,omitempty"`
 	CreatedAt int64      `json:"created_at"` // Unix nanoseconds, from the command
 	UpdatedAt int64      `json:"updated_at"` // Unix nanoseconds, from the command
+	// Subscriptions are the topic's named subscriptions, sorted by name;
+	// SubscriptionList adds the default one.
+	Subscriptions []Subscription `json:"subscriptions,omitempty"`
+	// Default is the state of the topic's default subscription.
+	Default DefaultSubscription `json:"default_subscription,omitzero"`
 }
 
 // Group returns the Raft group id of shard i of t.
@@ -100,15 +105,24 @@ func (t *Topic) clone() Topic {
 			c.Bootstrap[i] = slices.Clone(r)
 		}
 	}
+	if t.Subscriptions != nil {
+		c.Subscriptions = make([]Subscription, len(t.Subscriptions))
+		for i := range t.Subscriptions {
+			c.Subscriptions[i] = t.Subscriptions[i].clone()
+		}
+	}
 	return c
 }
 
-// A Result is what Apply returns for a command: the topic as the command
-// left it (for a delete, as it was before), or the reason the command was
-// rejected.
+// A Result is what Apply returns for a command: the topic (and, for a
+// subscription op, the subscription) as the command left it (for a delete,
+// as it was before), or the reason the command was rejected.
 type Result struct {
 	Topic Topic
-	Err   error
+	// Subscription is, for a subscription op, the subscription as the
+	// command left it (for a delete, as it was before).
+	Subscription Subscription
+	Err          error
 }
 
 // A Member is a node of the cluster as the controller records it.
@@ -138,6 +152,9 @@ type State struct {
 	rebalancing bool
 	move        *Move
 	cluster     string // see Cluster
+	// lastSubscription is the id the last created subscription got, of
+	// any topic: ids are never reused (see Subscription.ID).
+	lastSubscription uint64
 }
 
 // New returns an empty state.
@@ -178,6 +195,12 @@ func (s *State) Apply(index uint64, data []byte) any {
 	}
 	if err := topic.ValidateName(c.Name); err != nil {
 		return Result{Err: err}
+	}
+	if slices.Contains(subscriptionOps, c.Op) {
+		if err := topic.ValidateSubscriptionName(c.Subscription); err != nil {
+			return Result{Err: err}
+		}
+		return s.applySubscription(&c)
 	}
 	switch c.Op {
 	case OpCreate:
@@ -301,6 +324,9 @@ type snapshot struct {
 	Move        *Move `json:"move,omitempty"`
 	// Cluster: see State.Cluster.
 	Cluster string `json:"cluster,omitempty"`
+	// LastSubscription: see State.lastSubscription. Snapshots written
+	// before herald had subscriptions have none, and no subscriptions.
+	LastSubscription uint64 `json:"last_subscription,omitempty"`
 }
 
 const snapshotVersion = 1
@@ -319,6 +345,8 @@ func (s *State) Snapshot() ([]byte, error) {
 		Rebalancing: s.rebalancing,
 		Move:        s.move,
 		Cluster:     s.cluster,
+
+		LastSubscription: s.lastSubscription,
 	})
 }
 
@@ -339,6 +367,7 @@ func (s *State) Restore(data []byte) error {
 	r := New()
 	r.applied, r.nextGroup, r.members, r.founders = snap.Applied, snap.NextGroup, snap.Members, snap.Founders
 	r.rebalancing, r.move, r.cluster = snap.Rebalancing, snap.Move, snap.Cluster
+	r.lastSubscription = snap.LastSubscription
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t
@@ -379,6 +408,9 @@ func (snap *snapshot) check() error {
 		if t.Bootstrap != nil && len(t.Bootstrap) != len(t.Placement) {
 			return fmt.Errorf("topic %q records the first voters of %d shards, but places %d", t.Name, len(t.Bootstrap), len(t.Placement))
 		}
+	}
+	if err := snap.checkSubscriptions(); err != nil {
+		return err
 	}
 	for i, m := range snap.Members {
 		if m.ID == 0 || (i > 0 && snap.Members[i-1].ID >= m.ID) {

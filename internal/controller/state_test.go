@@ -352,6 +352,8 @@ func history(t *testing.T) [][]byte {
 			set(name, map[string]string{"opaque_data": fmt.Sprint(i), "max_retries": fmt.Sprint(i)}, int64(i)+1).Marshal(),
 			set(name, map[string]string{"shards": "9"}, int64(i)+2).Marshal(),
 			[]byte("garbage"),
+			createSub(name, fmt.Sprintf("s%d", i%4), subAttrs(t, map[string]string{"http_headers": "X-S: 1; X-A: 2"}), int64(i)+3).Marshal(),
+			Command{Op: OpDisableSubscription, Name: name, Subscription: "default", Reason: "r", Time: int64(i) + 4}.Marshal(),
 		)
 		if i%3 == 0 {
 			h = append(h, del(fmt.Sprintf("t%d", (i+2)%7)).Marshal())

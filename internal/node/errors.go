@@ -20,13 +20,14 @@ var (
 	// ErrInvalid: the request is malformed (a bad name, attribute, id or
 	// size); retrying it unchanged fails again.
 	ErrInvalid = errors.New("invalid request")
-	// ErrNotFound: the topic, event or reservation does not exist.
+	// ErrNotFound: the topic, subscription, event or reservation does not
+	// exist.
 	ErrNotFound = errors.New("not found")
-	// ErrExists: the topic already exists.
+	// ErrExists: the topic or subscription already exists.
 	ErrExists = errors.New("already exists")
 	// ErrFailedPrecondition: the request is valid but the topic is not in
 	// a state that allows it (its shard count is fixed, it pushes, its
-	// endpoint refused the event).
+	// endpoint refused the event, it has as many subscriptions as it may).
 	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrOverloaded: a queue is full or a shard has too much in flight;
 	// retry later.
@@ -59,9 +60,10 @@ var kinds = []struct {
 	cause []error
 }{
 	{ErrInvalid, []error{topic.ErrInvalid, endpoint.ErrRefused, ErrPayloadTooLarge, shard.ErrReservationTooSmall, shard.ErrInvalidCommand}},
-	{ErrNotFound, []error{controller.ErrTopicNotFound, controller.ErrNodeNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
-	{ErrExists, []error{controller.ErrTopicExists, controller.ErrNodeExists}},
-	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, controller.ErrMembership, ErrPushTopic, ErrEndpointRejected}},
+	{ErrNotFound, []error{controller.ErrTopicNotFound, controller.ErrSubscriptionNotFound, controller.ErrNodeNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
+	{ErrExists, []error{controller.ErrTopicExists, controller.ErrSubscriptionExists, controller.ErrNodeExists}},
+	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, controller.ErrMembership, controller.ErrSubscriptionLimit, controller.ErrDefaultSubscription,
+		ErrPushTopic, ErrEndpointRejected}},
 	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
 	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown, host.ErrNotApplied}},
 }

@@ -100,17 +100,24 @@ func (n *Node) ListTopics() []Topic {
 // proposeController replicates a controller command, then brings local
 // shards in line before returning so the caller can use the topic at once.
 func (n *Node) proposeController(ctx context.Context, cmd controller.Command) (controller.Topic, error) {
+	res, err := n.proposeControllerResult(ctx, cmd)
+	return res.Topic, err
+}
+
+// proposeControllerResult is proposeController returning the whole
+// result; a command the controller rejected is an error.
+func (n *Node) proposeControllerResult(ctx context.Context, cmd controller.Command) (controller.Result, error) {
 	res, err := n.ctrlGroup.propose(ctx, cmd)
 	if err != nil {
-		return controller.Topic{}, err
+		return controller.Result{}, err
 	}
 	if res.Err != nil {
-		return controller.Topic{}, res.Err
+		return controller.Result{}, res.Err
 	}
 	if err := n.reconciler.reconcile(ctx); err != nil {
-		return controller.Topic{}, err
+		return controller.Result{}, err
 	}
-	return res.Topic, nil
+	return res, nil
 }
 
 // ShardStats are one shard's counters.

@@ -15,17 +15,26 @@ const nameRule = "use 1-128 characters from A-Z a-z 0-9 _ - (dots are reserved f
 // characters from A-Z, a-z, 0-9, '_' and '-'. Dots are excluded because
 // shard names append ".<i>" to the topic name, and '/' because event ids
 // join names with it.
-func ValidateName(name string) error {
+func ValidateName(name string) error { return validateName("topic", name) }
+
+// ValidateSubscriptionName reports whether name is a valid subscription
+// name: the rules of topic names (ValidateName). DefaultSubscription is a
+// valid name; it names the topic's default subscription.
+func ValidateSubscriptionName(name string) error { return validateName("subscription", name) }
+
+// validateName checks name by the rule of topic names, naming what it is
+// the name of (kind) in errors.
+func validateName(kind, name string) error {
 	switch {
 	case name == "":
-		return invalidf("invalid topic name \"\": a name is required; %s", nameRule)
+		return invalidf("invalid %s name \"\": a name is required; %s", kind, nameRule)
 	case len(name) > MaxNameLen:
-		return invalidf("invalid topic name %s (%d characters): %s", quoteShort(name), len(name), nameRule)
+		return invalidf("invalid %s name %s (%d characters): %s", kind, quoteShort(name), len(name), nameRule)
 	}
 	for i := 0; i < len(name); i++ {
 		if !isNameByte(name[i]) {
 			r, _ := utf8.DecodeRuneInString(name[i:])
-			return invalidf("invalid topic name %s: %q is not allowed; %s", quoteShort(name), r, nameRule)
+			return invalidf("invalid %s name %s: %q is not allowed; %s", kind, quoteShort(name), r, nameRule)
 		}
 	}
 	return nil

@@ -20,14 +20,19 @@ const RedactedSecret = "(set)"
 // attribute's form, and there is nothing to add to the form's description.
 var errForm = errors.New("value does not have the attribute's form")
 
-// An attr describes one attribute as a string: how to parse it into
-// Attributes and how to format it back.
-type attr struct {
+// An attrOf describes one attribute of the settings A as a string: how to
+// parse it into A and how to format it back. Topics (Attributes) and
+// subscriptions (SubscriptionAttributes) share the table of delivery
+// attributes through it.
+type attrOf[A any] struct {
 	name string
 	form string // the accepted form, for error messages
-	set  func(a *Attributes, v string) error
-	get  func(a *Attributes) string
+	set  func(a *A, v string) error
+	get  func(a *A) string
 }
+
+// An attr is one attribute of a topic.
+type attr = attrOf[Attributes]
 
 // attrs lists the attributes in the order Names reports them.
 var attrs = []attr{
@@ -57,25 +62,28 @@ var attrs = []attr{
 }
 
 // Names returns the attribute names accepted by With and returned by Map.
-func Names() []string {
-	names := make([]string, len(attrs))
-	for i, at := range attrs {
-		names[i] = at.name
-	}
-	return names
-}
+func Names() []string { return namesOf(attrs) }
 
 // lookup finds an attribute by name. Names are case-insensitive and may
 // use '-' for '_', because SNS-style clients (the AWS CLI, Ceph's tools)
 // send "push-endpoint".
-func lookup(name string) (*attr, bool) {
+func lookup[A any](table []attrOf[A], name string) (*attrOf[A], bool) {
 	name = normalize(name)
-	for i := range attrs {
-		if attrs[i].name == name {
-			return &attrs[i], true
+	for i := range table {
+		if table[i].name == name {
+			return &table[i], true
 		}
 	}
 	return nil, false
+}
+
+// namesOf returns the names in table, in its order.
+func namesOf[A any](table []attrOf[A]) []string {
+	names := make([]string, len(table))
+	for i, at := range table {
+		names[i] = at.name
+	}
+	return names
 }
 
 func normalize(name string) string {
@@ -93,13 +101,22 @@ func normalize(name string) string {
 // the first, in a deterministic order. a itself is never modified.
 func (a Attributes) With(changes map[string]string) (Attributes, error) {
 	a = a.Clone()
+	if err := applyChanges(attrs, &a, changes); err != nil {
+		return Attributes{}, err
+	}
+	return a, nil
+}
+
+// applyChanges parses changes into *a by table, as With describes, and
+// reports every bad change.
+func applyChanges[A any](table []attrOf[A], a *A, changes map[string]string) error {
 	keys := slices.Sorted(maps.Keys(changes)) // for a deterministic error order
 	var errs []error
 	seen := make(map[string]string, len(keys))
 	for _, k := range keys {
-		at, ok := lookup(k)
+		at, ok := lookup(table, k)
 		if !ok {
-			errs = append(errs, invalidf("unknown attribute %s: use one of %s", quoteShort(k), strings.Join(Names(), ", ")))
+			errs = append(errs, invalidf("unknown attribute %s: use one of %s", quoteShort(k), strings.Join(namesOf(table), ", ")))
 			continue
 		}
 		if prev, dup := seen[at.name]; dup {
@@ -108,17 +125,14 @@ func (a Attributes) With(changes map[string]string) (Attributes, error) {
 			continue
 		}
 		seen[at.name] = k
-		switch err := at.set(&a, changes[k]); {
+		switch err := at.set(a, changes[k]); {
 		case err == errForm:
 			errs = append(errs, invalidf("invalid value %s for attribute %s: use %s", quoteShort(changes[k]), at.name, at.form))
 		case err != nil:
 			errs = append(errs, invalidf("invalid value %s for attribute %s: %v; use %s", quoteShort(changes[k]), at.name, err, at.form))
 		}
 	}
-	if len(errs) > 0 {
-		return Attributes{}, errors.Join(errs...)
-	}
-	return a, nil
+	return errors.Join(errs...)
 }
 
 // Map returns every attribute as a string, keyed by name, in the form With
@@ -126,19 +140,22 @@ func (a Attributes) With(changes map[string]string) (Attributes, error) {
 // RedactedSecret and the push endpoint as RedactEndpoint shows it, with
 // "xxxxx" for its password and query values. Passing those placeholders
 // back to With leaves the values unchanged, so a.With(a.Map()) equals a.
-func (a Attributes) Map() map[string]string {
-	m := make(map[string]string, len(attrs))
-	for _, at := range attrs {
-		m[at.name] = at.get(&a)
+func (a Attributes) Map() map[string]string { return mapOf(attrs, &a) }
+
+// mapOf formats every attribute of table in *a, keyed by name.
+func mapOf[A any](table []attrOf[A], a *A) map[string]string {
+	m := make(map[string]string, len(table))
+	for _, at := range table {
+		m[at.name] = at.get(a)
 	}
 	return m
 }
 
-func boolAttr(name string, field func(*Attributes) *bool) attr {
-	return attr{
+func boolAttr[A any](name string, field func(*A) *bool) attrOf[A] {
+	return attrOf[A]{
 		name: name,
 		form: "true or false",
-		set: func(a *Attributes, v string) error {
+		set: func(a *A, v string) error {
 			switch strings.ToLower(strings.TrimSpace(v)) {
 			case "true":
 				*field(a) = true
@@ -149,15 +166,21 @@ func boolAttr(name string, field func(*Attributes) *bool) attr {
 			}
 			return nil
 		},
-		get: func(a *Attributes) string { return strconv.FormatBool(*field(a)) },
+		get: func(a *A) string { return strconv.FormatBool(*field(a)) },
 	}
 }
 
 func numAttr[T int | int64](name string, field func(*Attributes) *T) attr {
-	return attr{
+	return numAttrOf(name, &defaults, field)
+}
+
+// numAttrOf is a number attribute of A, whose example in error messages
+// is its value in def, the defaults.
+func numAttrOf[A any, T int | int64](name string, def *A, field func(*A) *T) attrOf[A] {
+	return attrOf[A]{
 		name: name,
-		form: numForm(name, int64(*field(&defaults))),
-		set: func(a *Attributes, v string) error {
+		form: numForm(name, int64(*field(def))),
+		set: func(a *A, v string) error {
 			n, err := parseNumber(v)
 			if err != nil {
 				return err
@@ -168,7 +191,7 @@ func numAttr[T int | int64](name string, field func(*Attributes) *T) attr {
 			*field(a) = T(n)
 			return nil
 		},
-		get: func(a *Attributes) string { return strconv.FormatInt(int64(*field(a)), 10) },
+		get: func(a *A) string { return strconv.FormatInt(int64(*field(a)), 10) },
 	}
 }
 
@@ -197,12 +220,12 @@ func parseNumber(v string) (int64, error) {
 	return int64(n), nil
 }
 
-func textAttr(name string, field func(*Attributes) *string) attr {
-	return attr{
+func textAttr[A any](name string, field func(*A) *string) attrOf[A] {
+	return attrOf[A]{
 		name: name,
 		form: "any text",
-		set:  func(a *Attributes, v string) error { *field(a) = v; return nil },
-		get:  func(a *Attributes) string { return *field(a) },
+		set:  func(a *A, v string) error { *field(a) = v; return nil },
+		get:  func(a *A) string { return *field(a) },
 	}
 }
 

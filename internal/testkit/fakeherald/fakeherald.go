@@ -7,7 +7,7 @@
 // the answer.
 //
 // Tests shape the answers by seeding state (AddTopic, AddEvents,
-// AddDeliveries, SetStats, SetUnreadable) and make every call fail or
+// AddDeliveries, PutSubscription, SetStats, SetUnreadable) and make every call fail or
 // wait with SetFail and SetDelay. Times come from the clock given to New,
 // never from the wall clock.
 package fakeherald
@@ -69,6 +69,7 @@ type Server struct {
 	unreadable   map[string][]*heraldv1.UnreadableShard
 	noneReadable map[string]bool
 	lapsed       map[string]bool // ids whose acks are answered as lapsed
+	subs         subscriptions
 }
 
 // New returns an empty server whose clock stands at now.

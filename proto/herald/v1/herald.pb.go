@@ -1,4 +1,5 @@
-// The herald API: topics, two-phase publish and pull consumers.
+// The herald API: topics and their subscriptions, two-phase publish and pull
+// consumers.
 //
 // One definition serves gRPC, gRPC-Web and JSON over HTTP (the Connect
 // protocol) on one port. With JSON, POST to /herald.v1.HeraldService/<Method>
@@ -539,6 +540,803 @@ func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
 	return file_herald_v1_herald_proto_rawDescGZIP(), []int{10}
 }
 
+// A Subscription is one delivery of a topic's events: a push endpoint or
+// pull, a filter and delivery settings. The default subscription, named
+// "default" with id 0, is the topic's own push_endpoint (or pull).
+type Subscription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Identifies the subscription in its topic's shards; never reused.
+	Id uint64 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	// Every attribute, as strings, defaults included and secrets redacted
+	// (see docs/concepts.md for names and defaults).
+	Attributes     map[string]string `protobuf:"bytes,4,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Disabled       bool              `protobuf:"varint,5,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	DisabledReason string            `protobuf:"bytes,6,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
+	// Unset unless disabled.
+	DisabledAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=disabled_at,json=disabledAt,proto3" json:"disabled_at,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscription) Reset() {
+	*x = Subscription{}
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscription) ProtoMessage() {}
+
+func (x *Subscription) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
+func (*Subscription) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Subscription) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Subscription) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Subscription) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Subscription) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Subscription) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+func (x *Subscription) GetDisabledReason() string {
+	if x != nil {
+		return x.DisabledReason
+	}
+	return ""
+}
+
+func (x *Subscription) GetDisabledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DisabledAt
+	}
+	return nil
+}
+
+func (x *Subscription) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Subscription) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type CreateSubscriptionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Attributes to set; the others take their defaults.
+	Attributes    map[string]string `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSubscriptionRequest) Reset() {
+	*x = CreateSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSubscriptionRequest) ProtoMessage() {}
+
+func (x *CreateSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*CreateSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreateSubscriptionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateSubscriptionRequest) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+type CreateSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSubscriptionResponse) Reset() {
+	*x = CreateSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSubscriptionResponse) ProtoMessage() {}
+
+func (x *CreateSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*CreateSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreateSubscriptionResponse) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type GetSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSubscriptionRequest) Reset() {
+	*x = GetSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSubscriptionRequest) ProtoMessage() {}
+
+func (x *GetSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*GetSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GetSubscriptionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSubscriptionResponse) Reset() {
+	*x = GetSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSubscriptionResponse) ProtoMessage() {}
+
+func (x *GetSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*GetSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetSubscriptionResponse) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type ListSubscriptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubscriptionsRequest) Reset() {
+	*x = ListSubscriptionsRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubscriptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubscriptionsRequest) ProtoMessage() {}
+
+func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubscriptionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSubscriptionsRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListSubscriptionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type ListSubscriptionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscriptions []*Subscription        `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubscriptionsResponse) Reset() {
+	*x = ListSubscriptionsResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubscriptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubscriptionsResponse) ProtoMessage() {}
+
+func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubscriptionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSubscriptionsResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListSubscriptionsResponse) GetSubscriptions() []*Subscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+type SetSubscriptionAttributesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Attributes    map[string]string      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSubscriptionAttributesRequest) Reset() {
+	*x = SetSubscriptionAttributesRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSubscriptionAttributesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSubscriptionAttributesRequest) ProtoMessage() {}
+
+func (x *SetSubscriptionAttributesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSubscriptionAttributesRequest.ProtoReflect.Descriptor instead.
+func (*SetSubscriptionAttributesRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SetSubscriptionAttributesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SetSubscriptionAttributesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetSubscriptionAttributesRequest) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+type SetSubscriptionAttributesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSubscriptionAttributesResponse) Reset() {
+	*x = SetSubscriptionAttributesResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSubscriptionAttributesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSubscriptionAttributesResponse) ProtoMessage() {}
+
+func (x *SetSubscriptionAttributesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSubscriptionAttributesResponse.ProtoReflect.Descriptor instead.
+func (*SetSubscriptionAttributesResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SetSubscriptionAttributesResponse) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type DeleteSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSubscriptionRequest) Reset() {
+	*x = DeleteSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubscriptionRequest) ProtoMessage() {}
+
+func (x *DeleteSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeleteSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteSubscriptionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSubscriptionResponse) Reset() {
+	*x = DeleteSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubscriptionResponse) ProtoMessage() {}
+
+func (x *DeleteSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{21}
+}
+
+type EnableSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableSubscriptionRequest) Reset() {
+	*x = EnableSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableSubscriptionRequest) ProtoMessage() {}
+
+func (x *EnableSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*EnableSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EnableSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EnableSubscriptionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type EnableSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableSubscriptionResponse) Reset() {
+	*x = EnableSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableSubscriptionResponse) ProtoMessage() {}
+
+func (x *EnableSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*EnableSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EnableSubscriptionResponse) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type DisableSubscriptionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Why, for whoever reads the subscription; at most 1024 bytes.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableSubscriptionRequest) Reset() {
+	*x = DisableSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableSubscriptionRequest) ProtoMessage() {}
+
+func (x *DisableSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*DisableSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DisableSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DisableSubscriptionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DisableSubscriptionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DisableSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableSubscriptionResponse) Reset() {
+	*x = DisableSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableSubscriptionResponse) ProtoMessage() {}
+
+func (x *DisableSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*DisableSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DisableSubscriptionResponse) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
 type TopicStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -548,7 +1346,7 @@ type TopicStatsRequest struct {
 
 func (x *TopicStatsRequest) Reset() {
 	*x = TopicStatsRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +1358,7 @@ func (x *TopicStatsRequest) String() string {
 func (*TopicStatsRequest) ProtoMessage() {}
 
 func (x *TopicStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +1371,7 @@ func (x *TopicStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatsRequest.ProtoReflect.Descriptor instead.
 func (*TopicStatsRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicStatsRequest) GetName() string {
@@ -619,7 +1417,7 @@ type ShardStats struct {
 
 func (x *ShardStats) Reset() {
 	*x = ShardStats{}
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +1429,7 @@ func (x *ShardStats) String() string {
 func (*ShardStats) ProtoMessage() {}
 
 func (x *ShardStats) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +1442,7 @@ func (x *ShardStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStats.ProtoReflect.Descriptor instead.
 func (*ShardStats) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ShardStats) GetShard() uint32 {
@@ -796,7 +1594,7 @@ type DeliveryHealth struct {
 
 func (x *DeliveryHealth) Reset() {
 	*x = DeliveryHealth{}
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1606,7 @@ func (x *DeliveryHealth) String() string {
 func (*DeliveryHealth) ProtoMessage() {}
 
 func (x *DeliveryHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1619,7 @@ func (x *DeliveryHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryHealth.ProtoReflect.Descriptor instead.
 func (*DeliveryHealth) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeliveryHealth) GetLastError() string {
@@ -863,7 +1661,7 @@ type TopicStatsResponse struct {
 
 func (x *TopicStatsResponse) Reset() {
 	*x = TopicStatsResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1673,7 @@ func (x *TopicStatsResponse) String() string {
 func (*TopicStatsResponse) ProtoMessage() {}
 
 func (x *TopicStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1686,7 @@ func (x *TopicStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatsResponse.ProtoReflect.Descriptor instead.
 func (*TopicStatsResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopicStatsResponse) GetName() string {
@@ -931,7 +1729,7 @@ type PublishEvent struct {
 
 func (x *PublishEvent) Reset() {
 	*x = PublishEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1741,7 @@ func (x *PublishEvent) String() string {
 func (*PublishEvent) ProtoMessage() {}
 
 func (x *PublishEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1754,7 @@ func (x *PublishEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEvent.ProtoReflect.Descriptor instead.
 func (*PublishEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishEvent) GetKey() string {
@@ -997,7 +1795,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1807,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1820,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -1049,7 +1847,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1859,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1872,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishResponse) GetIds() []string {
@@ -1099,7 +1897,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1909,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[18]
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1922,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{18}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReserveRequest) GetTopic() string {
@@ -1165,7 +1963,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1975,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[19]
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1988,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{19}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -1219,7 +2017,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +2029,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[20]
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +2042,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{20}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1270,7 +2068,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +2080,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[21]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +2093,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{21}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommitResponse) GetIds() []string {
@@ -1314,7 +2112,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +2124,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[22]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +2137,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{22}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AbortRequest) GetReservationId() string {
@@ -1357,7 +2155,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +2167,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[23]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +2180,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{23}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
 }
 
 type Event struct {
@@ -1411,7 +2209,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +2221,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[24]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +2234,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{24}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Event) GetId() string {
@@ -1526,7 +2324,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +2336,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[25]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +2349,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{25}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -1597,7 +2395,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +2407,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[26]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +2420,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FetchResponse) GetEvents() []*Event {
@@ -1653,7 +2451,7 @@ type UnreadableShard struct {
 
 func (x *UnreadableShard) Reset() {
 	*x = UnreadableShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +2463,7 @@ func (x *UnreadableShard) String() string {
 func (*UnreadableShard) ProtoMessage() {}
 
 func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[27]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +2476,7 @@ func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreadableShard.ProtoReflect.Descriptor instead.
 func (*UnreadableShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnreadableShard) GetShard() uint32 {
@@ -1712,7 +2510,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +2522,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[28]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +2535,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AckRequest) GetIds() []string {
@@ -1760,7 +2558,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2570,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[29]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2583,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AckResponse) GetAcked() uint32 {
@@ -1813,7 +2611,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2623,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[30]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2636,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NackRequest) GetIds() []string {
@@ -1856,7 +2654,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2666,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[31]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2679,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
 }
 
 type DeadLetter struct {
@@ -1898,7 +2696,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2708,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[32]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2721,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeadLetter) GetEvent() *Event {
@@ -1965,7 +2763,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2775,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2788,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListDeadLettersRequest) GetTopic() string {
@@ -2016,7 +2814,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2826,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2839,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -2062,7 +2860,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2872,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2885,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReplayDeadLettersRequest) GetTopic() string {
@@ -2113,7 +2911,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2923,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2936,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
@@ -2159,7 +2957,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2969,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2982,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeDeadLettersRequest) GetTopic() string {
@@ -2210,7 +3008,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +3020,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +3033,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
@@ -2253,7 +3051,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +3063,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +3076,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{54}
 }
 
 type ClusterNode struct {
@@ -2302,7 +3100,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +3112,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +3125,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -2392,7 +3190,7 @@ type ClusterReplica struct {
 
 func (x *ClusterReplica) Reset() {
 	*x = ClusterReplica{}
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +3202,7 @@ func (x *ClusterReplica) String() string {
 func (*ClusterReplica) ProtoMessage() {}
 
 func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +3215,7 @@ func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReplica.ProtoReflect.Descriptor instead.
 func (*ClusterReplica) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterReplica) GetNode() uint64 {
@@ -2460,7 +3258,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +3270,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +3283,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterShard) GetTopic() string {
@@ -2552,7 +3350,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +3362,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +3375,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -2626,7 +3424,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +3436,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +3449,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AddNodeRequest) GetId() uint64 {
@@ -2676,7 +3474,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +3486,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +3499,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{60}
 }
 
 type RemoveNodeRequest struct {
@@ -2713,7 +3511,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +3523,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +3536,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RemoveNodeRequest) GetId() uint64 {
@@ -2756,7 +3554,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +3566,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +3579,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{62}
 }
 
 type RebalanceRequest struct {
@@ -2792,7 +3590,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3602,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3615,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{63}
 }
 
 type RebalanceResponse struct {
@@ -2828,7 +3626,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3638,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3651,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{64}
 }
 
 type ShardLeadersRequest struct {
@@ -2865,7 +3663,7 @@ type ShardLeadersRequest struct {
 
 func (x *ShardLeadersRequest) Reset() {
 	*x = ShardLeadersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3675,7 @@ func (x *ShardLeadersRequest) String() string {
 func (*ShardLeadersRequest) ProtoMessage() {}
 
 func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3688,7 @@ func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ShardLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ShardLeadersRequest) GetTopic() string {
@@ -2916,7 +3714,7 @@ type ShardLeader struct {
 
 func (x *ShardLeader) Reset() {
 	*x = ShardLeader{}
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3726,7 @@ func (x *ShardLeader) String() string {
 func (*ShardLeader) ProtoMessage() {}
 
 func (x *ShardLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3739,7 @@ func (x *ShardLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeader.ProtoReflect.Descriptor instead.
 func (*ShardLeader) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ShardLeader) GetShard() uint32 {
@@ -2984,7 +3782,7 @@ type ShardLeadersResponse struct {
 
 func (x *ShardLeadersResponse) Reset() {
 	*x = ShardLeadersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[52]
+	mi := &file_herald_v1_herald_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3794,7 @@ func (x *ShardLeadersResponse) String() string {
 func (*ShardLeadersResponse) ProtoMessage() {}
 
 func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[52]
+	mi := &file_herald_v1_herald_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3807,7 @@ func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ShardLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{52}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ShardLeadersResponse) GetNodeId() uint64 {
@@ -3072,7 +3870,71 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.herald.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\"'\n" +
+	"\x13DeleteTopicResponse\"\xc8\x03\n" +
+	"\fSubscription\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12G\n" +
+	"\n" +
+	"attributes\x18\x04 \x03(\v2'.herald.v1.Subscription.AttributesEntryR\n" +
+	"attributes\x12\x1a\n" +
+	"\bdisabled\x18\x05 \x01(\bR\bdisabled\x12'\n" +
+	"\x0fdisabled_reason\x18\x06 \x01(\tR\x0edisabledReason\x12;\n" +
+	"\vdisabled_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"disabledAt\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
+	"\x19CreateSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12T\n" +
+	"\n" +
+	"attributes\x18\x03 \x03(\v24.herald.v1.CreateSubscriptionRequest.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Y\n" +
+	"\x1aCreateSubscriptionResponse\x12;\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"B\n" +
+	"\x16GetSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
+	"\x17GetSubscriptionResponse\x12;\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"0\n" +
+	"\x18ListSubscriptionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"Z\n" +
+	"\x19ListSubscriptionsResponse\x12=\n" +
+	"\rsubscriptions\x18\x01 \x03(\v2\x17.herald.v1.SubscriptionR\rsubscriptions\"\xe8\x01\n" +
+	" SetSubscriptionAttributesRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12[\n" +
+	"\n" +
+	"attributes\x18\x03 \x03(\v2;.herald.v1.SetSubscriptionAttributesRequest.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"!SetSubscriptionAttributesResponse\x12;\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"E\n" +
+	"\x19DeleteSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x1c\n" +
+	"\x1aDeleteSubscriptionResponse\"E\n" +
+	"\x19EnableSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"Y\n" +
+	"\x1aEnableSubscriptionResponse\x12;\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"^\n" +
+	"\x1aDisableSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"Z\n" +
+	"\x1bDisableSubscriptionResponse\x12;\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xf1\x04\n" +
 	"\n" +
@@ -3242,7 +4104,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x11replica_addresses\x18\x04 \x03(\tR\x10replicaAddresses\"_\n" +
 	"\x14ShardLeadersResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12.\n" +
-	"\x06shards\x18\x02 \x03(\v2\x16.herald.v1.ShardLeaderR\x06shards2\xa4\f\n" +
+	"\x06shards\x18\x02 \x03(\v2\x16.herald.v1.ShardLeaderR\x06shards2\xe5\x11\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -3251,7 +4113,14 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x12SetTopicAttributes\x12$.herald.v1.SetTopicAttributesRequest\x1a%.herald.v1.SetTopicAttributesResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.herald.v1.DeleteTopicRequest\x1a\x1e.herald.v1.DeleteTopicResponse\x12I\n" +
 	"\n" +
-	"TopicStats\x12\x1c.herald.v1.TopicStatsRequest\x1a\x1d.herald.v1.TopicStatsResponse\x12@\n" +
+	"TopicStats\x12\x1c.herald.v1.TopicStatsRequest\x1a\x1d.herald.v1.TopicStatsResponse\x12a\n" +
+	"\x12CreateSubscription\x12$.herald.v1.CreateSubscriptionRequest\x1a%.herald.v1.CreateSubscriptionResponse\x12X\n" +
+	"\x0fGetSubscription\x12!.herald.v1.GetSubscriptionRequest\x1a\".herald.v1.GetSubscriptionResponse\x12^\n" +
+	"\x11ListSubscriptions\x12#.herald.v1.ListSubscriptionsRequest\x1a$.herald.v1.ListSubscriptionsResponse\x12v\n" +
+	"\x19SetSubscriptionAttributes\x12+.herald.v1.SetSubscriptionAttributesRequest\x1a,.herald.v1.SetSubscriptionAttributesResponse\x12a\n" +
+	"\x12DeleteSubscription\x12$.herald.v1.DeleteSubscriptionRequest\x1a%.herald.v1.DeleteSubscriptionResponse\x12a\n" +
+	"\x12EnableSubscription\x12$.herald.v1.EnableSubscriptionRequest\x1a%.herald.v1.EnableSubscriptionResponse\x12d\n" +
+	"\x13DisableSubscription\x12%.herald.v1.DisableSubscriptionRequest\x1a&.herald.v1.DisableSubscriptionResponse\x12@\n" +
 	"\aPublish\x12\x19.herald.v1.PublishRequest\x1a\x1a.herald.v1.PublishResponse\x12@\n" +
 	"\aReserve\x12\x19.herald.v1.ReserveRequest\x1a\x1a.herald.v1.ReserveResponse\x12=\n" +
 	"\x06Commit\x12\x18.herald.v1.CommitRequest\x1a\x19.herald.v1.CommitResponse\x12:\n" +
@@ -3281,149 +4150,193 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_herald_v1_herald_proto_goTypes = []any{
-	(*Topic)(nil),                      // 0: herald.v1.Topic
-	(*CreateTopicRequest)(nil),         // 1: herald.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 2: herald.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),            // 3: herald.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),           // 4: herald.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),          // 5: herald.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 6: herald.v1.ListTopicsResponse
-	(*SetTopicAttributesRequest)(nil),  // 7: herald.v1.SetTopicAttributesRequest
-	(*SetTopicAttributesResponse)(nil), // 8: herald.v1.SetTopicAttributesResponse
-	(*DeleteTopicRequest)(nil),         // 9: herald.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 10: herald.v1.DeleteTopicResponse
-	(*TopicStatsRequest)(nil),          // 11: herald.v1.TopicStatsRequest
-	(*ShardStats)(nil),                 // 12: herald.v1.ShardStats
-	(*DeliveryHealth)(nil),             // 13: herald.v1.DeliveryHealth
-	(*TopicStatsResponse)(nil),         // 14: herald.v1.TopicStatsResponse
-	(*PublishEvent)(nil),               // 15: herald.v1.PublishEvent
-	(*PublishRequest)(nil),             // 16: herald.v1.PublishRequest
-	(*PublishResponse)(nil),            // 17: herald.v1.PublishResponse
-	(*ReserveRequest)(nil),             // 18: herald.v1.ReserveRequest
-	(*ReserveResponse)(nil),            // 19: herald.v1.ReserveResponse
-	(*CommitRequest)(nil),              // 20: herald.v1.CommitRequest
-	(*CommitResponse)(nil),             // 21: herald.v1.CommitResponse
-	(*AbortRequest)(nil),               // 22: herald.v1.AbortRequest
-	(*AbortResponse)(nil),              // 23: herald.v1.AbortResponse
-	(*Event)(nil),                      // 24: herald.v1.Event
-	(*FetchRequest)(nil),               // 25: herald.v1.FetchRequest
-	(*FetchResponse)(nil),              // 26: herald.v1.FetchResponse
-	(*UnreadableShard)(nil),            // 27: herald.v1.UnreadableShard
-	(*AckRequest)(nil),                 // 28: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 29: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 30: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 31: herald.v1.NackResponse
-	(*DeadLetter)(nil),                 // 32: herald.v1.DeadLetter
-	(*ListDeadLettersRequest)(nil),     // 33: herald.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),    // 34: herald.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),   // 35: herald.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil),  // 36: herald.v1.ReplayDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),    // 37: herald.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),   // 38: herald.v1.PurgeDeadLettersResponse
-	(*ClusterStatusRequest)(nil),       // 39: herald.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),                // 40: herald.v1.ClusterNode
-	(*ClusterReplica)(nil),             // 41: herald.v1.ClusterReplica
-	(*ClusterShard)(nil),               // 42: herald.v1.ClusterShard
-	(*ClusterStatusResponse)(nil),      // 43: herald.v1.ClusterStatusResponse
-	(*AddNodeRequest)(nil),             // 44: herald.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),            // 45: herald.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),          // 46: herald.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 47: herald.v1.RemoveNodeResponse
-	(*RebalanceRequest)(nil),           // 48: herald.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),          // 49: herald.v1.RebalanceResponse
-	(*ShardLeadersRequest)(nil),        // 50: herald.v1.ShardLeadersRequest
-	(*ShardLeader)(nil),                // 51: herald.v1.ShardLeader
-	(*ShardLeadersResponse)(nil),       // 52: herald.v1.ShardLeadersResponse
-	nil,                                // 53: herald.v1.Topic.AttributesEntry
-	nil,                                // 54: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                // 55: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                // 56: herald.v1.PublishEvent.HeadersEntry
-	nil,                                // 57: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
+	(*Topic)(nil),                             // 0: herald.v1.Topic
+	(*CreateTopicRequest)(nil),                // 1: herald.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),               // 2: herald.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),                   // 3: herald.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),                  // 4: herald.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),                 // 5: herald.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                // 6: herald.v1.ListTopicsResponse
+	(*SetTopicAttributesRequest)(nil),         // 7: herald.v1.SetTopicAttributesRequest
+	(*SetTopicAttributesResponse)(nil),        // 8: herald.v1.SetTopicAttributesResponse
+	(*DeleteTopicRequest)(nil),                // 9: herald.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),               // 10: herald.v1.DeleteTopicResponse
+	(*Subscription)(nil),                      // 11: herald.v1.Subscription
+	(*CreateSubscriptionRequest)(nil),         // 12: herald.v1.CreateSubscriptionRequest
+	(*CreateSubscriptionResponse)(nil),        // 13: herald.v1.CreateSubscriptionResponse
+	(*GetSubscriptionRequest)(nil),            // 14: herald.v1.GetSubscriptionRequest
+	(*GetSubscriptionResponse)(nil),           // 15: herald.v1.GetSubscriptionResponse
+	(*ListSubscriptionsRequest)(nil),          // 16: herald.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),         // 17: herald.v1.ListSubscriptionsResponse
+	(*SetSubscriptionAttributesRequest)(nil),  // 18: herald.v1.SetSubscriptionAttributesRequest
+	(*SetSubscriptionAttributesResponse)(nil), // 19: herald.v1.SetSubscriptionAttributesResponse
+	(*DeleteSubscriptionRequest)(nil),         // 20: herald.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),        // 21: herald.v1.DeleteSubscriptionResponse
+	(*EnableSubscriptionRequest)(nil),         // 22: herald.v1.EnableSubscriptionRequest
+	(*EnableSubscriptionResponse)(nil),        // 23: herald.v1.EnableSubscriptionResponse
+	(*DisableSubscriptionRequest)(nil),        // 24: herald.v1.DisableSubscriptionRequest
+	(*DisableSubscriptionResponse)(nil),       // 25: herald.v1.DisableSubscriptionResponse
+	(*TopicStatsRequest)(nil),                 // 26: herald.v1.TopicStatsRequest
+	(*ShardStats)(nil),                        // 27: herald.v1.ShardStats
+	(*DeliveryHealth)(nil),                    // 28: herald.v1.DeliveryHealth
+	(*TopicStatsResponse)(nil),                // 29: herald.v1.TopicStatsResponse
+	(*PublishEvent)(nil),                      // 30: herald.v1.PublishEvent
+	(*PublishRequest)(nil),                    // 31: herald.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 32: herald.v1.PublishResponse
+	(*ReserveRequest)(nil),                    // 33: herald.v1.ReserveRequest
+	(*ReserveResponse)(nil),                   // 34: herald.v1.ReserveResponse
+	(*CommitRequest)(nil),                     // 35: herald.v1.CommitRequest
+	(*CommitResponse)(nil),                    // 36: herald.v1.CommitResponse
+	(*AbortRequest)(nil),                      // 37: herald.v1.AbortRequest
+	(*AbortResponse)(nil),                     // 38: herald.v1.AbortResponse
+	(*Event)(nil),                             // 39: herald.v1.Event
+	(*FetchRequest)(nil),                      // 40: herald.v1.FetchRequest
+	(*FetchResponse)(nil),                     // 41: herald.v1.FetchResponse
+	(*UnreadableShard)(nil),                   // 42: herald.v1.UnreadableShard
+	(*AckRequest)(nil),                        // 43: herald.v1.AckRequest
+	(*AckResponse)(nil),                       // 44: herald.v1.AckResponse
+	(*NackRequest)(nil),                       // 45: herald.v1.NackRequest
+	(*NackResponse)(nil),                      // 46: herald.v1.NackResponse
+	(*DeadLetter)(nil),                        // 47: herald.v1.DeadLetter
+	(*ListDeadLettersRequest)(nil),            // 48: herald.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),           // 49: herald.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),          // 50: herald.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil),         // 51: herald.v1.ReplayDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),           // 52: herald.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),          // 53: herald.v1.PurgeDeadLettersResponse
+	(*ClusterStatusRequest)(nil),              // 54: herald.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),                       // 55: herald.v1.ClusterNode
+	(*ClusterReplica)(nil),                    // 56: herald.v1.ClusterReplica
+	(*ClusterShard)(nil),                      // 57: herald.v1.ClusterShard
+	(*ClusterStatusResponse)(nil),             // 58: herald.v1.ClusterStatusResponse
+	(*AddNodeRequest)(nil),                    // 59: herald.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),                   // 60: herald.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),                 // 61: herald.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                // 62: herald.v1.RemoveNodeResponse
+	(*RebalanceRequest)(nil),                  // 63: herald.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                 // 64: herald.v1.RebalanceResponse
+	(*ShardLeadersRequest)(nil),               // 65: herald.v1.ShardLeadersRequest
+	(*ShardLeader)(nil),                       // 66: herald.v1.ShardLeader
+	(*ShardLeadersResponse)(nil),              // 67: herald.v1.ShardLeadersResponse
+	nil,                                       // 68: herald.v1.Topic.AttributesEntry
+	nil,                                       // 69: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                       // 70: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                       // 71: herald.v1.Subscription.AttributesEntry
+	nil,                                       // 72: herald.v1.CreateSubscriptionRequest.AttributesEntry
+	nil,                                       // 73: herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	nil,                                       // 74: herald.v1.PublishEvent.HeadersEntry
+	nil,                                       // 75: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),             // 76: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),               // 77: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	53, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	58, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	58, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	68, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	76, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	76, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	55, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	70, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	58, // 9: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
-	13, // 10: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
-	58, // 11: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
-	58, // 12: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
-	12, // 13: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
-	12, // 14: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	56, // 15: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
-	15, // 16: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	58, // 17: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 18: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	57, // 19: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	58, // 20: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	59, // 21: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	59, // 22: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
-	24, // 23: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	27, // 24: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
-	24, // 25: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	58, // 26: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	32, // 27: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	41, // 28: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
-	40, // 29: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
-	42, // 30: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
-	51, // 31: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
-	1,  // 32: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 33: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 34: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 35: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 36: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	11, // 37: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	16, // 38: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	18, // 39: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	20, // 40: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	22, // 41: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	25, // 42: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	28, // 43: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	30, // 44: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	33, // 45: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	35, // 46: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	37, // 47: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	39, // 48: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	44, // 49: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	46, // 50: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	48, // 51: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
-	50, // 52: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
-	2,  // 53: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 54: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 55: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 56: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 57: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	14, // 58: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	17, // 59: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	19, // 60: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	21, // 61: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	23, // 62: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	26, // 63: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	29, // 64: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	31, // 65: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	34, // 66: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	36, // 67: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	38, // 68: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	43, // 69: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	45, // 70: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	47, // 71: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	49, // 72: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
-	52, // 73: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
-	53, // [53:74] is the sub-list for method output_type
-	32, // [32:53] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	71, // 9: herald.v1.Subscription.attributes:type_name -> herald.v1.Subscription.AttributesEntry
+	76, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
+	76, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
+	76, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
+	72, // 13: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
+	11, // 14: herald.v1.CreateSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 15: herald.v1.GetSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 16: herald.v1.ListSubscriptionsResponse.subscriptions:type_name -> herald.v1.Subscription
+	73, // 17: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	11, // 18: herald.v1.SetSubscriptionAttributesResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 19: herald.v1.EnableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 20: herald.v1.DisableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	76, // 21: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	28, // 22: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
+	76, // 23: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
+	76, // 24: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
+	27, // 25: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
+	27, // 26: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
+	74, // 27: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	30, // 28: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
+	76, // 29: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	30, // 30: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
+	75, // 31: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	76, // 32: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	77, // 33: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	77, // 34: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	39, // 35: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
+	42, // 36: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
+	39, // 37: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	76, // 38: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	47, // 39: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	56, // 40: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
+	55, // 41: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
+	57, // 42: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
+	66, // 43: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
+	1,  // 44: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 45: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 46: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 47: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 48: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	26, // 49: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	12, // 50: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
+	14, // 51: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
+	16, // 52: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
+	18, // 53: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
+	20, // 54: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
+	22, // 55: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
+	24, // 56: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
+	31, // 57: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	33, // 58: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	35, // 59: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	37, // 60: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	40, // 61: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	43, // 62: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	45, // 63: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	48, // 64: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	50, // 65: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	52, // 66: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	54, // 67: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	59, // 68: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	61, // 69: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	63, // 70: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	65, // 71: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	2,  // 72: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 73: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 74: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 75: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 76: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	29, // 77: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	13, // 78: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
+	15, // 79: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
+	17, // 80: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
+	19, // 81: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
+	21, // 82: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
+	23, // 83: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
+	25, // 84: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
+	32, // 85: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	34, // 86: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	36, // 87: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	38, // 88: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	41, // 89: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	44, // 90: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	46, // 91: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	49, // 92: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	51, // 93: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	53, // 94: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	58, // 95: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	60, // 96: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	62, // 97: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	64, // 98: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	67, // 99: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	72, // [72:100] is the sub-list for method output_type
+	44, // [44:72] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -3437,7 +4350,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

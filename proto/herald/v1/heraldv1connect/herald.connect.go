@@ -1,4 +1,5 @@
-// The herald API: topics, two-phase publish and pull consumers.
+// The herald API: topics and their subscriptions, two-phase publish and pull
+// consumers.
 //
 // One definition serves gRPC, gRPC-Web and JSON over HTTP (the Connect
 // protocol) on one port. With JSON, POST to /herald.v1.HeraldService/<Method>
@@ -56,6 +57,27 @@ const (
 	// HeraldServiceTopicStatsProcedure is the fully-qualified name of the HeraldService's TopicStats
 	// RPC.
 	HeraldServiceTopicStatsProcedure = "/herald.v1.HeraldService/TopicStats"
+	// HeraldServiceCreateSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// CreateSubscription RPC.
+	HeraldServiceCreateSubscriptionProcedure = "/herald.v1.HeraldService/CreateSubscription"
+	// HeraldServiceGetSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// GetSubscription RPC.
+	HeraldServiceGetSubscriptionProcedure = "/herald.v1.HeraldService/GetSubscription"
+	// HeraldServiceListSubscriptionsProcedure is the fully-qualified name of the HeraldService's
+	// ListSubscriptions RPC.
+	HeraldServiceListSubscriptionsProcedure = "/herald.v1.HeraldService/ListSubscriptions"
+	// HeraldServiceSetSubscriptionAttributesProcedure is the fully-qualified name of the
+	// HeraldService's SetSubscriptionAttributes RPC.
+	HeraldServiceSetSubscriptionAttributesProcedure = "/herald.v1.HeraldService/SetSubscriptionAttributes"
+	// HeraldServiceDeleteSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// DeleteSubscription RPC.
+	HeraldServiceDeleteSubscriptionProcedure = "/herald.v1.HeraldService/DeleteSubscription"
+	// HeraldServiceEnableSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// EnableSubscription RPC.
+	HeraldServiceEnableSubscriptionProcedure = "/herald.v1.HeraldService/EnableSubscription"
+	// HeraldServiceDisableSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// DisableSubscription RPC.
+	HeraldServiceDisableSubscriptionProcedure = "/herald.v1.HeraldService/DisableSubscription"
 	// HeraldServicePublishProcedure is the fully-qualified name of the HeraldService's Publish RPC.
 	HeraldServicePublishProcedure = "/herald.v1.HeraldService/Publish"
 	// HeraldServiceReserveProcedure is the fully-qualified name of the HeraldService's Reserve RPC.
@@ -106,6 +128,25 @@ type HeraldServiceClient interface {
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
 	// TopicStats sums the shards' counters and lists them per shard.
 	TopicStats(context.Context, *connect.Request[v1.TopicStatsRequest]) (*connect.Response[v1.TopicStatsResponse], error)
+	// CreateSubscription adds a subscription to a topic: a push endpoint (or
+	// pull, without one), a filter and delivery settings. Creating the name
+	// "default", without attributes, attaches the topic's default
+	// subscription again after DeleteSubscription detached it.
+	CreateSubscription(context.Context, *connect.Request[v1.CreateSubscriptionRequest]) (*connect.Response[v1.CreateSubscriptionResponse], error)
+	GetSubscription(context.Context, *connect.Request[v1.GetSubscriptionRequest]) (*connect.Response[v1.GetSubscriptionResponse], error)
+	// ListSubscriptions lists a topic's subscriptions: the default one first
+	// (unless detached), then the others by name.
+	ListSubscriptions(context.Context, *connect.Request[v1.ListSubscriptionsRequest]) (*connect.Response[v1.ListSubscriptionsResponse], error)
+	// SetSubscriptionAttributes changes attributes; start cannot change, and
+	// the default subscription's settings are its topic's (SetTopicAttributes).
+	SetSubscriptionAttributes(context.Context, *connect.Request[v1.SetSubscriptionAttributesRequest]) (*connect.Response[v1.SetSubscriptionAttributesResponse], error)
+	// DeleteSubscription removes a subscription; the default one is detached.
+	DeleteSubscription(context.Context, *connect.Request[v1.DeleteSubscriptionRequest]) (*connect.Response[v1.DeleteSubscriptionResponse], error)
+	// EnableSubscription lets a disabled subscription deliver again.
+	EnableSubscription(context.Context, *connect.Request[v1.EnableSubscriptionRequest]) (*connect.Response[v1.EnableSubscriptionResponse], error)
+	// DisableSubscription stops a subscription's delivery until it is
+	// enabled, recording why.
+	DisableSubscription(context.Context, *connect.Request[v1.DisableSubscriptionRequest]) (*connect.Response[v1.DisableSubscriptionResponse], error)
 	// Publish appends a batch of events; each is routed to its shard by key.
 	// It returns once every event is committed (fsynced on a quorum).
 	Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error)
@@ -196,6 +237,48 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+HeraldServiceTopicStatsProcedure,
 			connect.WithSchema(heraldServiceMethods.ByName("TopicStats")),
+			connect.WithClientOptions(opts...),
+		),
+		createSubscription: connect.NewClient[v1.CreateSubscriptionRequest, v1.CreateSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceCreateSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("CreateSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		getSubscription: connect.NewClient[v1.GetSubscriptionRequest, v1.GetSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceGetSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("GetSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		listSubscriptions: connect.NewClient[v1.ListSubscriptionsRequest, v1.ListSubscriptionsResponse](
+			httpClient,
+			baseURL+HeraldServiceListSubscriptionsProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("ListSubscriptions")),
+			connect.WithClientOptions(opts...),
+		),
+		setSubscriptionAttributes: connect.NewClient[v1.SetSubscriptionAttributesRequest, v1.SetSubscriptionAttributesResponse](
+			httpClient,
+			baseURL+HeraldServiceSetSubscriptionAttributesProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("SetSubscriptionAttributes")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSubscription: connect.NewClient[v1.DeleteSubscriptionRequest, v1.DeleteSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceDeleteSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("DeleteSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		enableSubscription: connect.NewClient[v1.EnableSubscriptionRequest, v1.EnableSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceEnableSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("EnableSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		disableSubscription: connect.NewClient[v1.DisableSubscriptionRequest, v1.DisableSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceDisableSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("DisableSubscription")),
 			connect.WithClientOptions(opts...),
 		),
 		publish: connect.NewClient[v1.PublishRequest, v1.PublishResponse](
@@ -293,27 +376,34 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // heraldServiceClient implements HeraldServiceClient.
 type heraldServiceClient struct {
-	createTopic        *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
-	getTopic           *connect.Client[v1.GetTopicRequest, v1.GetTopicResponse]
-	listTopics         *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	setTopicAttributes *connect.Client[v1.SetTopicAttributesRequest, v1.SetTopicAttributesResponse]
-	deleteTopic        *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	topicStats         *connect.Client[v1.TopicStatsRequest, v1.TopicStatsResponse]
-	publish            *connect.Client[v1.PublishRequest, v1.PublishResponse]
-	reserve            *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
-	commit             *connect.Client[v1.CommitRequest, v1.CommitResponse]
-	abort              *connect.Client[v1.AbortRequest, v1.AbortResponse]
-	fetch              *connect.Client[v1.FetchRequest, v1.FetchResponse]
-	ack                *connect.Client[v1.AckRequest, v1.AckResponse]
-	nack               *connect.Client[v1.NackRequest, v1.NackResponse]
-	listDeadLetters    *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
-	replayDeadLetters  *connect.Client[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse]
-	purgeDeadLetters   *connect.Client[v1.PurgeDeadLettersRequest, v1.PurgeDeadLettersResponse]
-	clusterStatus      *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
-	addNode            *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
-	removeNode         *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
-	rebalance          *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
-	shardLeaders       *connect.Client[v1.ShardLeadersRequest, v1.ShardLeadersResponse]
+	createTopic               *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
+	getTopic                  *connect.Client[v1.GetTopicRequest, v1.GetTopicResponse]
+	listTopics                *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	setTopicAttributes        *connect.Client[v1.SetTopicAttributesRequest, v1.SetTopicAttributesResponse]
+	deleteTopic               *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	topicStats                *connect.Client[v1.TopicStatsRequest, v1.TopicStatsResponse]
+	createSubscription        *connect.Client[v1.CreateSubscriptionRequest, v1.CreateSubscriptionResponse]
+	getSubscription           *connect.Client[v1.GetSubscriptionRequest, v1.GetSubscriptionResponse]
+	listSubscriptions         *connect.Client[v1.ListSubscriptionsRequest, v1.ListSubscriptionsResponse]
+	setSubscriptionAttributes *connect.Client[v1.SetSubscriptionAttributesRequest, v1.SetSubscriptionAttributesResponse]
+	deleteSubscription        *connect.Client[v1.DeleteSubscriptionRequest, v1.DeleteSubscriptionResponse]
+	enableSubscription        *connect.Client[v1.EnableSubscriptionRequest, v1.EnableSubscriptionResponse]
+	disableSubscription       *connect.Client[v1.DisableSubscriptionRequest, v1.DisableSubscriptionResponse]
+	publish                   *connect.Client[v1.PublishRequest, v1.PublishResponse]
+	reserve                   *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
+	commit                    *connect.Client[v1.CommitRequest, v1.CommitResponse]
+	abort                     *connect.Client[v1.AbortRequest, v1.AbortResponse]
+	fetch                     *connect.Client[v1.FetchRequest, v1.FetchResponse]
+	ack                       *connect.Client[v1.AckRequest, v1.AckResponse]
+	nack                      *connect.Client[v1.NackRequest, v1.NackResponse]
+	listDeadLetters           *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
+	replayDeadLetters         *connect.Client[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse]
+	purgeDeadLetters          *connect.Client[v1.PurgeDeadLettersRequest, v1.PurgeDeadLettersResponse]
+	clusterStatus             *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
+	addNode                   *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
+	removeNode                *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	rebalance                 *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
+	shardLeaders              *connect.Client[v1.ShardLeadersRequest, v1.ShardLeadersResponse]
 }
 
 // CreateTopic calls herald.v1.HeraldService.CreateTopic.
@@ -344,6 +434,41 @@ func (c *heraldServiceClient) DeleteTopic(ctx context.Context, req *connect.Requ
 // TopicStats calls herald.v1.HeraldService.TopicStats.
 func (c *heraldServiceClient) TopicStats(ctx context.Context, req *connect.Request[v1.TopicStatsRequest]) (*connect.Response[v1.TopicStatsResponse], error) {
 	return c.topicStats.CallUnary(ctx, req)
+}
+
+// CreateSubscription calls herald.v1.HeraldService.CreateSubscription.
+func (c *heraldServiceClient) CreateSubscription(ctx context.Context, req *connect.Request[v1.CreateSubscriptionRequest]) (*connect.Response[v1.CreateSubscriptionResponse], error) {
+	return c.createSubscription.CallUnary(ctx, req)
+}
+
+// GetSubscription calls herald.v1.HeraldService.GetSubscription.
+func (c *heraldServiceClient) GetSubscription(ctx context.Context, req *connect.Request[v1.GetSubscriptionRequest]) (*connect.Response[v1.GetSubscriptionResponse], error) {
+	return c.getSubscription.CallUnary(ctx, req)
+}
+
+// ListSubscriptions calls herald.v1.HeraldService.ListSubscriptions.
+func (c *heraldServiceClient) ListSubscriptions(ctx context.Context, req *connect.Request[v1.ListSubscriptionsRequest]) (*connect.Response[v1.ListSubscriptionsResponse], error) {
+	return c.listSubscriptions.CallUnary(ctx, req)
+}
+
+// SetSubscriptionAttributes calls herald.v1.HeraldService.SetSubscriptionAttributes.
+func (c *heraldServiceClient) SetSubscriptionAttributes(ctx context.Context, req *connect.Request[v1.SetSubscriptionAttributesRequest]) (*connect.Response[v1.SetSubscriptionAttributesResponse], error) {
+	return c.setSubscriptionAttributes.CallUnary(ctx, req)
+}
+
+// DeleteSubscription calls herald.v1.HeraldService.DeleteSubscription.
+func (c *heraldServiceClient) DeleteSubscription(ctx context.Context, req *connect.Request[v1.DeleteSubscriptionRequest]) (*connect.Response[v1.DeleteSubscriptionResponse], error) {
+	return c.deleteSubscription.CallUnary(ctx, req)
+}
+
+// EnableSubscription calls herald.v1.HeraldService.EnableSubscription.
+func (c *heraldServiceClient) EnableSubscription(ctx context.Context, req *connect.Request[v1.EnableSubscriptionRequest]) (*connect.Response[v1.EnableSubscriptionResponse], error) {
+	return c.enableSubscription.CallUnary(ctx, req)
+}
+
+// DisableSubscription calls herald.v1.HeraldService.DisableSubscription.
+func (c *heraldServiceClient) DisableSubscription(ctx context.Context, req *connect.Request[v1.DisableSubscriptionRequest]) (*connect.Response[v1.DisableSubscriptionResponse], error) {
+	return c.disableSubscription.CallUnary(ctx, req)
 }
 
 // Publish calls herald.v1.HeraldService.Publish.
@@ -433,6 +558,25 @@ type HeraldServiceHandler interface {
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
 	// TopicStats sums the shards' counters and lists them per shard.
 	TopicStats(context.Context, *connect.Request[v1.TopicStatsRequest]) (*connect.Response[v1.TopicStatsResponse], error)
+	// CreateSubscription adds a subscription to a topic: a push endpoint (or
+	// pull, without one), a filter and delivery settings. Creating the name
+	// "default", without attributes, attaches the topic's default
+	// subscription again after DeleteSubscription detached it.
+	CreateSubscription(context.Context, *connect.Request[v1.CreateSubscriptionRequest]) (*connect.Response[v1.CreateSubscriptionResponse], error)
+	GetSubscription(context.Context, *connect.Request[v1.GetSubscriptionRequest]) (*connect.Response[v1.GetSubscriptionResponse], error)
+	// ListSubscriptions lists a topic's subscriptions: the default one first
+	// (unless detached), then the others by name.
+	ListSubscriptions(context.Context, *connect.Request[v1.ListSubscriptionsRequest]) (*connect.Response[v1.ListSubscriptionsResponse], error)
+	// SetSubscriptionAttributes changes attributes; start cannot change, and
+	// the default subscription's settings are its topic's (SetTopicAttributes).
+	SetSubscriptionAttributes(context.Context, *connect.Request[v1.SetSubscriptionAttributesRequest]) (*connect.Response[v1.SetSubscriptionAttributesResponse], error)
+	// DeleteSubscription removes a subscription; the default one is detached.
+	DeleteSubscription(context.Context, *connect.Request[v1.DeleteSubscriptionRequest]) (*connect.Response[v1.DeleteSubscriptionResponse], error)
+	// EnableSubscription lets a disabled subscription deliver again.
+	EnableSubscription(context.Context, *connect.Request[v1.EnableSubscriptionRequest]) (*connect.Response[v1.EnableSubscriptionResponse], error)
+	// DisableSubscription stops a subscription's delivery until it is
+	// enabled, recording why.
+	DisableSubscription(context.Context, *connect.Request[v1.DisableSubscriptionRequest]) (*connect.Response[v1.DisableSubscriptionResponse], error)
 	// Publish appends a batch of events; each is routed to its shard by key.
 	// It returns once every event is committed (fsynced on a quorum).
 	Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error)
@@ -519,6 +663,48 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		HeraldServiceTopicStatsProcedure,
 		svc.TopicStats,
 		connect.WithSchema(heraldServiceMethods.ByName("TopicStats")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceCreateSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceCreateSubscriptionProcedure,
+		svc.CreateSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("CreateSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceGetSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceGetSubscriptionProcedure,
+		svc.GetSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("GetSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceListSubscriptionsHandler := connect.NewUnaryHandler(
+		HeraldServiceListSubscriptionsProcedure,
+		svc.ListSubscriptions,
+		connect.WithSchema(heraldServiceMethods.ByName("ListSubscriptions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceSetSubscriptionAttributesHandler := connect.NewUnaryHandler(
+		HeraldServiceSetSubscriptionAttributesProcedure,
+		svc.SetSubscriptionAttributes,
+		connect.WithSchema(heraldServiceMethods.ByName("SetSubscriptionAttributes")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceDeleteSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceDeleteSubscriptionProcedure,
+		svc.DeleteSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("DeleteSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceEnableSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceEnableSubscriptionProcedure,
+		svc.EnableSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("EnableSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldServiceDisableSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceDisableSubscriptionProcedure,
+		svc.DisableSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("DisableSubscription")),
 		connect.WithHandlerOptions(opts...),
 	)
 	heraldServicePublishHandler := connect.NewUnaryHandler(
@@ -625,6 +811,20 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceDeleteTopicHandler.ServeHTTP(w, r)
 		case HeraldServiceTopicStatsProcedure:
 			heraldServiceTopicStatsHandler.ServeHTTP(w, r)
+		case HeraldServiceCreateSubscriptionProcedure:
+			heraldServiceCreateSubscriptionHandler.ServeHTTP(w, r)
+		case HeraldServiceGetSubscriptionProcedure:
+			heraldServiceGetSubscriptionHandler.ServeHTTP(w, r)
+		case HeraldServiceListSubscriptionsProcedure:
+			heraldServiceListSubscriptionsHandler.ServeHTTP(w, r)
+		case HeraldServiceSetSubscriptionAttributesProcedure:
+			heraldServiceSetSubscriptionAttributesHandler.ServeHTTP(w, r)
+		case HeraldServiceDeleteSubscriptionProcedure:
+			heraldServiceDeleteSubscriptionHandler.ServeHTTP(w, r)
+		case HeraldServiceEnableSubscriptionProcedure:
+			heraldServiceEnableSubscriptionHandler.ServeHTTP(w, r)
+		case HeraldServiceDisableSubscriptionProcedure:
+			heraldServiceDisableSubscriptionHandler.ServeHTTP(w, r)
 		case HeraldServicePublishProcedure:
 			heraldServicePublishHandler.ServeHTTP(w, r)
 		case HeraldServiceReserveProcedure:
@@ -686,6 +886,34 @@ func (UnimplementedHeraldServiceHandler) DeleteTopic(context.Context, *connect.R
 
 func (UnimplementedHeraldServiceHandler) TopicStats(context.Context, *connect.Request[v1.TopicStatsRequest]) (*connect.Response[v1.TopicStatsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.TopicStats is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) CreateSubscription(context.Context, *connect.Request[v1.CreateSubscriptionRequest]) (*connect.Response[v1.CreateSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.CreateSubscription is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) GetSubscription(context.Context, *connect.Request[v1.GetSubscriptionRequest]) (*connect.Response[v1.GetSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.GetSubscription is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) ListSubscriptions(context.Context, *connect.Request[v1.ListSubscriptionsRequest]) (*connect.Response[v1.ListSubscriptionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ListSubscriptions is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) SetSubscriptionAttributes(context.Context, *connect.Request[v1.SetSubscriptionAttributesRequest]) (*connect.Response[v1.SetSubscriptionAttributesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.SetSubscriptionAttributes is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) DeleteSubscription(context.Context, *connect.Request[v1.DeleteSubscriptionRequest]) (*connect.Response[v1.DeleteSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.DeleteSubscription is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) EnableSubscription(context.Context, *connect.Request[v1.EnableSubscriptionRequest]) (*connect.Response[v1.EnableSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.EnableSubscription is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) DisableSubscription(context.Context, *connect.Request[v1.DisableSubscriptionRequest]) (*connect.Response[v1.DisableSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.DisableSubscription is not implemented"))
 }
 
 func (UnimplementedHeraldServiceHandler) Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error) {
