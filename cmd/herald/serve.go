@@ -69,6 +69,8 @@ type serveConfig struct {
 	SNSZonegroup        string        `yaml:"sns_zonegroup"`
 	BootParallelism     int           `yaml:"boot_parallelism"`
 	PprofListen         string        `yaml:"pprof_listen"`
+	AlertWebhook        string        `yaml:"alert_webhook"`
+	AlertSecret         string        `yaml:"alert_secret"`
 }
 
 // defaultServeConfig is the one place serve's defaults come from: the flags'
@@ -106,7 +108,7 @@ HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
 HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_DISK_FREE_LIMIT, HERALD_SNS_ZONEGROUP, HERALD_BOOT_PARALLELISM,
-HERALD_PPROF_LISTEN), then a YAML config file (--config) with the same names in
+HERALD_PPROF_LISTEN, HERALD_ALERT_WEBHOOK, HERALD_ALERT_SECRET), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
 Without --tokens-file, every caller may do everything, so herald then
@@ -159,6 +161,8 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Int("disk-free-limit", d.DiskFreeLimit, "free bytes on the data directory's disk under which new events are refused (resource_exhausted) while fetch, ack, delivery and deletes go on; publishing resumes by itself when space returns (0: no limit)")
 	f.String("sns-zonegroup", d.SNSZonegroup, "zonegroup of the SNS-style API's topic ARNs (arn:aws:sns:<zonegroup>::<topic>)")
 	f.Int("boot-parallelism", d.BootParallelism, "shards opened at once when the node starts (0: a number suited to the machine's CPUs)")
+	f.String("alert-webhook", d.AlertWebhook, "operator webhook (http or https URL) told, as JSON, when a subscription is disabled because its endpoint is gone (HTTP 410) or kept failing for its disable_after, and when one is enabled again (empty: none; the log and herald_subscription_disabled_total still say)")
+	f.String("alert-secret", d.AlertSecret, "secret that signs the --alert-webhook's requests (X-Herald-Signature, as webhook deliveries are signed)")
 	f.String("pprof-listen", d.PprofListen, "serve Go's profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (empty: off)")
 	return cmd
 }
@@ -498,6 +502,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		Logger:              logger,
 		Registerer:          reg,
 		PushGuard:           pushGuard(cfg),
+		AlertWebhook:        cfg.AlertWebhook,
+		AlertSecret:         cfg.AlertSecret,
 	})
 	if err != nil {
 		return err

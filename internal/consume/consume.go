@@ -48,7 +48,11 @@ type Shard struct {
 	Index  int // within the topic
 	Group  Group
 	Leases *Leases
+	// Sub is the subscription whose cursor ReadPending and AckedNow
+	// read; 0 is the topic's default subscription.
+	Sub uint64
 }
+
 
 // Lease is an event handed to a pull consumer: the event at Offset,
 // leased under lease number Number.
@@ -74,14 +78,23 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 	var locs []location
 	next = from
 	err = s.Group.View(ctx, func(m *shard.Machine) {
-		head = m.Head()
+		c, ok := m.Cursor(s.Sub)
+		if !ok {
+			// No cursor: the subscription is not on the shard yet, or
+			// was deleted. Nothing is pending for it, and the reader
+			// stays where it is: a cursor started from the earliest
+			// event will have events before the next offset.
+			head = from
+			return
+		}
+		head = c.Head()
 		o := max(from, head)
 		for ; o < m.NextOffset() && len(locs) < limit; o++ {
-			if m.IsAcked(o) { // acknowledged or dead-lettered
+			if c.IsAcked(o) { // acknowledged, skipped or dead-lettered
 				continue
 			}
 			if idx, slot, ok := m.Locate(o); ok {
-				locs = append(locs, location{o, idx, slot, m.Attempts(o)})
+				locs = append(locs, location{o, idx, slot, c.Attempts(o)})
 			}
 		}
 		next = o
@@ -226,8 +239,9 @@ func (s Shard) read(picks []pick) ([]Lease, error) {
 func (s Shard) AckedNow(ctx context.Context, pending []delivery.Event) (map[uint64]bool, error) {
 	acked := make(map[uint64]bool)
 	err := s.Group.View(ctx, func(m *shard.Machine) {
+		c, ok := m.Cursor(s.Sub)
 		for _, p := range pending {
-			if m.IsAcked(p.Offset) {
+			if !ok || c.IsAcked(p.Offset) { // done, or its subscription is gone
 				acked[p.Offset] = true
 			}
 		}

@@ -152,6 +152,11 @@ func (t *Topic) findSubscription(name string) (int, bool) {
 	})
 }
 
+// LastSubscription returns the id the last created subscription got, of
+// any topic, or 0 if none was ever created. A subscription with an id up
+// to it that the state does not hold was deleted: ids are never reused.
+func (s *State) LastSubscription() uint64 { return s.lastSubscription }
+
 // Subscriptions returns the subscriptions of the named topic, as
 // Topic.SubscriptionList does.
 func (s *State) Subscriptions(topicName string) ([]Subscription, error) {

@@ -103,6 +103,13 @@ type Config struct {
 	// retry delay later. Only with OnDisable.
 	DisableAfter time.Duration
 
+	// Admit, if set, says which events are for this dispatcher's
+	// subscription: its filter. An event it rejects is not sent; it is
+	// recorded done with a Skip, and holds up no other event of its key.
+	// It must be safe to call from the dispatcher's goroutine while the
+	// owner reads nothing it changes: a pure function of the event.
+	Admit func(e *shard.Event) bool
+
 	now func() time.Time // for tests
 }
 
@@ -212,8 +219,8 @@ type run struct {
 	pausedUntil time.Time // no sends before this: the endpoint's Retry-After
 	disabled    bool      // OnDisable was called: no sends at all
 
-	acks, attempts []*item
-	dead           []deadItem
+	acks, attempts, skips []*item
+	dead                  []deadItem
 }
 
 type deadItem struct {
@@ -251,7 +258,9 @@ func (r *run) loop(ctx context.Context) {
 		}
 		unavailable.Reset()
 		next := r.dispatch(ctx)
-		if len(r.dead) == 0 { // dead letters just queued unblock their keys: go round at once
+		// Dead letters just queued unblock their keys, and skips just read
+		// wait for nothing: go round at once to record them.
+		if len(r.dead) == 0 && len(r.skips) == 0 {
 			r.wait(ctx, next)
 		}
 	}
@@ -272,7 +281,12 @@ func (r *run) fill(ctx context.Context) error {
 		}
 		r.readFrom = next
 		for _, e := range evs {
-			r.window = append(r.window, &item{Event: e})
+			it := &item{Event: e}
+			if admit := r.d.cfg.Admit; admit != nil && !admit(&it.Event.Event) {
+				it.settled = true
+				r.skips = append(r.skips, it)
+			}
+			r.window = append(r.window, it)
 			r.bytes += len(e.Event.Payload)
 		}
 		if len(evs) == 0 {
@@ -553,6 +567,13 @@ func (r *run) flush(ctx context.Context) error {
 		}
 		r.acks = r.acks[:0]
 	}
+	if len(r.skips) > 0 {
+		cmd := shard.Command{Op: shard.OpSkip, Offsets: offsets(r.skips)}
+		if _, err := r.d.log.Propose(ctx, &cmd); err != nil {
+			return r.reset(fmt.Errorf("record skipped events: %w", err))
+		}
+		r.skips = r.skips[:0]
+	}
 	if len(r.attempts) > 0 {
 		cmd := shard.Command{Op: shard.OpAttempt, Offsets: offsets(r.attempts)}
 		if _, err := r.d.log.Propose(ctx, &cmd); err != nil {
@@ -581,7 +602,7 @@ func (r *run) reset(err error) error {
 	r.sends.Wait()
 	r.collect()
 	r.window, r.bytes, r.readFrom = nil, 0, 0
-	r.acks, r.attempts, r.dead = r.acks[:0], r.attempts[:0], r.dead[:0]
+	r.acks, r.attempts, r.skips, r.dead = r.acks[:0], r.attempts[:0], r.skips[:0], r.dead[:0]
 	return err
 }
 

@@ -382,3 +382,23 @@ func TestRetryDelayOfYears(t *testing.T) {
 		t.Errorf("retryDelay(MaxSeconds, 10) = %v, want at least %v", got, first)
 	}
 }
+
+func TestAdmitSkipsWhatTheFilterRejects(t *testing.T) {
+	l := newMemLog()
+	ep := newFakeEndpoint()
+	// Every other event of each key is for the subscription; the others
+	// are skipped, recorded done, and hold up nothing behind them.
+	admit := func(e *shard.Event) bool { return len(e.Payload) > 0 && (e.Payload[len(e.Payload)-1]-'0')%2 == 0 }
+	l.publish(t, time.Now(), events(4, 10)...)
+	startDispatcher(t, l, ep, topic.Defaults(), func(c *Config) { c.Admit = admit })
+	waitUntil(t, "every event is delivered or skipped", func() bool { return l.stats().Events == 0 })
+	for k := range 4 {
+		got := ep.delivered(fmt.Sprint("k", k))
+		if want := "0,2,4,6,8"; strings.Join(got, ",") != want {
+			t.Fatalf("key k%d delivered %v, want %s in order", k, got, want)
+		}
+	}
+	if st := l.stats(); st.Skipped != 20 || st.Delivered != 20 {
+		t.Fatalf("skipped %d, delivered %d; want 20 of each", st.Skipped, st.Delivered)
+	}
+}

@@ -17,6 +17,7 @@ var LatencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 
 // deliveryMetrics receive push delivery outcomes (delivery.Metrics).
 type deliveryMetrics struct {
+	disabled     *prometheus.CounterVec
 	delivered    *prometheus.CounterVec
 	retried      *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
@@ -25,6 +26,10 @@ type deliveryMetrics struct {
 
 func newDeliveryMetrics() *deliveryMetrics {
 	return &deliveryMetrics{
+		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_subscription_disabled_total",
+			Help: "Subscriptions this node disabled because their endpoint was gone (HTTP 410) or kept failing for their disable_after; alert on any increase.",
+		}, []string{"topic", "subscription"}),
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_delivered_events_total", Help: "Events pushed to their endpoint and acknowledged by it.",
 		}, []string{"topic", "endpoint"}),
@@ -46,6 +51,10 @@ func (m *deliveryMetrics) Delivered(topic, scheme string, latency time.Duration)
 	m.latency.WithLabelValues(topic, scheme).Observe(latency.Seconds())
 }
 
+func (m *deliveryMetrics) subscriptionDisabled(topic, sub string) {
+	m.disabled.WithLabelValues(topic, sub).Inc()
+}
+
 func (m *deliveryMetrics) Retried(topic, scheme string) {
 	m.retried.WithLabelValues(topic, scheme).Inc()
 }
@@ -65,7 +74,7 @@ func newForwardsMetric() *prometheus.CounterVec {
 // and the shards' queue depths.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.delivery
-	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered, m.latency, n.forwards.counter, &depthCollector{node: n}, &healthCollector{node: n}} {
+	for _, c := range []prometheus.Collector{m.disabled, m.delivered, m.retried, m.deadLettered, m.latency, n.forwards.counter, &depthCollector{node: n}, &healthCollector{node: n}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register node metrics: %w", err)
 		}
@@ -119,12 +128,16 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 
 var (
 	failuresDesc = prometheus.NewDesc("herald_delivery_consecutive_failures",
-		"Failed push attempts since the last success, per shard, on the node that leads it.", []string{"topic", "shard", "endpoint"}, nil)
+		"Failed push attempts since the last success, per subscription and shard, on the node that leads the shard.", healthLabels, nil)
 	lastSuccessDesc = prometheus.NewDesc("herald_delivery_last_success_timestamp_seconds",
-		"Unix time of the last successful push, per shard, on the node that leads it; 0 if none since it became leader.", []string{"topic", "shard", "endpoint"}, nil)
+		"Unix time of the last successful push, per subscription and shard, on the node that leads the shard; 0 if none since it became leader.", healthLabels, nil)
 	lastErrorDesc = prometheus.NewDesc("herald_delivery_last_error_timestamp_seconds",
-		"Unix time of the last failed push, per shard, on the node that leads it; 0 if none since it became leader.", []string{"topic", "shard", "endpoint"}, nil)
+		"Unix time of the last failed push, per subscription and shard, on the node that leads the shard; 0 if none since it became leader.", healthLabels, nil)
 )
+
+// healthLabels label the delivery health gauges: a topic's default
+// subscription is "default".
+var healthLabels = []string{"topic", "subscription", "shard", "endpoint"}
 
 // healthCollector exports the health of the dispatchers this node runs
 // when Prometheus scrapes: only the leader of a shard has its series.
@@ -137,8 +150,8 @@ func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	c.node.push.EachHealth(func(name string, i int, scheme string, h delivery.Health) {
-		labels := []string{name, topic.ShardName(name, i), scheme}
+	c.node.push.EachHealth(func(name, sub string, i int, scheme string, h delivery.Health) {
+		labels := []string{name, sub, topic.ShardName(name, i), scheme}
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(h.ConsecutiveFailures), labels...)
 		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(h.LastSuccess), labels...)
 		ch <- prometheus.MustNewConstMetric(lastErrorDesc, prometheus.GaugeValue, unixSeconds(h.LastErrorTime), labels...)

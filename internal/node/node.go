@@ -50,6 +50,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"herald/internal/alert"
 	"herald/internal/consume"
 	"herald/internal/controller"
 	"herald/internal/datadir"
@@ -119,6 +120,13 @@ type Config struct {
 	// group opens, before its state is restored: a hook for tests, which
 	// slow the opening of shards with it.
 	BeforeShardOpen func(group uint64)
+
+	// AlertWebhook, if set, is the operator's webhook (http or https):
+	// it is told when a subscription is disabled because its endpoint
+	// is gone or kept failing, and when one is enabled again (see
+	// package alert). AlertSecret, if set, signs its requests.
+	AlertWebhook string
+	AlertSecret  string
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -207,6 +215,8 @@ type Node struct {
 	opening          openProgress       // of the local shards (see shardOpen)
 	reconciler       *reconciler        // matches the shards to the controller's topics (see reconcile.go)
 	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
+	cursors          *cursorSync        // the shards' cursors, one per subscription (see cursors.go)
+	alerts           *alert.Notifier    // the operator's webhook; nil without one
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
 	identity  *clusterIdentity // whose the data directory is
@@ -310,7 +320,16 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.relay.peers, n.membership.peers, n.identity.peers = t, t, t
 	}
 	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
-		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency})
+		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency, OnDisable: n.disableGivenUp})
+	n.cursors = &cursorSync{reg: n.reg, leads: n.relay.leads, view: n.viewShard, propose: n.proposeAsLeader,
+		log: cfg.Logger, kick: make(chan struct{}, 1)}
+	if cfg.AlertWebhook != "" {
+		if n.alerts, err = alert.New(alert.Config{URL: cfg.AlertWebhook, Secret: cfg.AlertSecret,
+			Node: fmt.Sprint(cfg.NodeID), Logger: cfg.Logger}); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("--alert-webhook: %w", err)
+		}
+	}
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
 			h.Close()
@@ -357,7 +376,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// reconciler takes no other reconcile until they have all opened, by
 	// boot.
 	n.reconciler = &reconciler{self: cfg.NodeID, host: h, ctrl: n.ctrlGroup, changed: n.ctrl.changed, reg: n.reg,
-		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.push.Sync,
+		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.syncSubscriptions,
 		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
 		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
 			return newShardMachine(group, leases, n.reserving, cfg.BeforeShardOpen)
@@ -382,6 +401,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		shards: groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}}
 	n.wg.Go(func() { expiry.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
+	n.wg.Go(func() { n.cursors.run(n.stop, h.WatchLeadership()) })
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(func() { live.run(n.stop) })
 	return n, nil
@@ -416,7 +436,11 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.wg.Wait()
-		n.closeErr = errors.Join(n.host.Close(), n.lock.Release())
+		var alertsErr error
+		if n.alerts != nil {
+			alertsErr = n.alerts.Close()
+		}
+		n.closeErr = errors.Join(n.host.Close(), alertsErr, n.lock.Release())
 	})
 	return n.closeErr
 }

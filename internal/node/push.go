@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"herald/internal/controller"
 	"herald/internal/endpoint"
 	"herald/internal/push"
 	"herald/internal/shard"
@@ -20,14 +21,30 @@ func (ps pushSource) PushTopics() []push.Topic {
 	defer n.reg.mu.RUnlock()
 	var out []push.Topic
 	for name, tr := range n.reg.topics {
-		if tr.info.Attributes.PushEndpoint == "" {
+		subs := pushSubscriptions(&tr.info)
+		if len(subs) == 0 {
 			continue
 		}
-		t := push.Topic{Name: name, FirstGroup: tr.info.FirstGroup, Attributes: tr.info.Attributes}
+		t := push.Topic{Name: name, FirstGroup: tr.info.FirstGroup, Subscriptions: subs}
 		for _, s := range tr.shards {
 			t.Shards = append(t.Shards, shardLog{n, s})
 		}
 		out = append(out, t)
+	}
+	return out
+}
+
+// pushSubscriptions returns the push subscriptions of a topic: those with
+// a push endpoint, the default one's being the topic's own.
+func pushSubscriptions(t *controller.Topic) []push.Subscription {
+	var out []push.Subscription
+	for _, sub := range t.SubscriptionList() {
+		a := sub.Attributes.DeliveryAttributes(t.Attributes)
+		if a.PushEndpoint == "" {
+			continue // a pull subscription
+		}
+		out = append(out, push.Subscription{ID: sub.ID, Name: sub.Name, Attributes: a,
+			Settings: sub.Attributes, Disabled: sub.Disabled, KeepEnabled: sub.ID == 0})
 	}
 	return out
 }

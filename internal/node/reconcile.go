@@ -119,8 +119,9 @@ func (r *reconciler) plan(ctx context.Context) (*reconcilePlan, error) {
 	var members []controller.Member
 	var rebalancing bool
 	var move *controller.Move
+	var lastSub uint64
 	if err := r.ctrl.view(ctx, func(m *controllerMachine) {
-		topics, members, rebalancing = m.Topics(), m.Members(), m.Rebalancing()
+		topics, members, rebalancing, lastSub = m.Topics(), m.Members(), m.Rebalancing(), m.LastSubscription()
 		if mv, ok := m.CurrentMove(); ok {
 			move = &mv
 		}
@@ -173,6 +174,7 @@ func (r *reconciler) plan(ctx context.Context) (*reconcilePlan, error) {
 	}
 	r.reg.topics = newTopics
 	r.reg.members, r.reg.rebalancing, r.reg.move = members, rebalancing, move
+	r.reg.lastSubscription = lastSub
 	r.reg.mu.Unlock()
 	r.connect(members)
 	return p, nil

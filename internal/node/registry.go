@@ -25,6 +25,10 @@ type registry struct {
 	// and the balancer read them together.
 	rebalancing bool
 	move        *controller.Move
+	// lastSubscription is the controller's LastSubscription as of the
+	// topics above: a shard's cursor for an id up to it that no topic
+	// lists belongs to a deleted subscription.
+	lastSubscription uint64
 }
 
 func newRegistry() *registry {

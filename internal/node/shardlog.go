@@ -20,13 +20,26 @@ type shardLog struct {
 	s *shardRuntime
 }
 
-// Read reads the pending events, and keeps those still pending in a state
-// confirmed to be the leader's (see consume.Shard.Fetch): a dispatcher left running
-// on a leader that was replaced without knowing it would send events again
-// that its successor's dispatcher has delivered. An empty read needs no
+// Log returns the shard as the dispatcher of subscription sub reads it and
+// records outcomes in (push.Shard).
+func (l shardLog) Log(sub uint64) delivery.Log { return subscriptionLog{l, sub} }
+
+// subscriptionLog is a shard's log as one subscription's dispatcher sees
+// it: the subscription's cursor (delivery.Log).
+type subscriptionLog struct {
+	shardLog
+	sub uint64
+}
+
+// Read reads the subscription's pending events, and keeps those still
+// pending in a state confirmed to be the leader's (see
+// consume.Shard.Fetch): a dispatcher left running on a leader that was
+// replaced without knowing it would send events again that its
+// successor's dispatcher has delivered. An empty read needs no
 // confirmation, so idle shards stay quiet.
-func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
+func (l subscriptionLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
 	c := l.consumer()
+	c.Sub = l.sub
 	evs, next, err := c.ReadPending(ctx, from, max)
 	if err != nil || len(evs) == 0 {
 		return evs, next, err
@@ -42,7 +55,9 @@ func (l shardLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Ev
 	return evs, next, nil
 }
 
-func (l shardLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error) {
+// Propose records an outcome of the subscription's deliveries.
+func (l subscriptionLog) Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error) {
+	cmd.Subscription = l.sub
 	return l.n.proposeShard(ctx, l.s, cmd)
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"herald/internal/alert"
 	"herald/internal/controller"
+	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
@@ -71,7 +73,32 @@ func (n *Node) CreateSubscription(ctx context.Context, topicName, name string, a
 		}
 		cmd.SubscriptionAttributes = &a
 	}
-	return n.proposeSubscription(ctx, cmd)
+	sub, err := n.proposeSubscription(ctx, cmd)
+	if err != nil {
+		return Subscription{}, err
+	}
+	// Start its cursor on every shard now, so that every event published
+	// after this returns is the subscription's; a shard that cannot take
+	// it now gets it from cursorSync as soon as it has a leader.
+	var from uint64 = shard.FromNow
+	if sub.ID != 0 && sub.Attributes["start"] == topic.StartEarliest {
+		from = 0
+	}
+	n.toShards(ctx, topicName, shard.Command{Op: shard.OpSubscribe, Subscription: sub.ID, From: from})
+	return sub, nil
+}
+
+// toShards proposes a subscription's cursor change to every shard of a
+// topic, logging those that did not take it: cursorSync finishes them.
+func (n *Node) toShards(ctx context.Context, topicName string, cmd shard.Command) {
+	tr, err := n.reg.lookup(topicName)
+	if err != nil {
+		return // deleted meanwhile: nothing to do
+	}
+	if failed := n.proposeToShards(ctx, tr, cmd); len(failed) > 0 {
+		n.log.Warn("some shards did not take the subscription change yet; it reaches them when they have a leader",
+			"topic", topicName, "op", cmd.Op, "subscription", cmd.Subscription, "shards", failed)
+	}
 }
 
 // SetSubscriptionAttributes changes attributes of a subscription; its
@@ -107,11 +134,16 @@ func (n *Node) SetSubscriptionAttributes(ctx context.Context, topicName, name st
 func (n *Node) DeleteSubscription(ctx context.Context, topicName, name string) (err error) {
 	defer classify(&err)
 
-	if _, err := n.subscription(topicName, name); err != nil {
+	sub, err := n.subscription(topicName, name)
+	if err != nil {
 		return err
 	}
-	_, err = n.proposeSubscription(ctx, controller.Command{Op: controller.OpDeleteSubscription, Name: topicName, Subscription: name, Time: time.Now().UnixNano()})
-	return err
+	if _, err = n.proposeSubscription(ctx, controller.Command{Op: controller.OpDeleteSubscription, Name: topicName, Subscription: name, Time: time.Now().UnixNano()}); err != nil {
+		return err
+	}
+	// Free at once what only it held on the shards.
+	n.toShards(ctx, topicName, shard.Command{Op: shard.OpUnsubscribe, Subscription: sub.ID})
+	return nil
 }
 
 // EnableSubscription lets a disabled subscription deliver again. Enabling
@@ -119,10 +151,15 @@ func (n *Node) DeleteSubscription(ctx context.Context, topicName, name string) (
 func (n *Node) EnableSubscription(ctx context.Context, topicName, name string) (_ Subscription, err error) {
 	defer classify(&err)
 
-	if _, err := n.subscription(topicName, name); err != nil {
+	was, err := n.subscription(topicName, name)
+	if err != nil {
 		return Subscription{}, err
 	}
-	return n.proposeSubscription(ctx, controller.Command{Op: controller.OpEnableSubscription, Name: topicName, Subscription: name, Time: time.Now().UnixNano()})
+	sub, err := n.proposeSubscription(ctx, controller.Command{Op: controller.OpEnableSubscription, Name: topicName, Subscription: name, Time: time.Now().UnixNano()})
+	if err == nil && was.Disabled {
+		n.alert(alert.SubscriptionEnabled, topicName, name, "enabled again: its backlog is delivered in order")
+	}
+	return sub, err
 }
 
 // DisableSubscription stops a subscription's delivery until it is

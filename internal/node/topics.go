@@ -203,6 +203,7 @@ func addStats(total *ShardStats, s ShardStats) {
 	t.Delivered += x.Delivered
 	t.DeadLettered += x.DeadLettered
 	t.Retried += x.Retried
+	t.Skipped += x.Skipped
 	if x.OldestEventTime != 0 && (t.OldestEventTime == 0 || x.OldestEventTime < t.OldestEventTime) {
 		t.OldestEventTime = x.OldestEventTime
 	}

@@ -1,12 +1,13 @@
 // Package push supervises a node's push delivery: it keeps a dispatcher
-// (delivery.Dispatcher) running for every shard of a push topic that the
-// node leads, and none elsewhere, and holds each push topic's open
-// endpoint, which the dispatchers and the synchronous sends of
-// non-persistent topics share.
+// (delivery.Dispatcher) running for every shard, of every push
+// subscription, that the node leads, and none elsewhere, and holds each
+// push subscription's open endpoint, which its dispatchers share (and the
+// synchronous sends of non-persistent topics, the default subscription's).
 //
-// It knows the node only through Source: the topics with a push endpoint,
-// and for each of their shards whether the node leads it and the shard's
-// log, which a dispatcher reads and records outcomes in.
+// It knows the node only through Source: the topics with push
+// subscriptions, and for each of their shards whether the node leads it
+// and the shard's log as each subscription's dispatcher reads it and
+// records outcomes in.
 package push
 
 import (
@@ -14,39 +15,66 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
+	"herald/internal/filter"
+	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
 // Shard is one shard of a push topic, as the node holds it.
 type Shard interface {
-	// Log is the shard as its dispatcher reads it and records outcomes
-	// in.
-	delivery.Log
+	// Log is the shard as the dispatcher of subscription sub reads it and
+	// records outcomes in: its cursor of the shard's log.
+	Log(sub uint64) delivery.Log
 	// Index is the shard's number in its topic.
 	Index() int
 	// Leads reports whether this node leads the shard now.
 	Leads() bool
 }
 
-// Topic is a topic whose attributes name a push endpoint.
+// Topic is a topic with at least one push subscription.
 type Topic struct {
 	Name string
 	// FirstGroup is the Raft group of the topic's shard 0; a topic
 	// deleted and created again has another.
 	FirstGroup uint64
+	// Subscriptions are the topic's push subscriptions, disabled ones
+	// included.
+	Subscriptions []Subscription
+	Shards        []Shard
+}
+
+// Subscription is a push subscription of a topic: the default one (ID 0,
+// the topic's own push_endpoint) or a named one.
+type Subscription struct {
+	ID   uint64
+	Name string
+	// Attributes are the delivery attributes its dispatchers take: its
+	// push endpoint, retries, time to live, signing (see
+	// topic.SubscriptionAttributes.DeliveryAttributes).
 	Attributes topic.Attributes
-	Shards     []Shard
+	// Settings are its own: filter, key prefix, rate, concurrency and
+	// when to disable it.
+	Settings topic.SubscriptionAttributes
+	// Disabled subscriptions have no endpoint open and no dispatcher:
+	// their events wait.
+	Disabled bool
+	// KeepEnabled subscriptions are never disabled by their dispatchers,
+	// whatever their endpoint answers: a topic's default subscription
+	// delivers as topics did before there were subscriptions (a 410 is
+	// dead-lettered as any refusal is).
+	KeepEnabled bool
 }
 
 // Source is what the supervisor reads of the node.
 type Source interface {
-	// PushTopics returns the topics whose attributes name a push
-	// endpoint.
+	// PushTopics returns the topics that have push subscriptions.
 	PushTopics() []Topic
 	// ShardOfGroup returns the shard of a Raft group, and its topic's
 	// name, if the group is one of the node's shards.
@@ -68,18 +96,27 @@ type Config struct {
 	// Metrics receives delivery outcomes; optional.
 	Metrics delivery.Metrics
 	Logger  *slog.Logger
-	// MaxInFlight bounds a shard's concurrent pushes (see
-	// delivery.Config).
+	// MaxInFlight bounds a shard's concurrent pushes for subscriptions
+	// that set no max_in_flight (see delivery.Config).
 	MaxInFlight int
 	// RetryPause is how long the supervisor waits before it tries again
 	// to open a push endpoint that failed to open. Default 1s.
 	RetryPause time.Duration
+	// OnDisable, if set, is told when a subscription's dispatcher gives up
+	// on its endpoint (see delivery.Config.OnDisable): the owner records
+	// the subscription disabled, and the next Sync stops its dispatchers.
+	// It is called once per subscription for as long as its endpoint stays
+	// open, from a dispatcher's goroutine: it must return promptly and
+	// must not call the supervisor. Without it no subscription is
+	// disabled, and a 410 Gone is dead-lettered as any refusal is.
+	OnDisable func(topicName string, sub Subscription, reason string)
 }
 
 // DefaultRetryPause is Config.RetryPause's default.
 const DefaultRetryPause = time.Second
 
-// Supervisor owns the push topics' endpoints and their dispatchers.
+// Supervisor owns the push subscriptions' endpoints and their
+// dispatchers.
 type Supervisor struct {
 	cfg    Config
 	failed chan struct{} // cap 1: a push endpoint failed to open; retry
@@ -88,23 +125,39 @@ type Supervisor struct {
 	topics map[string]*pushTopic // by topic name
 }
 
-// pushTopic is the push side of a topic on this node: its endpoint and the
-// dispatchers of the shards this node leads.
+// pushTopic is the push side of a topic on this node: its push
+// subscriptions that are open.
 type pushTopic struct {
-	attrs       topic.Attributes
-	firstGroup  uint64
-	ep          endpoint.Endpoint
-	scheme      string
-	dispatchers map[int]*delivery.Dispatcher
+	firstGroup uint64
+	subs       map[uint64]*pushSub // by subscription id
 }
 
 func (p *pushTopic) close() {
 	var wg sync.WaitGroup
-	for _, d := range p.dispatchers {
+	for _, ps := range p.subs {
+		wg.Go(ps.close)
+	}
+	wg.Wait()
+}
+
+// pushSub is a push subscription on this node: its endpoint, its filter,
+// and the dispatchers of the shards this node leads.
+type pushSub struct {
+	spec        Subscription
+	ep          endpoint.Endpoint
+	scheme      string
+	admit       func(*shard.Event) bool // nil: every event
+	dispatchers map[int]*delivery.Dispatcher
+	disabled    atomic.Bool // OnDisable was called
+}
+
+func (ps *pushSub) close() {
+	var wg sync.WaitGroup
+	for _, d := range ps.dispatchers {
 		wg.Go(d.Stop)
 	}
 	wg.Wait()
-	p.ep.Close()
+	ps.ep.Close()
 }
 
 // New returns a supervisor with no endpoint open: Sync opens them.
@@ -118,8 +171,8 @@ func New(cfg Config) *Supervisor {
 	return &Supervisor{cfg: cfg, failed: make(chan struct{}, 1), topics: make(map[string]*pushTopic)}
 }
 
-// Run keeps a dispatcher running for every shard of a push topic that
-// this node leads, and none elsewhere, until stop is closed; then it
+// Run keeps a dispatcher running for every shard of a push subscription
+// that this node leads, and none elsewhere, until stop is closed; then it
 // stops them all, closes the endpoints and leadership, and returns. It
 // syncs the dispatchers when leadership reports a change (the node calls
 // Sync when topics change), and RetryPause after an endpoint failed to
@@ -150,9 +203,10 @@ func (s *Supervisor) Run(stop <-chan struct{}, leadership Leadership) {
 	}
 }
 
-// Sync opens the endpoints of new push topics, closes those of topics
-// deleted, recreated or changed, and starts or stops each shard's
-// dispatcher as this node leads it or not.
+// Sync opens the endpoints of new push subscriptions, closes those of
+// subscriptions deleted, disabled or changed and of topics deleted or
+// recreated, and starts or stops each shard's dispatchers as this node
+// leads it or not.
 func (s *Supervisor) Sync() {
 	topics := make(map[string]Topic)
 	for _, t := range s.cfg.Source.PushTopics() {
@@ -162,32 +216,83 @@ func (s *Supervisor) Sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, p := range s.topics {
-		t, ok := topics[name]
-		if !ok || t.FirstGroup != p.firstGroup || !reflect.DeepEqual(t.Attributes, p.attrs) {
-			p.close() // deleted, recreated or changed: start again below
+		if t, ok := topics[name]; !ok || t.FirstGroup != p.firstGroup {
+			p.close() // deleted or recreated: start again below
 			delete(s.topics, name)
 		}
 	}
 	for name, t := range topics {
 		p := s.topics[name]
 		if p == nil {
-			ep, err := delivery.OpenEndpoint(name, t.Attributes, s.cfg.Guard)
-			if err != nil {
-				s.cfg.Logger.Error("cannot open the push endpoint; events stay queued until it is fixed", "topic", name, "err", err)
+			p = &pushTopic{firstGroup: t.FirstGroup, subs: make(map[uint64]*pushSub)}
+			s.topics[name] = p
+		}
+		s.syncSubscriptions(name, p, t)
+	}
+}
+
+// syncSubscriptions brings the open subscriptions of p in line with t's.
+// The caller holds s.mu.
+func (s *Supervisor) syncSubscriptions(name string, p *pushTopic, t Topic) {
+	want := make(map[uint64]Subscription, len(t.Subscriptions))
+	for _, sub := range t.Subscriptions {
+		if !sub.Disabled {
+			want[sub.ID] = sub
+		}
+	}
+	for id, ps := range p.subs {
+		if sub, ok := want[id]; !ok || !reflect.DeepEqual(sub, ps.spec) {
+			ps.close() // deleted, disabled or changed: start again below
+			delete(p.subs, id)
+		}
+	}
+	for id, sub := range want {
+		ps := p.subs[id]
+		if ps == nil {
+			var err error
+			if ps, err = s.open(name, sub); err != nil {
+				s.cfg.Logger.Error("cannot open the push endpoint; events stay queued until it is fixed",
+					"topic", name, "subscription", sub.Name, "err", err)
 				select {
 				case s.failed <- struct{}{}:
 				default: // a retry is already due
 				}
 				continue
 			}
-			u, _ := url.Parse(t.Attributes.PushEndpoint)
-			p = &pushTopic{attrs: t.Attributes.Clone(), firstGroup: t.FirstGroup, ep: ep,
-				scheme: u.Scheme, dispatchers: make(map[int]*delivery.Dispatcher)}
-			s.topics[name] = p
+			p.subs[id] = ps
 		}
 		for _, sh := range t.Shards {
-			s.syncDispatcher(p, name, sh)
+			s.syncDispatcher(name, ps, sh)
 		}
+	}
+}
+
+// open opens a subscription's endpoint and compiles its filter.
+func (s *Supervisor) open(topicName string, sub Subscription) (*pushSub, error) {
+	pol, err := sub.Settings.Filter()
+	if err != nil {
+		return nil, err
+	}
+	ep, err := delivery.OpenEndpoint(topicName, sub.Attributes, s.cfg.Guard)
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(sub.Attributes.PushEndpoint)
+	return &pushSub{spec: sub, ep: ep, scheme: u.Scheme, admit: admitter(pol, sub.Settings.KeyPrefix),
+		dispatchers: make(map[int]*delivery.Dispatcher)}, nil
+}
+
+// admitter returns the test of which events a subscription wants, or nil
+// if it wants them all.
+func admitter(pol *filter.Policy, keyPrefix string) func(*shard.Event) bool {
+	if pol == nil && keyPrefix == "" {
+		return nil
+	}
+	return func(e *shard.Event) bool {
+		if !strings.HasPrefix(e.Key, keyPrefix) {
+			return false
+		}
+		return pol.Match(filter.Event{Key: e.Key, Headers: e.HeaderMap(), Payload: e.Payload})
 	}
 }
 
@@ -210,40 +315,68 @@ func (s *Supervisor) SyncLeadership(groups []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sh := range shards {
-		if p := s.topics[sh.topic]; p != nil && p.firstGroup+uint64(sh.s.Index()) == sh.group {
-			s.syncDispatcher(p, sh.topic, sh.s)
+		p := s.topics[sh.topic]
+		if p == nil || p.firstGroup+uint64(sh.s.Index()) != sh.group {
+			continue
+		}
+		for _, ps := range p.subs {
+			s.syncDispatcher(sh.topic, ps, sh.s)
 		}
 	}
 }
 
-// syncDispatcher starts or stops a shard's dispatcher. The caller holds
-// s.mu.
-func (s *Supervisor) syncDispatcher(p *pushTopic, topicName string, sh Shard) {
+// syncDispatcher starts or stops a subscription's dispatcher of a shard.
+// The caller holds s.mu.
+func (s *Supervisor) syncDispatcher(topicName string, ps *pushSub, sh Shard) {
 	leads := sh.Leads()
-	d := p.dispatchers[sh.Index()]
+	d := ps.dispatchers[sh.Index()]
 	switch {
 	case leads && d == nil:
-		p.dispatchers[sh.Index()] = delivery.Start(context.Background(), sh, delivery.Config{
-			Topic: topicName, Shard: sh.Index(), Attributes: p.attrs, Endpoint: p.ep,
-			Scheme: p.scheme, Metrics: s.cfg.Metrics, Logger: s.cfg.Logger, MaxInFlight: s.cfg.MaxInFlight,
-		})
+		ps.dispatchers[sh.Index()] = delivery.Start(context.Background(), sh.Log(ps.spec.ID), s.dispatcherConfig(topicName, ps, sh.Index()))
 	case !leads && d != nil:
 		d.Stop()
-		delete(p.dispatchers, sh.Index())
+		delete(ps.dispatchers, sh.Index())
 	}
 }
 
-// Health returns the health of the dispatcher of shard index of the
-// topic whose shard 0 is group firstGroup, if this node runs one: it
-// leads the shard, of a topic with a push endpoint.
+func (s *Supervisor) dispatcherConfig(topicName string, ps *pushSub, index int) delivery.Config {
+	set := ps.spec.Settings
+	cfg := delivery.Config{
+		Topic: topicName, Shard: index, Attributes: ps.spec.Attributes, Endpoint: ps.ep,
+		Scheme: ps.scheme, Metrics: s.cfg.Metrics, Logger: s.cfg.Logger, MaxInFlight: s.cfg.MaxInFlight,
+		MaxPerSecond: float64(set.MaxEventsPerSecond), Admit: ps.admit,
+	}
+	if set.MaxInFlight > 0 {
+		cfg.MaxInFlight = set.MaxInFlight
+	}
+	if s.cfg.OnDisable != nil && !ps.spec.KeepEnabled {
+		cfg.DisableAfter = time.Duration(set.DisableAfter) * time.Second
+		cfg.OnDisable = func(reason string) {
+			if ps.disabled.CompareAndSwap(false, true) {
+				s.cfg.OnDisable(topicName, ps.spec, reason)
+			}
+		}
+	}
+	return cfg
+}
+
+// Health returns the health of the default subscription's dispatcher of
+// shard index of the topic whose shard 0 is group firstGroup, if this node
+// runs one: it leads the shard, of a topic with a push endpoint.
 func (s *Supervisor) Health(topicName string, firstGroup uint64, index int) (delivery.Health, bool) {
+	return s.SubscriptionHealth(topicName, firstGroup, 0, index)
+}
+
+// SubscriptionHealth returns the health of subscription sub's dispatcher
+// of shard index, if this node runs one.
+func (s *Supervisor) SubscriptionHealth(topicName string, firstGroup, sub uint64, index int) (delivery.Health, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.topics[topicName]
-	if p == nil || p.firstGroup != firstGroup {
+	if p == nil || p.firstGroup != firstGroup || p.subs[sub] == nil {
 		return delivery.Health{}, false
 	}
-	d := p.dispatchers[index]
+	d := p.subs[sub].dispatchers[index]
 	if d == nil {
 		return delivery.Health{}, false
 	}
@@ -251,19 +384,22 @@ func (s *Supervisor) Health(topicName string, firstGroup uint64, index int) (del
 }
 
 // EachHealth calls f with the health of every dispatcher running, and its
-// endpoint's scheme. It holds the supervisor's lock meanwhile: f must not
-// call the supervisor.
-func (s *Supervisor) EachHealth(f func(topicName string, index int, scheme string, h delivery.Health)) {
+// subscription and endpoint's scheme. It holds the supervisor's lock
+// meanwhile: f must not call the supervisor.
+func (s *Supervisor) EachHealth(f func(topicName, subscription string, index int, scheme string, h delivery.Health)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, p := range s.topics {
-		for i, d := range p.dispatchers {
-			f(name, i, p.scheme, d.Health())
+		for _, ps := range p.subs {
+			for i, d := range ps.dispatchers {
+				f(name, ps.spec.Name, i, ps.scheme, d.Health())
+			}
 		}
 	}
 }
 
-// Notify wakes the dispatchers of the given shards of a topic.
+// Notify wakes the dispatchers of the given shards of a topic, of every
+// subscription.
 func (s *Supervisor) Notify(topicName string, shards []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -271,22 +407,24 @@ func (s *Supervisor) Notify(topicName string, shards []int) {
 	if p == nil {
 		return
 	}
-	for _, i := range shards {
-		if d := p.dispatchers[i]; d != nil {
-			d.Notify()
+	for _, ps := range p.subs {
+		for _, i := range shards {
+			if d := ps.dispatchers[i]; d != nil {
+				d.Notify()
+			}
 		}
 	}
 }
 
-// Endpoint returns the open endpoint of a push topic, and its scheme: a
-// non-persistent topic's events are sent to it synchronously, by the
-// publisher.
+// Endpoint returns the open endpoint of a topic's default subscription,
+// and its scheme: a non-persistent topic's events are sent to it
+// synchronously, by the publisher.
 func (s *Supervisor) Endpoint(topicName string) (ep endpoint.Endpoint, scheme string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.topics[topicName]
-	if p == nil {
+	if p == nil || p.subs[0] == nil {
 		return nil, "", false
 	}
-	return p.ep, p.scheme, true
+	return p.subs[0].ep, p.subs[0].scheme, true
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,8 @@ func (f *fakeShard) allAcked() bool {
 	return len(f.acked) == len(f.events)
 }
 
-func (f *fakeShard) Index() int  { return f.index }
+func (f *fakeShard) Log(uint64) delivery.Log { return f }
+func (f *fakeShard) Index() int              { return f.index }
 func (f *fakeShard) Leads() bool { return f.leads.Load() }
 
 func (f *fakeShard) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
@@ -154,7 +156,7 @@ func pushTopicOf(name string, first uint64, url string, shards ...Shard) Topic {
 	a := topic.Defaults()
 	a.Shards = len(shards)
 	a.PushEndpoint = url
-	return Topic{Name: name, FirstGroup: first, Attributes: a, Shards: shards}
+	return Topic{Name: name, FirstGroup: first, Subscriptions: []Subscription{{Name: "default", Attributes: a}}, Shards: shards}
 }
 
 // ledShard is a topic "orders" of one shard, which the node leads, on a
@@ -316,7 +318,7 @@ func TestEndpointThatFailsToOpenIsRetried(t *testing.T) {
 	sh.leads.Store(true)
 	src := &fakeSource{}
 	bad := pushTopicOf("orders", 10, srv.URL, sh)
-	bad.Attributes.TLSCAFile = "ca.pem" // no CA directory is allowed: refused
+	bad.Subscriptions[0].Attributes.TLSCAFile = "ca.pem" // no CA directory is allowed: refused
 	src.set(bad)
 	s := newSupervisor(t, src)
 	run(t, s, newFakeLeadership())
@@ -346,8 +348,163 @@ func TestRunStopsEverything(t *testing.T) {
 		t.Errorf("after Run returned: dispatcher running %v, leadership watch stopped %v", running(s, "orders", 10, 0), l.stopped.Load())
 	}
 	n := 0
-	s.EachHealth(func(string, int, string, delivery.Health) { n++ })
+	s.EachHealth(func(string, string, int, string, delivery.Health) { n++ })
 	if n != 0 {
 		t.Errorf("%d dispatchers left", n)
+	}
+}
+
+// subLog is a shard's log as one subscription sees it: the fake shard
+// keeps an ack set per subscription.
+type subShard struct {
+	*fakeShard
+	mu    sync.Mutex
+	acked map[uint64]map[uint64]bool // by subscription
+	skips map[uint64]int
+}
+
+func (f *subShard) Log(sub uint64) delivery.Log { return subLog{f, sub} }
+
+type subLog struct {
+	f   *subShard
+	sub uint64
+}
+
+func (l subLog) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
+	l.f.fakeShard.mu.Lock()
+	evs := append([]delivery.Event(nil), l.f.events...)
+	l.f.fakeShard.mu.Unlock()
+	l.f.mu.Lock()
+	defer l.f.mu.Unlock()
+	var out []delivery.Event
+	for _, e := range evs[min(int(from), len(evs)):] {
+		if !l.f.acked[l.sub][e.Offset] {
+			out = append(out, e)
+		}
+	}
+	return out, uint64(len(evs)), nil
+}
+
+func (l subLog) Propose(_ context.Context, cmd *shard.Command) (shard.Result, error) {
+	l.f.mu.Lock()
+	defer l.f.mu.Unlock()
+	if cmd.Op == shard.OpAck || cmd.Op == shard.OpSkip {
+		if l.f.acked[l.sub] == nil {
+			l.f.acked[l.sub] = make(map[uint64]bool)
+		}
+		for _, o := range cmd.Offsets {
+			l.f.acked[l.sub][o] = true
+		}
+	}
+	if cmd.Op == shard.OpSkip {
+		l.f.skips[l.sub] += len(cmd.Offsets)
+	}
+	return shard.Result{}, nil
+}
+
+func (f *subShard) done(sub uint64, n int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.acked[sub]) == n
+}
+
+// Each subscription of a topic has its own endpoint and dispatchers, and
+// gets only the events its filter admits; a disabled one has none.
+func TestSubscriptionsDeliverTheirOwnEvents(t *testing.T) {
+	billing, billed := receiver(t)
+	shipping, shipped := receiver(t)
+	fs := newFakeShard(0)
+	fs.leads.Store(true)
+	for range 3 {
+		fs.add()
+	}
+	fs.mu.Lock()
+	fs.events[1].Event.Headers = []shard.Header{{Name: "type", Value: "shipping"}}
+	fs.mu.Unlock()
+	sh := &subShard{fakeShard: fs, acked: map[uint64]map[uint64]bool{}, skips: map[uint64]int{}}
+	sub := func(id uint64, name, url, policy string) Subscription {
+		set := topic.DefaultSubscriptionAttributes()
+		set.FilterPolicy = policy
+		a := topic.Defaults()
+		a.PushEndpoint = url
+		return Subscription{ID: id, Name: name, Attributes: a, Settings: set}
+	}
+	src := &fakeSource{}
+	tp := Topic{Name: "orders", FirstGroup: 10, Shards: []Shard{sh}, Subscriptions: []Subscription{
+		sub(3, "billing", billing.URL, ""),
+		sub(4, "shipping", shipping.URL, `{"type": ["shipping"]}`),
+	}}
+	src.set(tp)
+	s := newSupervisor(t, src)
+	run(t, s, newFakeLeadership())
+	s.Sync()
+	eventually(t, "both subscriptions are done with the four events", func() bool { return sh.done(3, 4) && sh.done(4, 4) })
+	if billed.Load() != 4 || shipped.Load() != 1 {
+		t.Fatalf("billing got %d posts, shipping %d; want 4 and 1", billed.Load(), shipped.Load())
+	}
+	sh.mu.Lock()
+	skipped := sh.skips[4]
+	sh.mu.Unlock()
+	if skipped != 3 {
+		t.Fatalf("shipping skipped %d events, want 3", skipped)
+	}
+	if _, ok := s.SubscriptionHealth("orders", 10, 4, 0); !ok {
+		t.Fatal("no health for the shipping subscription's dispatcher")
+	}
+	// Disabled: its dispatcher stops, the other keeps running.
+	tp.Subscriptions[1].Disabled = true
+	src.set(tp)
+	s.Sync()
+	if _, ok := s.SubscriptionHealth("orders", 10, 4, 0); ok {
+		t.Fatal("a disabled subscription's dispatcher still runs")
+	}
+	if _, ok := s.SubscriptionHealth("orders", 10, 3, 0); !ok {
+		t.Fatal("disabling one subscription stopped another")
+	}
+}
+
+// A subscription whose endpoint answers 410 Gone is reported to OnDisable,
+// once, however many shards' dispatchers see it.
+func TestGoneEndpointIsReportedOnce(t *testing.T) {
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusGone)
+	}))
+	t.Cleanup(gone.Close)
+	var shards []Shard
+	for i := range 3 {
+		sh := newFakeShard(i)
+		sh.leads.Store(true)
+		shards = append(shards, sh)
+	}
+	src := &fakeSource{}
+	tp := pushTopicOf("orders", 10, gone.URL, shards...)
+	src.set(tp)
+	g, err := endpoint.NewGuard(endpoint.GuardConfig{Allow: endpointtest.LoopbackCIDRs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	var reason atomic.Value
+	s := New(Config{Source: src, Guard: g, RetryPause: 10 * time.Millisecond, OnDisable: func(topicName string, sub Subscription, why string) {
+		if topicName == "orders" && sub.Name == "default" {
+			calls.Add(1)
+			reason.Store(why)
+		}
+	}})
+	run(t, s, newFakeLeadership())
+	s.Sync()
+	eventually(t, "the subscription is reported", func() bool { return calls.Load() > 0 })
+	time.Sleep(50 * time.Millisecond)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnDisable called %d times, want once", n)
+	}
+	if why, _ := reason.Load().(string); !strings.Contains(why, "410") && !strings.Contains(strings.ToLower(why), "no longer exists") {
+		t.Fatalf("reason %q does not say the endpoint is gone", why)
+	}
+	for _, sh := range shards {
+		if sh.(*fakeShard).allAcked() {
+			t.Fatal("an event sent to a gone endpoint was acknowledged")
+		}
 	}
 }

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"herald/internal/shard"
+)
+
+// typed is a JSON event of key whose "type" header is typ.
+func typed(key, typ string, i int) Event {
+	return Event{Key: key, Payload: fmt.Appendf(nil, "%q", fmt.Sprint(i)), Headers: map[string]string{"type": typ}}
+}
+
+// counting returns want's payloads 0..n-1 of the given parity (all if
+// parity < 0), as the receivers record them.
+func counting(n, parity int) []string {
+	var out []string
+	for i := range n {
+		if parity < 0 || i%2 == parity {
+			out = append(out, fmt.Sprint(i))
+		}
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// One topic, three webhook subscriptions: each receiver gets exactly what
+// its filter admits, in order per key; the one whose endpoint fails holds
+// up neither the others nor the topic; when its endpoint answers 410 it
+// is disabled, and once enabled again it gets its whole backlog, in order.
+func TestFanOutToSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "orders", map[string]string{"shards": "3"})
+	all, paid, flaky := newReceiver(t), newReceiver(t), newReceiver(t)
+	var flakyStatus atomic.Int32
+	flakyStatus.Store(http.StatusServiceUnavailable)
+	flaky.setStatus(func(string) int { return int(flakyStatus.Load()) })
+	for name, attrs := range map[string]map[string]string{
+		"all":   {"push_endpoint": all.URL},
+		"paid":  {"push_endpoint": paid.URL, "filter_policy": `{"type": ["paid"]}`},
+		"flaky": {"push_endpoint": flaky.URL, "retry_sleep_duration": "0"},
+	} {
+		if _, err := n.CreateSubscription(ctx, "orders", name, attrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The default subscription (pull) would hold every event: drop it.
+	if err := n.DeleteSubscription(ctx, "orders", "default"); err != nil {
+		t.Fatal(err)
+	}
+
+	keys := []string{"a", "b", "c", "d"}
+	const perKey = 20
+	for i := range perKey {
+		for _, k := range keys {
+			typ := "paid"
+			if i%2 == 1 {
+				typ = "refunded"
+			}
+			publish(t, n, "orders", typed(k, typ, i))
+		}
+	}
+	waitUntil(t, "all and paid have their events", func() bool {
+		return len(all.got("d")) == perKey && len(paid.got("d")) == perKey/2
+	})
+	for _, k := range keys {
+		if got, want := all.got(k), counting(perKey, -1); !slices.Equal(got, want) {
+			t.Errorf("all: key %s got %v, want %v", k, got, want)
+		}
+		if got, want := paid.got(k), counting(perKey, 0); !slices.Equal(got, want) {
+			t.Errorf("paid: key %s got %v, want %v", k, got, want)
+		}
+	}
+	// Deliveries are recorded after they are made: wait for the skips too.
+	var st TopicStats
+	waitUntil(t, "paid has recorded every event", func() bool {
+		var err error
+		st, err = n.SubscriptionStats(ctx, "orders", "paid")
+		return err == nil && st.Total.Stats.Events == 0
+	})
+	if st.Total.Stats.Skipped != perKey*2 || st.Total.Stats.Delivered != perKey*2 || st.Total.Stats.Events != 0 {
+		t.Errorf("paid's stats %+v: want %d skipped and %d delivered", st.Total.Stats, perKey*2, perKey*2)
+	}
+	fl, err := n.SubscriptionStats(ctx, "orders", "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl.Total.Stats.Events != perKey*4 || fl.Total.Delivery == nil || fl.Total.Delivery.ConsecutiveFailures == 0 {
+		t.Errorf("flaky's stats %+v, health %+v: want all %d events pending and failures", fl.Total.Stats, fl.Total.Delivery, perKey*4)
+	}
+
+	// 410 Gone: disabled, its events kept.
+	flakyStatus.Store(http.StatusGone)
+	waitUntil(t, "flaky is disabled", func() bool {
+		s, err := n.GetSubscription(ctx, "orders", "flaky")
+		return err == nil && s.Disabled
+	})
+	s, _ := n.GetSubscription(ctx, "orders", "flaky")
+	if !strings.Contains(s.DisabledReason, "410") && !strings.Contains(s.DisabledReason, "no longer exists") {
+		t.Errorf("disabled for %q; want the reason to say the endpoint is gone", s.DisabledReason)
+	}
+	publish(t, n, "orders", typed("a", "paid", perKey))
+	waitUntil(t, "all gets the event published while flaky is disabled", func() bool { return len(all.got("a")) == perKey+1 })
+
+	flakyStatus.Store(http.StatusOK)
+	if _, err := n.EnableSubscription(ctx, "orders", "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "flaky gets its backlog", func() bool { return len(flaky.got("a")) == perKey+1 && len(flaky.got("d")) == perKey })
+	for _, k := range keys {
+		want := counting(perKey, -1)
+		if k == "a" {
+			want = counting(perKey+1, -1)
+		}
+		if got := flaky.got(k); !slices.Equal(got, want) {
+			t.Errorf("flaky: key %s got %v, want %v", k, got, want)
+		}
+	}
+}
+
+// A subscription starting from the earliest event gets what the topic
+// still holds; one starting now gets only what is published after; and
+// deleting a subscription frees what only it held.
+func TestSubscriptionStartAndDelete(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "t", map[string]string{"shards": "2"})
+	publish(t, n, "t", jsonEvents("k", 0, 5)...) // held by the default (pull) subscription
+	early, late := newReceiver(t), newReceiver(t)
+	if _, err := n.CreateSubscription(ctx, "t", "early", map[string]string{"push_endpoint": early.URL, "start": "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateSubscription(ctx, "t", "late", map[string]string{"push_endpoint": late.URL}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, n, "t", jsonEvents("k", 5, 3)...)
+	waitUntil(t, "both have what they should", func() bool { return len(early.got("k")) == 8 && len(late.got("k")) == 3 })
+	if got := late.got("k"); !slices.Equal(got, []string{"5", "6", "7"}) {
+		t.Errorf("late got %v, want only what was published after it", got)
+	}
+	if got := early.got("k"); !slices.Equal(got, counting(8, -1)) {
+		t.Errorf("early got %v", got)
+	}
+	// The default subscription still holds all 8; delete it and every
+	// shard's log is free.
+	if st, _ := n.TopicStats(ctx, "t"); st.Total.Stats.Events != 8 {
+		t.Fatalf("default subscription holds %d events, want 8", st.Total.Stats.Events)
+	}
+	if err := n.DeleteSubscription(ctx, "t", "default"); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := n.reg.lookup("t")
+	for _, s := range tr.shards {
+		var compact, applied uint64
+		n.viewShard(ctx, s, func(m *shard.Machine) { compact, applied = m.CompactIndex(), m.Applied() })
+		if compact != applied+1 {
+			t.Errorf("shard %s still needs log entries from %d (applied %d)", s.name, compact, applied)
+		}
+	}
+}
