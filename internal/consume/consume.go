@@ -53,7 +53,6 @@ type Shard struct {
 	Sub uint64
 }
 
-
 // Lease is an event handed to a pull consumer: the event at Offset,
 // leased under lease number Number.
 type Lease struct {

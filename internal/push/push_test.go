@@ -52,7 +52,7 @@ func (f *fakeShard) allAcked() bool {
 
 func (f *fakeShard) Log(uint64) delivery.Log { return f }
 func (f *fakeShard) Index() int              { return f.index }
-func (f *fakeShard) Leads() bool { return f.leads.Load() }
+func (f *fakeShard) Leads() bool             { return f.leads.Load() }
 
 func (f *fakeShard) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
 	f.reads.Add(1)
