@@ -301,7 +301,7 @@ func ackError(s *shardRuntime, sub uint64, err error) error {
 	if sub != 0 && errors.Is(err, shard.ErrUnknownSubscription) {
 		// The shard starts a new subscription's cursor moments after the
 		// subscription is created; until then it has nothing to ack.
-		return fmt.Errorf("%w: ack in shard %s: its cursor of subscription %d has not started yet (the subscription is new) or has ended (it was deleted); retry shortly: %v",
+		return fmt.Errorf("%w: ack in shard %s: the shard has no cursor of subscription %d yet (the subscription was created moments ago) or any more (it was deleted); retry shortly: %w",
 			ErrUnavailable, s.name, sub, err)
 	}
 	return fmt.Errorf("ack in shard %s: %w", s.name, err)
@@ -420,8 +420,12 @@ func ackedSubscription(tr *topicRuntime, name, id string, a topic.AckID) (uint64
 		return 0, err
 	}
 	if a.Lease != 0 && a.Subscription != sub.ID {
-		return 0, fmt.Errorf("%w: receipt %s was fetched from another subscription of topic %q than %q; ack a receipt without naming a subscription, or in its own",
-			errInvalidRequest, id, tr.info.Name, name)
+		own := fmt.Sprintf("subscription %d", a.Subscription)
+		if s, ok := tr.info.SubscriptionByID(a.Subscription); ok {
+			own = fmt.Sprintf("subscription %q", s.Name)
+		}
+		return 0, fmt.Errorf("%w: receipt %s was fetched from %s of topic %q, not from %q; with receipts, name no subscription or the one they were fetched from",
+			errInvalidRequest, id, own, tr.info.Name, name)
 	}
 	return sub.ID, nil
 }
