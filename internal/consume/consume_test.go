@@ -389,3 +389,34 @@ func TestSubscriptionWithoutCursor(t *testing.T) {
 	}
 	checkLeased(t, s, 0)
 }
+
+// Applied ends the leases of what an ack, a skip or a dead letter made
+// done, in its subscription alone; a cursor that starts or ends takes its
+// table with it, but a repeated subscribe, which changes nothing, does not.
+func TestApplied(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a", "b", "c")
+	if _, err := s.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	other := s.sub(7)
+	if _, err := other.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	g.apply(t, shard.Command{Op: shard.OpSkip, Subscription: 7, Offsets: []uint64{0}})
+	g.apply(t, shard.Command{Op: shard.OpDeadLetter, Subscription: 7, Time: 1, Dead: []shard.DeadInfo{{Offset: 1, Reason: "test"}}})
+	if n, m := s.table().count(time.Now()), other.table().count(time.Now()); n != 3 || m != 1 {
+		t.Errorf("after a skip and a dead letter in 7: %d leased in the default subscription, %d in 7; want 3 and 1", n, m)
+	}
+	g.subscribe(t, 7) // again: changes nothing
+	if s.Leases.existing(7) == nil {
+		t.Error("a repeated subscribe dropped the subscription's leases")
+	}
+	// A rejected command changes nothing either.
+	s.Leases.Applied(&shard.Command{Op: shard.OpAck, Subscription: 7, Offsets: []uint64{2}}, shard.Result{Err: shard.ErrUnknownOffset})
+	if m := other.table().count(time.Now()); m != 1 {
+		t.Errorf("a rejected ack ended a lease: %d leased in 7, want 1", m)
+	}
+}

@@ -21,8 +21,8 @@ import (
 // events an ack names as it applies it (Applied), wherever the ack was
 // made: the leader's table holds no lease on an acknowledged event.
 //
-// Each lease has a number, which the delivery's receipt carries
-// (topic.Receipt). An ack of a receipt is checked here, on the leader,
+// Each lease has a number, which the delivery's receipt carries with the
+// subscription (topic.SubscriptionReceipt). An ack of a receipt is checked here, on the leader,
 // before it is proposed (HoldForAck): it may end only its own lease, or
 // no lease at all, never the lease of a consumer the event was handed to
 // since. An ack that named the event id alone would end any lease, and the

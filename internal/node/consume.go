@@ -25,9 +25,10 @@ const (
 // Delivery is an event handed to a pull consumer.
 type Delivery struct {
 	ID string
-	// Receipt names this delivery: the id and the lease's number
-	// (topic.Receipt). Acking it rather than ID acts only while the lease
-	// is the event's; see consume.Leases.
+	// Receipt names this delivery: the id, the lease's number and the
+	// subscription (topic.SubscriptionReceipt). Acking it rather than ID
+	// acts only while the lease is the event's, and in the subscription
+	// it was fetched from; see consume.Leases.
 	Receipt string
 	Shard   int
 	Offset  uint64
