@@ -22,10 +22,10 @@ import (
 // made: the leader's table holds no lease on an acknowledged event.
 //
 // Each lease has a number, which the delivery's receipt carries with the
-// subscription (topic.SubscriptionReceipt). An ack of a receipt is checked here, on the leader,
-// before it is proposed (HoldForAck): it may end only its own lease, or
-// no lease at all, never the lease of a consumer the event was handed to
-// since. An ack that named the event id alone would end any lease, and the
+// subscription (topic.SubscriptionReceipt). An ack of a receipt is checked
+// here, on the leader, before it is proposed (HoldForAck): it may end only
+// its own lease, or no lease at all, never the lease of a consumer the
+// event was handed to since. An ack that named the event id alone would end any lease, and the
 // key's next event could then go to another consumer while the earlier
 // one is still on its way to its current holder.
 type Leases struct {
