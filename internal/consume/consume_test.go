@@ -420,3 +420,27 @@ func TestApplied(t *testing.T) {
 		t.Errorf("a rejected ack ended a lease: %d leased in 7, want 1", m)
 	}
 }
+
+// DropIdle forgets the tables without live leases, and keeps the others.
+func TestDropIdle(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a")
+	if _, err := s.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	other := s.sub(7)
+	if _, err := other.Fetch(ctx, 10, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+	s.Leases.DropIdle(time.Now())
+	if s.Leases.existing(0) == nil || s.Leases.existing(7) != nil {
+		t.Errorf("after DropIdle: default table kept %v, 7's kept %v; want the default one alone, which holds a lease",
+			s.Leases.existing(0) != nil, s.Leases.existing(7) != nil)
+	}
+	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
+		t.Errorf("fetch of 7 after its table was dropped = %v, %v; want 0", offsets(got), err)
+	}
+}

@@ -80,6 +80,23 @@ func (l *Leases) drop(sub uint64) {
 	delete(l.tables, sub)
 }
 
+// DropIdle forgets the tables that hold no lease beyond now: what is
+// left in them is the index, which a fetch builds again, and the attempt
+// counts of leases that lapsed. The node calls it on a shard it stopped
+// leading, whose consumers fetch from the new leader now: the tables of
+// a shard it no longer leads would only hold memory, for as long as their
+// subscriptions live. Tables with live leases stay, so that a leader
+// elected again still keeps its consumers' events from others.
+func (l *Leases) DropIdle(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for sub, t := range l.tables {
+		if t.count(now) == 0 {
+			delete(l.tables, sub)
+		}
+	}
+}
+
 // HoldForAck decides which receipts an ack in subscription sub may act
 // on: receipt i names the event at offsets[i] and its lease numbers[i].
 // An ack may act on a receipt whose lease is still the event's, and on one

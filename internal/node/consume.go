@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herald/internal/consume"
+	"herald/internal/host"
 	"herald/internal/protocol"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -211,6 +212,27 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max 
 		}
 	}
 	return out, nil
+}
+
+// forgetLeases drops the idle pull lease tables of the shards this node
+// stops leading (consume.Leases.DropIdle) until stop: their consumers
+// fetch from the new leader, and every subscription's table would
+// otherwise hold its index here for as long as the subscription lives.
+func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
+	defer w.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-w.C():
+		}
+		now := time.Now()
+		for _, group := range w.Changed() {
+			if s, ok := n.reg.shard(group); ok && !n.relay.leads(s) {
+				s.leases.DropIdle(now)
+			}
+		}
+	}
 }
 
 // Ack marks events done in the topics' default subscriptions, named by

@@ -382,6 +382,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		shards: groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}}
 	n.wg.Go(func() { expiry.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
+	leases := h.WatchLeadership()
+	n.wg.Go(func() { n.forgetLeases(n.stop, leases) })
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(func() { live.run(n.stop) })
 	return n, nil
