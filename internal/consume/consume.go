@@ -1,9 +1,10 @@
 // Package consume is the consumer side of a shard on the node that leads
 // it: the pull leases (Leases), and the local reads that hand events out
 // under them. Every read is of one subscription (Shard.Sub): the events
-// it has still to deliver, by its own cursor, under its own leases. Pull leases live in the leader's memory, so these operations
-// run on the shard's leader; the node forwards those made elsewhere to it,
-// and turns what they return into its API's deliveries.
+// it has still to deliver, by its own cursor, under its own leases. Pull
+// leases live in the leader's memory, so these operations run on the
+// shard's leader; the node forwards those made elsewhere to it, and turns
+// what they return into its API's deliveries.
 //
 // It reads the shard only through Group, which the node's shard runtime
 // implements.

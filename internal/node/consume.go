@@ -93,9 +93,8 @@ type FetchOptions struct {
 // Fetch leases up to opts.Max events of a topic's subscription
 // (opts.Subscription) for opts.Visibility. A key's next event is not
 // handed out while an earlier one is leased or unacknowledged ahead of it,
-// so each key is consumed in order. With
-// opts.Wait > 0 and nothing available, it waits up to that long for events
-// to arrive.
+// so each key is consumed in order. With opts.Wait > 0 and nothing
+// available, it waits up to that long for events to arrive.
 //
 // Shards that cannot be read are listed in the result, beside the events of
 // the others; when no shard can be read, Fetch returns an *UnreadableError
