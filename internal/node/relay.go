@@ -280,11 +280,10 @@ func (r *relay) fetch(ctx context.Context, s *shardRuntime, sub uint64, max int,
 }
 
 // fetchRound leases events of subscription sub of shards, each on its
-// leader (fetch). It
-// visits them round-robin, starting one further each call so
-// no shard is starved. Every shard that could not be opened is listed as
-// unreadable, even once max events are in hand: that costs no I/O, and a
-// consumer then hears about it on every fetch.
+// leader (fetch). It visits them round-robin, starting one further each
+// call so no shard is starved. Every shard that could not be opened is
+// listed as unreadable, even once max events are in hand: that costs no
+// I/O, and a consumer then hears about it on every fetch.
 func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, sub uint64, max int, visibility time.Duration) (FetchResult, error) {
 	var res FetchResult
 	start := int(tr.rr.Add(1))
