@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ type fakeGroup struct {
 	index    uint64
 	leases   *Leases // told of applied commands, and restores, as the node's state machine does
 	barriers int
+	reads    int  // log entries read
 	notLed   bool // ReadBarrier fails: another node leads
 }
 
@@ -93,6 +95,7 @@ var errNoEntry = errors.New("no such entry")
 func (g *fakeGroup) Entry(_, index uint64) (shard.Command, error) {
 	g.mu.Lock()
 	data, ok := g.log[index]
+	g.reads++
 	g.mu.Unlock()
 	if !ok {
 		return shard.Command{}, errNoEntry
@@ -442,5 +445,55 @@ func TestDropIdle(t *testing.T) {
 	}
 	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
 		t.Errorf("fetch of 7 after its table was dropped = %v, %v; want 0", offsets(got), err)
+	}
+}
+
+// A fetch costs what it hands out in each subscription: one subscription
+// far behind another does not make the other's fetches read its backlog,
+// and its own read the backlog once, to index it.
+func TestFetchCostIsPerSubscription(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	const backlog = 3000
+	for i := range backlog {
+		g.publish(t, fmt.Sprint("k", i))
+	}
+	def, other := s, s.sub(7)
+	for {
+		got, err := def.Fetch(ctx, 1000, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		g.ack(t, offsets(got)...)
+	}
+
+	reads := func(f func()) int {
+		g.mu.Lock()
+		before := g.reads
+		g.mu.Unlock()
+		f()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.reads - before
+	}
+	fetch := func(s Shard, want int) {
+		t.Helper()
+		if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || len(got) != want {
+			t.Fatalf("fetch of subscription %d = %d events, %v; want %d", s.Sub, len(got), err, want)
+		}
+	}
+	g.publish(t, "new")
+	if n := reads(func() { fetch(def, 1) }); n > 2 {
+		t.Errorf("the default subscription, drained, read %d log entries to fetch the one new event; want 2 at most (index it, hand it out)", n)
+	}
+	if n := reads(func() { fetch(other, 10) }); n < backlog {
+		t.Errorf("subscription 7 read %d log entries to index its backlog of %d; want all of them", n, backlog+1)
+	}
+	if n := reads(func() { fetch(other, 10) }); n > 10 {
+		t.Errorf("subscription 7, indexed, read %d log entries to fetch 10 events; want 10 at most", n)
 	}
 }
