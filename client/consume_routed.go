@@ -84,7 +84,7 @@ func (c *Client) fetchRouted(ctx context.Context, name string, opts FetchOptions
 		if len(parts) == 1 {
 			to = parts[0].to
 		}
-		res := c.fetchPartFrom(ctx, name, fetchPart{to: to, max: opts.MaxEvents}, opts.VisibilityTimeout, opts.Wait)
+		res := c.fetchPartFrom(ctx, name, fetchPart{to: to, max: opts.MaxEvents}, opts, opts.Wait)
 		if res.err != nil {
 			return nil, res.err
 		}
@@ -114,7 +114,7 @@ func (c *Client) fetchParts(ctx context.Context, name string, parts []fetchPart,
 	var wg sync.WaitGroup
 	for i, p := range parts {
 		wg.Go(func() {
-			results[i] = c.fetchPartFrom(partsCtx, name, p, opts.VisibilityTimeout, wait)
+			results[i] = c.fetchPartFrom(partsCtx, name, p, opts, wait)
 			if len(results[i].deliveries) > 0 && wait > 0 {
 				callOff()
 			}
@@ -131,10 +131,11 @@ func (c *Client) fetchParts(ctx context.Context, name string, parts []fetchPart,
 	return results
 }
 
-// fetchPartFrom sends one part of a fetch, and updates the topic's map
+// fetchPartFrom sends one part of a fetch, with opts but for the part's
+// max and wait, and updates the topic's map
 // from what happened.
-func (c *Client) fetchPartFrom(ctx context.Context, name string, p fetchPart, visibility, wait time.Duration) fetchResult {
-	opts := FetchOptions{MaxEvents: p.max, VisibilityTimeout: visibility, Wait: wait}
+func (c *Client) fetchPartFrom(ctx context.Context, name string, p fetchPart, opts FetchOptions, wait time.Duration) fetchResult {
+	opts.MaxEvents, opts.Wait = p.max, wait
 	ds, unread, header, err := c.fetchFrom(ctx, c.router.node(p.to), name, opts, p.shards)
 	c.router.learnFrom(ctx, name, p.to, header, err)
 	return fetchResult{deliveries: ds, unread: unread, err: err}
@@ -184,12 +185,12 @@ func mergeFetch(ctx context.Context, name string, parts []fetchPart, results []f
 // per node, concurrently, and returns how many events were newly
 // acknowledged. Like an ack through one node, it fails if any part fails,
 // and the other parts may have been applied.
-func (c *Client) ackRouted(ctx context.Context, ids []string) (int, []string, error) {
+func (c *Client) ackRouted(ctx context.Context, sub string, ids []string) (int, []string, error) {
 	var mu sync.Mutex
 	total := 0
 	var lapsed []string
 	err := c.byLeader(ctx, ids, func(to string, part []string) (http.Header, error) {
-		n, l, header, err := c.ackTo(ctx, c.router.node(to), part)
+		n, l, header, err := c.ackTo(ctx, c.router.node(to), sub, part)
 		mu.Lock()
 		total += n
 		lapsed = append(lapsed, l...)
@@ -200,9 +201,9 @@ func (c *Client) ackRouted(ctx context.Context, ids []string) (int, []string, er
 }
 
 // nackRouted is ackRouted for Nack.
-func (c *Client) nackRouted(ctx context.Context, ids []string) error {
+func (c *Client) nackRouted(ctx context.Context, sub string, ids []string) error {
 	return c.byLeader(ctx, ids, func(to string, part []string) (http.Header, error) {
-		return c.nackTo(ctx, c.router.node(to), part)
+		return c.nackTo(ctx, c.router.node(to), sub, part)
 	})
 }
 

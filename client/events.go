@@ -131,7 +131,7 @@ func (c *Client) Fetch(ctx context.Context, topic string, opts FetchOptions) ([]
 func (c *Client) fetchFrom(ctx context.Context, svc heraldv1connect.HeraldServiceClient, topic string, opts FetchOptions, shards []int) ([]Delivery, []UnreadableShard, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, opts.Wait)
 	defer cancel()
-	req := connect.NewRequest(&heraldv1.FetchRequest{Topic: topic, MaxEvents: toUint32(opts.MaxEvents)})
+	req := connect.NewRequest(&heraldv1.FetchRequest{Topic: topic, MaxEvents: toUint32(opts.MaxEvents), Subscription: opts.Subscription})
 	if opts.VisibilityTimeout > 0 {
 		req.Msg.VisibilityTimeout = durationpb.New(opts.VisibilityTimeout)
 	}
@@ -174,14 +174,24 @@ func fetchError(topic string, err error) error {
 // acknowledged. Receipts whose leases lapsed are not acted on, and the
 // error is then a *LapsedError naming them. With WithLeaderRouting, each
 // goes to the leader of its event's shard.
+//
+// A receipt is acknowledged in the subscription it was fetched from; an
+// event id in the topic's default subscription (see AckSubscription).
 func (c *Client) Ack(ctx context.Context, ids ...string) (int, error) {
+	return c.AckSubscription(ctx, "", ids...)
+}
+
+// AckSubscription is Ack in a subscription: event ids are acknowledged
+// in the subscription named ("" for the topic's default one), receipts in
+// their own, which must be the one named.
+func (c *Client) AckSubscription(ctx context.Context, subscription string, ids ...string) (int, error) {
 	var n int
 	var lapsed []string
 	var err error
 	if c.router != nil {
-		n, lapsed, err = c.ackRouted(ctx, ids)
+		n, lapsed, err = c.ackRouted(ctx, subscription, ids)
 	} else {
-		n, lapsed, _, err = c.ackTo(ctx, c.svc, ids)
+		n, lapsed, _, err = c.ackTo(ctx, c.svc, subscription, ids)
 	}
 	if err == nil && len(lapsed) > 0 {
 		err = &LapsedError{Receipts: lapsed}
@@ -189,10 +199,10 @@ func (c *Client) Ack(ctx context.Context, ids ...string) (int, error) {
 	return n, err
 }
 
-func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (int, []string, http.Header, error) {
+func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, sub string, ids []string) (int, []string, http.Header, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	resp, err := svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids}))
+	resp, err := svc.Ack(ctx, connect.NewRequest(&heraldv1.AckRequest{Ids: ids, Subscription: sub}))
 	if err != nil {
 		return 0, nil, errorMeta(err), err
 	}
@@ -204,17 +214,23 @@ func (c *Client) ackTo(ctx context.Context, svc heraldv1connect.HeraldServiceCli
 // event id. With WithLeaderRouting, each goes to the leader of its event's
 // shard.
 func (c *Client) Nack(ctx context.Context, ids ...string) error {
+	return c.NackSubscription(ctx, "", ids...)
+}
+
+// NackSubscription is Nack in a subscription, which event ids and
+// receipts name as they do for AckSubscription.
+func (c *Client) NackSubscription(ctx context.Context, subscription string, ids ...string) error {
 	if c.router != nil {
-		return c.nackRouted(ctx, ids)
+		return c.nackRouted(ctx, subscription, ids)
 	}
-	_, err := c.nackTo(ctx, c.svc, ids)
+	_, err := c.nackTo(ctx, c.svc, subscription, ids)
 	return err
 }
 
-func (c *Client) nackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, ids []string) (http.Header, error) {
+func (c *Client) nackTo(ctx context.Context, svc heraldv1connect.HeraldServiceClient, sub string, ids []string) (http.Header, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	resp, err := svc.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{Ids: ids}))
+	resp, err := svc.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{Ids: ids, Subscription: sub}))
 	if err != nil {
 		return errorMeta(err), err
 	}

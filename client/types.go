@@ -134,6 +134,11 @@ type FetchOptions struct {
 	// Wait is how long to wait for an event when none is available
 	// (default 0: return at once).
 	Wait time.Duration
+	// Subscription names the pull subscription to fetch from ("": the
+	// topic's default one). Each subscription has its own progress and
+	// leases; the receipts of its deliveries name it, so Ack and Nack of
+	// them need not.
+	Subscription string
 }
 
 func timeOf(ts *timestamppb.Timestamp) time.Time {

@@ -28,6 +28,7 @@ type consumeFlags struct {
 	follow          bool
 	noAck           bool
 	allowUnreadable bool
+	subscription    string
 }
 
 func newConsumeCommand(g *globals) *cobra.Command {
@@ -38,6 +39,11 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		Long: `Fetch events from a topic, print them, then acknowledge them so they are
 not handed out again (unless --no-ack: then they are handed out again when
 --visibility ends).
+
+With --subscription NAME, consume fetches from that pull subscription of the
+topic (one without push_endpoint) rather than from its default one. Each
+subscription gets every event its filter passes and keeps its own progress:
+acknowledging an event in one leaves it pending in the others.
 
 Each event is printed on one line as "ID KEY PAYLOAD", with "-" for an empty
 key; a payload that is not printable UTF-8 text is shown as "base64:" and its
@@ -68,6 +74,7 @@ that could not be read (unless --allow-unreadable).`,
 		Example: `  herald consume orders
   herald consume orders --follow -o json | jq -r 'select(.id) | .payload | @base64d'
   herald consume orders --max 10 --no-ack
+  herald consume orders --subscription billing --follow
   herald consume orders --follow --allow-unreadable`,
 		Args: nArgs(1, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +96,8 @@ that could not be read (unless --allow-unreadable).`,
 	fl.DurationVar(&f.wait, "wait", 5*time.Second, "how long each fetch waits for events when none is available (at most 60s)")
 	fl.BoolVar(&f.follow, "follow", false, "keep fetching until interrupted")
 	fl.BoolVar(&f.noAck, "no-ack", false, "do not acknowledge the events")
+	fl.StringVar(&f.subscription, "subscription", "",
+		"the pull subscription of the topic to consume from (default: the topic's default subscription)")
 	fl.BoolVar(&f.allowUnreadable, "allow-unreadable", false,
 		"only warn about shards the server cannot read, and exit 0 (default: exit 1 once the readable events are consumed)")
 	return cmd
@@ -312,7 +321,7 @@ func (c *consumer) fetchOptions() client.FetchOptions {
 	if c.flags.max > 0 {
 		n = min(n, c.flags.max-c.done)
 	}
-	return client.FetchOptions{MaxEvents: n, VisibilityTimeout: c.flags.visibility, Wait: c.flags.wait}
+	return client.FetchOptions{MaxEvents: n, VisibilityTimeout: c.flags.visibility, Wait: c.flags.wait, Subscription: c.flags.subscription}
 }
 
 // handle prints events and acknowledges them by their receipts. The
@@ -332,7 +341,7 @@ func (c *consumer) handle(ctx context.Context, events []client.Delivery) error {
 	if c.flags.noAck {
 		return nil
 	}
-	_, err := c.c.Ack(context.WithoutCancel(ctx), receipts...)
+	_, err := c.c.AckSubscription(context.WithoutCancel(ctx), c.flags.subscription, receipts...)
 	var lapsed *client.LapsedError
 	if errors.As(err, &lapsed) {
 		_, err = fmt.Fprintf(c.errOut, "herald consume: warning: %v; a --visibility longer than the time to handle a batch avoids this\n", err)

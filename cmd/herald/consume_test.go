@@ -393,3 +393,18 @@ func TestConsumeFollowRetriesWhileUnavailable(t *testing.T) {
 		t.Errorf("exit %d, want 0", code)
 	}
 }
+
+// With --subscription, consume fetches from that subscription, and acks
+// in it.
+func TestConsumeSubscription(t *testing.T) {
+	f, url := consumeFixture(t)
+	cli(t, url, "", "consume", "orders", "--subscription", "billing", "--wait", "0", "--max", "1")
+	fetches := fakeherald.Received[*heraldv1.FetchRequest](f)
+	acks := fakeherald.Received[*heraldv1.AckRequest](f)
+	if len(fetches) == 0 || fetches[0].GetSubscription() != "billing" {
+		t.Errorf("fetches %v, want them of subscription billing", fetches)
+	}
+	if len(acks) != 1 || acks[0].GetSubscription() != "billing" {
+		t.Errorf("acks %v, want one in subscription billing", acks)
+	}
+}

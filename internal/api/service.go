@@ -124,7 +124,7 @@ func (s *service) Abort(ctx context.Context, req *connect.Request[heraldv1.Abort
 
 func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.FetchRequest]) (*connect.Response[heraldv1.FetchResponse], error) {
 	m := req.Msg
-	opts := node.FetchOptions{Max: int(m.MaxEvents), Visibility: durationOf(m.VisibilityTimeout), Wait: durationOf(m.Wait)}
+	opts := node.FetchOptions{Max: int(m.MaxEvents), Visibility: durationOf(m.VisibilityTimeout), Wait: durationOf(m.Wait), Subscription: m.Subscription}
 	if v := req.Header().Get(protocol.ShardsHeader); v != "" {
 		shards, err := parseShards(v)
 		if err != nil {
@@ -148,7 +148,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.Fetch
 }
 
 func (s *service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
-	n, err := s.node.Ack(ctx, req.Msg.Ids)
+	n, err := s.node.AckSubscription(ctx, req.Msg.Subscription, req.Msg.Ids)
 	var lapsed *node.LapsedError
 	if err != nil && !errors.As(err, &lapsed) {
 		return nil, toConnect(err)
@@ -164,7 +164,7 @@ func (s *service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequ
 }
 
 func (s *service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
-	if err := s.node.Nack(ctx, req.Msg.Ids); err != nil {
+	if err := s.node.NackSubscription(ctx, req.Msg.Subscription, req.Msg.Ids); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.NackResponse{}), nil

@@ -55,8 +55,8 @@ func benchmarkFetch(b *testing.B, backlog, keys int, fetch func(context.Context,
 	topUp()
 	// The index is built once per leader, a step per fetch: measure the
 	// fetches it serves once built.
-	for s.Leases.index.indexed < g.m.NextOffset() {
-		if _, err := s.index(ctx); err != nil {
+	for s.table().index.indexed < g.m.NextOffset() {
+		if _, err := s.index(ctx, s.table()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,8 +1,10 @@
 // Package consume is the consumer side of a shard on the node that leads
 // it: the pull leases (Leases), and the local reads that hand events out
-// under them. Pull leases live in the leader's memory, so these operations
-// run on the shard's leader; the node forwards those made elsewhere to it,
-// and turns what they return into its API's deliveries.
+// under them. Every read is of one subscription (Shard.Sub): the events
+// it has still to deliver, by its own cursor, under its own leases. Pull
+// leases live in the leader's memory, so these operations run on the
+// shard's leader; the node forwards those made elsewhere to it, and turns
+// what they return into its API's deliveries.
 //
 // It reads the shard only through Group, which the node's shard runtime
 // implements.
@@ -41,16 +43,18 @@ type Group interface {
 	ReadBarrier(ctx context.Context) error
 }
 
-// Shard is one shard of a topic, as its consumers' side on this node
-// reads it.
+// Shard is one shard of a topic, as the consumers of one of its
+// subscriptions on this node read it.
 type Shard struct {
-	Topic  string
-	Index  int // within the topic
+	Topic string
+	Index int // within the topic
+	// Sub is the subscription read: 0 is the topic's default one. A
+	// subscription whose cursor the shard does not hold (yet: a node
+	// starts it moments after the subscription is created) has nothing
+	// to read.
+	Sub    uint64
 	Group  Group
-	Leases *Leases
-	// Sub is the subscription whose cursor ReadPending and AckedNow
-	// read; 0 is the topic's default subscription.
-	Sub uint64
+	Leases *Leases // the shard's, of every subscription
 }
 
 // Lease is an event handed to a pull consumer: the event at Offset,
@@ -63,19 +67,20 @@ type Lease struct {
 	Attempt uint32    // times handed out, this one included
 }
 
-// ReadPending returns up to limit pending events of a shard — neither
-// acknowledged nor dead-lettered — with offsets >= from, in offset order,
-// and the offset to continue from. It is how push dispatchers read the
-// queue, and how pull consumers' fetches index it.
+// ReadPending returns up to limit pending events of the subscription —
+// neither acknowledged, skipped nor dead-lettered — with offsets >= from,
+// in offset order, and the offset to continue from. It is how push
+// dispatchers read the queue, and how pull consumers' fetches index it.
 func (s Shard) ReadPending(ctx context.Context, from uint64, limit int) ([]delivery.Event, uint64, error) {
 	evs, next, _, err := s.readPending(ctx, from, limit)
 	return evs, next, err
 }
 
-// readPending is ReadPending that also returns the shard's head as it read.
+// readPending is ReadPending that also returns the subscription's head as
+// it read. Without a cursor it reads nothing, and the head is from.
 func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []delivery.Event, next, head uint64, err error) {
 	var locs []location
-	next = from
+	next, head = from, from
 	err = s.Group.View(ctx, func(m *shard.Machine) {
 		c, ok := m.Cursor(s.Sub)
 		if !ok {
@@ -83,13 +88,12 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 			// was deleted. Nothing is pending for it, and the reader
 			// stays where it is: a cursor started from the earliest
 			// event will have events before the next offset.
-			head = from
 			return
 		}
 		head = c.Head()
 		o := max(from, head)
 		for ; o < m.NextOffset() && len(locs) < limit; o++ {
-			if c.IsAcked(o) { // acknowledged, skipped or dead-lettered
+			if c.IsAcked(o) { // done, or never the subscription's
 				continue
 			}
 			if idx, slot, ok := m.Locate(o); ok {
@@ -151,8 +155,8 @@ func (c entryCache) event(g Group, l location) (_ shard.Event, _ time.Time, ok b
 // It reads the shard through the index of its keys (keyIndex), so that
 // its cost is that of the keys it visits, not of the backlog.
 func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]Lease, error) {
-	t := s.Leases
-	waiting, err := s.index(ctx)
+	t := s.Leases.table(s.Sub)
+	waiting, err := s.index(ctx, t)
 	if err != nil || !waiting {
 		return nil, err
 	}
@@ -164,7 +168,7 @@ func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]
 		return nil, err
 	}
 	// The leases are chosen in a view of the shard, with the table
-	// locked: acks are applied, and drop their leases (Leases.Acked), on
+	// locked: acks are applied, and drop their leases (Leases.Applied), on
 	// the goroutine that runs the view, so the view sees every ack of an
 	// event whose lease the table no longer holds.
 	now := time.Now()
@@ -172,7 +176,9 @@ func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]
 	err = s.Group.View(ctx, func(m *shard.Machine) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		picks = t.handOut(m, max, now, now.Add(visibility))
+		if c, ok := m.Cursor(s.Sub); ok {
+			picks = t.handOut(m, c, max, now, now.Add(visibility))
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -185,12 +191,11 @@ func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]
 	return out, nil
 }
 
-// index brings the index up to date with the shard's log: it reads the
+// index brings t's index up to date with the shard's log: it reads the
 // events appended since the last fetch, after rebuilding the index from
-// the head if it is stale or wasteful. It reports whether any key is
-// waiting to hand out an event.
-func (s Shard) index(ctx context.Context) (bool, error) {
-	t := s.Leases
+// the subscription's head if it is stale or wasteful. It reports whether
+// any key is waiting to hand out an event.
+func (s Shard) index(ctx context.Context, t *table) (bool, error) {
 	t.indexing.Lock()
 	defer t.indexing.Unlock()
 	for {
@@ -233,8 +238,9 @@ func (s Shard) read(picks []pick) ([]Lease, error) {
 	return out, nil
 }
 
-// AckedNow returns which of pending are acknowledged (or dead-lettered)
-// in the shard's state as it is now.
+// AckedNow returns which of pending are done for the subscription
+// (acknowledged, skipped or dead-lettered) in the shard's state as it is
+// now. Without a cursor, every event is: the subscription is gone.
 func (s Shard) AckedNow(ctx context.Context, pending []delivery.Event) (map[uint64]bool, error) {
 	acked := make(map[uint64]bool)
 	err := s.Group.View(ctx, func(m *shard.Machine) {

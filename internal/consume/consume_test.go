@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -18,8 +19,9 @@ type fakeGroup struct {
 	m        *shard.Machine
 	log      map[uint64][]byte
 	index    uint64
-	leases   *Leases // told of applied acks and dead letters, and restores, as the node's state machine does
+	leases   *Leases // told of applied commands, and restores, as the node's state machine does
 	barriers int
+	reads    int  // log entries read
 	notLed   bool // ReadBarrier fails: another node leads
 }
 
@@ -37,14 +39,7 @@ func (g *fakeGroup) apply(t testing.TB, cmd shard.Command) shard.Result {
 	if r.Err != nil {
 		t.Fatalf("apply %v: %v", cmd.Op, r.Err)
 	}
-	switch cmd.Op {
-	case shard.OpAck:
-		g.leases.Acked(cmd.Offsets)
-	case shard.OpDeadLetter:
-		for _, d := range cmd.Dead {
-			g.leases.Acked([]uint64{d.Offset})
-		}
-	}
+	g.leases.Applied(&cmd, r)
 	return r
 }
 
@@ -77,6 +72,17 @@ func (g *fakeGroup) ack(t testing.TB, offsets ...uint64) {
 	g.apply(t, shard.Command{Op: shard.OpAck, Offsets: offsets})
 }
 
+// ackIn acknowledges offsets in subscription sub.
+func (g *fakeGroup) ackIn(t testing.TB, sub uint64, offsets ...uint64) {
+	g.apply(t, shard.Command{Op: shard.OpAck, Subscription: sub, Offsets: offsets})
+}
+
+// subscribe starts subscription sub's cursor from the earliest event the
+// shard holds.
+func (g *fakeGroup) subscribe(t testing.TB, sub uint64) {
+	g.apply(t, shard.Command{Op: shard.OpSubscribe, Subscription: sub})
+}
+
 func (g *fakeGroup) View(_ context.Context, f func(*shard.Machine)) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -89,6 +95,7 @@ var errNoEntry = errors.New("no such entry")
 func (g *fakeGroup) Entry(_, index uint64) (shard.Command, error) {
 	g.mu.Lock()
 	data, ok := g.log[index]
+	g.reads++
 	g.mu.Unlock()
 	if !ok {
 		return shard.Command{}, errNoEntry
@@ -112,6 +119,24 @@ func newShard() (Shard, *fakeGroup) {
 	l := NewLeases()
 	g := newFakeGroup(l)
 	return Shard{Topic: "orders", Index: 0, Group: g, Leases: l}, g
+}
+
+// sub returns the shard as subscription sub's consumers read it.
+func (s Shard) sub(sub uint64) Shard {
+	s.Sub = sub
+	return s
+}
+
+// table returns the subscription's lease table.
+func (s Shard) table() *table { return s.Leases.table(s.Sub) }
+
+// isAcked returns whether an event is done for the subscription, as its
+// cursor says now.
+func (s Shard) isAcked(g *fakeGroup) func(offset uint64) bool {
+	return func(o uint64) bool {
+		c, ok := g.m.Cursor(s.Sub)
+		return !ok || c.IsAcked(o)
+	}
 }
 
 func offsets(ls []Lease) []uint64 {
@@ -184,7 +209,7 @@ func TestFetchLeasesInKeyOrder(t *testing.T) {
 	checkLeased(t, s, 3)
 
 	g.ack(t, 0)
-	s.Leases.Nack([]uint64{2}, nil)
+	s.Leases.Nack(0, []uint64{2}, nil)
 	got, err = s.Fetch(ctx, 10, time.Minute)
 	if err != nil || !slices.Equal(offsets(got), []uint64{1, 2}) {
 		t.Fatalf("after acking 0 and nacking 2, fetch leased %v, %v; want 1, 2", offsets(got), err)
@@ -246,15 +271,15 @@ func TestHoldForAck(t *testing.T) {
 		t.Fatalf("fetch = %v, %v", offsets(got), err)
 	}
 	now := time.Now()
-	held, fresh, lapsed := s.Leases.HoldForAck([]uint64{0, 1, 2}, []uint64{got[0].Number, got[1].Number + 100, got[2].Number}, now)
+	held, fresh, lapsed := s.Leases.HoldForAck(0, []uint64{0, 1, 2}, []uint64{got[0].Number, got[1].Number + 100, got[2].Number}, now)
 	if !slices.Equal(held, []uint64{0, 2}) || len(fresh) != 0 || !slices.Equal(lapsed, []int{1}) {
 		t.Errorf("HoldForAck = held %v, fresh %v, lapsed %v; want 0 and 2 held as their own, 1 lapsed", held, fresh, lapsed)
 	}
-	s.Leases.Nack([]uint64{1}, []uint64{got[1].Number + 100}) // another lease's receipt: no effect
+	s.Leases.Nack(0, []uint64{1}, []uint64{got[1].Number + 100}) // another lease's receipt: no effect
 	if n := s.Leases.Count(now); n != 3 {
 		t.Errorf("a nack of another lease's receipt ended a lease: %d leased, want 3", n)
 	}
-	held, fresh, lapsed = s.Leases.HoldForAck([]uint64{7}, []uint64{42}, now)
+	held, fresh, lapsed = s.Leases.HoldForAck(0, []uint64{7}, []uint64{42}, now)
 	if !slices.Equal(held, []uint64{7}) || !slices.Equal(fresh, []uint64{7}) || len(lapsed) != 0 {
 		t.Errorf("HoldForAck of an event no one holds = held %v, fresh %v, lapsed %v; want it held, fresh", held, fresh, lapsed)
 	}
@@ -271,5 +296,204 @@ func TestAckedNow(t *testing.T) {
 	acked, err := s.AckedNow(context.Background(), pending)
 	if err != nil || len(acked) != 1 || !acked[1] {
 		t.Errorf("AckedNow = %v, %v; want offset 1 alone", acked, err)
+	}
+}
+
+// Two subscriptions of one shard each get every event: one's leases do
+// not hide the events from the other, nor hold its keys back.
+func TestSubscriptionsLeaseIndependently(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a", "a", "b")
+	def, other := s, s.sub(7)
+
+	got, err := def.Fetch(ctx, 10, time.Hour)
+	if err != nil || !slices.Equal(offsets(got), []uint64{0, 2}) {
+		t.Fatalf("default fetch = %v, %v; want 0, 2", offsets(got), err)
+	}
+	got7, err := other.Fetch(ctx, 10, time.Hour)
+	if err != nil || !slices.Equal(offsets(got7), []uint64{0, 2}) {
+		t.Fatalf("fetch of subscription 7 while the default one holds 0 and 2 = %v, %v; want 0, 2 as well", offsets(got7), err)
+	}
+	if n := def.Leases.Count(time.Now()); n != 4 {
+		t.Errorf("%d events leased in all, want 4 (2 per subscription)", n)
+	}
+
+	// A nack, by a receipt of one subscription, ends only that one's
+	// lease, even when the numbers meet.
+	def.Leases.Nack(7, []uint64{0}, []uint64{got7[0].Number})
+	if again, _ := def.Fetch(ctx, 10, time.Hour); len(again) != 0 {
+		t.Errorf("a nack in subscription 7 let the default one fetch %v", offsets(again))
+	}
+	if again, _ := other.Fetch(ctx, 10, time.Hour); !slices.Equal(offsets(again), []uint64{0}) {
+		t.Errorf("after its nack, subscription 7 fetched %v, want 0", offsets(again))
+	}
+}
+
+// An ack in one subscription is done for it alone: the other still has
+// the event, leased or not.
+func TestSubscriptionsAckIndependently(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a", "a")
+	def, other := s, s.sub(7)
+	if _, err := def.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	got7, err := other.Fetch(ctx, 10, time.Hour)
+	if err != nil || !slices.Equal(offsets(got7), []uint64{0}) {
+		t.Fatalf("fetch of subscription 7 = %v, %v; want 0", offsets(got7), err)
+	}
+
+	held, _, lapsed := def.Leases.HoldForAck(7, []uint64{0}, []uint64{got7[0].Number}, time.Now())
+	if !slices.Equal(held, []uint64{0}) || len(lapsed) != 0 {
+		t.Fatalf("HoldForAck in 7 of its own receipt = held %v, lapsed %v", held, lapsed)
+	}
+	g.ackIn(t, 7, held...)
+	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{1}) {
+		t.Errorf("after its ack of 0, subscription 7 fetched %v, %v; want 1", offsets(got), err)
+	}
+	if got, err := def.Fetch(ctx, 10, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("the default subscription, holding 0, fetched %v, %v; want nothing", offsets(got), err)
+	}
+	pending, _, err := def.ReadPending(ctx, 0, 10)
+	if err != nil || !slices.Equal(offsets2(pending), []uint64{0, 1}) {
+		t.Errorf("the default subscription's pending events = %v, %v; want 0 and 1", offsets2(pending), err)
+	}
+	acked, err := other.AckedNow(ctx, pending)
+	if err != nil || !acked[0] || acked[1] {
+		t.Errorf("AckedNow in subscription 7 = %v, %v; want 0 alone", acked, err)
+	}
+}
+
+// A subscription whose cursor the shard does not hold has nothing to
+// read; once its cursor ends, its leases go with it.
+func TestSubscriptionWithoutCursor(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.publish(t, "a")
+	other := s.sub(9)
+	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("fetch of a subscription without a cursor = %v, %v; want nothing", offsets(got), err)
+	}
+	if evs, next, err := other.ReadPending(ctx, 0, 10); err != nil || len(evs) != 0 || next != 0 {
+		t.Errorf("ReadPending of a subscription without a cursor = %d events, next %d, %v; want none, 0", len(evs), next, err)
+	}
+
+	g.subscribe(t, 9)
+	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
+		t.Fatalf("fetch once the cursor started = %v, %v; want 0", offsets(got), err)
+	}
+	g.apply(t, shard.Command{Op: shard.OpUnsubscribe, Subscription: 9})
+	if s.Leases.existing(9) != nil {
+		t.Error("the leases of a subscription whose cursor ended are kept")
+	}
+	checkLeased(t, s, 0)
+}
+
+// Applied ends the leases of what an ack, a skip or a dead letter made
+// done, in its subscription alone; a cursor that starts or ends takes its
+// table with it, but a repeated subscribe, which changes nothing, does not.
+func TestApplied(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a", "b", "c")
+	if _, err := s.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	other := s.sub(7)
+	if _, err := other.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	g.apply(t, shard.Command{Op: shard.OpSkip, Subscription: 7, Offsets: []uint64{0}})
+	g.apply(t, shard.Command{Op: shard.OpDeadLetter, Subscription: 7, Time: 1, Dead: []shard.DeadInfo{{Offset: 1, Reason: "test"}}})
+	if n, m := s.table().count(time.Now()), other.table().count(time.Now()); n != 3 || m != 1 {
+		t.Errorf("after a skip and a dead letter in 7: %d leased in the default subscription, %d in 7; want 3 and 1", n, m)
+	}
+	g.subscribe(t, 7) // again: changes nothing
+	if s.Leases.existing(7) == nil {
+		t.Error("a repeated subscribe dropped the subscription's leases")
+	}
+	// A rejected command changes nothing either.
+	s.Leases.Applied(&shard.Command{Op: shard.OpAck, Subscription: 7, Offsets: []uint64{2}}, shard.Result{Err: shard.ErrUnknownOffset})
+	if m := other.table().count(time.Now()); m != 1 {
+		t.Errorf("a rejected ack ended a lease: %d leased in 7, want 1", m)
+	}
+}
+
+// DropIdle forgets the tables without live leases, and keeps the others.
+func TestDropIdle(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	g.publish(t, "a")
+	if _, err := s.Fetch(ctx, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	other := s.sub(7)
+	if _, err := other.Fetch(ctx, 10, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+	s.Leases.DropIdle(time.Now())
+	if s.Leases.existing(0) == nil || s.Leases.existing(7) != nil {
+		t.Errorf("after DropIdle: default table kept %v, 7's kept %v; want the default one alone, which holds a lease",
+			s.Leases.existing(0) != nil, s.Leases.existing(7) != nil)
+	}
+	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
+		t.Errorf("fetch of 7 after its table was dropped = %v, %v; want 0", offsets(got), err)
+	}
+}
+
+// A fetch costs what it hands out in each subscription: one subscription
+// far behind another does not make the other's fetches read its backlog,
+// and its own read the backlog once, to index it.
+func TestFetchCostIsPerSubscription(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.subscribe(t, 7)
+	const backlog = 3000
+	for i := range backlog {
+		g.publish(t, fmt.Sprint("k", i))
+	}
+	def, other := s, s.sub(7)
+	for {
+		got, err := def.Fetch(ctx, 1000, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		g.ack(t, offsets(got)...)
+	}
+
+	reads := func(f func()) int {
+		g.mu.Lock()
+		before := g.reads
+		g.mu.Unlock()
+		f()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.reads - before
+	}
+	fetch := func(s Shard, want int) {
+		t.Helper()
+		if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || len(got) != want {
+			t.Fatalf("fetch of subscription %d = %d events, %v; want %d", s.Sub, len(got), err, want)
+		}
+	}
+	g.publish(t, "new")
+	if n := reads(func() { fetch(def, 1) }); n > 2 {
+		t.Errorf("the default subscription, drained, read %d log entries to fetch the one new event; want 2 at most (index it, hand it out)", n)
+	}
+	if n := reads(func() { fetch(other, 10) }); n < backlog {
+		t.Errorf("subscription 7 read %d log entries to index its backlog of %d; want all of them", n, backlog+1)
+	}
+	if n := reads(func() { fetch(other, 10) }); n > 10 {
+		t.Errorf("subscription 7, indexed, read %d log entries to fetch 10 events; want 10 at most", n)
 	}
 }

@@ -129,9 +129,9 @@ func (x *keyIndex) hold(k *keyQueue, until int64) {
 // settle drops the done events at the front of k, the top of the ready
 // heap, and reports whether k's front is where the heap has it: if not,
 // k has moved within the heap, or left the index with nothing pending.
-func (x *keyIndex) settle(k *keyQueue, m *shard.Machine) bool {
+func (x *keyIndex) settle(k *keyQueue, c shard.Cursor) bool {
 	n := 0
-	for n < len(k.offsets) && m.IsAcked(k.offsets[n]) {
+	for n < len(k.offsets) && c.IsAcked(k.offsets[n]) {
 		n++
 	}
 	if n == 0 {
@@ -198,16 +198,16 @@ type pick struct {
 }
 
 // handOut leases the fronts of up to max ready keys, in offset order,
-// until then, as the shard's state m is now. It runs in a View of the
-// shard, so that it sees every ack whose lease Acked has dropped; the
-// caller holds t.mu.
-func (t *Leases) handOut(m *shard.Machine, max int, now, then time.Time) []pick {
+// until then, as the shard's state m, and c, the subscription's cursor in
+// it, are now. It runs in a View of the shard, so that it sees every ack
+// whose lease Leases.Applied has dropped; the caller holds t.mu.
+func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then time.Time) []pick {
 	x := t.index
 	x.wake(now.UnixNano())
 	var out []pick
 	for len(out) < max && x.ready.Len() > 0 {
 		k := x.ready.items[0]
-		if !x.settle(k, m) {
+		if !x.settle(k, c) {
 			continue
 		}
 		front := k.offsets[0]

@@ -48,7 +48,7 @@ func fetchByScan(ctx context.Context, s Shard, max int, visibility time.Duration
 	if err != nil {
 		return nil, err
 	}
-	t := s.Leases
+	t := s.table()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
@@ -69,12 +69,12 @@ func expectedFetch(t *testing.T, s Shard, g *fakeGroup, max int) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := s.Leases
+	l := s.table()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
 	leased := func(o uint64) bool { u, ok := l.until[o]; return ok && u.After(now) }
-	return offsets2(scanPick(pending, g.m.IsAcked, leased, max))
+	return offsets2(scanPick(pending, s.isAcked(g), leased, max))
 }
 
 func offsets2(evs []delivery.Event) []uint64 {
@@ -91,7 +91,7 @@ func offsets2(evs []delivery.Event) []uint64 {
 // order, every pending event of the key below indexed.
 func checkIndex(t *testing.T, s Shard, g *fakeGroup) {
 	t.Helper()
-	l := s.Leases
+	l := s.table()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	x := l.index
@@ -130,10 +130,14 @@ func checkIndex(t *testing.T, s Shard, g *fakeGroup) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.m
+	c, ok := m.Cursor(s.Sub)
+	if !ok {
+		t.Fatalf("subscription %d has no cursor", s.Sub)
+	}
 	want := make(map[string][]uint64)
 	entries := make(map[uint64]shard.Command)
-	for o := m.Head(); o < x.indexed; o++ {
-		if m.IsAcked(o) {
+	for o := c.Head(); o < x.indexed; o++ {
+		if c.IsAcked(o) {
 			continue
 		}
 		idx, slot, _ := m.Locate(o)
@@ -149,7 +153,7 @@ func checkIndex(t *testing.T, s Shard, g *fakeGroup) {
 		if k == nil {
 			t.Fatalf("key %q with pending events %v is not indexed", key, offs)
 		}
-		pending := slices.DeleteFunc(slices.Clone(k.offsets), m.IsAcked)
+		pending := slices.DeleteFunc(slices.Clone(k.offsets), c.IsAcked)
 		if !slices.Equal(pending, offs) {
 			t.Fatalf("key %q: index holds pending %v, want %v", key, pending, offs)
 		}
@@ -160,16 +164,24 @@ func checkIndex(t *testing.T, s Shard, g *fakeGroup) {
 // nacks, lapsed leases, dead letters, snapshot restores and changes of
 // leader, a fetch leases exactly what the scan of every pending event
 // would.
+// It holds for the default subscription, and for another one, which
+// shares the log with the default one and consumes at its own pace.
 func TestFetchMatchesScan(t *testing.T) {
-	for seed := range uint64(40) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { fetchMatchesScan(t, seed) })
+	for _, sub := range []uint64{0, 5} {
+		for seed := range uint64(40) {
+			t.Run(fmt.Sprintf("sub=%d/%d", sub, seed), func(t *testing.T) { fetchMatchesScan(t, sub, seed) })
+		}
 	}
 }
 
-func fetchMatchesScan(t *testing.T, seed uint64) {
+func fetchMatchesScan(t *testing.T, sub, seed uint64) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	s, g := newShard()
+	if sub != 0 {
+		g.subscribe(t, sub)
+		s = s.sub(sub)
+	}
 	nkeys := 1 + rng.IntN(8)
 	var out []Lease // handed out, perhaps acknowledged or lapsed since
 	pendingOffsets := func() []uint64 {
@@ -204,27 +216,27 @@ func fetchMatchesScan(t *testing.T, seed uint64) {
 			out = append(out, got...)
 		case op < 12 && len(out) > 0: // the holder acks its receipt
 			l := out[rng.IntN(len(out))]
-			held, _, _ := s.Leases.HoldForAck([]uint64{l.Offset}, []uint64{l.Number}, time.Now())
+			held, _, _ := s.Leases.HoldForAck(s.Sub, []uint64{l.Offset}, []uint64{l.Number}, time.Now())
 			if len(held) > 0 {
-				g.ack(t, held...)
+				g.ackIn(t, s.Sub, held...)
 			}
 		case op < 13 && len(out) > 0:
 			l := out[rng.IntN(len(out))]
-			s.Leases.Nack([]uint64{l.Offset}, []uint64{l.Number})
+			s.Leases.Nack(s.Sub, []uint64{l.Offset}, []uint64{l.Number})
 		case op < 14: // an ack by id, of any pending event
 			if p := pendingOffsets(); len(p) > 0 {
-				g.ack(t, p[rng.IntN(len(p))])
+				g.ackIn(t, s.Sub, p[rng.IntN(len(p))])
 			}
 		case op < 15: // an ack of a receipt that fails to commit
 			o := uint64(rng.IntN(int(g.m.NextOffset()) + 1))
-			_, fresh, _ := s.Leases.HoldForAck([]uint64{o}, []uint64{12345}, time.Now())
+			_, fresh, _ := s.Leases.HoldForAck(s.Sub, []uint64{o}, []uint64{12345}, time.Now())
 			if rng.IntN(2) == 0 {
-				s.Leases.Nack(fresh, nil)
+				s.Leases.Nack(s.Sub, fresh, nil)
 			}
 		case op < 16:
 			if p := pendingOffsets(); len(p) > 0 {
 				o := p[rng.IntN(len(p))]
-				g.apply(t, shard.Command{Op: shard.OpDeadLetter, Time: 1, Dead: []shard.DeadInfo{{Offset: o, Reason: "test"}}})
+				g.apply(t, shard.Command{Op: shard.OpDeadLetter, Time: 1, Subscription: s.Sub, Dead: []shard.DeadInfo{{Offset: o, Reason: "test"}}})
 			}
 		case op < 17:
 			g.restore(t)
@@ -234,7 +246,11 @@ func fetchMatchesScan(t *testing.T, seed uint64) {
 			out = nil
 		case op < 19:
 			if p := pendingOffsets(); len(p) > 0 {
-				g.ack(t, p...)
+				g.ackIn(t, s.Sub, p...)
+			}
+		case sub != 0: // the default subscription consumes at its own pace
+			if p, _, _ := s.sub(0).ReadPending(ctx, 0, 1<<30); len(p) > 0 {
+				g.ackIn(t, 0, p[rng.IntN(len(p))].Offset)
 			}
 		}
 		checkIndex(t, s, g)
@@ -312,7 +328,7 @@ func TestFetchIndexDrains(t *testing.T) {
 	if got, err := s.Fetch(ctx, 1000, time.Hour); err != nil || len(got) != 0 {
 		t.Fatalf("fetch of a drained shard = %v, %v", offsets(got), err)
 	}
-	x := s.Leases.index
+	x := s.table().index
 	if len(x.keys) != 0 || x.entries != 0 || x.ready.Len()+x.leased.Len() != 0 || x.peak != 0 {
 		t.Errorf("drained index: %d keys, %d entries, %d in heaps, peak %d; want nothing", len(x.keys), x.entries, x.ready.Len()+x.leased.Len(), x.peak)
 	}
@@ -323,7 +339,7 @@ func TestFetchUnleasesWhatItCannotRead(t *testing.T) {
 	ctx := context.Background()
 	s, g := newShard()
 	g.publish(t, "a")
-	if _, err := s.index(ctx); err != nil {
+	if _, err := s.index(ctx, s.table()); err != nil {
 		t.Fatal(err)
 	}
 	delete(g.log, 1)

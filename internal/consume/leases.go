@@ -4,24 +4,174 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"herald/internal/shard"
 )
 
-// Leases holds a shard's pull leases. Leases live in the memory of the
-// node that leads the shard: after a restart or a change of leader they are
-// gone and the events are handed out again (at-least-once). Acks, which
-// are what must not be lost, go through the shard's log, and every replica
-// drops the leases of the events an ack names as it applies it (Acked),
-// wherever the ack was made: the leader's table holds no lease on an
-// acknowledged event.
+// Leases holds a shard's pull leases: a table for each subscription that
+// pull consumers fetch from, made at its first fetch or ack. Each
+// subscription reads the shard through its own cursor, so its leases, and
+// the index of its pending events, are its own: one subscription's
+// leases never hide or hold back another's events.
 //
-// Each lease has a number, which the delivery's receipt carries
-// (topic.Receipt). An ack of a receipt is checked here, on the leader,
-// before it is proposed (HoldForAck): it may end only its own lease, or
-// no lease at all, never the lease of a consumer the event was handed to
-// since. An ack that named the event id alone would end any lease, and the
+// Leases live in the memory of the node that leads the shard: after a
+// restart or a change of leader they are gone and the events are handed
+// out again (at-least-once). Acks, which are what must not be lost, go
+// through the shard's log, and every replica drops the leases of the
+// events an ack names as it applies it (Applied), wherever the ack was
+// made: the leader's table holds no lease on an acknowledged event.
+//
+// Each lease has a number, which the delivery's receipt carries with the
+// subscription (topic.SubscriptionReceipt). An ack of a receipt is checked
+// here, on the leader, before it is proposed (HoldForAck): it may end only
+// its own lease, or no lease at all, never the lease of a consumer the
+// event was handed to since. An ack that named the event id alone would end any lease, and the
 // key's next event could then go to another consumer while the earlier
 // one is still on its way to its current holder.
 type Leases struct {
+	mu     sync.Mutex
+	tables map[uint64]*table // by subscription
+}
+
+// NewLeases returns a shard's lease tables, none made yet.
+func NewLeases() *Leases {
+	return &Leases{tables: make(map[uint64]*table)}
+}
+
+// table returns subscription sub's table, made empty if it has none.
+func (l *Leases) table(sub uint64) *table {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.tables[sub]
+	if !ok {
+		t = newTable()
+		l.tables[sub] = t
+	}
+	return t
+}
+
+// existing returns subscription sub's table, or nil: what an applied
+// command changes in a table that holds no lease is nothing, so it needs
+// none made (followers make none).
+func (l *Leases) existing(sub uint64) *table {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tables[sub]
+}
+
+// all returns every table.
+func (l *Leases) all() []*table {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*table, 0, len(l.tables))
+	for _, t := range l.tables {
+		out = append(out, t)
+	}
+	return out
+}
+
+// drop forgets subscription sub's table: its cursor started or ended, and
+// what the table holds is of a cursor that is no more. A fetch running
+// meanwhile leases from the table it holds, whose leases are then lost,
+// as with a change of leader.
+func (l *Leases) drop(sub uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.tables, sub)
+}
+
+// DropIdle forgets the tables that hold no lease beyond now: what is
+// left in them is the index, which a fetch builds again, and the attempt
+// counts of leases that lapsed. The node calls it on a shard it stopped
+// leading, whose consumers fetch from the new leader now: the tables of
+// a shard it no longer leads would only hold memory, for as long as their
+// subscriptions live. Tables with live leases stay, so that a leader
+// elected again still keeps its consumers' events from others.
+func (l *Leases) DropIdle(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for sub, t := range l.tables {
+		if t.count(now) == 0 {
+			delete(l.tables, sub)
+		}
+	}
+}
+
+// HoldForAck decides which receipts an ack in subscription sub may act
+// on: receipt i names the event at offsets[i] and its lease numbers[i].
+// An ack may act on a receipt whose lease is still the event's, and on one
+// of an event that no consumer holds now (its lease expired, or was lost
+// with a former leader); those events are held for the ack until it
+// applies (Applied), so that no fetch hands one out meanwhile, and their
+// offsets are returned, the ones that were not held by that receipt's
+// lease before in fresh. The others lapsed: the event was handed out
+// again, and its holder acks it; their positions are returned.
+func (l *Leases) HoldForAck(sub uint64, offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
+	return l.table(sub).holdForAck(offsets, numbers, now)
+}
+
+// Nack ends the leases of offsets in subscription sub early. numbers, if
+// not nil, holds the lease numbers of the receipts that named them (0 for
+// an event id): a receipt ends its own lease only.
+func (l *Leases) Nack(sub uint64, offsets, numbers []uint64) {
+	if t := l.existing(sub); t != nil {
+		t.nack(offsets, numbers)
+	}
+}
+
+// Count returns how many events are leased beyond now, in all
+// subscriptions.
+func (l *Leases) Count(now time.Time) int {
+	n := 0
+	for _, t := range l.all() {
+		n += t.count(now)
+	}
+	return n
+}
+
+// Applied tells the leases of a command the shard applied with result r.
+// An ack, a skip or a dead letter drops the leases of the events it made
+// done for its subscription. A subscription whose cursor starts or ends
+// loses its table: a cursor started again (a default subscription
+// attached again) starts where the old table's index knows nothing of. It
+// runs on the group's goroutine.
+func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
+	if r.Err != nil {
+		return // a rejected command changes nothing
+	}
+	switch cmd.Op {
+	case shard.OpAck, shard.OpSkip:
+		if t := l.existing(cmd.Subscription); t != nil {
+			t.acked(cmd.Offsets)
+		}
+	case shard.OpDeadLetter:
+		if t := l.existing(cmd.Subscription); t != nil {
+			offsets := make([]uint64, len(cmd.Dead))
+			for i, d := range cmd.Dead {
+				offsets[i] = d.Offset
+			}
+			t.acked(offsets)
+		}
+	case shard.OpSubscribe, shard.OpUnsubscribe:
+		if r.Count > 0 {
+			l.drop(cmd.Subscription)
+		}
+	}
+}
+
+// Restored tells the leases that the shard's state was replaced by a
+// snapshot: the acks it brought dropped no lease, so every index, which
+// learns of acknowledged fronts from ended leases, is rebuilt before the
+// next fetch reads it. It runs on the group's goroutine.
+func (l *Leases) Restored() {
+	for _, t := range l.all() {
+		t.restored()
+	}
+}
+
+// A table holds one subscription's leases on a shard, and the index of
+// its pending events that fetches read (see keyIndex).
+type table struct {
 	// indexing serializes the reads of the log that extend the index; see
 	// Shard.Fetch. It is held across reads of the group's state, which is
 	// why the group's goroutine, applying acks, takes only mu.
@@ -42,9 +192,8 @@ type Leases struct {
 	swept uint64
 }
 
-// NewLeases returns an empty lease table.
-func NewLeases() *Leases {
-	return &Leases{
+func newTable() *table {
+	return &table{
 		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
 		last:  rand.Uint64() >> 2, // room for 2^62 leases before wrapping
 		index: newKeyIndex(0),
@@ -53,7 +202,7 @@ func NewLeases() *Leases {
 
 // lease leases the event at offset until then and returns the lease's
 // number. The caller holds t.mu.
-func (t *Leases) lease(offset uint64, then time.Time) uint64 {
+func (t *table) lease(offset uint64, then time.Time) uint64 {
 	t.last++
 	if t.last == 0 {
 		t.last++ // 0 means no lease in a receipt
@@ -64,16 +213,8 @@ func (t *Leases) lease(offset uint64, then time.Time) uint64 {
 	return t.last
 }
 
-// HoldForAck decides which receipts an ack may act on: receipt i names
-// the event at offsets[i] and its lease numbers[i]. An ack may act on a
-// receipt whose lease is still the event's, and on one of an event that
-// no consumer holds now (its lease expired, or was lost with a former
-// leader); those events are held for the ack until it applies (Acked), so
-// that no fetch hands one out meanwhile, and their offsets are returned,
-// the ones that were not held by that receipt's lease before in fresh.
-// The others lapsed: the event was handed out again, and its holder acks
-// it; their positions are returned.
-func (t *Leases) HoldForAck(offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
+// holdForAck is Leases.HoldForAck in the table.
+func (t *table) holdForAck(offsets, numbers []uint64, now time.Time) (held, fresh []uint64, lapsed []int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// Long enough for the ack to commit, short enough that an ack that
@@ -98,10 +239,8 @@ func (t *Leases) HoldForAck(offsets, numbers []uint64, now time.Time) (held, fre
 	return held, fresh, lapsed
 }
 
-// Nack ends the leases of offsets early. numbers, if not nil, holds the
-// lease numbers of the receipts that named them (0 for an event id): a
-// receipt ends its own lease only.
-func (t *Leases) Nack(offsets, numbers []uint64) {
+// nack is Leases.Nack in the table.
+func (t *table) nack(offsets, numbers []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, o := range offsets {
@@ -114,7 +253,7 @@ func (t *Leases) Nack(offsets, numbers []uint64) {
 
 // end ends the lease of the event at offset, if it has one. The caller
 // holds t.mu.
-func (t *Leases) end(offset uint64) {
+func (t *table) end(offset uint64) {
 	delete(t.until, offset)
 	delete(t.number, offset)
 	t.index.released(offset)
@@ -122,7 +261,7 @@ func (t *Leases) end(offset uint64) {
 
 // unlease takes back leases a fetch could not hand out: as if they had
 // not been made, but for the numbers they used.
-func (t *Leases) unlease(picks []pick) {
+func (t *table) unlease(picks []pick) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range picks {
@@ -137,8 +276,8 @@ func (t *Leases) unlease(picks []pick) {
 	}
 }
 
-// Count returns how many events are leased beyond now.
-func (t *Leases) Count(now time.Time) int {
+// count returns how many events are leased beyond now.
+func (t *table) count(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -154,7 +293,7 @@ func (t *Leases) Count(now time.Time) int {
 // those that no ack dropped, such as the acks a snapshot brought. It
 // looks at every lease, so it does so once the head has moved on by as
 // many events since it last did. The caller holds t.mu.
-func (t *Leases) forgetBelow(head uint64) {
+func (t *table) forgetBelow(head uint64) {
 	if head < t.swept+uint64(len(t.until)) {
 		return
 	}
@@ -168,9 +307,10 @@ func (t *Leases) forgetBelow(head uint64) {
 	t.swept = head
 }
 
-// Acked drops the leases of the events an applied ack acknowledged, or a
-// dead letter gave up on. It runs on the group's goroutine.
-func (t *Leases) Acked(offsets []uint64) {
+// acked drops the leases of the events an applied ack acknowledged, a
+// skip passed over or a dead letter gave up on. It runs on the group's
+// goroutine.
+func (t *table) acked(offsets []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range offsets {
@@ -179,11 +319,8 @@ func (t *Leases) Acked(offsets []uint64) {
 	}
 }
 
-// Restored tells the leases that the shard's state was replaced by a
-// snapshot: the acks it brought dropped no lease, so the index, which
-// learns of acknowledged fronts from ended leases, is rebuilt before the
-// next fetch reads it. It runs on the group's goroutine.
-func (t *Leases) Restored() {
+// restored marks the index stale: see Leases.Restored.
+func (t *table) restored() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.index.stale = true

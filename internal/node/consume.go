@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herald/internal/consume"
+	"herald/internal/host"
 	"herald/internal/protocol"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -25,9 +26,10 @@ const (
 // Delivery is an event handed to a pull consumer.
 type Delivery struct {
 	ID string
-	// Receipt names this delivery: the id and the lease's number
-	// (topic.Receipt). Acking it rather than ID acts only while the lease
-	// is the event's; see consume.Leases.
+	// Receipt names this delivery: the id, the lease's number and the
+	// subscription (topic.SubscriptionReceipt). Acking it rather than ID
+	// acts only while the lease is the event's, and in the subscription
+	// it was fetched from; see consume.Leases.
 	Receipt string
 	Shard   int
 	Offset  uint64
@@ -83,13 +85,16 @@ type FetchOptions struct {
 	// client that routes by leader sends each node the fetch of the shards
 	// it leads.
 	Shards []int
+	// Subscription names the pull subscription fetched from ("": the
+	// topic's default one). Each has its own progress and leases.
+	Subscription string
 }
 
-// Fetch leases up to opts.Max events of a topic for opts.Visibility. A
-// key's next event is not handed out while an earlier one is leased or
-// unacknowledged ahead of it, so each key is consumed in order. With
-// opts.Wait > 0 and nothing available, it waits up to that long for events
-// to arrive.
+// Fetch leases up to opts.Max events of a topic's subscription
+// (opts.Subscription) for opts.Visibility. A key's next event is not
+// handed out while an earlier one is leased or unacknowledged ahead of it,
+// so each key is consumed in order. With opts.Wait > 0 and nothing
+// available, it waits up to that long for events to arrive.
 //
 // Shards that cannot be read are listed in the result, beside the events of
 // the others; when no shard can be read, Fetch returns an *UnreadableError
@@ -105,9 +110,9 @@ func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (
 	if err != nil {
 		return FetchResult{}, err
 	}
-	if ep := tr.info.Attributes.PushEndpoint; ep != "" {
-		return FetchResult{}, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
-			ErrPushTopic, topicName, redactURL(ep), topicName)
+	sub, err := pulledSubscription(tr, opts.Subscription)
+	if err != nil {
+		return FetchResult{}, err
 	}
 	max := opts.Max
 	if max <= 0 {
@@ -122,7 +127,7 @@ func (n *Node) Fetch(ctx context.Context, topicName string, opts FetchOptions) (
 	deadline := time.Now().Add(wait)
 	for {
 		woken := tr.events.wait()
-		res, err := n.relay.fetchRound(ctx, tr, shards, max, visibility)
+		res, err := n.relay.fetchRound(ctx, tr, shards, sub, max, visibility)
 		// The last look decides what is reported: a wait that ends with
 		// nothing still names the shards it could not read.
 		if err != nil || len(res.Deliveries) > 0 || !time.Now().Before(deadline) {
@@ -166,10 +171,34 @@ func fetchedShards(tr *topicRuntime, indexes []int) ([]*shardRuntime, error) {
 	return out, nil
 }
 
-// fetchShard leases up to max events of one shard this node leads
-// (consume.Shard.Fetch), as deliveries.
-func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
-	leases, err := shardLog{n, s}.consumer().Fetch(ctx, max, visibility)
+// pulledSubscription returns the id of the subscription of tr that a
+// pull consumer names. The empty name is the topic's default subscription,
+// as it was before topics had others: it cannot be pulled from while the
+// topic pushes.
+func pulledSubscription(tr *topicRuntime, name string) (uint64, error) {
+	if name == "" {
+		if ep := tr.info.Attributes.PushEndpoint; ep != "" {
+			return 0, fmt.Errorf("%w: topic %q pushes its events to %s; pull consumers are for topics without push_endpoint (unset it with herald topic set %s --attr push_endpoint=)",
+				ErrPushTopic, tr.info.Name, redactURL(ep), tr.info.Name)
+		}
+		return 0, nil
+	}
+	sub, err := subscriptionOfTopic(tr, name)
+	if err != nil {
+		return 0, err
+	}
+	if ep := sub.Attributes.Delivery.PushEndpoint; ep != "" {
+		return 0, fmt.Errorf("%w: subscription %q of topic %q pushes to its endpoint %s; pull consumers cannot fetch from it (fetch from a subscription without push_endpoint)",
+			ErrPushSubscription, name, tr.info.Name, redactURL(ep))
+	}
+	return sub.ID, nil
+}
+
+// fetchShard leases up to max events of subscription sub of one shard
+// this node leads (consume.Shard.Fetch), as deliveries.
+func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max int, visibility time.Duration) ([]Delivery, error) {
+	c := shardLog{n, s}.consumer(sub)
+	leases, err := c.Fetch(ctx, max, visibility)
 	if err != nil || len(leases) == 0 {
 		return nil, err
 	}
@@ -177,23 +206,54 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, max int, visibil
 	for i, l := range leases {
 		id := topic.EventID(s.topic, s.index, l.Offset)
 		out[i] = Delivery{
-			ID: id, Receipt: topic.Receipt(id, l.Number), Shard: s.index, Offset: l.Offset,
+			ID: id, Receipt: topic.SubscriptionReceipt(id, l.Number, sub), Shard: s.index, Offset: l.Offset,
 			Event: eventOf(l.Event), Time: l.Time, Attempt: l.Attempt,
 		}
 	}
 	return out, nil
 }
 
-// Ack marks events done, named by their ids or by receipts of their
-// deliveries. Events already acknowledged are accepted and not counted; an
-// id that names no event (unknown topic, shard or an offset never
-// assigned) fails the whole call, and nothing is acknowledged in that id's
-// shard. A receipt whose lease lapsed (the event was handed out again) is
-// not acted on: the others are, and the error is a *LapsedError naming it.
-func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
+// forgetLeases drops the idle pull lease tables of the shards this node
+// stops leading (consume.Leases.DropIdle) until stop: their consumers
+// fetch from the new leader, and every subscription's table would
+// otherwise hold its index here for as long as the subscription lives.
+func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
+	defer w.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-w.C():
+		}
+		now := time.Now()
+		for _, group := range w.Changed() {
+			if s, ok := n.reg.shard(group); ok && !n.relay.leads(s) {
+				s.leases.DropIdle(now)
+			}
+		}
+	}
+}
+
+// Ack marks events done in the topics' default subscriptions, named by
+// their ids, or by receipts of their deliveries, which name their own
+// subscriptions: AckSubscription with no subscription named.
+func (n *Node) Ack(ctx context.Context, ids []string) (int, error) {
+	return n.AckSubscription(ctx, "", ids)
+}
+
+// AckSubscription marks events done in a subscription, named by their
+// ids or by receipts of their deliveries. Event ids are acknowledged in
+// the subscription named ("": the default one); a receipt is acknowledged
+// in the subscription it was fetched from, which the name, if given, must
+// be. Events already acknowledged are accepted and not counted; an id that
+// names no event (unknown topic, shard or an offset never assigned) fails
+// the whole call, and nothing is acknowledged in that id's shard. A
+// receipt whose lease lapsed (the event was handed out again) is not acted
+// on: the others are, and the error is a *LapsedError naming it.
+func (n *Node) AckSubscription(ctx context.Context, subscription string, ids []string) (_ int, err error) {
 	defer classify(&err)
 
-	groups, err := n.reg.groupIDs(ids)
+	groups, err := n.reg.groupIDs(subscription, ids)
 	if err != nil {
 		return 0, err
 	}
@@ -201,14 +261,14 @@ func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 	var lapsed []string
 	for s, g := range groups {
 		if len(g.offsets) > 0 {
-			count, err := n.ackOffsets(ctx, s.rt, g.offsets)
+			count, err := n.ackOffsets(ctx, s.rt, s.sub, g.offsets)
 			if err != nil {
 				return total, err
 			}
 			total += count
 		}
 		if len(g.leased) > 0 {
-			res, err := n.relay.ack(ctx, s.rt, g.leased, g.numbers)
+			res, err := n.relay.ack(ctx, s.rt, s.sub, g.leased, g.numbers)
 			if err != nil {
 				return total, err
 			}
@@ -224,11 +284,12 @@ func (n *Node) Ack(ctx context.Context, ids []string) (_ int, err error) {
 	return total, nil
 }
 
-// ackOffsets acknowledges events of a shard whatever their leases.
-func (n *Node) ackOffsets(ctx context.Context, s *shardRuntime, offsets []uint64) (int, error) {
-	res, err := n.proposeShard(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: offsets})
+// ackOffsets acknowledges events of a shard in subscription sub whatever
+// their leases.
+func (n *Node) ackOffsets(ctx context.Context, s *shardRuntime, sub uint64, offsets []uint64) (int, error) {
+	res, err := n.proposeShard(ctx, s, &shard.Command{Op: shard.OpAck, Subscription: sub, Offsets: offsets})
 	if err != nil {
-		return 0, ackError(s, err)
+		return 0, ackError(s, sub, err)
 	}
 	return res.Count, nil
 }
@@ -237,26 +298,33 @@ func (n *Node) ackOffsets(ctx context.Context, s *shardRuntime, offsets []uint64
 // leases allow it are held (consume.Leases.HoldForAck) and acknowledged by a
 // proposal that only this leader may make, so that no other leader, which
 // may have handed the events out again since, applies it unchecked.
-func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
-	held, fresh, lapsed := s.leases.HoldForAck(offsets, numbers, time.Now())
+func (n *Node) ackLeasedHere(ctx context.Context, s *shardRuntime, sub uint64, offsets, numbers []uint64) (ackResult, error) {
+	held, fresh, lapsed := s.leases.HoldForAck(sub, offsets, numbers, time.Now())
 	res := ackResult{Lapsed: lapsed}
 	if len(held) == 0 {
 		return res, nil
 	}
-	sr, err := n.proposeAsLeader(ctx, s, &shard.Command{Op: shard.OpAck, Offsets: held})
+	sr, err := n.proposeAsLeader(ctx, s, &shard.Command{Op: shard.OpAck, Subscription: sub, Offsets: held})
 	if err == nil {
 		res.Count = sr.Count
 		return res, nil
 	}
 	// The holds this ack made end with it (an offset never assigned must
 	// not stay leased); a consumer's own leases stay, for it to ack again.
-	s.leases.Nack(fresh, nil)
-	return res, ackError(s, err)
+	s.leases.Nack(sub, fresh, nil)
+	return res, ackError(s, sub, err)
 }
 
-func ackError(s *shardRuntime, err error) error {
+// ackError is the error of an ack in subscription sub of shard s.
+func ackError(s *shardRuntime, sub uint64, err error) error {
 	if errors.Is(err, shard.ErrUnknownOffset) {
 		return fmt.Errorf("ack: %w; ack only ids returned by Fetch or Publish", err)
+	}
+	if sub != 0 && errors.Is(err, shard.ErrUnknownSubscription) {
+		// The shard starts a new subscription's cursor moments after the
+		// subscription is created; until then it has nothing to ack.
+		return fmt.Errorf("%w: ack in shard %s: the shard has no cursor of subscription %d yet (the subscription was created moments ago) or any more (it was deleted); retry shortly: %w",
+			ErrUnavailable, s.name, sub, err)
 	}
 	return fmt.Errorf("ack in shard %s: %w", s.name, err)
 }
@@ -274,17 +342,25 @@ func (e *LapsedError) Error() string {
 		len(e.Receipts), e.Receipts[0])
 }
 
-// Nack ends leases early so the events can be fetched again at once. A
-// receipt ends only its own lease: a nack of a lapsed one does nothing.
-func (n *Node) Nack(ctx context.Context, ids []string) (err error) {
+// Nack ends leases early so the events can be fetched again at once:
+// NackSubscription with no subscription named.
+func (n *Node) Nack(ctx context.Context, ids []string) error {
+	return n.NackSubscription(ctx, "", ids)
+}
+
+// NackSubscription ends leases of a subscription early so the events can
+// be fetched from it again at once. Event ids and receipts name the
+// subscription as they do for AckSubscription. A receipt ends only its
+// own lease: a nack of a lapsed one does nothing.
+func (n *Node) NackSubscription(ctx context.Context, subscription string, ids []string) (err error) {
 	defer classify(&err)
 
-	groups, err := n.reg.groupIDs(ids)
+	groups, err := n.reg.groupIDs(subscription, ids)
 	if err != nil {
 		return err
 	}
 	for s, g := range groups {
-		call := shardCall{Topic: s.rt.topic, Shard: s.rt.index, Offsets: g.offsets}
+		call := shardCall{Topic: s.rt.topic, Shard: s.rt.index, Sub: s.sub, Offsets: g.offsets}
 		if len(g.leased) > 0 {
 			call.Offsets = append(slices.Clone(g.offsets), g.leased...)
 			call.Leases = append(make([]uint64, len(g.offsets)), g.numbers...)
@@ -305,34 +381,73 @@ type shardIDs struct {
 	receipts []string // and the receipts
 }
 
+// subscriptionShard is a shard, and a subscription whose cursor in it an
+// ack or a nack is about.
+type subscriptionShard struct {
+	resolvedShard
+	sub uint64
+}
+
 // groupIDs resolves the ids and receipts of an ack or a nack to their
-// shards.
-func (r *registry) groupIDs(ids []string) (map[resolvedShard]*shardIDs, error) {
+// shards and subscriptions (see AckSubscription).
+func (r *registry) groupIDs(subscription string, ids []string) (map[subscriptionShard]*shardIDs, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
-	groups := make(map[resolvedShard]*shardIDs)
+	groups := make(map[subscriptionShard]*shardIDs)
 	for _, id := range ids {
-		topicName, idx, offset, lease, err := topic.ParseAckID(id)
+		a, err := topic.ParseAck(id)
 		if err != nil {
 			return nil, err
 		}
-		s, err := r.shardOf(topicName, idx)
+		s, err := r.shardOf(a.Topic, a.Shard)
 		if err != nil {
 			return nil, err
 		}
-		g := groups[s]
+		sub, err := ackedSubscription(s.topic, subscription, id, a)
+		if err != nil {
+			return nil, err
+		}
+		key := subscriptionShard{s, sub}
+		g := groups[key]
 		if g == nil {
 			g = new(shardIDs)
-			groups[s] = g
+			groups[key] = g
 		}
-		if lease == 0 {
-			g.offsets = append(g.offsets, offset)
+		if a.Lease == 0 {
+			g.offsets = append(g.offsets, a.Offset)
 			continue
 		}
-		g.leased = append(g.leased, offset)
-		g.numbers = append(g.numbers, lease)
+		g.leased = append(g.leased, a.Offset)
+		g.numbers = append(g.numbers, a.Lease)
 		g.receipts = append(g.receipts, id)
 	}
 	return groups, nil
+}
+
+// ackedSubscription returns the id of the subscription of tr an ack or a
+// nack of id, parsed as a, is about: the one named, or for a receipt, its
+// own.
+func ackedSubscription(tr *topicRuntime, name, id string, a topic.AckID) (uint64, error) {
+	if name == "" {
+		if a.Subscription != 0 {
+			if _, ok := tr.info.SubscriptionByID(a.Subscription); !ok {
+				return 0, fmt.Errorf("%w: receipt %s is of subscription %d of topic %q, which no longer exists", ErrNotFound, id, a.Subscription, tr.info.Name)
+			}
+		}
+		return a.Subscription, nil
+	}
+	sub, err := subscriptionOfTopic(tr, name)
+	if err != nil {
+		return 0, err
+	}
+	if a.Lease != 0 && a.Subscription != sub.ID {
+		own := fmt.Sprintf("subscription %d", a.Subscription)
+		if s, ok := tr.info.SubscriptionByID(a.Subscription); ok {
+			own = fmt.Sprintf("subscription %q", s.Name)
+		}
+		return 0, fmt.Errorf("%w: receipt %s was fetched from %s of topic %q, not from %q; with receipts, name no subscription or the one they were fetched from",
+			errInvalidRequest, id, own, tr.info.Name, name)
+	}
+	return sub.ID, nil
 }

@@ -44,6 +44,9 @@ var (
 	// ErrPushTopic (ErrFailedPrecondition): pull consumption of a topic
 	// that pushes.
 	ErrPushTopic = errors.New("topic pushes to an endpoint")
+	// ErrPushSubscription (ErrFailedPrecondition): pull consumption of a
+	// subscription that pushes.
+	ErrPushSubscription = errors.New("pull from a push subscription")
 	// ErrEndpointRejected (ErrFailedPrecondition): a non-persistent
 	// topic's endpoint refused an event for good (for example HTTP 400).
 	ErrEndpointRejected = errors.New("endpoint rejected the event")
@@ -63,7 +66,7 @@ var kinds = []struct {
 	{ErrNotFound, []error{controller.ErrTopicNotFound, controller.ErrSubscriptionNotFound, controller.ErrNodeNotFound, shard.ErrUnknownOffset, shard.ErrUnknownReservation}},
 	{ErrExists, []error{controller.ErrTopicExists, controller.ErrSubscriptionExists, controller.ErrNodeExists}},
 	{ErrFailedPrecondition, []error{controller.ErrShardsFixed, controller.ErrMembership, controller.ErrSubscriptionLimit, controller.ErrDefaultSubscription,
-		ErrPushTopic, ErrEndpointRejected}},
+		ErrPushTopic, ErrPushSubscription, ErrEndpointRejected}},
 	{ErrOverloaded, []error{shard.ErrQueueFull, host.ErrOverloaded}},
 	{ErrUnavailable, []error{host.ErrNoLeader, host.ErrClosed, host.ErrOutcomeUnknown, host.ErrNotApplied}},
 }

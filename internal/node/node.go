@@ -402,6 +402,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.wg.Go(func() { expiry.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
 	n.wg.Go(func() { n.cursors.run(n.stop, h.WatchLeadership()) })
+	leases := h.WatchLeadership()
+	n.wg.Go(func() { n.forgetLeases(n.stop, leases) })
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(func() { live.run(n.stop) })
 	return n, nil

@@ -47,10 +47,11 @@ type peerCalls interface {
 // leaderWork is what runs on this node once the relay has found that it
 // leads the shard (or, for propose, holds it).
 type leaderWork interface {
-	// fetchShard leases up to max events of a shard this node leads.
-	fetchShard(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error)
+	// fetchShard leases up to max events of subscription sub of a shard
+	// this node leads.
+	fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max int, visibility time.Duration) ([]Delivery, error)
 	// ackLeasedHere acknowledges events named by receipts on the leader.
-	ackLeasedHere(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error)
+	ackLeasedHere(ctx context.Context, s *shardRuntime, sub uint64, offsets, numbers []uint64) (ackResult, error)
 	// proposeShard proposes a command to a shard this node holds.
 	proposeShard(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error)
 }
@@ -76,8 +77,11 @@ type relay struct {
 
 // shardCall is a call about one shard.
 type shardCall struct {
-	Topic      string
-	Shard      int
+	Topic string
+	Shard int
+	// Sub is the subscription whose cursor and leases a fetch, ack or
+	// nack is about.
+	Sub        uint64
 	Max        int
 	Visibility time.Duration
 	Offsets    []uint64
@@ -91,12 +95,12 @@ type shardCall struct {
 
 // ref names the call's shard on the wire.
 func (c shardCall) ref() *clusterv1.ShardCall {
-	return &clusterv1.ShardCall{Topic: c.Topic, Shard: uint32(c.Shard), Relay: c.Relay}
+	return &clusterv1.ShardCall{Topic: c.Topic, Shard: uint32(c.Shard), Relay: c.Relay, Subscription: c.Sub}
 }
 
 // shardCallOf is the call about the shard ref names.
 func shardCallOf(ref *clusterv1.ShardCall) shardCall {
-	return shardCall{Topic: ref.GetTopic(), Shard: int(ref.GetShard()), Relay: ref.GetRelay()}
+	return shardCall{Topic: ref.GetTopic(), Shard: int(ref.GetShard()), Relay: ref.GetRelay(), Sub: ref.GetSubscription()}
 }
 
 // handle registers the shard calls peers make on this node: those about
@@ -108,10 +112,10 @@ func (r *relay) handle(h *transport.Handlers) {
 		c.Max, c.Visibility = int(req.GetMax()), req.GetVisibility().AsDuration()
 		ds, err := runShardCall(ctx, r, c,
 			func(ctx context.Context, s *shardRuntime, c shardCall) ([]Delivery, error) {
-				return r.here.fetchShard(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+				return r.here.fetchShard(ctx, s, c.Sub, min(c.Max, MaxFetchEvents), c.Visibility)
 			},
 			func(ctx context.Context, s *shardRuntime, c shardCall) ([]Delivery, error) {
-				return r.fetch(ctx, s, min(c.Max, MaxFetchEvents), c.Visibility)
+				return r.fetch(ctx, s, c.Sub, min(c.Max, MaxFetchEvents), c.Visibility)
 			})
 		if err != nil {
 			return nil, err
@@ -123,7 +127,7 @@ func (r *relay) handle(h *transport.Handlers) {
 		c.Offsets, c.Leases = req.GetOffsets(), req.GetLeases()
 		_, err := runShardCall(ctx, r, c,
 			func(_ context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
-				s.leases.Nack(c.Offsets, c.Leases)
+				s.leases.Nack(c.Sub, c.Offsets, c.Leases)
 				return struct{}{}, nil
 			},
 			func(ctx context.Context, s *shardRuntime, c shardCall) (struct{}, error) {
@@ -139,10 +143,10 @@ func (r *relay) handle(h *transport.Handlers) {
 		c.Offsets, c.Leases = req.GetOffsets(), req.GetLeases()
 		res, err := runShardCall(ctx, r, c,
 			func(ctx context.Context, s *shardRuntime, c shardCall) (ackResult, error) {
-				return r.here.ackLeasedHere(ctx, s, c.Offsets, c.Leases)
+				return r.here.ackLeasedHere(ctx, s, c.Sub, c.Offsets, c.Leases)
 			},
 			func(ctx context.Context, s *shardRuntime, c shardCall) (ackResult, error) {
-				return r.ack(ctx, s, c.Offsets, c.Leases)
+				return r.ack(ctx, s, c.Sub, c.Offsets, c.Leases)
 			})
 		if err != nil {
 			return nil, err
@@ -255,15 +259,16 @@ func (r *relay) target(s *shardRuntime, call *shardCall) (uint64, error) {
 	return r.leader(s)
 }
 
-// fetch leases events of a shard on whichever node leads it.
-func (r *relay) fetch(ctx context.Context, s *shardRuntime, max int, visibility time.Duration) ([]Delivery, error) {
-	call := shardCall{Topic: s.topic, Shard: s.index, Max: max, Visibility: visibility}
+// fetch leases events of subscription sub of a shard on whichever node
+// leads it.
+func (r *relay) fetch(ctx context.Context, s *shardRuntime, sub uint64, max int, visibility time.Duration) ([]Delivery, error) {
+	call := shardCall{Topic: s.topic, Shard: s.index, Sub: sub, Max: max, Visibility: visibility}
 	to, err := r.target(s, &call)
 	if err != nil {
 		return nil, err
 	}
 	if to == r.self {
-		return r.here.fetchShard(ctx, s, max, visibility)
+		return r.here.fetchShard(ctx, s, sub, max, visibility)
 	}
 	r.forwards.count(ctx, "fetch")
 	req := &clusterv1.FetchRequest{Shard: call.ref(), Max: uint32(max), Visibility: durationpb.New(visibility)}
@@ -274,12 +279,12 @@ func (r *relay) fetch(ctx context.Context, s *shardRuntime, max int, visibility 
 	return deliveriesFromWire(out.GetDeliveries()), nil
 }
 
-// fetchRound leases events of shards, each on its leader (fetch). It
-// visits them round-robin, starting one further each call so
-// no shard is starved. Every shard that could not be opened is listed as
-// unreadable, even once max events are in hand: that costs no I/O, and a
-// consumer then hears about it on every fetch.
-func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, max int, visibility time.Duration) (FetchResult, error) {
+// fetchRound leases events of subscription sub of shards, each on its
+// leader (fetch). It visits them round-robin, starting one further each
+// call so no shard is starved. Every shard that could not be opened is
+// listed as unreadable, even once max events are in hand: that costs no
+// I/O, and a consumer then hears about it on every fetch.
+func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shardRuntime, sub uint64, max int, visibility time.Duration) (FetchResult, error) {
 	var res FetchResult
 	start := int(tr.rr.Add(1))
 	var ctxErr error
@@ -292,7 +297,7 @@ func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shar
 		if len(res.Deliveries) >= max || ctxErr != nil {
 			continue
 		}
-		got, err := r.fetch(ctx, s, max-len(res.Deliveries), visibility)
+		got, err := r.fetch(ctx, s, sub, max-len(res.Deliveries), visibility)
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The request ends: that says nothing about the shard.
@@ -312,8 +317,8 @@ func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shar
 	return res, nil
 }
 
-// nack ends leases of a shard (call.Offsets, call.Leases) on whichever
-// node leads it.
+// nack ends leases of a shard's subscription (call.Sub, call.Offsets,
+// call.Leases) on whichever node leads it.
 func (r *relay) nack(ctx context.Context, s *shardRuntime, call shardCall) error {
 	call.Relay = false
 	to, err := r.target(s, &call)
@@ -321,7 +326,7 @@ func (r *relay) nack(ctx context.Context, s *shardRuntime, call shardCall) error
 		return err
 	}
 	if to == r.self {
-		s.leases.Nack(call.Offsets, call.Leases)
+		s.leases.Nack(call.Sub, call.Offsets, call.Leases)
 		return nil
 	}
 	r.forwards.count(ctx, "nack")
@@ -331,16 +336,16 @@ func (r *relay) nack(ctx context.Context, s *shardRuntime, call shardCall) error
 }
 
 // ack acknowledges events of a shard named by receipts (their offsets
-// and lease numbers) on whichever node leads it, where the leases are
-// checked.
-func (r *relay) ack(ctx context.Context, s *shardRuntime, offsets, numbers []uint64) (ackResult, error) {
-	call := shardCall{Topic: s.topic, Shard: s.index, Offsets: offsets, Leases: numbers}
+// and lease numbers) in subscription sub, on whichever node leads it,
+// where the leases are checked.
+func (r *relay) ack(ctx context.Context, s *shardRuntime, sub uint64, offsets, numbers []uint64) (ackResult, error) {
+	call := shardCall{Topic: s.topic, Shard: s.index, Sub: sub, Offsets: offsets, Leases: numbers}
 	to, err := r.target(s, &call)
 	if err != nil {
 		return ackResult{}, err
 	}
 	if to == r.self {
-		return r.here.ackLeasedHere(ctx, s, offsets, numbers)
+		return r.here.ackLeasedHere(ctx, s, sub, offsets, numbers)
 	}
 	r.forwards.count(ctx, "ack")
 	req := &clusterv1.AckRequest{Shard: call.ref(), Offsets: call.Offsets, Leases: call.Leases}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ func (f fakeLeaders) Leader(group uint64) (uint64, error) { return f[group], nil
 type fakePeers struct {
 	mu    sync.Mutex
 	calls []string // "rpc to=node relay=bool"
+	subs  []uint64 // the subscription of each call
 	err   error
 }
 
@@ -36,6 +38,7 @@ func (p *fakePeers) note(rpc string, to uint64, ref *clusterv1.ShardCall) {
 		how = "relayed"
 	}
 	p.calls = append(p.calls, fmt.Sprintf("%s %d %s", rpc, to, how))
+	p.subs = append(p.subs, ref.GetSubscription())
 }
 
 func (p *fakePeers) Fetch(_ context.Context, to uint64, req *clusterv1.FetchRequest) (*clusterv1.FetchResponse, error) {
@@ -58,16 +61,21 @@ func (p *fakePeers) Propose(_ context.Context, to uint64, _ *clusterv1.ProposeRe
 	return &clusterv1.ProposeResponse{Count: 1}, p.err
 }
 
-// fakeWork records what ran on this node.
-type fakeWork struct{ ran []string }
+// fakeWork records what ran on this node, and for which subscription.
+type fakeWork struct {
+	ran  []string
+	subs []uint64
+}
 
-func (w *fakeWork) fetchShard(context.Context, *shardRuntime, int, time.Duration) ([]Delivery, error) {
+func (w *fakeWork) fetchShard(_ context.Context, _ *shardRuntime, sub uint64, _ int, _ time.Duration) ([]Delivery, error) {
 	w.ran = append(w.ran, "fetch")
+	w.subs = append(w.subs, sub)
 	return nil, nil
 }
 
-func (w *fakeWork) ackLeasedHere(context.Context, *shardRuntime, []uint64, []uint64) (ackResult, error) {
+func (w *fakeWork) ackLeasedHere(_ context.Context, _ *shardRuntime, sub uint64, _, _ []uint64) (ackResult, error) {
 	w.ran = append(w.ran, "ack")
+	w.subs = append(w.subs, sub)
 	return ackResult{}, nil
 }
 
@@ -120,13 +128,13 @@ func TestRelayRunsOnTheLeader(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, peers, work, s := newRelayTest(c.self, c.leader)
-			if _, err := r.fetch(ctx, s, 10, time.Second); err != nil {
+			if _, err := r.fetch(ctx, s, 0, 10, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.nack(ctx, s, shardCall{Topic: "t", Offsets: []uint64{1}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.ack(ctx, s, []uint64{1}, []uint64{1}); err != nil {
+			if _, err := r.ack(ctx, s, 0, []uint64{1}, []uint64{1}); err != nil {
 				t.Fatal(err)
 			}
 			got := strings.Join(peers.calls, ",")
@@ -215,7 +223,7 @@ func TestRelayErrorsAreUnavailable(t *testing.T) {
 	ctx := context.Background()
 	r, peers, _, s := newRelayTest(3, 2)
 	peers.err = errors.New("connection refused")
-	if _, err := r.fetch(ctx, s, 1, time.Second); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+	if _, err := r.fetch(ctx, s, 0, 1, time.Second); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("peer failure: %v, want ErrUnavailable with the cause", err)
 	}
 	if _, err := r.propose(ctx, s, &shard.Command{Op: shard.OpAbort}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "outcome is unknown") {
@@ -228,7 +236,7 @@ func TestRelayErrorsAreUnavailable(t *testing.T) {
 	}
 
 	r.peers = nil
-	if _, err := r.ack(ctx, s, []uint64{1}, []uint64{1}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "cannot reach") {
+	if _, err := r.ack(ctx, s, 0, []uint64{1}, []uint64{1}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("no transport: %v, want ErrUnavailable", err)
 	}
 
@@ -242,5 +250,40 @@ func TestRelayErrorsAreUnavailable(t *testing.T) {
 	}
 	if r.leads(s) {
 		t.Error("a node without a replica leads the shard")
+	}
+}
+
+// TestRelayCarriesTheSubscription: a fetch, nack or ack of a named
+// subscription reaches the leader's work for that subscription, whether
+// made there, sent to it or relayed.
+func TestRelayCarriesTheSubscription(t *testing.T) {
+	ctx := context.Background()
+	const sub = 7
+	r, peers, _, s := newRelayTest(3, 2) // a follower: every call goes to node 2
+	if _, err := r.fetch(ctx, s, sub, 10, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.nack(ctx, s, shardCall{Topic: "t", Sub: sub, Offsets: []uint64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ack(ctx, s, sub, []uint64{1}, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(peers.subs, []uint64{sub, sub, sub}) {
+		t.Errorf("calls sent to the leader for subscriptions %v, want %d each", peers.subs, sub)
+	}
+
+	leader, _, work, _ := newRelayTest(2, 2)
+	var h transport.Handlers
+	leader.handle(&h)
+	ref := &clusterv1.ShardCall{Topic: "t", Subscription: sub}
+	if _, err := h.Fetch(ctx, &clusterv1.FetchRequest{Shard: ref, Max: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Ack(ctx, &clusterv1.AckRequest{Shard: ref, Offsets: []uint64{1}, Leases: []uint64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(work.subs, []uint64{sub, sub}) {
+		t.Errorf("the leader served calls for subscriptions %v, want %d each", work.subs, sub)
 	}
 }

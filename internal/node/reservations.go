@@ -30,7 +30,7 @@ type shardMachine struct {
 	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
 	restored   bool
 
-	leases *consume.Leases // drops the leases of done events, and hears of restores
+	leases *consume.Leases // hears of applied commands (acks end leases) and of restores
 }
 
 func newShardMachine(group uint64, leases *consume.Leases, reserving *reservationShards, beforeOpen func(group uint64)) *shardMachine {
@@ -44,26 +44,8 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 	cmd, err := shard.UnmarshalCommand(data)
 	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
-	if done := doneBy(&cmd); len(done) > 0 && r.Err == nil { // a rejected command changes nothing
-		m.leases.Acked(done)
-	}
+	m.leases.Applied(&cmd, r)
 	return r
-}
-
-// doneBy returns the offsets of the events cmd, applied, made done:
-// acknowledged or dead-lettered.
-func doneBy(cmd *shard.Command) []uint64 {
-	switch cmd.Op {
-	case shard.OpAck:
-		return cmd.Offsets
-	case shard.OpDeadLetter:
-		offsets := make([]uint64, len(cmd.Dead))
-		for i, d := range cmd.Dead {
-			offsets[i] = d.Offset
-		}
-		return offsets
-	}
-	return nil
 }
 
 func (m *shardMachine) Restore(data []byte) error {

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"herald/internal/shard"
 )
 
 // waitReservations waits until the topic holds want reservations.
@@ -85,22 +83,4 @@ func TestReservationsExpireAfterARestart(t *testing.T) {
 	cfg.ReservationTimeout = 300 * time.Millisecond
 	n = openNode(t, cfg)
 	waitReservations(t, n, "outbox", 0)
-}
-
-// The events an applied ack acknowledges, and those a dead letter gives
-// up on, end their leases; other commands end none.
-func TestDoneBy(t *testing.T) {
-	for _, c := range []struct {
-		cmd  shard.Command
-		want []uint64
-	}{
-		{shard.Command{Op: shard.OpAck, Offsets: []uint64{3, 1}}, []uint64{3, 1}},
-		{shard.Command{Op: shard.OpDeadLetter, Dead: []shard.DeadInfo{{Offset: 4}, {Offset: 9}}}, []uint64{4, 9}},
-		{shard.Command{Op: shard.OpAttempt, Offsets: []uint64{2}}, nil},
-		{shard.Command{Op: shard.OpPurgeDead, Offsets: []uint64{4}}, nil},
-	} {
-		if got := doneBy(&c.cmd); !slices.Equal(got, c.want) {
-			t.Errorf("doneBy(%v) = %v, want %v", c.cmd.Op, got, c.want)
-		}
-	}
 }

@@ -38,8 +38,7 @@ type subscriptionLog struct {
 // successor's dispatcher has delivered. An empty read needs no
 // confirmation, so idle shards stay quiet.
 func (l subscriptionLog) Read(ctx context.Context, from uint64, max int) ([]delivery.Event, uint64, error) {
-	c := l.consumer()
-	c.Sub = l.sub
+	c := l.consumer(l.sub)
 	evs, next, err := c.ReadPending(ctx, from, max)
 	if err != nil || len(evs) == 0 {
 		return evs, next, err
@@ -63,9 +62,9 @@ func (l subscriptionLog) Propose(ctx context.Context, cmd *shard.Command) (shard
 
 func (l shardLog) Index() int { return l.s.index }
 
-// consumer is the shard as its consumers' side reads it.
-func (l shardLog) consumer() consume.Shard {
-	return consume.Shard{Topic: l.s.topic, Index: l.s.index, Group: l, Leases: l.s.leases}
+// consumer is the shard as the consumers of subscription sub read it.
+func (l shardLog) consumer(sub uint64) consume.Shard {
+	return consume.Shard{Topic: l.s.topic, Index: l.s.index, Group: l, Leases: l.s.leases, Sub: sub}
 }
 
 func (l shardLog) View(ctx context.Context, f func(*shard.Machine)) error {

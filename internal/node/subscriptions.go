@@ -209,12 +209,17 @@ func (n *Node) subscription(topicName, name string) (controller.Subscription, er
 	if err != nil {
 		return controller.Subscription{}, err
 	}
+	return subscriptionOfTopic(tr, name)
+}
+
+// subscriptionOfTopic looks a subscription of tr up by name.
+func subscriptionOfTopic(tr *topicRuntime, name string) (controller.Subscription, error) {
 	if err := topic.ValidateSubscriptionName(name); err != nil {
 		return controller.Subscription{}, err
 	}
 	sub, ok := tr.info.Subscription(name)
 	if !ok {
-		return controller.Subscription{}, controller.SubscriptionNotFoundError(topicName, name)
+		return controller.Subscription{}, controller.SubscriptionNotFoundError(tr.info.Name, name)
 	}
 	return sub, nil
 }

@@ -128,24 +128,70 @@ func Receipt(eventID string, lease uint64) string {
 	return eventID + "." + strconv.FormatUint(lease, 10)
 }
 
-// ParseAckID parses what an ack or a nack names: an event id (lease 0) or
-// a receipt (Receipt).
-func ParseAckID(id string) (topic string, shard int, offset, lease uint64, err error) {
+// SubscriptionReceipt returns the receipt of a delivery of an event to
+// a pull consumer of subscription sub: Receipt's for the topic's default
+// subscription (0), and "<topic>/<shard>/<offset>.<lease>.<sub>" for the
+// others, so that an ack of the receipt goes to the subscription's cursor
+// without being told which it is.
+func SubscriptionReceipt(eventID string, lease, sub uint64) string {
+	r := Receipt(eventID, lease)
+	if sub == 0 {
+		return r
+	}
+	return r + "." + strconv.FormatUint(sub, 10)
+}
+
+// An AckID is what an ack or a nack names: an event, and for a receipt
+// the lease and the subscription of the delivery it names.
+type AckID struct {
+	Topic  string
+	Shard  int
+	Offset uint64
+	// Lease is the number of the delivery's lease; 0 for an event id.
+	Lease uint64
+	// Subscription is the id of the subscription a receipt was delivered
+	// for; 0 for the default subscription and for an event id, which
+	// names no subscription.
+	Subscription uint64
+}
+
+// ParseAck parses what an ack or a nack names: an event id, or a receipt
+// (Receipt, SubscriptionReceipt).
+func ParseAck(id string) (AckID, error) {
 	const form = `use an event id or a receipt as returned by fetch, e.g. "orders/3/1042" or "orders/3/1042.7"`
 	topic, shard, last, err := splitID(id, "event id", form)
 	if err != nil {
-		return "", 0, 0, 0, err
+		return AckID{}, err
 	}
-	if offsetText, leaseText, ok := strings.Cut(last, "."); ok && !strings.HasPrefix(last, "np") {
+	if offsetText, rest, ok := strings.Cut(last, "."); ok && !strings.HasPrefix(last, "np") {
+		leaseText, subText, hasSub := strings.Cut(rest, ".")
 		offset, okOffset := parseDecimal(offsetText, ^uint64(0))
 		lease, okLease := parseDecimal(leaseText, ^uint64(0))
-		if !okOffset || !okLease || lease == 0 {
-			return "", 0, 0, 0, invalidf("invalid receipt %s: want TOPIC/SHARD/OFFSET.LEASE, the offset and the lease decimal numbers without leading zeros and the lease not 0; %s", quoteShort(id), form)
+		sub, okSub := uint64(0), true
+		if hasSub {
+			// The default subscription's receipts name none: ".0" would
+			// be a second spelling of the same receipt.
+			sub, okSub = parseDecimal(subText, ^uint64(0))
+			okSub = okSub && sub != 0
 		}
-		return topic, shard, offset, lease, nil
+		if !okOffset || !okLease || lease == 0 || !okSub {
+			return AckID{}, invalidf("invalid receipt %s: want TOPIC/SHARD/OFFSET.LEASE or TOPIC/SHARD/OFFSET.LEASE.SUBSCRIPTION, decimal numbers without leading zeros, the lease not 0 and the subscription, if any, not 0; %s", quoteShort(id), form)
+		}
+		return AckID{Topic: topic, Shard: shard, Offset: offset, Lease: lease, Subscription: sub}, nil
 	}
-	topic, shard, offset, err = ParseEventID(id)
-	return topic, shard, offset, 0, err
+	topic, shard, offset, err := ParseEventID(id)
+	if err != nil {
+		return AckID{}, err
+	}
+	return AckID{Topic: topic, Shard: shard, Offset: offset}, nil
+}
+
+// ParseAckID parses what an ack or a nack names, as ParseAck does, but for
+// the subscription of a receipt, which it does not return: it suits those
+// who route an ack, not those who make it.
+func ParseAckID(id string) (topic string, shard int, offset, lease uint64, err error) {
+	a, err := ParseAck(id)
+	return a.Topic, a.Shard, a.Offset, a.Lease, err
 }
 
 // ReservationID returns the id of reservation id in shard of topic:

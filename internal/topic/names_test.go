@@ -170,13 +170,44 @@ func TestParseAckID(t *testing.T) {
 		{"orders/1/5.", []string{"invalid receipt", "OFFSET.LEASE"}},
 		{"orders/1/.7", []string{"invalid receipt", "OFFSET.LEASE"}},
 		{"orders/1/5.07", []string{"invalid receipt", "without leading zeros"}},
-		{"orders/1/5.7.1", []string{"invalid receipt"}},
+		{"orders/1/5.7.0", []string{"invalid receipt", "the subscription, if any, not 0"}},
+		{"orders/1/5.7.1.2", []string{"invalid receipt"}},
+		{"orders/1/5.7.01", []string{"invalid receipt", "without leading zeros"}},
 		{"orders/1/r5", []string{"offset must be a decimal number"}},
 		{"orders/1", []string{"got 2", "or a receipt"}},
 		{NonPersistentEventID("orders", 1, 3, 7), []string{"non-persistent topic"}},
 	} {
 		_, _, _, _, err := ParseAckID(tc.in)
 		wantInvalid(t, err, tc.want...)
+	}
+}
+
+// TestSubscriptionReceipt: a receipt names the subscription it was
+// delivered for, but for the default subscription's, which keep the form
+// they had before subscriptions.
+func TestSubscriptionReceipt(t *testing.T) {
+	for _, tc := range []struct {
+		sub  uint64
+		want string
+	}{
+		{0, "orders/3/1042.7"},
+		{5, "orders/3/1042.7.5"},
+		{^uint64(0), "orders/3/1042.7.18446744073709551615"},
+	} {
+		r := SubscriptionReceipt("orders/3/1042", 7, tc.sub)
+		if r != tc.want {
+			t.Errorf("SubscriptionReceipt(orders/3/1042, 7, %d) = %q, want %q", tc.sub, r, tc.want)
+		}
+		want := AckID{Topic: "orders", Shard: 3, Offset: 1042, Lease: 7, Subscription: tc.sub}
+		if got, err := ParseAck(r); err != nil || got != want {
+			t.Errorf("ParseAck(%q) = %+v, %v; want %+v", r, got, err, want)
+		}
+		if _, _, offset, lease, err := ParseAckID(r); err != nil || offset != 1042 || lease != 7 {
+			t.Errorf("ParseAckID(%q) = offset %d, lease %d, %v; want 1042, 7", r, offset, lease, err)
+		}
+	}
+	if got, err := ParseAck("orders/3/1042"); err != nil || got != (AckID{Topic: "orders", Shard: 3, Offset: 1042}) {
+		t.Errorf("ParseAck of an event id = %+v, %v", got, err)
 	}
 }
 

@@ -2317,7 +2317,11 @@ type FetchRequest struct {
 	VisibilityTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=visibility_timeout,json=visibilityTimeout,proto3" json:"visibility_timeout,omitempty"`
 	// How long to wait for an event when none is available (default 0: return
 	// at once; at most 60s).
-	Wait          *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The pull subscription to fetch from; empty for the topic's default
+	// subscription. Each subscription has its own progress and leases: an
+	// event acknowledged in one is still pending in the others.
+	Subscription  string `protobuf:"bytes,5,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2378,6 +2382,13 @@ func (x *FetchRequest) GetWait() *durationpb.Duration {
 		return x.Wait
 	}
 	return nil
+}
+
+func (x *FetchRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type FetchResponse struct {
@@ -2503,7 +2514,12 @@ func (x *UnreadableShard) GetReason() string {
 type AckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Event ids, or receipts of deliveries (Event.receipt).
-	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The subscription the event ids are acknowledged in; empty for the
+	// topic's default subscription. A receipt names the subscription it was
+	// fetched from, so receipts need none: if one is given, it must be the
+	// receipts' own.
+	Subscription  string `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2543,6 +2559,13 @@ func (x *AckRequest) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *AckRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type AckResponse struct {
@@ -2604,7 +2627,9 @@ type NackRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Event ids, or receipts of deliveries; a receipt ends its own lease
 	// only.
-	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The subscription whose leases of the event ids end; as in AckRequest.
+	Subscription  string `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2644,6 +2669,13 @@ func (x *NackRequest) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *NackRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type NackResponse struct {
@@ -4014,28 +4046,31 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	" \x01(\tR\areceipt\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x01\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
 	"\n" +
 	"max_events\x18\x02 \x01(\rR\tmaxEvents\x12H\n" +
 	"\x12visibility_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\x12-\n" +
-	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x82\x01\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\"\n" +
+	"\fsubscription\x18\x05 \x01(\tR\fsubscription\"\x82\x01\n" +
 	"\rFetchResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.herald.v1.EventR\x06events\x12G\n" +
 	"\x11unreadable_shards\x18\x02 \x03(\v2\x1a.herald.v1.UnreadableShardR\x10unreadableShards\"S\n" +
 	"\x0fUnreadableShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1e\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"B\n" +
 	"\n" +
 	"AckRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\";\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\"\n" +
+	"\fsubscription\x18\x02 \x01(\tR\fsubscription\";\n" +
 	"\vAckResponse\x12\x14\n" +
 	"\x05acked\x18\x01 \x01(\rR\x05acked\x12\x16\n" +
-	"\x06lapsed\x18\x02 \x03(\tR\x06lapsed\"\x1f\n" +
+	"\x06lapsed\x18\x02 \x03(\tR\x06lapsed\"C\n" +
 	"\vNackRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"\x0e\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\"\n" +
+	"\fsubscription\x18\x02 \x01(\tR\fsubscription\"\x0e\n" +
 	"\fNackResponse\"\xa0\x01\n" +
 	"\n" +
 	"DeadLetter\x12&\n" +

@@ -186,7 +186,10 @@ type ShardCall struct {
 	Shard uint32 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
 	// The caller holds no replica of the shard: a replica that does not
 	// lead it passes the call on to its leader (never further).
-	Relay         bool `protobuf:"varint,3,opt,name=relay,proto3" json:"relay,omitempty"`
+	Relay bool `protobuf:"varint,3,opt,name=relay,proto3" json:"relay,omitempty"`
+	// The subscription whose cursor and leases the call is about (Fetch,
+	// Nack, Ack): its id, 0 for the topic's default subscription.
+	Subscription  uint64 `protobuf:"varint,4,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +243,13 @@ func (x *ShardCall) GetRelay() bool {
 		return x.Relay
 	}
 	return false
+}
+
+func (x *ShardCall) GetSubscription() uint64 {
+	if x != nil {
+		return x.Subscription
+	}
+	return 0
 }
 
 type FetchRequest struct {
@@ -1608,11 +1618,12 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12)\n" +
 	"\amessage\x18\x02 \x01(\v2\x0f.raftpb.MessageR\amessage\"\t\n" +
-	"\aRaftAck\"M\n" +
+	"\aRaftAck\"q\n" +
 	"\tShardCall\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x14\n" +
-	"\x05relay\x18\x03 \x01(\bR\x05relay\"\x8f\x01\n" +
+	"\x05relay\x18\x03 \x01(\bR\x05relay\x12\"\n" +
+	"\fsubscription\x18\x04 \x01(\x04R\fsubscription\"\x8f\x01\n" +
 	"\fFetchRequest\x122\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1c.herald.cluster.v1.ShardCallR\x05shard\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x129\n" +
