@@ -157,7 +157,7 @@ OLDEST how long ago the oldest of them was published; DELIVERED and DEAD count
 the events it delivered and the dead letters it holds; HEALTH is "ok", "failing
 (N)" with the failed attempts since the last success, "paused" when the
 endpoint asked to wait, "?" when the shards are led by other nodes, which
-alone know, and "-" for pull subscriptions. The default subscription comes
+alone know, and "-" for pull and disabled subscriptions. The default subscription comes
 first (unless detached), then the others by name. With --output json, print
 every subscription with all its attributes and statistics.`,
 		Example: `  herald subscription list orders
@@ -360,6 +360,10 @@ func healthText(s *client.Subscription, now time.Time) string {
 		return "- (pull: consumers fetch its events)"
 	}
 	h := s.Stats.Delivery
+	if h == nil && s.Disabled {
+		// Its shards run no dispatcher, which keeps the health.
+		return "- (disabled: not delivering)"
+	}
 	if h == nil {
 		return "? (known to each shard's leader, another node: herald cluster status names them)"
 	}
@@ -392,11 +396,12 @@ func healthText(s *client.Subscription, now time.Time) string {
 	return text
 }
 
-// healthCell is a subscription's HEALTH in a list: "-" for pull, "?" when
-// other nodes lead its shards, else ok, failing or paused.
+// healthCell is a subscription's HEALTH in a list: "-" for pull or
+// disabled, "?" when other nodes lead its shards, else ok, failing or
+// paused.
 func healthCell(s *client.Subscription, now time.Time) string {
 	switch {
-	case !isPush(s):
+	case !isPush(s), s.Disabled && s.Stats != nil && s.Stats.Delivery == nil:
 		return "-"
 	case s.Stats == nil || s.Stats.Delivery == nil:
 		return "?"

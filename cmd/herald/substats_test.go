@@ -33,6 +33,8 @@ func subscriptionsWithStats(now time.Time) []*client.Subscription {
 			Stats: &client.ShardStats{Delivered: 7, Delivery: &client.DeliveryHealth{LastSuccess: now.Add(-time.Second)}}},
 		{Name: "pull", ID: 3, Disabled: true, Attributes: map[string]string{},
 			Stats: &client.ShardStats{Events: 1, Error: "shard orders.1: not started yet"}},
+		{Name: "moving", ID: 4, Disabled: true, Attributes: map[string]string{"push_endpoint": "kafka://k/t"},
+			Stats: &client.ShardStats{Events: 2, OldestEventTime: now.Add(-time.Hour)}},
 	}
 }
 
@@ -48,6 +50,7 @@ func TestPrintSubscriptionsWithStats(t *testing.T) {
 billing  1   enabled   12   1m3s    100        2     failing (3)  https://b/hook  {"type": ["paid"]}
 audit    2   enabled   0    -       7          0     ok           nats://n        -
 pull     3   disabled  ?    -       0          0     -            -               -
+moving   4   disabled  2    1h0m0s  0          0     -            kafka://k/t     -
 `
 	if b.String() != want {
 		t.Errorf("printSubscriptionsText:\n%s\nwant:\n%s", b.String(), want)
