@@ -31,9 +31,8 @@ A topic's own push_endpoint (or pull) is its default subscription, named
 "default", with id 0: its settings are the topic's attributes (herald topic
 set changes them). Deleting it detaches it; creating it attaches it again.
 
-The subscriptions are recorded and replicated by the cluster; delivery still
-follows the topic's attributes alone (its default subscription) until it is
-wired to the other subscriptions.`,
+herald subscription list and get show how far behind each subscription is
+(its lag), what it delivered, and how its pushes are going.`,
 		Example: `  herald subscription create orders billing --push-endpoint https://billing.example.com/hook \
       --filter-policy '{"type": ["order.paid"]}'
   herald subscription list orders
