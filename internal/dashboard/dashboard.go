@@ -11,10 +11,10 @@
 // style sheet, embedded in the binary; nothing is loaded from elsewhere.
 // The page itself holds no data. The script polls data/state, which the
 // API's token check lets any valid token read, and lists, replays and
-// purges dead letters and reads the cluster's status (ClusterStatus)
-// through the API's JSON procedures, which need the admin scope, as do
-// EnableSubscription and DisableSubscription, which its buttons call. The token is asked for when the server wants one and kept
-// in the browser's session storage.
+// purges dead letters, enables and disables subscriptions and reads the
+// cluster's status (ClusterStatus) through the API's JSON procedures,
+// which need the admin scope. The token is asked for when the server
+// wants one and kept in the browser's session storage.
 //
 // The charts come from the node's own counters: Run samples every topic's
 // statistics at an interval and keeps the last samples in memory, and
