@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"herald/internal/node"
 	heraldv1 "herald/proto/herald/v1"
+	"herald/proto/herald/v1/heraldv1connect"
 )
 
 // A subscription's statistics come only when asked for (with_stats), in
@@ -90,5 +93,26 @@ func TestShardStatsProtoHealth(t *testing.T) {
 	h.PausedUntil = now.Add(-time.Second)
 	if p := shardStatsProto(node.ShardStats{Delivery: &h}); p.Delivery.PausedUntil != nil {
 		t.Errorf("a pause over shows as %v", p.Delivery.PausedUntil)
+	}
+}
+
+// Reading a subscription's statistics takes any token, as TopicStats does.
+func TestSubscriptionStatsTakeAnyToken(t *testing.T) {
+	tt := makeTokens(t, time.Now())
+	base, _ := startAuthServer(t, Options{Tokens: tt.store})
+	create := heraldv1connect.HeraldServiceCreateTopicProcedure
+	if status, body := callJSON(t, base, create, tt.secrets["admin"], `{"name":"orders","attributes":{"shards":"1"}}`); status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	for _, tc := range []struct{ procedure, body string }{
+		{heraldv1connect.HeraldServiceListSubscriptionsProcedure, `{"topic":"orders","withStats":true}`},
+		{heraldv1connect.HeraldServiceGetSubscriptionProcedure, `{"topic":"orders","name":"default","withStats":true}`},
+	} {
+		for _, name := range []string{"publish", "consume"} {
+			status, body := callJSON(t, base, tc.procedure, tt.secrets[name], tc.body)
+			if status != http.StatusOK || !strings.Contains(body, `"stats":`) {
+				t.Errorf("%s with a %s token: %d %s, want the statistics", procedureName(tc.procedure), name, status, body)
+			}
+		}
 	}
 }
