@@ -30,6 +30,16 @@ type Subscription struct {
 	DisabledAt     time.Time         `json:"disabled_at,omitzero"`
 	CreatedAt      time.Time         `json:"created_at,omitzero"`
 	UpdatedAt      time.Time         `json:"updated_at,omitzero"`
+
+	// Stats and ShardStats are set only by GetSubscriptionWithStats and
+	// ListSubscriptionsWithStats: the subscription's counters summed over
+	// its topic's shards and per shard, as TopicStats gives the default
+	// subscription's. Events and OldestEventTime are its lag; Delivered,
+	// Skipped (its filter rejected them), Retried and DeadLetters count its
+	// own deliveries; Delivery is its push health on the shards the
+	// answering node leads.
+	Stats      *ShardStats  `json:"stats,omitempty"`
+	ShardStats []ShardStats `json:"shard_stats,omitempty"`
 }
 
 // CreateSubscription adds subscription name to topic. attrs sets
@@ -50,9 +60,19 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, att
 
 // GetSubscription returns subscription name of topic.
 func (c *Client) GetSubscription(ctx context.Context, topic, name string) (*Subscription, error) {
+	return c.getSubscription(ctx, &heraldv1.GetSubscriptionRequest{Topic: topic, Name: name})
+}
+
+// GetSubscriptionWithStats is GetSubscription with the subscription's
+// statistics (Stats, ShardStats), which cost the server a read of each of
+// the topic's shards.
+func (c *Client) GetSubscriptionWithStats(ctx context.Context, topic, name string) (*Subscription, error) {
+	return c.getSubscription(ctx, &heraldv1.GetSubscriptionRequest{Topic: topic, Name: name, WithStats: true})
+}
+
+func (c *Client) getSubscription(ctx context.Context, req *heraldv1.GetSubscriptionRequest) (*Subscription, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	req := &heraldv1.GetSubscriptionRequest{Topic: topic, Name: name}
 	resp, err := c.svc.GetSubscription(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, err
@@ -63,9 +83,20 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (*Subs
 // ListSubscriptions returns the subscriptions of topic: the default one
 // first, unless detached, then the others by name.
 func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]*Subscription, error) {
+	return c.listSubscriptions(ctx, &heraldv1.ListSubscriptionsRequest{Topic: topic})
+}
+
+// ListSubscriptionsWithStats is ListSubscriptions with each
+// subscription's statistics (Stats, ShardStats); the server reads each of
+// the topic's shards once for all of them.
+func (c *Client) ListSubscriptionsWithStats(ctx context.Context, topic string) ([]*Subscription, error) {
+	return c.listSubscriptions(ctx, &heraldv1.ListSubscriptionsRequest{Topic: topic, WithStats: true})
+}
+
+func (c *Client) listSubscriptions(ctx context.Context, req *heraldv1.ListSubscriptionsRequest) ([]*Subscription, error) {
 	ctx, cancel := c.callContext(ctx, 0)
 	defer cancel()
-	resp, err := c.svc.ListSubscriptions(ctx, connect.NewRequest(&heraldv1.ListSubscriptionsRequest{Topic: topic}))
+	resp, err := c.svc.ListSubscriptions(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +163,7 @@ func subscriptionFromProto(s *heraldv1.Subscription) *Subscription {
 	if attrs == nil {
 		attrs = map[string]string{}
 	}
-	return &Subscription{
+	out := &Subscription{
 		Topic:          s.GetTopic(),
 		Name:           s.GetName(),
 		ID:             s.GetId(),
@@ -143,4 +174,13 @@ func subscriptionFromProto(s *heraldv1.Subscription) *Subscription {
 		CreatedAt:      timeOf(s.GetCreatedAt()),
 		UpdatedAt:      timeOf(s.GetUpdatedAt()),
 	}
+	if st := s.GetStats(); st != nil {
+		total := shardStatsFromProto(st)
+		out.Stats = &total
+		out.ShardStats = make([]ShardStats, 0, len(s.GetShardStats()))
+		for _, sh := range s.GetShardStats() {
+			out.ShardStats = append(out.ShardStats, shardStatsFromProto(sh))
+		}
+	}
+	return out
 }

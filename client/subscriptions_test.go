@@ -71,6 +71,46 @@ func TestGetAndListSubscriptions(t *testing.T) {
 	})
 }
 
+// The WithStats calls ask for the statistics and convert them as
+// TopicStats does; the plain calls neither ask nor get them.
+func TestSubscriptionsWithStats(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
+		ctx := context.Background()
+		f.AddTopic("orders", nil)
+		p := protoSubscription()
+		failing := &heraldv1.DeliveryHealth{LastError: "HTTP 503", LastErrorTime: timestamppb.New(updated),
+			ConsecutiveFailures: 4, FailingSince: timestamppb.New(created), PausedUntil: timestamppb.New(updated)}
+		p.Stats = &heraldv1.ShardStats{Name: "orders", Events: 5, OldestEventTime: timestamppb.New(created),
+			Delivered: 9, Skipped: 3, Retried: 4, DeadLetters: 1, Delivery: failing}
+		p.ShardStats = []*heraldv1.ShardStats{{Name: "orders", Events: 5}, {Shard: 1, Name: "orders.1", Error: "damaged"}}
+		f.PutSubscription(p)
+
+		want := wantSubscription()
+		want.Stats = &ShardStats{Name: "orders", Events: 5, OldestEventTime: created, Delivered: 9, Skipped: 3, Retried: 4, DeadLetters: 1,
+			Delivery: &DeliveryHealth{LastError: "HTTP 503", LastErrorTime: updated, ConsecutiveFailures: 4, FailingSince: created, PausedUntil: updated}}
+		want.ShardStats = []ShardStats{{Name: "orders", Events: 5}, {Shard: 1, Name: "orders.1", Error: "damaged"}}
+		got, err := c.GetSubscriptionWithStats(ctx, "orders", "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRequest(t, f, &heraldv1.GetSubscriptionRequest{Topic: "orders", Name: "billing", WithStats: true})
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("GetSubscriptionWithStats = %+v, want %+v", got, want)
+		}
+		list, err := c.ListSubscriptionsWithStats(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRequest(t, f, &heraldv1.ListSubscriptionsRequest{Topic: "orders", WithStats: true})
+		if len(list) != 1 || !reflect.DeepEqual(list[0], want) {
+			t.Errorf("ListSubscriptionsWithStats = %+v, want [%+v]", list, want)
+		}
+		if got, err := c.GetSubscription(ctx, "orders", "billing"); err != nil || got.Stats != nil || got.ShardStats != nil {
+			t.Errorf("GetSubscription = %+v, %v; want no statistics", got, err)
+		}
+	})
+}
+
 func TestChangeSubscriptions(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, f *fakeherald.Server, c *Client) {
 		ctx := context.Background()

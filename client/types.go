@@ -81,9 +81,11 @@ type ShardStats struct {
 	Leased          uint64    `json:"leased"`
 	NextOffset      uint64    `json:"next_offset"`
 	Head            uint64    `json:"head"`
-	// Push delivery: events delivered to the endpoint, failed attempts
-	// retried, events dead-lettered in all, and dead letters held now.
+	// Push delivery: events delivered to the endpoint, events a
+	// subscription's filter skipped, failed attempts retried, events
+	// dead-lettered in all, and dead letters held now.
 	Delivered       uint64 `json:"delivered"`
+	Skipped         uint64 `json:"skipped"`
 	Retried         uint64 `json:"retried"`
 	DeadLettered    uint64 `json:"dead_lettered"`
 	DeadLetters     uint64 `json:"dead_letters"`
@@ -106,6 +108,12 @@ type DeliveryHealth struct {
 	// ConsecutiveFailures counts failed attempts since the last success.
 	ConsecutiveFailures uint64    `json:"consecutive_failures"`
 	LastSuccess         time.Time `json:"last_success,omitzero"`
+	// FailingSince is when the current run of failures began; zero unless
+	// failing.
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	// PausedUntil is until when the endpoint asked (Retry-After) not to be
+	// sent to; zero unless paused now.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
 // UnreadableShard is a shard that Fetch could not read, for example because
@@ -220,6 +228,7 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		NextOffset:      s.GetNextOffset(),
 		Head:            s.GetHead(),
 		Delivered:       s.GetDelivered(),
+		Skipped:         s.GetSkipped(),
 		Retried:         s.GetRetried(),
 		DeadLettered:    s.GetDeadLettered(),
 		DeadLetters:     s.GetDeadLetters(),
@@ -234,5 +243,6 @@ func deliveryHealthFromProto(h *heraldv1.DeliveryHealth) *DeliveryHealth {
 		return nil
 	}
 	return &DeliveryHealth{LastError: h.GetLastError(), LastErrorTime: timeOf(h.GetLastErrorTime()),
-		ConsecutiveFailures: h.GetConsecutiveFailures(), LastSuccess: timeOf(h.GetLastSuccess())}
+		ConsecutiveFailures: h.GetConsecutiveFailures(), LastSuccess: timeOf(h.GetLastSuccess()),
+		FailingSince: timeOf(h.GetFailingSince()), PausedUntil: timeOf(h.GetPausedUntil())}
 }

@@ -100,9 +100,17 @@ func topicProto(t *client.Topic) *heraldv1.Topic {
 }
 
 func subscriptionProto(s *client.Subscription) *heraldv1.Subscription {
-	return &heraldv1.Subscription{Topic: s.Topic, Name: s.Name, Id: s.ID, Attributes: s.Attributes,
+	p := &heraldv1.Subscription{Topic: s.Topic, Name: s.Name, Id: s.ID, Attributes: s.Attributes,
 		Disabled: s.Disabled, DisabledReason: s.DisabledReason, DisabledAt: timestamp(s.DisabledAt),
 		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
+	if s.Stats != nil {
+		p.Stats = shardStatsProto(*s.Stats)
+		p.ShardStats = make([]*heraldv1.ShardStats, 0, len(s.ShardStats))
+		for _, st := range s.ShardStats {
+			p.ShardStats = append(p.ShardStats, shardStatsProto(st))
+		}
+	}
+	return p
 }
 
 func eventProto(d client.Delivery) *heraldv1.Event {
@@ -118,11 +126,12 @@ func shardStatsProto(s client.ShardStats) *heraldv1.ShardStats {
 		OldestEventTime: timestamp(s.OldestEventTime), Published: s.Published, Acked: s.Acked,
 		Leased: s.Leased, NextOffset: s.NextOffset, Head: s.Head, Error: s.Error,
 		Delivered: s.Delivered, Retried: s.Retried, DeadLettered: s.DeadLettered,
-		DeadLetters: s.DeadLetters, DeadLetterBytes: s.DeadLetterBytes,
+		DeadLetters: s.DeadLetters, DeadLetterBytes: s.DeadLetterBytes, Skipped: s.Skipped,
 	}
 	if h := s.Delivery; h != nil {
 		p.Delivery = &heraldv1.DeliveryHealth{LastError: h.LastError, LastErrorTime: timestamp(h.LastErrorTime),
-			ConsecutiveFailures: h.ConsecutiveFailures, LastSuccess: timestamp(h.LastSuccess)}
+			ConsecutiveFailures: h.ConsecutiveFailures, LastSuccess: timestamp(h.LastSuccess),
+			FailingSince: timestamp(h.FailingSince), PausedUntil: timestamp(h.PausedUntil)}
 	}
 	return p
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,9 +31,8 @@ A topic's own push_endpoint (or pull) is its default subscription, named
 "default", with id 0: its settings are the topic's attributes (herald topic
 set changes them). Deleting it detaches it; creating it attaches it again.
 
-The subscriptions are recorded and replicated by the cluster; delivery still
-follows the topic's attributes alone (its default subscription) until it is
-wired to the other subscriptions.`,
+herald subscription list and get show how far behind each subscription is
+(its lag), what it delivered, and how its pushes are going.`,
 		Example: `  herald subscription create orders billing --push-endpoint https://billing.example.com/hook \
       --filter-policy '{"type": ["order.paid"]}'
   herald subscription list orders
@@ -119,13 +121,23 @@ subscription again after it was deleted.`,
 func newSubscriptionGetCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get TOPIC NAME",
-		Short: "Show a subscription and its attributes",
-		Long:  "Show a subscription: its id, whether it is disabled and why, its creation and update times, and every attribute.",
+		Short: "Show a subscription, its statistics and its attributes",
+		Long: `Show a subscription: its id, whether it is disabled and why, its creation
+and update times, how far behind it is and how its deliveries are going, every
+attribute, and its counters per shard.
+
+Lag counts the events it has yet to deliver and says how long ago the oldest
+of them was published. Delivered, skipped (its filter rejected them), retried
+(failed attempts) and dead-lettered count its own deliveries since it was
+created. Health is its pushes' last error and when, the failed attempts since
+the last success and since when, and the last success; it lives in the memory
+of each shard's leader, so a node answers for the shards it leads ("?" for the
+others: herald cluster status names their leaders).`,
 		Example: `  herald subscription get orders billing
   herald subscription get orders default -o json`,
 		Args: nArgs(2, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sub, err := g.client().GetSubscription(cmd.Context(), args[0], args[1])
+			sub, err := g.client().GetSubscriptionWithStats(cmd.Context(), args[0], args[1])
 			if err != nil {
 				return g.explain(err)
 			}
@@ -139,13 +151,19 @@ func newSubscriptionListCommand(g *globals) *cobra.Command {
 		Use:   "list TOPIC",
 		Short: "List the subscriptions of a topic",
 		Long: `List the subscriptions of a topic with their id, state, push endpoint and
-filter: the default subscription first (unless detached), then the others by
-name. With --output json, print every subscription with all its attributes.`,
+filter, and how they are doing: LAG is the events each has yet to deliver and
+OLDEST how long ago the oldest of them was published; DELIVERED and DEAD count
+the events it delivered and the dead letters it holds; HEALTH is "ok", "failing
+(N)" with the failed attempts since the last success, "paused" when the
+endpoint asked to wait, "?" when the shards are led by other nodes, which
+alone know, and "-" for pull and disabled subscriptions. The default subscription comes
+first (unless detached), then the others by name. With --output json, print
+every subscription with all its attributes and statistics.`,
 		Example: `  herald subscription list orders
   herald subscription list orders -o json`,
 		Args: nArgs(1, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			subs, err := g.client().ListSubscriptions(cmd.Context(), args[0])
+			subs, err := g.client().ListSubscriptionsWithStats(cmd.Context(), args[0])
 			if err != nil {
 				return g.explain(err)
 			}
@@ -257,6 +275,12 @@ func (g *globals) printSubscription(w io.Writer, s *client.Subscription) error {
 	if g.json() {
 		return writeJSON(w, s)
 	}
+	return printSubscriptionText(w, s, time.Now())
+}
+
+// printSubscriptionText writes s, and its statistics if it has them, as
+// of now.
+func printSubscriptionText(w io.Writer, s *client.Subscription, now time.Time) error {
 	tw := newTable(w)
 	row(tw, "Topic:", s.Topic)
 	row(tw, "Name:", s.Name)
@@ -264,11 +288,128 @@ func (g *globals) printSubscription(w io.Writer, s *client.Subscription) error {
 	row(tw, "State:", stateText(s))
 	row(tw, "Created:", timeText(s.CreatedAt))
 	row(tw, "Updated:", timeText(s.UpdatedAt))
+	if st := s.Stats; st != nil {
+		row(tw, "Lag:", lagText(st, now))
+		row(tw, "Delivered:", st.Delivered)
+		row(tw, "Skipped:", fmt.Sprintf("%d (rejected by the filter)", st.Skipped))
+		row(tw, "Retried:", fmt.Sprintf("%d (failed attempts)", st.Retried))
+		row(tw, "Dead letters:", fmt.Sprintf("%d held, %d in all", st.DeadLetters, st.DeadLettered))
+		row(tw, "Health:", healthText(s, now))
+	}
 	row(tw, "Attributes:")
 	for _, k := range sortedKeys(s.Attributes) {
 		row(tw, "  "+k, s.Attributes[k])
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(s.ShardStats) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w, "Shards:"); err != nil {
+		return err
+	}
+	return printSubscriptionShards(w, s, now)
+}
+
+// printSubscriptionShards writes a subscription's counters per shard;
+// push subscriptions' rows end with the health columns of topic stats.
+func printSubscriptionShards(w io.Writer, s *client.Subscription, now time.Time) error {
+	tw := newTable(w)
+	push := isPush(s)
+	header := []any{"SHARD", "NAME", "LAG", "OLDEST", "DELIVERED", "SKIPPED", "RETRIED", "DEAD", "ERROR"}
+	if push {
+		header = append(header, "FAILING", "LAST OK", "LAST PUSH ERROR")
+	}
+	row(tw, header...)
+	for _, st := range s.ShardStats {
+		cells := []any{st.Shard, st.Name, st.Events, ageText(st.OldestEventTime, now), st.Delivered,
+			st.Skipped, st.Retried, st.DeadLetters, orDash(st.Error)}
+		if push {
+			cells = append(cells, healthCells(st.Delivery, now)...)
+		}
+		row(tw, cells...)
+	}
 	return tw.Flush()
+}
+
+// isPush says whether s pushes to an endpoint rather than waiting for
+// pull consumers.
+func isPush(s *client.Subscription) bool {
+	return s.Attributes["push_endpoint"] != ""
+}
+
+// lagText says how many events a subscription has yet to deliver, their
+// bytes, and how long ago the oldest was published.
+func lagText(st *client.ShardStats, now time.Time) string {
+	text := fmt.Sprintf("%s (%d bytes)", count(int(st.Events), "event"), st.Bytes)
+	if !st.OldestEventTime.IsZero() {
+		text += ", the oldest published " + ageText(st.OldestEventTime, now) + " ago"
+	}
+	if st.Error != "" {
+		text += "; incomplete: " + st.Error
+	}
+	return text
+}
+
+// healthText says how a subscription's pushes are going, as far as the
+// answering node knows: it keeps the health of the shards it leads.
+func healthText(s *client.Subscription, now time.Time) string {
+	if !isPush(s) {
+		return "- (pull: consumers fetch its events)"
+	}
+	h := s.Stats.Delivery
+	if h == nil && s.Disabled {
+		// Its shards run no dispatcher, which keeps the health.
+		return "- (disabled: not delivering)"
+	}
+	if h == nil {
+		return "? (known to each shard's leader, another node: herald cluster status names them)"
+	}
+	var parts []string
+	if h.ConsecutiveFailures > 0 {
+		failing := fmt.Sprintf("failing: %s since the last success", count(int(h.ConsecutiveFailures), "failed attempt"))
+		if !h.FailingSince.IsZero() {
+			failing += ", for " + ageText(h.FailingSince, now)
+		}
+		parts = append(parts, failing)
+	} else {
+		parts = append(parts, "ok")
+	}
+	if h.PausedUntil.After(now) {
+		parts = append(parts, "paused for "+ageText(now, h.PausedUntil)+" more, as the endpoint asked (Retry-After)")
+	}
+	if !h.LastSuccess.IsZero() {
+		parts = append(parts, "last success "+ageText(h.LastSuccess, now)+" ago")
+	} else {
+		parts = append(parts, "no success yet")
+	}
+	if !h.LastErrorTime.IsZero() {
+		// One line, whatever the endpoint answered.
+		parts = append(parts, "last error "+ageText(h.LastErrorTime, now)+" ago: "+strings.Join(strings.Fields(h.LastError), " "))
+	}
+	text := strings.Join(parts, "; ")
+	if slices.ContainsFunc(s.ShardStats, func(st client.ShardStats) bool { return st.Delivery == nil && st.Error == "" }) {
+		text += " (shards led by other nodes not included)"
+	}
+	return text
+}
+
+// healthCell is a subscription's HEALTH in a list: "-" for pull or
+// disabled, "?" when other nodes lead its shards, else ok, failing or
+// paused.
+func healthCell(s *client.Subscription, now time.Time) string {
+	switch {
+	case !isPush(s), s.Disabled && s.Stats != nil && s.Stats.Delivery == nil:
+		return "-"
+	case s.Stats == nil || s.Stats.Delivery == nil:
+		return "?"
+	case s.Stats.Delivery.ConsecutiveFailures > 0:
+		return fmt.Sprintf("failing (%d)", s.Stats.Delivery.ConsecutiveFailures)
+	case s.Stats.Delivery.PausedUntil.After(now):
+		return "paused"
+	}
+	return "ok"
 }
 
 func (g *globals) printSubscriptions(w io.Writer, topicName string, subs []*client.Subscription) error {
@@ -279,8 +420,14 @@ func (g *globals) printSubscriptions(w io.Writer, topicName string, subs []*clie
 		_, err := fmt.Fprintf(w, "topic %s has no subscriptions (its default one is detached)\n", topicName)
 		return err
 	}
+	return printSubscriptionsText(w, subs, time.Now())
+}
+
+// printSubscriptionsText writes subs as a table, with their statistics
+// as of now.
+func printSubscriptionsText(w io.Writer, subs []*client.Subscription, now time.Time) error {
 	tw := newTable(w)
-	row(tw, "NAME", "ID", "STATE", "PUSH ENDPOINT", "FILTER")
+	row(tw, "NAME", "ID", "STATE", "LAG", "OLDEST", "DELIVERED", "DEAD", "HEALTH", "PUSH ENDPOINT", "FILTER")
 	for _, s := range subs {
 		a := s.Attributes
 		state := "enabled"
@@ -289,9 +436,25 @@ func (g *globals) printSubscriptions(w io.Writer, topicName string, subs []*clie
 		}
 		// One line per row, however the policy was written.
 		filter := strings.Join(strings.Fields(a["filter_policy"]), " ")
-		row(tw, s.Name, s.ID, state, orDash(a["push_endpoint"]), orDash(filter))
+		cells := []any{s.Name, s.ID, state}
+		cells = append(cells, statsCells(s.Stats, now)...)
+		cells = append(cells, healthCell(s, now), orDash(a["push_endpoint"]), orDash(filter))
+		row(tw, cells...)
 	}
 	return tw.Flush()
+}
+
+// statsCells are a subscription's LAG, OLDEST, DELIVERED and DEAD in a
+// list; "?" for a lag that a shard could not count.
+func statsCells(st *client.ShardStats, now time.Time) []any {
+	if st == nil {
+		return []any{"-", "-", "-", "-"}
+	}
+	lag := strconv.FormatUint(st.Events, 10)
+	if st.Error != "" {
+		lag = "?"
+	}
+	return []any{lag, ageText(st.OldestEventTime, now), st.Delivered, st.DeadLetters}
 }
 
 // stateText says whether s delivers and, if not, since when and why.

@@ -75,8 +75,8 @@ func TestSubscriptionGetListSetDisableDelete(t *testing.T) {
 	out := cli(t, url, "", "subscription", "list", "orders")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || strings.Fields(lines[0])[0] != "NAME" ||
-		!reflect.DeepEqual(strings.Fields(lines[1]), []string{"default", "0", "enabled", "nats://h", "-"}) ||
-		!reflect.DeepEqual(strings.Fields(lines[2]), []string{"billing", "3", "enabled", "-", "{", `"type":`, `["paid"]`, "}"}) {
+		!reflect.DeepEqual(strings.Fields(lines[1]), []string{"default", "0", "enabled", "-", "-", "-", "-", "?", "nats://h", "-"}) ||
+		!reflect.DeepEqual(strings.Fields(lines[2]), []string{"billing", "3", "enabled", "-", "-", "-", "-", "-", "-", "{", `"type":`, `["paid"]`, "}"}) {
 		t.Errorf("subscription list:\n%s", out)
 	}
 

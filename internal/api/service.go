@@ -188,6 +188,7 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 		NextOffset: st.NextOffset, Head: st.Head,
 		Delivered: st.Delivered, Retried: st.Retried, DeadLettered: st.DeadLettered,
 		DeadLetters: uint64(st.DeadLetters), DeadLetterBytes: uint64(st.DeadLetterBytes),
+		Skipped: st.Skipped,
 	}
 	if s.Shard >= 0 {
 		p.Shard = uint32(s.Shard)
@@ -199,8 +200,19 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 		p.Error = s.Err.Error()
 	}
 	if h := s.Delivery; h != nil {
-		p.Delivery = &heraldv1.DeliveryHealth{LastError: h.LastError, ConsecutiveFailures: h.ConsecutiveFailures,
-			LastErrorTime: timestampOrNil(h.LastErrorTime), LastSuccess: timestampOrNil(h.LastSuccess)}
+		p.Delivery = deliveryHealthProto(h, time.Now())
+	}
+	return p
+}
+
+// deliveryHealthProto is h as the API sends it; a pause over by now is
+// left unset.
+func deliveryHealthProto(h *node.DeliveryHealth, now time.Time) *heraldv1.DeliveryHealth {
+	p := &heraldv1.DeliveryHealth{LastError: h.LastError, ConsecutiveFailures: h.ConsecutiveFailures,
+		LastErrorTime: timestampOrNil(h.LastErrorTime), LastSuccess: timestampOrNil(h.LastSuccess),
+		FailingSince: timestampOrNil(h.FailingSince)}
+	if h.PausedUntil.After(now) {
+		p.PausedUntil = timestamppb.New(h.PausedUntil)
 	}
 	return p
 }

@@ -20,15 +20,25 @@ func (s *service) CreateSubscription(ctx context.Context, req *connect.Request[h
 }
 
 func (s *service) GetSubscription(ctx context.Context, req *connect.Request[heraldv1.GetSubscriptionRequest]) (*connect.Response[heraldv1.GetSubscriptionResponse], error) {
-	sub, err := s.node.GetSubscription(ctx, req.Msg.Topic, req.Msg.Name)
+	m := req.Msg
+	sub, err := s.node.GetSubscription(ctx, m.Topic, m.Name)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&heraldv1.GetSubscriptionResponse{Subscription: subscriptionProto(sub)}), nil
+	p := subscriptionProto(sub)
+	if m.WithStats {
+		st, err := s.node.SubscriptionStats(ctx, m.Topic, m.Name)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		setSubscriptionStats(p, st)
+	}
+	return connect.NewResponse(&heraldv1.GetSubscriptionResponse{Subscription: p}), nil
 }
 
 func (s *service) ListSubscriptions(ctx context.Context, req *connect.Request[heraldv1.ListSubscriptionsRequest]) (*connect.Response[heraldv1.ListSubscriptionsResponse], error) {
-	subs, err := s.node.ListSubscriptions(ctx, req.Msg.Topic)
+	m := req.Msg
+	subs, err := s.node.ListSubscriptions(ctx, m.Topic)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -36,7 +46,27 @@ func (s *service) ListSubscriptions(ctx context.Context, req *connect.Request[he
 	for i, sub := range subs {
 		resp.Subscriptions[i] = subscriptionProto(sub)
 	}
+	if m.WithStats {
+		// One read of each shard for every subscription, not one each.
+		stats, err := s.node.SubscriptionsStats(ctx, m.Topic, subs)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		for i, st := range stats {
+			setSubscriptionStats(resp.Subscriptions[i], st)
+		}
+	}
 	return connect.NewResponse(resp), nil
+}
+
+// setSubscriptionStats adds a subscription's statistics to p, in the
+// messages TopicStats answers with.
+func setSubscriptionStats(p *heraldv1.Subscription, st node.TopicStats) {
+	p.Stats = shardStatsProto(st.Total)
+	p.ShardStats = make([]*heraldv1.ShardStats, len(st.Shards))
+	for i, sh := range st.Shards {
+		p.ShardStats[i] = shardStatsProto(sh)
+	}
 }
 
 func (s *service) SetSubscriptionAttributes(ctx context.Context, req *connect.Request[heraldv1.SetSubscriptionAttributesRequest]) (*connect.Response[heraldv1.SetSubscriptionAttributesResponse], error) {

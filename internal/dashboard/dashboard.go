@@ -2,34 +2,41 @@
 // at /dashboard/: its topics and shards, their backlog (events, bytes,
 // age of the oldest event), publish and delivery rates, retries, and dead
 // letters with buttons to replay or purge them, with charts of the last
-// minutes; and the cluster's nodes with, per shard, its replicas, preferred
-// leader and leader.
+// minutes; each topic's subscriptions with their lag, delivery rate,
+// health and dead letters, and buttons to disable and enable them; and
+// the cluster's nodes with, per shard, its replicas, preferred leader and
+// leader.
 //
 // The page is one server-rendered HTML document with a small script and
 // style sheet, embedded in the binary; nothing is loaded from elsewhere.
 // The page itself holds no data. The script polls data/state, which the
 // API's token check lets any valid token read, and lists, replays and
-// purges dead letters and reads the cluster's status (ClusterStatus)
-// through the API's JSON procedures, which need the admin scope. The token is asked for when the server wants one and kept
-// in the browser's session storage.
+// purges dead letters, enables and disables subscriptions and reads the
+// cluster's status (ClusterStatus) through the API's JSON procedures,
+// which need the admin scope. The token is asked for when the server
+// wants one and kept in the browser's session storage.
 //
 // The charts come from the node's own counters: Run samples every topic's
-// statistics at an interval and keeps the last samples in memory.
+// statistics at an interval and keeps the last samples in memory, and
+// each subscription's delivered count for its rate.
 package dashboard
 
 import (
 	"context"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"herald/internal/node"
+	"herald/internal/topic"
 )
 
 //go:embed assets
@@ -54,6 +61,21 @@ type Dashboard struct {
 
 	mu      sync.Mutex
 	history map[string]*series // by topic name
+	// subRates are the last two samples of each subscription's delivered
+	// count, by topic and id: ids are never reused, so a subscription
+	// deleted and created again under its name starts afresh.
+	subRates map[subKey]*[2]subSample
+}
+
+type subKey struct {
+	topic string
+	id    uint64
+}
+
+// subSample is a subscription's delivered count at one moment.
+type subSample struct {
+	at        time.Time
+	delivered uint64
 }
 
 // New returns the dashboard of n. Call Run to record the charts' history.
@@ -67,7 +89,7 @@ func New(n *node.Node, cfg Config) *Dashboard {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Dashboard{node: n, cfg: cfg, history: make(map[string]*series)}
+	return &Dashboard{node: n, cfg: cfg, history: make(map[string]*series), subRates: make(map[subKey]*[2]subSample)}
 }
 
 // series are the samples of one topic, oldest first.
@@ -96,7 +118,8 @@ func (d *Dashboard) Run(ctx context.Context) {
 	}
 }
 
-// sample records one sample of every topic, and forgets deleted topics.
+// sample records one sample of every topic and subscription, and forgets
+// deleted ones.
 func (d *Dashboard) sample(ctx context.Context, now time.Time) {
 	topics := d.node.ListTopics()
 	taken := make(map[string]sample, len(topics))
@@ -110,8 +133,10 @@ func (d *Dashboard) sample(ctx context.Context, now time.Time) {
 		}
 		taken[t.Name] = sampleOf(now, st.Total.Stats)
 	}
+	subs := d.sampleSubscriptions(ctx, topics, now)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.recordSubscriptions(subs)
 	for name := range d.history {
 		if _, ok := taken[name]; !ok && !slices.ContainsFunc(topics, func(t node.Topic) bool { return t.Name == name }) {
 			delete(d.history, name)
@@ -128,6 +153,74 @@ func (d *Dashboard) sample(ctx context.Context, now time.Time) {
 			h.samples = slices.Delete(h.samples, 0, over)
 		}
 	}
+}
+
+// sampleSubscriptions takes the delivered count of every subscription of
+// topics, reading each topic's shards once for all its subscriptions.
+func (d *Dashboard) sampleSubscriptions(ctx context.Context, topics []node.Topic, now time.Time) map[subKey]subSample {
+	taken := make(map[subKey]subSample)
+	for _, t := range topics {
+		subs, stats, err := d.subscriptionStats(ctx, t.Name)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Debug("dashboard: sample subscription statistics", "topic", t.Name, "err", err)
+			}
+			continue
+		}
+		for i, sub := range subs {
+			if stats[i].Total.Err == nil {
+				taken[subKey{t.Name, sub.ID}] = subSample{at: now, delivered: stats[i].Total.Stats.Delivered}
+			}
+		}
+	}
+	return taken
+}
+
+// subscriptionStats returns a topic's subscriptions and their statistics.
+func (d *Dashboard) subscriptionStats(ctx context.Context, topicName string) ([]node.Subscription, []node.TopicStats, error) {
+	subs, err := d.node.ListSubscriptions(ctx, topicName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the subscriptions of %s: %w", topicName, err)
+	}
+	stats, err := d.node.SubscriptionsStats(ctx, topicName, subs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("statistics of the subscriptions of %s: %w", topicName, err)
+	}
+	return subs, stats, nil
+}
+
+// recordSubscriptions keeps the new samples after the previous ones and
+// forgets the subscriptions that were not sampled. The caller holds d.mu.
+func (d *Dashboard) recordSubscriptions(taken map[subKey]subSample) {
+	for k := range d.subRates {
+		if _, ok := taken[k]; !ok {
+			delete(d.subRates, k)
+		}
+	}
+	for k, s := range taken {
+		last := d.subRates[k]
+		if last == nil {
+			last = &[2]subSample{}
+			d.subRates[k] = last
+		}
+		last[0], last[1] = last[1], s
+	}
+}
+
+// subscriptionRate is a subscription's deliveries per second over the
+// last sampling interval; 0 until it has two samples.
+func (d *Dashboard) subscriptionRate(k subKey) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	last := d.subRates[k]
+	if last == nil || last[0].at.IsZero() {
+		return 0
+	}
+	secs := last[1].at.Sub(last[0].at).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return rate(last[0].delivered, last[1].delivered, secs)
 }
 
 func sampleOf(at time.Time, st node.QueueStats) sample {
@@ -194,12 +287,38 @@ type state struct {
 }
 
 type topicState struct {
-	Name         string       `json:"name"`
-	PushEndpoint string       `json:"push_endpoint,omitempty"` // redacted, as the API shows it
-	Persistent   bool         `json:"persistent"`
-	Total        shardState   `json:"total"`
-	Shards       []shardState `json:"shards"`
-	History      history      `json:"history"`
+	Name          string              `json:"name"`
+	PushEndpoint  string              `json:"push_endpoint,omitempty"` // redacted, as the API shows it
+	Persistent    bool                `json:"persistent"`
+	Total         shardState          `json:"total"`
+	Shards        []shardState        `json:"shards"`
+	History       history             `json:"history"`
+	Subscriptions []subscriptionState `json:"subscriptions"`
+}
+
+// subscriptionState is one subscription of a topic: what it delivers
+// where, its lag and rate, its health and whether it is disabled.
+type subscriptionState struct {
+	Name         string `json:"name"`
+	ID           uint64 `json:"id"`
+	PushEndpoint string `json:"push_endpoint,omitempty"` // redacted, as the API shows it
+	Filter       string `json:"filter,omitempty"`
+	// Events and OldestAge are its lag; the counters are its own.
+	Events       int64   `json:"events"`
+	OldestAge    float64 `json:"oldest_age_seconds"`
+	Delivered    uint64  `json:"delivered"`
+	Skipped      uint64  `json:"skipped"`
+	Retried      uint64  `json:"retried"`
+	DeadLetters  int64   `json:"dead_letters"`
+	DeliveryRate float64 `json:"delivery_rate"` // per second, over the last interval
+	Error        string  `json:"error,omitempty"`
+	// Delivery is its push health on the shards this node leads; Partial
+	// says other nodes lead some of its shards.
+	Delivery       *healthState `json:"delivery,omitempty"`
+	Partial        bool         `json:"partial,omitempty"`
+	Disabled       bool         `json:"disabled"`
+	DisabledReason string       `json:"disabled_reason,omitempty"`
+	DisabledAge    float64      `json:"disabled_age_seconds,omitempty"`
 }
 
 type shardState struct {
@@ -228,6 +347,8 @@ type healthState struct {
 	LastError           string  `json:"last_error,omitempty"`
 	LastErrorAge        float64 `json:"last_error_age_seconds"`
 	LastSuccessAge      float64 `json:"last_success_age_seconds"`
+	FailingFor          float64 `json:"failing_for_seconds"` // 0 unless failing
+	PausedFor           float64 `json:"paused_for_seconds"`  // 0 unless the endpoint asked to wait
 }
 
 func healthStateOf(h *node.DeliveryHealth, now time.Time) *healthState {
@@ -240,8 +361,15 @@ func healthStateOf(h *node.DeliveryHealth, now time.Time) *healthState {
 		}
 		return max(0, now.Sub(t).Seconds())
 	}
-	return &healthState{ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError,
+	out := &healthState{ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError,
 		LastErrorAge: age(h.LastErrorTime), LastSuccessAge: age(h.LastSuccess)}
+	if !h.FailingSince.IsZero() {
+		out.FailingFor = max(0, now.Sub(h.FailingSince).Seconds())
+	}
+	if h.PausedUntil.After(now) {
+		out.PausedFor = h.PausedUntil.Sub(now).Seconds()
+	}
+	return out
 }
 
 // history are a topic's charts: at each sample time, the rates over the
@@ -271,11 +399,61 @@ func (d *Dashboard) serveState(w http.ResponseWriter, r *http.Request) {
 			out.Shards = append(out.Shards, shardStateOf(s, now))
 		}
 		out.History = d.historyOf(t.Name, &out.Total)
+		out.Subscriptions = d.subscriptionStates(r.Context(), t.Name, now)
 		st.Topics = append(st.Topics, out)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(st)
+}
+
+// subscriptionStates returns a topic's subscriptions as the page shows
+// them; none if they cannot be read now (the topic was deleted meanwhile,
+// say): the next poll tries again.
+func (d *Dashboard) subscriptionStates(ctx context.Context, topicName string, now time.Time) []subscriptionState {
+	out := []subscriptionState{}
+	subs, stats, err := d.subscriptionStats(ctx, topicName)
+	if err != nil {
+		d.cfg.Logger.Debug("dashboard: subscriptions", "topic", topicName, "err", err)
+		return out
+	}
+	for i, sub := range subs {
+		out = append(out, d.subscriptionStateOf(sub, stats[i], now))
+	}
+	return out
+}
+
+func (d *Dashboard) subscriptionStateOf(sub node.Subscription, st node.TopicStats, now time.Time) subscriptionState {
+	total := shardStateOf(st.Total, now)
+	out := subscriptionState{
+		Name: sub.Name, ID: sub.ID, PushEndpoint: sub.Attributes["push_endpoint"], Filter: filterText(sub.Attributes),
+		Events: total.Events, OldestAge: total.OldestAge, Delivered: total.Delivered, Skipped: st.Total.Stats.Skipped,
+		Retried: total.Retried, DeadLetters: total.DeadLetters, Error: total.Error, Delivery: total.Delivery,
+		DeliveryRate: d.subscriptionRate(subKey{sub.Topic, sub.ID}),
+		Disabled:     sub.Disabled, DisabledReason: sub.DisabledReason,
+	}
+	out.Partial = slices.ContainsFunc(st.Shards, func(s node.ShardStats) bool { return s.Delivery == nil && s.Err == nil })
+	if sub.Disabled {
+		out.DisabledAge = max(0, now.Sub(sub.DisabledAt).Seconds())
+	}
+	return out
+}
+
+// filterText is a subscription's filter on one line: its filter policy
+// and key prefix, if it has them.
+func filterText(attrs map[string]string) string {
+	parts := []string{}
+	if p := attrs["filter_policy"]; p != "" {
+		text := strings.Join(strings.Fields(p), " ")
+		if attrs["filter_policy_scope"] == topic.ScopeBody {
+			text += " (on the body)"
+		}
+		parts = append(parts, text)
+	}
+	if k := attrs["key_prefix"]; k != "" {
+		parts = append(parts, "key prefix "+k)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func shardStateOf(s node.ShardStats, now time.Time) shardState {

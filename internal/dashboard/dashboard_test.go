@@ -252,7 +252,7 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.HasPrefix(replicas, "1 @ ") {
 		t.Errorf("the hooks shard's replicas show %q, want node 1 with its applied index", replicas)
 	}
-	shards, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll('section[data-topic="orders"] tbody tr').length`))
+	shards, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll('section[data-topic="orders"] tbody tr[data-shard]').length`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,5 +393,140 @@ func TestDashboardDataNeedsAToken(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("GET %s (token %v): %d, want %d", tc.path, tc.token != "", resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestDashboardSubscriptions: a topic's subscriptions show with their
+// endpoint, filter, lag, delivery rate, dead letters and health, and
+// their buttons disable one, with the reason the user gives, and enable
+// it again.
+func TestDashboardSubscriptions(t *testing.T) {
+	s := startServer(t)
+	accepting := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer accepting.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no such hook", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+
+	ctx := context.Background()
+	c := s.client()
+	if _, err := c.CreateTopic(ctx, connect.NewRequest(&heraldv1.CreateTopicRequest{Name: "orders", Attributes: map[string]string{"shards": "2"}})); err != nil {
+		t.Fatal(err)
+	}
+	for name, attrs := range map[string]map[string]string{
+		"billing": {"push_endpoint": accepting.URL + "/paid", "filter_policy": `{"type": ["paid"]}`},
+		"flaky":   {"push_endpoint": refusing.URL},
+		"audit":   nil, // pull
+	} {
+		if _, err := c.CreateSubscription(ctx, connect.NewRequest(&heraldv1.CreateSubscriptionRequest{Topic: "orders", Name: name, Attributes: attrs})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishTyped := func(types ...string) {
+		t.Helper()
+		var events []*heraldv1.PublishEvent
+		for i, typ := range types {
+			events = append(events, &heraldv1.PublishEvent{Key: fmt.Sprint("k", i), Payload: []byte("{}"), Headers: map[string]string{"type": typ}})
+		}
+		if _, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "orders", Events: events})); err != nil {
+			t.Error(err)
+		}
+	}
+	publishTyped("paid", "refunded", "paid", "refunded")
+	subStats := func(name string) node.QueueStats {
+		st, err := s.node.SubscriptionStats(ctx, "orders", name)
+		if err != nil {
+			return node.QueueStats{}
+		}
+		return st.Total.Stats
+	}
+	waitFor(t, "billing's deliveries and flaky's dead letters", func() bool {
+		return subStats("billing").Delivered == 2 && subStats("billing").Skipped == 2 && subStats("flaky").DeadLetters == 4
+	})
+
+	dir := artifactDir(t)
+	b := browser(t)
+	err := chromedp.Do(b, chromedp.Navigate(s.url+"/dashboard/"), chromedp.WaitVisible(`#login`),
+		chromedp.SendKeys(`#token`, s.token), chromedp.Click(`#login button[type="submit"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(name string) string { return `section[data-topic="orders"] tr[data-subscription="` + name + `"]` }
+	cell := func(name, c string) string { return row(name) + ` [data-cell="` + c + `"]` }
+	text := func(selector string) string {
+		return `((document.querySelector(` + jsString(selector) + `) || {}).textContent || "")`
+	}
+	err = poll(b,
+		textIs(cell("default", "lag"), "4"), textIs(cell("audit", "lag"), "4"),
+		textIs(row("audit")+` td:nth-child(2)`, "pull"), textIs(cell("audit", "health"), "pull"),
+		textIs(cell("billing", "lag"), "0"), textIs(cell("billing", "dead"), "0"),
+		textIs(row("billing")+` td:nth-child(2)`, accepting.URL+"/paid"),
+		textIs(row("billing")+` td:nth-child(3)`, `{"type": ["paid"]}`),
+		text(cell("billing", "health"))+`.startsWith("ok, last success")`,
+		textIs(cell("flaky", "dead"), "4"),
+		text(cell("flaky", "health"))+`.startsWith("failing: ")`,
+		text(cell("flaky", "health"))+`.includes("no such hook")`,
+	)
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("the dashboard does not show the subscriptions: %v", err)
+	}
+
+	// While events flow, billing's delivery rate shows them.
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				publishTyped("paid")
+			}
+		}
+	})
+	err = poll(b, text(cell("billing", "rate"))+` !== "0.00" && `+text(cell("billing", "rate"))+` !== ""`)
+	close(done)
+	wg.Wait()
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("billing's delivery rate: %v", err)
+	}
+	screenshot(t, b, dir, "dashboard-subscriptions.png")
+
+	// Disable billing, giving the reason the page asks for, then enable it.
+	click := func(selector string) error {
+		_, err := chromedp.Run(b, chromedp.Evaluate[bool](`(() => { document.querySelector(`+jsString(selector)+`).click(); return true; })()`))
+		return err
+	}
+	if _, err := chromedp.Run(b, chromedp.Evaluate[bool](`(() => { window.prompt = () => "billing is migrating"; return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	err = click(row("billing") + ` button[data-action="disable-subscription"]`)
+	if err == nil {
+		err = poll(b, text(cell("billing", "state"))+`.startsWith("disabled ")`,
+			text(cell("billing", "state"))+`.endsWith(": billing is migrating")`,
+			textIs(cell("billing", "health"), "not delivering"),
+			`!!document.querySelector(`+jsString(row("billing")+` button[data-action="enable-subscription"]`)+`)`)
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("disable through the button: %v", err)
+	}
+	if sub, err := s.node.GetSubscription(ctx, "orders", "billing"); err != nil || !sub.Disabled || sub.DisabledReason != "billing is migrating" {
+		t.Errorf("after the disable button, billing is %+v (%v)", sub, err)
+	}
+	screenshot(t, b, dir, "dashboard-subscription-disabled.png")
+	err = click(row("billing") + ` button[data-action="enable-subscription"]`)
+	if err == nil {
+		err = poll(b, textIs(cell("billing", "state"), "enabled"))
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("enable through the button: %v", err)
+	}
+	if sub, err := s.node.GetSubscription(ctx, "orders", "billing"); err != nil || sub.Disabled {
+		t.Errorf("after the enable button, billing is %+v (%v)", sub, err)
 	}
 }

@@ -231,4 +231,12 @@ func addHealth(total *ShardStats, h *DeliveryHealth) {
 		t.LastSuccess = h.LastSuccess
 	}
 	t.ConsecutiveFailures += h.ConsecutiveFailures
+	// The topic has failed since its first failing shard did, and stays
+	// paused while any shard is.
+	if !h.FailingSince.IsZero() && (t.FailingSince.IsZero() || h.FailingSince.Before(t.FailingSince)) {
+		t.FailingSince = h.FailingSince
+	}
+	if h.PausedUntil.After(t.PausedUntil) {
+		t.PausedUntil = h.PausedUntil
+	}
 }

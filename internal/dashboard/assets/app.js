@@ -138,10 +138,76 @@ function topicView(name) {
   const dead = el("div", { class: "dead" });
   const endpoint = el("div", { class: "endpoint" });
   const health = el("p", { class: "health", "data-health": "" });
+  const subsBody = el("tbody");
+  const subs = el("div", { class: "subs" }, el("h3", {}, "Subscriptions"),
+    el("table", {}, el("thead", {}, el("tr", {}, ...subscriptionColumns.map(h => el("th", { class: subscriptionTextColumns.has(h) ? "text" : "" }, h)))), subsBody));
   const section = el("section", { class: "topic", "data-topic": name }, el("h2", {}, name), endpoint, health,
     el("div", { class: "figures" }, ...Object.values(figures).map(f => f.box)),
-    el("div", { class: "charts" }, rates.box, backlog.box), shards, dead);
-  return { section, figures, rates, backlog, shardHead, shardBody, dead, endpoint, health, deadOpen: false, deadCount: -1 };
+    el("div", { class: "charts" }, rates.box, backlog.box), subs, shards, dead);
+  return { section, figures, rates, backlog, shardHead, shardBody, subs, subsBody, dead, endpoint, health, deadOpen: false, deadCount: -1 };
+}
+
+const subscriptionColumns = ["Subscription", "Endpoint", "Filter", "Lag", "Oldest", "Delivered /s", "Dead letters", "Health", "State", ""];
+const subscriptionTextColumns = new Set(["Endpoint", "Filter", "Health", "State"]);
+
+// subscriptionRow is a subscription's row: where it delivers what, how far
+// behind it is, how its pushes go (as far as this node knows: it keeps the
+// health of the shards it leads), and a button to disable or enable it.
+function subscriptionRow(topic, s) {
+  const h = subscriptionHealth(s);
+  const button = s.disabled
+    ? el("button", { type: "button", "data-action": "enable-subscription", onclick: () => setSubscriptionEnabled(topic, s.name, true) }, "Enable")
+    : el("button", { type: "button", class: "danger", "data-action": "disable-subscription", onclick: () => setSubscriptionEnabled(topic, s.name, false) }, "Disable");
+  return el("tr", { "data-subscription": s.name },
+    el("td", {}, s.name),
+    el("td", { class: "text long" + (s.push_endpoint ? "" : " note") }, s.push_endpoint || "pull"),
+    el("td", { class: "text long" }, s.filter || "–"),
+    // A shard that cannot count leaves the lag unknown; its reason is the tooltip.
+    el("td", Object.assign({ "data-cell": "lag" }, s.error ? { title: s.error } : {}), s.error ? "?" : fmtNum(s.events)),
+    el("td", {}, fmtAge(s.oldest_age_seconds)),
+    el("td", { "data-cell": "rate" }, fmtRate(s.delivery_rate)),
+    el("td", { "data-cell": "dead", class: s.dead_letters > 0 ? "bad" : "" }, fmtNum(s.dead_letters)),
+    el("td", { "data-cell": "health", class: "text" + (h.bad ? " bad" : h.unknown ? " note" : "") }, h.text),
+    el("td", { "data-cell": "state", class: "text" + (s.disabled ? " bad" : "") }, s.disabled ? "disabled " + ago(s.disabled_age_seconds) + (s.disabled_reason ? ": " + s.disabled_reason : "") : "enabled"),
+    el("td", {}, button));
+}
+
+// subscriptionHealth says how a subscription's pushes are going.
+function subscriptionHealth(s) {
+  if (!s.push_endpoint) return { text: "pull" };
+  const h = s.delivery;
+  // A disabled subscription's shards run no dispatcher, which keeps the health.
+  if (!h && s.disabled) return { text: "not delivering", unknown: true };
+  if (!h) return { text: "known to its shards' leaders, other nodes", unknown: true };
+  let text;
+  if (h.consecutive_failures > 0) {
+    text = "failing: " + fmtNum(h.consecutive_failures) + (h.consecutive_failures === 1 ? " failed attempt" : " failed attempts") +
+      (h.failing_for_seconds > 0 ? " for " + fmtAge(h.failing_for_seconds) : "") + "; last error " + ago(h.last_error_age_seconds) + ": " + h.last_error;
+  } else {
+    text = "ok, last success " + ago(h.last_success_age_seconds);
+  }
+  if (h.paused_for_seconds > 0) text += "; paused " + fmtAge(h.paused_for_seconds) + " more, as the endpoint asked";
+  if (s.partial) text += " (shards led by other nodes not included)";
+  return { text, bad: h.consecutive_failures > 0 };
+}
+
+// setSubscriptionEnabled enables a subscription, or disables it with the
+// reason the user gives (none if they cancel).
+async function setSubscriptionEnabled(topic, name, enable) {
+  const body = { topic, name };
+  if (!enable) {
+    const reason = prompt("Disable subscription " + name + " of " + topic + "? It delivers nothing until enabled again. Why?", "");
+    if (reason === null) return;
+    body.reason = reason;
+  }
+  try {
+    await rpc(enable ? "EnableSubscription" : "DisableSubscription", body);
+    setStatus((enable ? "enabled" : "disabled") + " subscription " + name + " of " + topic);
+  } catch (e) {
+    setStatus(e.message, true);
+    if (e instanceof AuthError) askToken(e.message);
+  }
+  poll();
 }
 
 const shardColumns = ["Shard", "Events", "Bytes", "Oldest", "Published", "Delivered", "Retries", "Dead letters", "Leased"];
@@ -216,6 +282,9 @@ function render(state) {
     }
     v.shardHead.replaceChildren(...shardColumns.concat(push ? pushColumns : []).map(h => el("th", { class: h === "Last push error" ? "text" : "" }, h)));
     v.shardBody.replaceChildren(...t.shards.map(s => shardRow(s, push)));
+    const subs = t.subscriptions || [];
+    v.subs.hidden = subs.length === 0;
+    v.subsBody.replaceChildren(...subs.map(s => subscriptionRow(t.name, s)));
     renderDeadSummary(t.name, v, tot.dead_letters);
   }
   for (const [name, v] of views) {

@@ -24,7 +24,8 @@ type subscriptions struct {
 }
 
 // PutSubscription adds or replaces a subscription as given; its topic
-// need not exist.
+// need not exist. Its Stats and ShardStats are answered only to requests
+// with_stats, as the server does.
 func (s *Server) PutSubscription(sub *heraldv1.Subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,8 +76,18 @@ func (s *Server) GetSubscription(ctx context.Context, req *connect.Request[heral
 		if err != nil {
 			return nil, err
 		}
-		return &heraldv1.GetSubscriptionResponse{Subscription: sub}, nil
+		return &heraldv1.GetSubscriptionResponse{Subscription: statsIf(sub, r.GetWithStats())}, nil
 	})
+}
+
+// statsIf returns sub, without its statistics unless withStats.
+func statsIf(sub *heraldv1.Subscription, withStats bool) *heraldv1.Subscription {
+	if withStats || sub.Stats == nil && sub.ShardStats == nil {
+		return sub
+	}
+	sub = proto.Clone(sub).(*heraldv1.Subscription)
+	sub.Stats, sub.ShardStats = nil, nil
+	return sub
 }
 
 // ListSubscriptions lists a topic's subscriptions as the server does: a
@@ -90,6 +101,9 @@ func (s *Server) ListSubscriptions(ctx context.Context, req *connect.Request[her
 		slices.SortFunc(subs, func(a, b *heraldv1.Subscription) int {
 			return cmp.Or(cmp.Compare(min(a.GetId(), 1), min(b.GetId(), 1)), strings.Compare(a.GetName(), b.GetName()))
 		})
+		for i, sub := range subs {
+			subs[i] = statsIf(sub, r.GetWithStats())
+		}
 		return &heraldv1.ListSubscriptionsResponse{Subscriptions: subs}, nil
 	})
 }

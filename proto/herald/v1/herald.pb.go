@@ -555,9 +555,17 @@ type Subscription struct {
 	Disabled       bool              `protobuf:"varint,5,opt,name=disabled,proto3" json:"disabled,omitempty"`
 	DisabledReason string            `protobuf:"bytes,6,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
 	// Unset unless disabled.
-	DisabledAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=disabled_at,json=disabledAt,proto3" json:"disabled_at,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	DisabledAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=disabled_at,json=disabledAt,proto3" json:"disabled_at,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The subscription's statistics, set only when the request asked for
+	// them (with_stats): the shape of TopicStats, as this subscription sees
+	// its topic's shards. stats sums them: events and oldest_event_time are
+	// its lag; delivered, skipped (its filter rejected them), retried,
+	// dead_lettered and dead_letters count its own deliveries; delivery is
+	// its push health on the shards the answering node leads.
+	Stats         *ShardStats   `protobuf:"bytes,20,opt,name=stats,proto3" json:"stats,omitempty"`
+	ShardStats    []*ShardStats `protobuf:"bytes,21,rep,name=shard_stats,json=shardStats,proto3" json:"shard_stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +659,20 @@ func (x *Subscription) GetCreatedAt() *timestamppb.Timestamp {
 func (x *Subscription) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Subscription) GetStats() *ShardStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *Subscription) GetShardStats() []*ShardStats {
+	if x != nil {
+		return x.ShardStats
 	}
 	return nil
 }
@@ -761,9 +783,12 @@ func (x *CreateSubscriptionResponse) GetSubscription() *Subscription {
 }
 
 type GetSubscriptionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Adds the subscription's statistics: one read of each of its topic's
+	// shards.
+	WithStats     bool `protobuf:"varint,3,opt,name=with_stats,json=withStats,proto3" json:"with_stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +837,13 @@ func (x *GetSubscriptionRequest) GetName() string {
 	return ""
 }
 
+func (x *GetSubscriptionRequest) GetWithStats() bool {
+	if x != nil {
+		return x.WithStats
+	}
+	return false
+}
+
 type GetSubscriptionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Subscription  *Subscription          `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
@@ -857,8 +889,11 @@ func (x *GetSubscriptionResponse) GetSubscription() *Subscription {
 }
 
 type ListSubscriptionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Adds each subscription's statistics: one read of each of the topic's
+	// shards for all of them. Without it, the list reads no shard.
+	WithStats     bool `protobuf:"varint,2,opt,name=with_stats,json=withStats,proto3" json:"with_stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +933,13 @@ func (x *ListSubscriptionsRequest) GetTopic() string {
 		return x.Topic
 	}
 	return ""
+}
+
+func (x *ListSubscriptionsRequest) GetWithStats() bool {
+	if x != nil {
+		return x.WithStats
+	}
+	return false
 }
 
 type ListSubscriptionsResponse struct {
@@ -1410,7 +1452,9 @@ type ShardStats struct {
 	// the shard (from when it became leader) and is not replicated: set only
 	// in answers of that node, and for topics with a push endpoint. In the
 	// total: the newest error and success, and the failures summed.
-	Delivery      *DeliveryHealth `protobuf:"bytes,19,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Delivery *DeliveryHealth `protobuf:"bytes,19,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// Events a subscription's filter rejected: skipped, never pushed.
+	Skipped       uint64 `protobuf:"varint,20,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1578,6 +1622,13 @@ func (x *ShardStats) GetDelivery() *DeliveryHealth {
 	return nil
 }
 
+func (x *ShardStats) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
 // How a shard's pushes are going.
 type DeliveryHealth struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1587,7 +1638,13 @@ type DeliveryHealth struct {
 	// Failed push attempts since the last success.
 	ConsecutiveFailures uint64 `protobuf:"varint,3,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	// The last successful push; unset if none succeeded.
-	LastSuccess   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_success,json=lastSuccess,proto3" json:"last_success,omitempty"`
+	LastSuccess *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_success,json=lastSuccess,proto3" json:"last_success,omitempty"`
+	// When the current run of failures began; unset unless failing. In a
+	// total, the earliest shard's.
+	FailingSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	// Until when the endpoint asked (Retry-After) not to be sent to; unset
+	// unless paused now. In a total, the latest shard's.
+	PausedUntil   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=paused_until,json=pausedUntil,proto3" json:"paused_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1646,6 +1703,20 @@ func (x *DeliveryHealth) GetConsecutiveFailures() uint64 {
 func (x *DeliveryHealth) GetLastSuccess() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastSuccess
+	}
+	return nil
+}
+
+func (x *DeliveryHealth) GetFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSince
+	}
+	return nil
+}
+
+func (x *DeliveryHealth) GetPausedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PausedUntil
 	}
 	return nil
 }
@@ -3902,7 +3973,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.herald.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\"\xc8\x03\n" +
+	"\x13DeleteTopicResponse\"\xad\x04\n" +
 	"\fSubscription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
@@ -3917,7 +3988,10 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x1a=\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12+\n" +
+	"\x05stats\x18\x14 \x01(\v2\x15.herald.v1.ShardStatsR\x05stats\x126\n" +
+	"\vshard_stats\x18\x15 \x03(\v2\x15.herald.v1.ShardStatsR\n" +
+	"shardStats\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
@@ -3931,14 +4005,18 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Y\n" +
 	"\x1aCreateSubscriptionResponse\x12;\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"B\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"a\n" +
 	"\x16GetSubscriptionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"with_stats\x18\x03 \x01(\bR\twithStats\"V\n" +
 	"\x17GetSubscriptionResponse\x12;\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"0\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"O\n" +
 	"\x18ListSubscriptionsRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"Z\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
+	"\n" +
+	"with_stats\x18\x02 \x01(\bR\twithStats\"Z\n" +
 	"\x19ListSubscriptionsResponse\x12=\n" +
 	"\rsubscriptions\x18\x01 \x03(\v2\x17.herald.v1.SubscriptionR\rsubscriptions\"\xe8\x01\n" +
 	" SetSubscriptionAttributesRequest\x12\x14\n" +
@@ -3968,7 +4046,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x1bDisableSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf1\x04\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x8b\x05\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -3991,13 +4069,16 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x10 \x01(\x04R\fdeadLettered\x12!\n" +
 	"\fdead_letters\x18\x11 \x01(\x04R\vdeadLetters\x12*\n" +
 	"\x11dead_letter_bytes\x18\x12 \x01(\x04R\x0fdeadLetterBytes\x125\n" +
-	"\bdelivery\x18\x13 \x01(\v2\x19.herald.v1.DeliveryHealthR\bdelivery\"\xe5\x01\n" +
+	"\bdelivery\x18\x13 \x01(\v2\x19.herald.v1.DeliveryHealthR\bdelivery\x12\x18\n" +
+	"\askipped\x18\x14 \x01(\x04R\askipped\"\xe5\x02\n" +
 	"\x0eDeliveryHealth\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x01 \x01(\tR\tlastError\x12B\n" +
 	"\x0flast_error_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\x121\n" +
 	"\x14consecutive_failures\x18\x03 \x01(\x04R\x13consecutiveFailures\x12=\n" +
-	"\flast_success\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccess\"\x84\x01\n" +
+	"\flast_success\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccess\x12?\n" +
+	"\rfailing_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12=\n" +
+	"\fpaused_until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vpausedUntil\"\x84\x01\n" +
 	"\x12TopicStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x05total\x18\x02 \x01(\v2\x15.herald.v1.ShardStatsR\x05total\x12-\n" +
@@ -4280,98 +4361,102 @@ var file_herald_v1_herald_proto_depIdxs = []int32{
 	76, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
 	76, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
 	76, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
-	72, // 13: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
-	11, // 14: herald.v1.CreateSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	11, // 15: herald.v1.GetSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	11, // 16: herald.v1.ListSubscriptionsResponse.subscriptions:type_name -> herald.v1.Subscription
-	73, // 17: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
-	11, // 18: herald.v1.SetSubscriptionAttributesResponse.subscription:type_name -> herald.v1.Subscription
-	11, // 19: herald.v1.EnableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	11, // 20: herald.v1.DisableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	76, // 21: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
-	28, // 22: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
-	76, // 23: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
-	76, // 24: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
-	27, // 25: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
-	27, // 26: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	74, // 27: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
-	30, // 28: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	76, // 29: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	30, // 30: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	75, // 31: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	76, // 32: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	77, // 33: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	77, // 34: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
-	39, // 35: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	42, // 36: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
-	39, // 37: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	76, // 38: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	47, // 39: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	56, // 40: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
-	55, // 41: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
-	57, // 42: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
-	66, // 43: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
-	1,  // 44: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 45: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 46: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 47: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 48: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	26, // 49: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	12, // 50: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
-	14, // 51: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
-	16, // 52: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
-	18, // 53: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
-	20, // 54: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
-	22, // 55: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
-	24, // 56: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
-	31, // 57: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	33, // 58: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	35, // 59: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	37, // 60: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	40, // 61: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	43, // 62: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	45, // 63: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	48, // 64: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	50, // 65: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	52, // 66: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	54, // 67: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	59, // 68: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	61, // 69: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	63, // 70: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
-	65, // 71: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
-	2,  // 72: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 73: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 74: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 75: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 76: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	29, // 77: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	13, // 78: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
-	15, // 79: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
-	17, // 80: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
-	19, // 81: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
-	21, // 82: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
-	23, // 83: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
-	25, // 84: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
-	32, // 85: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	34, // 86: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	36, // 87: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	38, // 88: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	41, // 89: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	44, // 90: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	46, // 91: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	49, // 92: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	51, // 93: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	53, // 94: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	58, // 95: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	60, // 96: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	62, // 97: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	64, // 98: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
-	67, // 99: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
-	72, // [72:100] is the sub-list for method output_type
-	44, // [44:72] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	27, // 13: herald.v1.Subscription.stats:type_name -> herald.v1.ShardStats
+	27, // 14: herald.v1.Subscription.shard_stats:type_name -> herald.v1.ShardStats
+	72, // 15: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
+	11, // 16: herald.v1.CreateSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 17: herald.v1.GetSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 18: herald.v1.ListSubscriptionsResponse.subscriptions:type_name -> herald.v1.Subscription
+	73, // 19: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	11, // 20: herald.v1.SetSubscriptionAttributesResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 21: herald.v1.EnableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	11, // 22: herald.v1.DisableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
+	76, // 23: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	28, // 24: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
+	76, // 25: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
+	76, // 26: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
+	76, // 27: herald.v1.DeliveryHealth.failing_since:type_name -> google.protobuf.Timestamp
+	76, // 28: herald.v1.DeliveryHealth.paused_until:type_name -> google.protobuf.Timestamp
+	27, // 29: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
+	27, // 30: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
+	74, // 31: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	30, // 32: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
+	76, // 33: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	30, // 34: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
+	75, // 35: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	76, // 36: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	77, // 37: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	77, // 38: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	39, // 39: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
+	42, // 40: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
+	39, // 41: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	76, // 42: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	47, // 43: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	56, // 44: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
+	55, // 45: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
+	57, // 46: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
+	66, // 47: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
+	1,  // 48: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 49: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 50: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 51: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 52: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	26, // 53: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	12, // 54: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
+	14, // 55: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
+	16, // 56: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
+	18, // 57: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
+	20, // 58: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
+	22, // 59: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
+	24, // 60: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
+	31, // 61: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	33, // 62: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	35, // 63: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	37, // 64: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	40, // 65: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	43, // 66: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	45, // 67: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	48, // 68: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	50, // 69: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	52, // 70: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	54, // 71: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	59, // 72: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	61, // 73: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	63, // 74: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	65, // 75: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	2,  // 76: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 77: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 78: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 79: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 80: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	29, // 81: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	13, // 82: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
+	15, // 83: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
+	17, // 84: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
+	19, // 85: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
+	21, // 86: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
+	23, // 87: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
+	25, // 88: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
+	32, // 89: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	34, // 90: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	36, // 91: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	38, // 92: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	41, // 93: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	44, // 94: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	46, // 95: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	49, // 96: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	51, // 97: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	53, // 98: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	58, // 99: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	60, // 100: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	62, // 101: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	64, // 102: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	67, // 103: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	76, // [76:104] is the sub-list for method output_type
+	48, // [48:76] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
