@@ -80,6 +80,16 @@ var snsActionScopes = map[string]auth.Scope{
 	"GetTopicAttributes": anyScope,
 	"Publish":            auth.ScopePublish,
 	"PublishBatch":       auth.ScopePublish,
+
+	"Subscribe":                 auth.ScopeAdmin,
+	"Unsubscribe":               auth.ScopeAdmin,
+	"SetSubscriptionAttributes": auth.ScopeAdmin,
+	"ListSubscriptions":         anyScope,
+	"ListSubscriptionsByTopic":  anyScope,
+	"GetSubscriptionAttributes": anyScope,
+	// The endpoint's receiver confirms a subscription with the token
+	// herald sent it, and has no herald token: the token is its credential.
+	"ConfirmSubscription": public,
 }
 
 // pathScopes are the scopes of the routes that are not procedures; a path
