@@ -239,11 +239,14 @@ func (a *authorizer) recheck(r *http.Request) *connect.Error {
 }
 
 // auditSNS writes the audit line of an SNS administration request: the
-// topic and the names (not the values) of the attributes it sets.
+// topic (or subscription) and the names (not the values) of the attributes it sets.
 func (a *authorizer) auditSNS(r *http.Request, p Principal, what string, status int) {
 	topicName := r.PostFormValue("Name")
 	if topicName == "" {
 		topicName = r.PostFormValue("TopicArn")
+	}
+	if topicName == "" {
+		topicName = r.PostFormValue("SubscriptionArn") // names its topic too
 	}
 	var attrs []string
 	for k, v := range r.PostForm {

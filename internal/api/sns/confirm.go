@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -154,7 +155,13 @@ func (h *Handler) confirmSubscription(ctx context.Context, r *request) (any, err
 	if !ok || topic.ValidateSubscriptionName(name) != nil {
 		return nil, invalidToken()
 	}
+	if _, err := h.node.GetTopic(topicName); err != nil {
+		return nil, nodeError(err)
+	}
 	sub, err := h.node.GetSubscription(ctx, topicName, name)
+	if errors.Is(err, node.ErrNotFound) {
+		return nil, invalidToken() // a token herald did not give, or one of a subscription since deleted
+	}
 	if err != nil {
 		return nil, nodeError(err)
 	}
