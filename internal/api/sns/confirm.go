@@ -167,6 +167,9 @@ func (h *Handler) confirmSubscription(ctx context.Context, r *request) (any, err
 	}
 	arn := h.arns.subscriptionOf(topicName, name)
 	switch {
+	case !sub.Disabled && unseenPending(sub):
+		return nil, &apiError{code: codeServiceUnavailable, retryAfter: true,
+			msg: fmt.Sprintf("this node has not yet learnt that subscription %s waits for its confirmation; retry in a second", arn)}
 	case !sub.Disabled:
 		return confirmResult{SubscriptionArn: arn}, nil
 	case !pending(sub):
@@ -181,6 +184,17 @@ func (h *Handler) confirmSubscription(ctx context.Context, r *request) (any, err
 		return nil, nodeError(err)
 	}
 	return confirmResult{SubscriptionArn: arn}, nil
+}
+
+// unseenPending reports whether an enabled subscription may be one that
+// waits for its confirmation on a node that has not yet applied the
+// change that made it wait: an HTTP subscription made by Subscribe and
+// changed in no way since its creation. Answering that it is confirmed
+// would leave it pending once the change arrives.
+func unseenPending(sub node.Subscription) bool {
+	scheme, _ := topic.LookupScheme(protocolName(sub.Attributes["push_endpoint"]))
+	return sub.Attributes["message_format"] == topic.FormatSNS && scheme.Protocol == topic.ProtocolWebhook &&
+		sub.UpdatedAt.Equal(sub.CreatedAt)
 }
 
 func invalidToken() error {

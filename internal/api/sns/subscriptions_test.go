@@ -340,3 +340,32 @@ func TestListSubscriptionsPages(t *testing.T) {
 	}
 	fails(t, h, 400, codeInvalidParameter, "previous ListSubscriptions response", "Action", "ListSubscriptions", "NextToken", "!")
 }
+
+func TestConfirmStates(t *testing.T) {
+	n := openNode(t, 0)
+	h := New(n, Config{})
+	ctx := context.Background()
+	mustCall(t, h, "Action", "CreateTopic", "Name", "t")
+	const topicARN = "arn:aws:sns:default::t"
+	confirm := func(name string) []string {
+		return []string{"Action", "ConfirmSubscription", "TopicArn", topicARN, "Token", name + ".00"}
+	}
+	// As a node that has not applied the disable after Subscribe's
+	// creation sees the subscription: enabled, never changed.
+	if _, err := n.CreateSubscription(ctx, "t", "sns-lagging", map[string]string{"push_endpoint": "http://127.0.0.1:1/", "message_format": "sns"}); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, h, 503, codeServiceUnavailable, "retry", confirm("sns-lagging")...)
+
+	// Disabled for another reason than its confirmation: not for
+	// ConfirmSubscription to enable.
+	if _, err := n.DisableSubscription(ctx, "t", "sns-lagging", "the operator said so"); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, h, 400, codeInvalidParameter, "the operator said so", confirm("sns-lagging")...)
+	if sub, _ := n.GetSubscription(ctx, "t", "sns-lagging"); !sub.Disabled {
+		t.Fatal("ConfirmSubscription enabled a subscription an operator disabled")
+	}
+	fails(t, h, 404, codeNotFound, "nope", "Action", "ConfirmSubscription", "TopicArn", "arn:aws:sns:default::nope", "Token", "sns-lagging.00")
+	fails(t, h, 400, codeInvalidParameter, "Invalid token", confirm("sns-gone")...)
+}
