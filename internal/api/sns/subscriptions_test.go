@@ -369,3 +369,27 @@ func TestConfirmStates(t *testing.T) {
 	fails(t, h, 404, codeNotFound, "nope", "Action", "ConfirmSubscription", "TopicArn", "arn:aws:sns:default::nope", "Token", "sns-lagging.00")
 	fails(t, h, 400, codeInvalidParameter, "Invalid token", confirm("sns-gone")...)
 }
+
+// Subscribing an endpoint that has not confirmed sends a new confirmation,
+// whose token alone confirms it.
+func TestSubscribeAgainWhilePending(t *testing.T) {
+	n := openNode(t, 0)
+	h := New(n, Config{})
+	mustCall(t, h, "Action", "CreateTopic", "Name", "t")
+	hook, confirmations := receiver(t, http.StatusOK)
+	subscribe := []string{"Action", "Subscribe", "TopicArn", "arn:aws:sns:default::t", "Protocol", "http", "Endpoint", hook.URL}
+	mustCall(t, h, subscribe...)
+	first := <-confirmations
+	if arn := subscriptionArnOf(t, mustCall(t, h, append(subscribe, "ReturnSubscriptionArn", "true")...)); arn != "arn:aws:sns:default::t:"+snsName(hook.URL) {
+		t.Fatalf("Subscribe again with ReturnSubscriptionArn: %q", arn)
+	}
+	second := <-confirmations
+	if first.doc.Token == second.doc.Token {
+		t.Fatal("the second confirmation has the first's token")
+	}
+	fails(t, h, 400, codeInvalidParameter, "Invalid token", "Action", "ConfirmSubscription", "TopicArn", "arn:aws:sns:default::t", "Token", first.doc.Token)
+	mustCall(t, h, "Action", "ConfirmSubscription", "TopicArn", "arn:aws:sns:default::t", "Token", second.doc.Token)
+	if sub, err := n.GetSubscription(context.Background(), "t", snsName(hook.URL)); err != nil || sub.Disabled {
+		t.Fatalf("after the second token: %+v (%v)", sub, err)
+	}
+}
