@@ -48,7 +48,9 @@ func subscriptionAttribute(name, value string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	if strings.ReplaceAll(hname, "-", "_") == "push_endpoint" {
+	// As herald reads names: any case, dashes or underscores.
+	hname = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(hname), "-", "_"))
+	if hname == "push_endpoint" {
 		return "", "", fmt.Errorf("attribute %s: a subscription's endpoint is its Endpoint, and cannot change; Unsubscribe and Subscribe again", name)
 	}
 	return hname, value, nil

@@ -278,6 +278,7 @@ func TestSubscribeErrors(t *testing.T) {
 	fails(t, h, 400, codeInvalidParameter, `key "price"`, sub("kafka", "kafka://localhost", "FilterPolicy", `{"price": [{"numeric": ["~", 3]}]}`)...)
 	fails(t, h, 400, codeInvalidParameter, "RedrivePolicy", sub("kafka", "kafka://localhost", "RedrivePolicy", "{}")...)
 	fails(t, h, 400, codeInvalidParameter, "is its Endpoint", sub("kafka", "kafka://localhost", "push_endpoint", "kafka://other")...)
+	fails(t, h, 400, codeInvalidParameter, "is its Endpoint", sub("kafka", "kafka://localhost", "Push-Endpoint", "kafka://other")...)
 	fails(t, h, 400, codeInvalidParameter, "missing required parameter Endpoint", "Action", "Subscribe", "TopicArn", topicARN, "Protocol", "http")
 	fails(t, h, 404, codeNotFound, "nope", "Action", "Subscribe", "TopicArn", "arn:aws:sns:default::nope", "Protocol", "kafka", "Endpoint", "kafka://localhost")
 	fails(t, h, 400, codeInvalidParameter, "invalid subscription ARN", "Action", "Unsubscribe", "SubscriptionArn", "pending confirmation")
