@@ -90,7 +90,7 @@ func (h *Handler) requestConfirmation(ctx context.Context, r *request, sub node.
 	token := newToken(sub.Name)
 	pend, err := h.node.DisableSubscription(ctx, sub.Topic, sub.Name, pendingReason+digestMark+tokenDigest(token)+")")
 	if err != nil {
-		return node.Subscription{}, h.undo(sub, fmt.Errorf("make the subscription pending confirmation: %w", nodeError(err)))
+		return node.Subscription{}, h.undo(sub, withContext(nodeError(err), "make the subscription pending confirmation: ", ""))
 	}
 	if err := h.sendConfirmation(ctx, r, sub, attrs, token); err != nil {
 		return node.Subscription{}, h.undo(sub, &apiError{code: codeInvalidParameter,
@@ -106,9 +106,21 @@ func (h *Handler) undo(sub node.Subscription, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if derr := h.node.DeleteSubscription(ctx, sub.Topic, sub.Name); derr != nil {
-		return fmt.Errorf("%w; and deleting the subscription failed: %v, so Unsubscribe %s", err, derr, h.arns.subscriptionOf(sub.Topic, sub.Name))
+		return withContext(err, "", fmt.Sprintf("; and deleting the subscription failed: %v, so Unsubscribe %s", derr, h.arns.subscriptionOf(sub.Topic, sub.Name)))
 	}
 	return err
+}
+
+// withContext returns err, an SNS error (see nodeError), its message
+// between prefix and suffix.
+func withContext(err error, prefix, suffix string) error {
+	ae, ok := err.(*apiError)
+	if !ok {
+		ae = &apiError{code: codeInternal, msg: err.Error()}
+	}
+	e := *ae
+	e.msg = prefix + e.msg + suffix
+	return &e
 }
 
 // sendConfirmation POSTs the SubscriptionConfirmation to the endpoint, as

@@ -114,18 +114,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		limit = maxConfirmBytes // all it may send is a ConfirmSubscription
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	if err := r.ParseForm(); err != nil && trusted {
-		writeError(w, req.id, &apiError{code: codeInvalidParameter, msg: fmt.Sprintf("cannot read the form-encoded request: %v", err)})
-		return
-	}
+	err := r.ParseForm()
 	req.form = r.PostForm
 	req.action = req.get("Action")
-	if !trusted && req.action != actionConfirm {
+	switch {
+	case !trusted && (err != nil || req.action != actionConfirm):
 		writeError(w, req.id, &apiError{code: codeAuthorization, status: http.StatusForbidden,
 			msg: "herald verifies no SNS signatures without tokens, so it accepts SNS requests only from loopback addresses (but ConfirmSubscription, whose token is its credential); configure tokens and sign with one as the access key"})
-		return
+	case err != nil:
+		writeError(w, req.id, &apiError{code: codeInvalidParameter, msg: fmt.Sprintf("cannot read the form-encoded request: %v", err)})
+	default:
+		h.serve(r.Context(), w, req)
 	}
-	h.serve(r.Context(), w, req)
 }
 
 // maxConfirmBytes bounds the request of a caller that may only confirm a
