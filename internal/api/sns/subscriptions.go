@@ -56,9 +56,9 @@ func subscriptionAttribute(name, value string) (string, string, error) {
 	return hname, value, nil
 }
 
-// subscriptionARN maps SubscriptionArns to herald's subscriptions and
-// back: a subscription's ARN is its topic's ARN, ':' and its name, so an
-// ARN needs no lookup table to name the subscription.
+// subscriptionOf returns the ARN of a subscription: its topic's ARN, ':'
+// and its name, so that parseSubscription needs no lookup table to find
+// the subscription an ARN names.
 func (f arnFormat) subscriptionOf(topicName, name string) string {
 	return envelope.SubscriptionARN(f.zonegroup, topicName, name)
 }
