@@ -36,7 +36,9 @@
 // the X-Herald-Payload-Encoding header over HTTP).
 //
 // With raw delivery (SNS's RawMessageDelivery), the payload itself is
-// delivered, byte for byte, with the same headers.
+// delivered, byte for byte, with the same headers and
+// x-amz-sns-rawdelivery: true; the Subject and message attributes are not
+// delivered, as SNS does not deliver them raw.
 package envelope
 
 import (
@@ -56,6 +58,8 @@ const (
 	HeaderMessageID       = "x-amz-sns-message-id"
 	HeaderTopicARN        = "x-amz-sns-topic-arn"
 	HeaderSubscriptionARN = "x-amz-sns-subscription-arn"
+	// HeaderRawDelivery, "true", marks a raw delivery.
+	HeaderRawDelivery = "x-amz-sns-rawdelivery"
 )
 
 // HeaderPayloadEncoding says, over HTTP, that a notification's Message is
@@ -160,6 +164,7 @@ func Notification(m *endpoint.Message, info SNSInfo) *endpoint.Encoded {
 		HeaderSubscriptionARN: SubscriptionARN(info.Zonegroup, m.Topic, info.Subscription),
 	}
 	if info.Raw {
+		headers[HeaderRawDelivery] = "true"
 		return &endpoint.Encoded{Body: m.Payload, ContentType: contentType, Headers: headers}
 	}
 	n := notification{

@@ -140,7 +140,8 @@ func TestRaw(t *testing.T) {
 	if string(enc.Body) != string(m.Payload) {
 		t.Errorf("raw body %q, want the payload %q", enc.Body, m.Payload)
 	}
-	if enc.Headers[HeaderMessageType] != "Notification" || enc.Headers[HeaderSubscriptionARN] != "arn:aws:sns:default::orders:s" {
+	if enc.Headers[HeaderMessageType] != "Notification" || enc.Headers[HeaderSubscriptionARN] != "arn:aws:sns:default::orders:s" ||
+		enc.Headers[HeaderRawDelivery] != "true" {
 		t.Errorf("raw headers %v", enc.Headers)
 	}
 }
