@@ -115,7 +115,7 @@ func protocolOf(protocol, endpoint string) (topic.Scheme, error) {
 	}
 	got, ok := topic.LookupScheme(strings.ToLower(u.Scheme))
 	if !ok || got.Protocol != want.Protocol || (got.Protocol == topic.ProtocolWebhook && got.Name != want.Name) {
-		return topic.Scheme{}, fmt.Errorf("Protocol %s does not match the Endpoint %s; give the Endpoint's scheme as the Protocol", protocol, topic.RedactEndpoint(endpoint))
+		return topic.Scheme{}, fmt.Errorf("the Endpoint %[2]s does not match Protocol %[1]s; give the Endpoint's scheme as the Protocol", protocol, topic.RedactEndpoint(endpoint))
 	}
 	return got, nil
 }
