@@ -25,7 +25,9 @@ AWS SNS filter policy on the events' headers or JSON body (filter_policy,
 filter_policy_scope) or by key (key_prefix), and has its own delivery
 settings: the delivery attributes of a topic (max_retries, time_to_live,
 signing_secret, ...) plus max_events_per_second, max_in_flight,
-disable_after and start (now or earliest, fixed at creation).
+disable_after, start (now or earliest, fixed at creation) and message_format
+(herald's envelope, or sns: AWS SNS's JSON notification, raw with
+raw_message_delivery).
 
 A topic's own push_endpoint (or pull) is its default subscription, named
 "default", with id 0: its settings are the topic's attributes (herald topic

@@ -80,6 +80,16 @@ var snsActionScopes = map[string]auth.Scope{
 	"GetTopicAttributes": anyScope,
 	"Publish":            auth.ScopePublish,
 	"PublishBatch":       auth.ScopePublish,
+
+	"Subscribe":                 auth.ScopeAdmin,
+	"Unsubscribe":               auth.ScopeAdmin,
+	"SetSubscriptionAttributes": auth.ScopeAdmin,
+	"ListSubscriptions":         anyScope,
+	"ListSubscriptionsByTopic":  anyScope,
+	"GetSubscriptionAttributes": anyScope,
+	// The endpoint's receiver confirms a subscription with the token
+	// herald sent it, and has no herald token: the token is its credential.
+	"ConfirmSubscription": public,
 }
 
 // pathScopes are the scopes of the routes that are not procedures; a path
@@ -229,11 +239,14 @@ func (a *authorizer) recheck(r *http.Request) *connect.Error {
 }
 
 // auditSNS writes the audit line of an SNS administration request: the
-// topic and the names (not the values) of the attributes it sets.
+// topic (or subscription) and the names (not the values) of the attributes it sets.
 func (a *authorizer) auditSNS(r *http.Request, p Principal, what string, status int) {
 	topicName := r.PostFormValue("Name")
 	if topicName == "" {
 		topicName = r.PostFormValue("TopicArn")
+	}
+	if topicName == "" {
+		topicName = r.PostFormValue("SubscriptionArn") // names its topic too
 	}
 	var attrs []string
 	for k, v := range r.PostForm {

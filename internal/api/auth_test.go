@@ -270,6 +270,17 @@ func TestRoutesOtherThanProcedures(t *testing.T) {
 				t.Errorf("%s without a token: %d, want 200", p, got)
 			}
 		}
+		// A receiver visiting a SubscribeURL has no token: it reaches the
+		// SNS API, which finds no such topic.
+		if resp, err := http.Get(base + "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:default::nope&Token=sns-a.00"); err != nil {
+			t.Fatal(err)
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "<Code>NotFound</Code>") {
+				t.Errorf("a SubscribeURL without a token: %d %s, want the SNS API's 404", resp.StatusCode, body)
+			}
+		}
 		wantMetrics := http.StatusOK
 		if metricsNeedToken {
 			wantMetrics = http.StatusUnauthorized
@@ -337,6 +348,14 @@ func TestRoutesOtherThanProcedures(t *testing.T) {
 		{"Publish", "sigv4:publish", 0},
 		{"CreateTopic", "sigv4:publish", http.StatusForbidden},
 		{"Publish", "sigv4:unknown", http.StatusUnauthorized},
+		{"Subscribe", "publish", http.StatusForbidden},
+		{"Subscribe", "admin", 0},
+		{"Unsubscribe", "consume", http.StatusForbidden},
+		{"SetSubscriptionAttributes", "publish", http.StatusForbidden},
+		{"ListSubscriptions", "consume", 0},
+		{"ListSubscriptionsByTopic", "publish", 0},
+		{"GetSubscriptionAttributes", "consume", 0},
+		{"ConfirmSubscription", "", 0}, // the confirmation token is its credential
 	} {
 		status, body := sns(tc.action, tt.secrets[tc.token])
 		if key, ok := strings.CutPrefix(tc.token, "sigv4:"); ok {

@@ -192,8 +192,8 @@ func TestAWSCLI(t *testing.T) {
 		"set-topic-attributes", "--topic-arn", "arn:aws:sns:zg2::fishtopic", "--attribute-name", "OpaqueData", "--attribute-value", "x")
 	aws.fails("(InvalidParameter) when calling the Publish operation: payload too large: event 0 has a 1001-byte payload, over the limit of 1000 bytes",
 		"publish", "--topic-arn", arn, "--message", strings.Repeat("x", 1001))
-	aws.fails("(InvalidAction) when calling the Subscribe operation: unknown Action \"Subscribe\"",
-		"subscribe", "--topic-arn", arn, "--protocol", "http", "--notification-endpoint", "http://127.0.0.1:1/")
+	aws.fails("(InvalidAction) when calling the ListPlatformApplications operation: unknown Action \"ListPlatformApplications\"",
+		"list-platform-applications")
 	aws.fails("(NotFound) when calling the GetTopicAttributes operation", "get-topic-attributes", "--topic-arn", "arn:aws:sns:default::nope")
 	if after := getAttrs(); !maps.Equal(before, after) {
 		t.Fatalf("rejected requests changed the topic:\n%v\n%v", before, after)
@@ -490,5 +490,192 @@ print(json.dumps(out))
 	}
 	if st, err := n.TopicStats(context.Background(), "batch"); err != nil || st.Total.Stats.Published != 2 {
 		t.Fatalf("published %d events (%v), want 2", st.Total.Stats.Published, err)
+	}
+}
+
+// snsReceiver starts an HTTP endpoint for SNS subscriptions: it answers
+// 200 and passes on the SubscriptionConfirmations it receives.
+func snsReceiver(t *testing.T) (*httptest.Server, <-chan map[string]string) {
+	t.Helper()
+	got := make(chan map[string]string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var doc map[string]string
+		if err := json.NewDecoder(r.Body).Decode(&doc); err != nil {
+			t.Errorf("receiver: %v", err)
+		}
+		doc["header:x-amz-sns-message-type"] = r.Header.Get("x-amz-sns-message-type")
+		got <- doc
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+// TestAWSCLISubscriptions subscribes an HTTP endpoint with the aws CLI,
+// confirms it with the token the endpoint received, and administers it.
+func TestAWSCLISubscriptions(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	aws := &awsCLI{t: t, bin: filepath.Join(venv, "bin", "aws"), url: url, env: awsEnv(t)}
+	hook, confirmations := snsReceiver(t)
+	var created struct{ TopicArn string }
+	aws.ok(&created, "create-topic", "--name=orders")
+	topicARN := created.TopicArn
+
+	var subscribed struct{ SubscriptionArn string }
+	aws.ok(&subscribed, "subscribe", "--topic-arn", topicARN, "--protocol", "http", "--notification-endpoint", hook.URL+"/sns",
+		"--attributes", `{"FilterPolicy": "{\"color\": [\"red\"]}"}`)
+	if subscribed.SubscriptionArn != "pending confirmation" {
+		t.Fatalf("subscribe: SubscriptionArn %q, want SNS's %q", subscribed.SubscriptionArn, "pending confirmation")
+	}
+	c := <-confirmations
+	if c["Type"] != "SubscriptionConfirmation" || c["TopicArn"] != topicARN || c["Token"] == "" || c["header:x-amz-sns-message-type"] != "SubscriptionConfirmation" {
+		t.Fatalf("the endpoint received %v", c)
+	}
+
+	type subscription struct{ SubscriptionArn, Owner, Protocol, Endpoint, TopicArn string }
+	var listed struct{ Subscriptions []subscription }
+	aws.ok(&listed, "list-subscriptions-by-topic", "--topic-arn", topicARN)
+	if len(listed.Subscriptions) != 1 || listed.Subscriptions[0] != (subscription{"PendingConfirmation", "", "http", hook.URL + "/sns", topicARN}) {
+		t.Fatalf("list-subscriptions-by-topic: %+v", listed)
+	}
+
+	var confirmed struct{ SubscriptionArn string }
+	aws.ok(&confirmed, "confirm-subscription", "--topic-arn", topicARN, "--token", c["Token"])
+	arn := confirmed.SubscriptionArn
+	if !strings.HasPrefix(arn, topicARN+":sns-") {
+		t.Fatalf("confirm-subscription: SubscriptionArn %q, want %s:sns-...", arn, topicARN)
+	}
+	aws.fails("(InvalidParameter) when calling the ConfirmSubscription operation: Invalid token", "confirm-subscription", "--topic-arn", topicARN, "--token", "sns-x.00")
+
+	getAttrs := func() map[string]string {
+		var got struct{ Attributes map[string]string }
+		aws.ok(&got, "get-subscription-attributes", "--subscription-arn", arn)
+		return got.Attributes
+	}
+	attrs := getAttrs()
+	for k, want := range map[string]string{
+		"SubscriptionArn": arn, "TopicArn": topicARN, "Protocol": "http", "Endpoint": hook.URL + "/sns",
+		"PendingConfirmation": "false", "RawMessageDelivery": "false", "FilterPolicy": `{"color": ["red"]}`,
+		"FilterPolicyScope": "MessageAttributes", "message_format": "sns",
+	} {
+		if attrs[k] != want {
+			t.Errorf("get-subscription-attributes: %s = %q, want %q", k, attrs[k], want)
+		}
+	}
+	aws.ok(nil, "set-subscription-attributes", "--subscription-arn", arn, "--attribute-name", "RawMessageDelivery", "--attribute-value", "true")
+	aws.ok(nil, "set-subscription-attributes", "--subscription-arn", arn, "--attribute-name", "FilterPolicyScope", "--attribute-value", "MessageBody")
+	aws.ok(nil, "set-subscription-attributes", "--subscription-arn", arn, "--attribute-name", "max_retries", "--attribute-value", "5")
+	if attrs := getAttrs(); attrs["RawMessageDelivery"] != "true" || attrs["FilterPolicyScope"] != "MessageBody" || attrs["max_retries"] != "5" {
+		t.Fatalf("after set-subscription-attributes: %v", attrs)
+	}
+
+	// Bad input: SNS's errors, and nothing changes.
+	before := getAttrs()
+	aws.fails(`(InvalidParameter) when calling the Subscribe operation: invalid filter_policy: key "price"`,
+		"subscribe", "--topic-arn", topicARN, "--protocol", "kafka", "--notification-endpoint", "kafka://localhost",
+		"--attributes", `{"FilterPolicy": "{\"price\": [{\"numeric\": [\"~\", 3]}]}"}`)
+	aws.fails("(NotFound) when calling the Subscribe operation", "subscribe", "--topic-arn", "arn:aws:sns:default::nope",
+		"--protocol", "http", "--notification-endpoint", hook.URL)
+	aws.fails(`(InvalidParameter) when calling the Subscribe operation: herald does not deliver to Protocol "sqs"`,
+		"subscribe", "--topic-arn", topicARN, "--protocol", "sqs", "--notification-endpoint", "arn:aws:sqs:us-east-1:1:q")
+	aws.fails("(InvalidParameter) when calling the SetSubscriptionAttributes operation: attribute push-endpoint",
+		"set-subscription-attributes", "--subscription-arn", arn, "--attribute-name", "push-endpoint", "--attribute-value", "kafka://localhost")
+	aws.fails("(NotFound) when calling the GetSubscriptionAttributes operation", "get-subscription-attributes", "--subscription-arn", topicARN+":sns-nope")
+	if after := getAttrs(); !maps.Equal(before, after) {
+		t.Fatalf("rejected requests changed the subscription:\n%v\n%v", before, after)
+	}
+	if subs, _ := n.ListSubscriptions(context.Background(), "orders"); len(subs) != 2 { // with the default one
+		t.Fatalf("subscriptions after rejected requests: %+v", subs)
+	}
+
+	var all struct{ Subscriptions []subscription }
+	aws.ok(&all, "list-subscriptions")
+	if len(all.Subscriptions) != 1 || all.Subscriptions[0].SubscriptionArn != arn {
+		t.Fatalf("list-subscriptions: %+v", all)
+	}
+	aws.ok(nil, "unsubscribe", "--subscription-arn", arn)
+	aws.fails("(NotFound) when calling the Unsubscribe operation", "unsubscribe", "--subscription-arn", arn)
+	aws.ok(&listed, "list-subscriptions-by-topic", "--topic-arn", topicARN)
+	if len(listed.Subscriptions) != 0 {
+		t.Fatalf("list-subscriptions-by-topic after unsubscribe: %+v", listed)
+	}
+}
+
+// TestBoto3Subscriptions subscribes an endpoint that confirms as SNS
+// receivers do, by visiting the SubscribeURL of the confirmation, and
+// pages through the subscriptions with boto3's paginator.
+func TestBoto3Subscriptions(t *testing.T) {
+	venv := awsVenv(t)
+	url, n := startSNSServer(t, 0)
+	script := `
+import json, sys, threading, urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
+import boto3, botocore.exceptions
+
+received = []
+class Receiver(BaseHTTPRequestHandler):
+    def do_POST(self):
+        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        received.append(doc["Type"])
+        if self.headers["x-amz-sns-message-type"] == "SubscriptionConfirmation":
+            urllib.request.urlopen(doc["SubscribeURL"]).read()
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = HTTPServer(("127.0.0.1", 0), Receiver)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+endpoint = "http://127.0.0.1:%d/sns" % server.server_address[1]
+
+sns = boto3.client("sns", endpoint_url=sys.argv[1])
+out = {}
+arn = sns.create_topic(Name="orders")["TopicArn"]
+sub = sns.subscribe(TopicArn=arn, Protocol="http", Endpoint=endpoint, ReturnSubscriptionArn=True,
+                    Attributes={"FilterPolicy": json.dumps({"color": ["red"]}), "RawMessageDelivery": "true"})["SubscriptionArn"]
+out["sub"] = sub
+out["received"] = received
+out["attributes"] = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+for i in range(120):
+    sns.subscribe(TopicArn=arn if i < 99 else sns.create_topic(Name="more")["TopicArn"], Protocol="kafka", Endpoint="kafka://localhost:%d" % (9000 + i))
+out["pages"] = [len(p["Subscriptions"]) for p in sns.get_paginator("list_subscriptions").paginate()]
+try:
+    sns.subscribe(TopicArn=arn, Protocol="kafka", Endpoint="kafka://localhost:1")
+except botocore.exceptions.ClientError as e:
+    out["limit"] = [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+try:
+    sns.unsubscribe(SubscriptionArn=arn + ":sns-nope")
+except sns.exceptions.NotFoundException as e:
+    out["unknown"] = e.response["Error"]["Code"]
+sns.unsubscribe(SubscriptionArn=sub)
+out["after"] = len(sns.list_subscriptions_by_topic(TopicArn=arn)["Subscriptions"])
+print(json.dumps(out))
+`
+	var res struct {
+		Sub        string
+		Received   []string
+		Attributes map[string]string
+		Pages      []int
+		Limit      []any
+		Unknown    string
+		After      int
+	}
+	runBoto3(t, venv, script, url, &res)
+	if !strings.HasPrefix(res.Sub, "arn:aws:sns:default::orders:sns-") || len(res.Received) != 1 || res.Received[0] != "SubscriptionConfirmation" {
+		t.Fatalf("boto3 subscribe: %+v", res)
+	}
+	if a := res.Attributes; a["PendingConfirmation"] != "false" || a["RawMessageDelivery"] != "true" || a["FilterPolicy"] != `{"color": ["red"]}` {
+		t.Fatalf("boto3 get_subscription_attributes after the endpoint visited the SubscribeURL: %v", a)
+	}
+	if !slices.Equal(res.Pages, []int{100, 21}) {
+		t.Fatalf("boto3's paginator: pages of %v subscriptions, want 100 and 21", res.Pages)
+	}
+	if len(res.Limit) != 2 || res.Limit[0] != "SubscriptionLimitExceeded" || res.Limit[1] != float64(403) {
+		t.Fatalf("the 101st subscription: %v, want SubscriptionLimitExceeded 403", res.Limit)
+	}
+	if res.Unknown != "NotFound" || res.After != 99 {
+		t.Fatalf("boto3 unsubscribe: %+v", res)
+	}
+	if subs, _ := n.ListSubscriptions(context.Background(), "orders"); len(subs) != 100 {
+		t.Fatalf("subscriptions of orders: %d, want 99 and the default one", len(subs))
 	}
 }

@@ -92,14 +92,29 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	// The SNS-style API takes form-encoded POSTs to /, where the aws CLI
 	// and boto3 send them; its Actions' scopes are in snsActionScopes.
 	// Without tokens, it serves loopback callers only.
-	mux.Handle("POST "+snsPath+"{$}", sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil}))
+	snsAPI := sns.New(n, sns.Config{Zonegroup: opts.SNSZonegroup, AllowRemote: opts.Tokens != nil})
+	mux.Handle("POST "+snsPath+"{$}", snsAPI)
 	// S3 event notifications (publish scope), to the topic in the path.
 	mux.Handle("POST "+s3IngestPath+"{topic}", retryAfterStatus(s3ingest.New(n, connectError)))
 	mux.HandleFunc(s3IngestPath, s3Misrouted)
 	// What a browser or a mistyped path finds.
-	mux.Handle("GET /{$}", root(opts.Dashboard != nil))
+	// ... except for the visit to a SubscriptionConfirmation's
+	// SubscribeURL, which the SNS-style API serves.
+	mux.Handle("GET /{$}", orConfirmation(snsAPI, root(opts.Dashboard != nil)))
 	mux.HandleFunc("/", notFound)
 	return a.wrap(mux)
+}
+
+// orConfirmation serves the visits to a SubscribeURL (see
+// sns.IsConfirmation) with snsAPI, and other requests with h.
+func orConfirmation(snsAPI, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sns.IsConfirmation(r) {
+			snsAPI.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // dashboardPath is where Options.Dashboard is served.

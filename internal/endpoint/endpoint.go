@@ -26,6 +26,20 @@ type Message struct {
 	Payload    []byte
 	OpaqueData string // the topic's opaque_data attribute
 	Attempt    int    // 1 for the first delivery attempt
+	// Encoded, when set, is the event already encoded by a wrapper of
+	// the endpoint (package envelope) in a format other than herald's:
+	// the endpoint delivers it in place of Body's.
+	Encoded *Encoded
+}
+
+// Encoded is an event encoded for delivery: the body, and the content
+// type and headers that go with it where the protocol carries them (the
+// HTTP headers of a webhook request; an AMQP message's content type).
+// They never replace the X-Herald headers.
+type Encoded struct {
+	Body        []byte
+	ContentType string
+	Headers     map[string]string
 }
 
 // The headers (or message properties) every protocol sends with an event,

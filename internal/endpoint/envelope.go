@@ -29,10 +29,14 @@ type envelope struct {
 	Attempt         int               `json:"attempt"`
 }
 
-// Body returns what is delivered for m: the S3 event records when the
-// payload is an S3 event notification (so S3 consumers read them as they
-// would from S3, with opaqueData filled in), else herald's JSON envelope.
+// Body returns what is delivered for m: m.Encoded's body if it has one,
+// the S3 event records when the payload is an S3 event notification (so
+// S3 consumers read them as they would from S3, with opaqueData filled
+// in), else herald's JSON envelope.
 func Body(m *Message) ([]byte, error) {
+	if m.Encoded != nil {
+		return m.Encoded.Body, nil
+	}
 	if b, ok := s3Body(m); ok {
 		return b, nil
 	}

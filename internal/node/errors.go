@@ -50,6 +50,9 @@ var (
 	// ErrEndpointRejected (ErrFailedPrecondition): a non-persistent
 	// topic's endpoint refused an event for good (for example HTTP 400).
 	ErrEndpointRejected = errors.New("endpoint rejected the event")
+	// ErrSubscriptionLimit (ErrFailedPrecondition): the topic has as many
+	// subscriptions as it may.
+	ErrSubscriptionLimit = controller.ErrSubscriptionLimit
 )
 
 // errInvalidRequest marks requests malformed in a way the topic package

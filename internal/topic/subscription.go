@@ -30,6 +30,14 @@ const (
 	StartNow      = "now"
 	StartEarliest = "earliest"
 
+	// FormatHerald and FormatSNS are the values of message_format: an
+	// event is delivered in herald's JSON envelope, or in the JSON
+	// notification AWS SNS delivers (package envelope), which the
+	// SNS-compatible API's Subscribe asks for so that receivers written
+	// for SNS read it.
+	FormatHerald = "herald"
+	FormatSNS    = "sns"
+
 	// DefaultDisableAfter is how long, in seconds, a subscription may
 	// fail without a break before it is disabled: 5 days, long enough to
 	// ride out an outage over a long weekend.
@@ -68,6 +76,10 @@ type SubscriptionAttributes struct {
 	// RawMessageDelivery is SNS's attribute of the same name, kept for
 	// subscriptions made through the SNS-style API.
 	RawMessageDelivery bool `json:"raw_message_delivery"`
+	// MessageFormat is how an event is delivered: FormatHerald or
+	// FormatSNS. With FormatSNS and RawMessageDelivery, the payload is
+	// delivered as it is, with SNS's headers.
+	MessageFormat string `json:"message_format"`
 	// MaxEventsPerSecond limits the rate of deliveries; 0 is unlimited.
 	MaxEventsPerSecond int64 `json:"max_events_per_second"`
 	// MaxInFlight limits the deliveries in flight at once, per shard; 0
@@ -88,6 +100,7 @@ func DefaultSubscriptionAttributes() SubscriptionAttributes {
 	return SubscriptionAttributes{
 		Delivery:          Defaults(),
 		FilterPolicyScope: ScopeAttributes,
+		MessageFormat:     FormatHerald,
 		DisableAfter:      DefaultDisableAfter,
 		Start:             StartNow,
 	}
@@ -153,6 +166,7 @@ func subscriptionTable() []attrOf[SubscriptionAttributes] {
 		textAttr("filter_policy_scope", func(s *sa) *string { return &s.FilterPolicyScope }),
 		textAttr("key_prefix", func(s *sa) *string { return &s.KeyPrefix }),
 		boolAttr("raw_message_delivery", func(s *sa) *bool { return &s.RawMessageDelivery }),
+		textAttr("message_format", func(s *sa) *string { return &s.MessageFormat }),
 		numAttrOf("max_events_per_second", &subscriptionDefaults, func(s *sa) *int64 { return &s.MaxEventsPerSecond }),
 		numAttrOf("max_in_flight", &subscriptionDefaults, func(s *sa) *int { return &s.MaxInFlight }),
 		numAttrOf("disable_after", &subscriptionDefaults, func(s *sa) *int64 { return &s.DisableAfter }),
@@ -247,6 +261,7 @@ func (s *SubscriptionAttributes) Validate() error {
 	} else if _, err := s.Filter(); err != nil {
 		add(err)
 	}
+	add(checkOneOf("message_format", s.MessageFormat, FormatHerald, FormatSNS))
 	if !utf8.ValidString(s.KeyPrefix) {
 		add(invalidf("key_prefix is not valid UTF-8; event keys are UTF-8 text"))
 	}

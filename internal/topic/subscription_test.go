@@ -24,7 +24,7 @@ func TestSubscriptionNames(t *testing.T) {
 		}
 	}
 	for _, own := range []string{"filter_policy", "filter_policy_scope", "key_prefix", "raw_message_delivery",
-		"max_events_per_second", "max_in_flight", "disable_after", "start"} {
+		"message_format", "max_events_per_second", "max_in_flight", "disable_after", "start"} {
 		if !slices.Contains(names, own) {
 			t.Errorf("SubscriptionNames() lacks %s", own)
 		}
@@ -37,7 +37,7 @@ func TestSubscriptionDefaults(t *testing.T) {
 		t.Fatalf("DefaultSubscriptionAttributes().Validate() = %v", err)
 	}
 	if s.Delivery.PushEndpoint != "" || s.FilterPolicy != "" || s.Start != StartNow ||
-		s.DisableAfter != 432000 || s.FilterPolicyScope != ScopeAttributes || s.RawMessageDelivery {
+		s.DisableAfter != 432000 || s.FilterPolicyScope != ScopeAttributes || s.RawMessageDelivery || s.MessageFormat != FormatHerald {
 		t.Errorf("DefaultSubscriptionAttributes() = %+v", s)
 	}
 	// Fields missing from stored JSON take their defaults.
@@ -47,7 +47,7 @@ func TestSubscriptionDefaults(t *testing.T) {
 	}
 	want := DefaultSubscriptionAttributes()
 	want.KeyPrefix, want.Delivery.MaxRetries = "eu/", 3
-	if got.Map()["key_prefix"] != "eu/" || got.DisableAfter != want.DisableAfter || got.Delivery.HTTPTimeout != DefaultHTTPTimeout || got.Delivery.MaxRetries != 3 {
+	if got.Map()["key_prefix"] != "eu/" || got.MessageFormat != FormatHerald || got.DisableAfter != want.DisableAfter || got.Delivery.HTTPTimeout != DefaultHTTPTimeout || got.Delivery.MaxRetries != 3 {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
 }
@@ -60,6 +60,7 @@ func TestNewSubscriptionAttributes(t *testing.T) {
 		"filter_policy_scope":   "MessageBody",
 		"key_prefix":            "orders/",
 		"raw_message_delivery":  "true",
+		"message_format":        "sns",
 		"max_events_per_second": "50",
 		"max_in_flight":         "4",
 		"disable_after":         "0",
@@ -70,7 +71,7 @@ func TestNewSubscriptionAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Delivery.MaxRetries != 7 || s.MaxEventsPerSecond != 50 || s.MaxInFlight != 4 || s.DisableAfter != 0 ||
-		s.Start != StartEarliest || !s.RawMessageDelivery || s.KeyPrefix != "orders/" || s.FilterPolicyScope != ScopeBody {
+		s.Start != StartEarliest || !s.RawMessageDelivery || s.MessageFormat != FormatSNS || s.KeyPrefix != "orders/" || s.FilterPolicyScope != ScopeBody {
 		t.Errorf("got %+v", s)
 	}
 	p, err := s.Filter()
@@ -109,6 +110,7 @@ func TestSubscriptionAttributesErrors(t *testing.T) {
 		{"bad scope", map[string]string{"filter_policy_scope": "Headers"}, []string{"filter_policy_scope must be one of MessageAttributes, MessageBody"}},
 		{"negative rate", map[string]string{"max_events_per_second": "-1"}, []string{"max_events_per_second", "non-negative integer"}},
 		{"negative in flight", map[string]string{"max_in_flight": "-2"}, []string{"max_in_flight"}},
+		{"bad message format", map[string]string{"message_format": "SNS"}, []string{"message_format must be one of herald, sns"}},
 		{"bad start", map[string]string{"start": "yesterday"}, []string{"start must be one of now, earliest"}},
 		{"bad endpoint", map[string]string{"push_endpoint": "ftp://h/x"}, []string{"unsupported scheme"}},
 		{"amqp without exchange", map[string]string{"push_endpoint": "amqp://h"}, []string{"amqp_exchange"}},

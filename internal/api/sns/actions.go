@@ -112,8 +112,9 @@ func attributeError(err error) error {
 	return e
 }
 
-// topicsPerPage is how many topics a ListTopics page holds, as in SNS.
-const topicsPerPage = 100
+// perPage is how many topics or subscriptions a page of ListTopics,
+// ListSubscriptions or ListSubscriptionsByTopic holds, as in SNS.
+const perPage = 100
 
 type listTopicsResult struct {
 	Topics struct {
@@ -122,51 +123,62 @@ type listTopicsResult struct {
 	NextToken string `xml:",omitempty"`
 }
 
-// listTopics lists the topics in order of name, topicsPerPage at a time.
-// A page's NextToken names its last topic and the next page starts after
-// that name, so topics created or deleted between the calls shift no
-// other topic into a second page or out of every page.
+// listTopics lists the topics in order of name, perPage at a time (see
+// page).
 func (h *Handler) listTopics(_ context.Context, r *request) (any, error) {
-	after, err := pageStart(r.get("NextToken"))
+	topics, next, err := page(h.node.ListTopics(), func(t node.Topic) string { return t.Name }, r)
 	if err != nil {
 		return nil, err
 	}
-	topics := h.node.ListTopics() // sorted by name
-	start, found := slices.BinarySearchFunc(topics, after, func(t node.Topic, name string) int {
-		return strings.Compare(t.Name, name)
-	})
-	if found {
-		start++
-	}
-	end := min(start+topicsPerPage, len(topics))
-	var res listTopicsResult
-	for _, t := range topics[start:end] {
+	res := listTopicsResult{NextToken: next}
+	for _, t := range topics {
 		res.Topics.Members = append(res.Topics.Members, topicArnResult{TopicArn: h.arns.of(t.Name)})
-	}
-	if end < len(topics) {
-		res.NextToken = pageToken(topics[end-1].Name)
 	}
 	return res, nil
 }
 
-// pageToken is the NextToken of a ListTopics page ending at a topic: its
-// name, base64-encoded so that clients treat it as opaque.
-func pageToken(lastName string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(lastName))
+// page returns the page of items, which are sorted by key, that the
+// request's NextToken starts, perPage at most, and the NextToken of the page after it ("" for
+// the last). A page's NextToken names its last item's key and the next
+// page starts after that key, so items created or deleted between the
+// calls shift no other item into a second page or out of every page.
+func page[T any](items []T, key func(T) string, r *request) ([]T, string, error) {
+	after, err := pageStart(r.get("NextToken"), r.action)
+	if err != nil {
+		return nil, "", err
+	}
+	start, found := slices.BinarySearchFunc(items, after, func(item T, k string) int {
+		return strings.Compare(key(item), k)
+	})
+	if found {
+		start++
+	}
+	end := min(start+perPage, len(items))
+	next := ""
+	if end < len(items) {
+		next = pageToken(key(items[end-1]))
+	}
+	return items[start:end], next, nil
 }
 
-// pageStart returns the name a ListTopics page starts after: that of the
+// pageToken is the NextToken of a page ending at an item: its key,
+// base64-encoded so that clients treat it as opaque.
+func pageToken(lastKey string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(lastKey))
+}
+
+// pageStart returns the key a page of action's starts after: that of the
 // token, or "" for the first page.
-func pageStart(token string) (string, error) {
+func pageStart(token, action string) (string, error) {
 	if token == "" {
 		return "", nil
 	}
-	name, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(name) == 0 {
+	key, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(key) == 0 {
 		return "", &apiError{code: codeInvalidParameter,
-			msg: fmt.Sprintf("NextToken %q is not one herald gave; pass the NextToken of the previous ListTopics response unchanged, or none for the first page", token)}
+			msg: fmt.Sprintf("NextToken %q is not one herald gave; pass the NextToken of the previous %s response unchanged, or none for the first page", token, action)}
 	}
-	return string(name), nil
+	return string(key), nil
 }
 
 // deleteTopic deletes a topic; deleting one that does not exist succeeds,

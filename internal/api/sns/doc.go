@@ -7,16 +7,28 @@
 //
 // Requests are form-encoded POSTs whose Action parameter names the
 // operation: CreateTopic, GetTopicAttributes, SetTopicAttributes,
-// ListTopics, DeleteTopic, GetTopic, Publish and PublishBatch. Responses
-// are XML in the SNS namespace with a RequestId; errors are SNS error
-// documents (InvalidParameter, NotFound, ...) with a matching HTTP status.
-// Topics are named by ARNs of the form arn:aws:sns:<zonegroup>::<topic>,
-// the zonegroup being configured (Config.Zonegroup).
+// ListTopics, DeleteTopic, GetTopic, Publish and PublishBatch for topics;
+// Subscribe, ConfirmSubscription, Unsubscribe, ListSubscriptions,
+// ListSubscriptionsByTopic, GetSubscriptionAttributes and
+// SetSubscriptionAttributes for their subscriptions. Responses are XML in
+// the SNS namespace with a RequestId; errors are SNS error documents
+// (InvalidParameter, NotFound, ...) with a matching HTTP status. Topics
+// are named by ARNs of the form arn:aws:sns:<zonegroup>::<topic>, the
+// zonegroup being configured (Config.Zonegroup), and subscriptions by
+// their topic's ARN, ':' and their name.
+//
+// Subscribe makes a herald subscription whose events are delivered in
+// SNS's format (message_format sns, see package envelope). An HTTP
+// endpoint must confirm it first, as SNS's must: see confirm.go.
 //
 // Scopes, for the token check that wraps the handler: CreateTopic,
-// SetTopicAttributes and DeleteTopic administer topics (admin scope);
-// Publish and PublishBatch publish (publish scope); ListTopics, GetTopic
-// and GetTopicAttributes only read.
+// SetTopicAttributes, DeleteTopic, Subscribe, SetSubscriptionAttributes
+// and Unsubscribe administer (admin scope); Publish and PublishBatch
+// publish (publish scope); the List and Get actions only read; and
+// ConfirmSubscription needs no token, its confirmation token being its
+// credential. So that an endpoint's receiver can confirm by visiting the
+// SubscribeURL, the handler also serves GET requests with
+// Action=ConfirmSubscription (IsConfirmation), from any address.
 //
 // Credentials: the aws CLI and boto3 sign every request with AWS
 // Signature Version 4. herald keeps no AWS secret keys, so this handler

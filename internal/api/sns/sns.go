@@ -57,14 +57,25 @@ func New(n *node.Node, cfg Config) *Handler {
 		"GetTopic":           h.getTopic,
 		"Publish":            h.publish,
 		"PublishBatch":       h.publishBatch,
+
+		"Subscribe":                 h.subscribe,
+		actionConfirm:               h.confirmSubscription,
+		"Unsubscribe":               h.unsubscribe,
+		"ListSubscriptions":         h.listSubscriptions,
+		"ListSubscriptionsByTopic":  h.listSubscriptionsByTopic,
+		"GetSubscriptionAttributes": h.getSubscriptionAttributes,
+		"SetSubscriptionAttributes": h.setSubscriptionAttributes,
 	}
 	return h
 }
 
-// A request is the form of one call, with its request id.
+// A request is the form of one call, with its request id and Action, and
+// the URL the caller reached the handler at.
 type request struct {
-	form map[string][]string
-	id   string
+	form   map[string][]string
+	id     string
+	action string
+	base   string
 }
 
 func (r *request) get(name string) string {
@@ -84,36 +95,75 @@ func (r *request) require(name string) (string, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := &request{id: newRequestID()}
+	req := &request{id: newRequestID(), base: baseURL(r)}
+	if IsConfirmation(r) {
+		// The receiver of a SubscriptionConfirmation visits its
+		// SubscribeURL from wherever it runs: the token is its credential.
+		req.form, req.action = r.URL.Query(), actionConfirm
+		h.serve(r.Context(), w, req)
+		return
+	}
 	if r.Method != http.MethodPost {
 		writeError(w, req.id, &apiError{code: codeInvalidAction, status: http.StatusMethodNotAllowed,
 			msg: "the SNS API takes form-encoded POST requests"})
 		return
 	}
-	if !h.remote && !isLoopback(r.RemoteAddr) {
-		writeError(w, req.id, &apiError{code: codeAuthorization, status: http.StatusForbidden,
-			msg: "herald verifies no SNS signatures without tokens, so it accepts SNS requests only from loopback addresses; configure tokens and sign with one as the access key"})
-		return
+	trusted := h.remote || isLoopback(r.RemoteAddr)
+	limit := int64(MaxRequestBytes)
+	if !trusted {
+		limit = maxConfirmBytes // all it may send is a ConfirmSubscription
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-	if err := r.ParseForm(); err != nil {
-		writeError(w, req.id, &apiError{code: codeInvalidParameter, msg: fmt.Sprintf("cannot read the form-encoded request: %v", err)})
-		return
-	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm()
 	req.form = r.PostForm
-	action := req.get("Action")
-	do, ok := h.actions[action]
+	req.action = req.get("Action")
+	switch {
+	case !trusted && (err != nil || req.action != actionConfirm):
+		writeError(w, req.id, &apiError{code: codeAuthorization, status: http.StatusForbidden,
+			msg: "herald verifies no SNS signatures without tokens, so it accepts SNS requests only from loopback addresses (but ConfirmSubscription, whose token is its credential); configure tokens and sign with one as the access key"})
+	case err != nil:
+		writeError(w, req.id, &apiError{code: codeInvalidParameter, msg: fmt.Sprintf("cannot read the form-encoded request: %v", err)})
+	default:
+		h.serve(r.Context(), w, req)
+	}
+}
+
+// maxConfirmBytes bounds the request of a caller that may only confirm a
+// subscription.
+const maxConfirmBytes = 16 << 10
+
+// serve answers a request whose form has been read.
+func (h *Handler) serve(ctx context.Context, w http.ResponseWriter, req *request) {
+	do, ok := h.actions[req.action]
 	if !ok {
 		writeError(w, req.id, &apiError{code: codeInvalidAction,
-			msg: fmt.Sprintf("unknown Action %q; herald serves %s", action, strings.Join(slices.Sorted(maps.Keys(h.actions)), ", "))})
+			msg: fmt.Sprintf("unknown Action %q; herald serves %s", req.action, strings.Join(slices.Sorted(maps.Keys(h.actions)), ", "))})
 		return
 	}
-	result, err := do(r.Context(), req)
+	result, err := do(ctx, req)
 	if err != nil {
 		writeError(w, req.id, err)
 		return
 	}
-	writeResult(w, action, result, req.id)
+	writeResult(w, req.action, result, req.id)
+}
+
+// IsConfirmation reports whether r visits the SubscribeURL of a
+// SubscriptionConfirmation: a GET of / with Action=ConfirmSubscription,
+// which the Handler serves besides POSTs, with no credential but the
+// token in the URL.
+func IsConfirmation(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Query().Get("Action") == actionConfirm
+}
+
+// baseURL is the URL callers reach the handler at, as the request names
+// it: where a SubscribeURL points.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/"
 }
 
 // isLoopback reports whether a request's remote address is on loopback.

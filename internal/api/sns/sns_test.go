@@ -164,7 +164,7 @@ func TestBadRequestsAreSNSErrorsAndChangeNothing(t *testing.T) {
 		code   string
 		says   string
 	}{
-		{"unknown action", []string{"Action", "Subscribe"}, 400, codeInvalidAction, "unknown Action"},
+		{"unknown action", []string{"Action", "AddPermission"}, 400, codeInvalidAction, "unknown Action"},
 		{"no action", nil, 400, codeInvalidAction, "unknown Action"},
 		{"missing name", []string{"Action", "CreateTopic"}, 400, codeInvalidParameter, "missing required parameter Name"},
 		{"bad topic name", []string{"Action", "CreateTopic", "Name", "a/b"}, 400, codeInvalidParameter, "topic name"},
@@ -298,11 +298,11 @@ func listPage(t *testing.T, h http.Handler, token string) ([]string, string) {
 func TestListTopicsPagesByName(t *testing.T) {
 	n := openNode(t, 0)
 	h := New(n, Config{})
-	want := createTopics(t, n, "t", 2*topicsPerPage+50)
+	want := createTopics(t, n, "t", 2*perPage+50)
 
 	first, token := listPage(t, h, "")
-	if len(first) != topicsPerPage || token == "" {
-		t.Fatalf("first page: %d topics, NextToken %q; want %d and a token", len(first), token, topicsPerPage)
+	if len(first) != perPage || token == "" {
+		t.Fatalf("first page: %d topics, NextToken %q; want %d and a token", len(first), token, perPage)
 	}
 	// Between pages, a topic sorting before the page's end appears in
 	// no later page, and deleting the last topic listed moves nothing.
@@ -326,12 +326,12 @@ func TestListTopicsPagesByName(t *testing.T) {
 	}
 
 	// Exactly a page of topics: one page, no NextToken.
-	for _, name := range want[topicsPerPage:] {
+	for _, name := range want[perPage:] {
 		if err := n.DeleteTopic(context.Background(), name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if page, token := listPage(t, h, ""); len(page) != topicsPerPage || token != "" {
+	if page, token := listPage(t, h, ""); len(page) != perPage || token != "" {
 		t.Fatalf("%d topics: a page of %d with NextToken %q, want all and no token", len(n.ListTopics()), len(page), token)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"herald/internal/envelope"
 )
 
 // namespace is the XML namespace of SNS responses, as Ceph writes it.
@@ -19,6 +21,8 @@ const (
 	codeAuthorization      = "AuthorizationError"
 	codeServiceUnavailable = "ServiceUnavailable"
 	codeInternal           = "InternalError"
+	// Subscribe's, for a topic with as many subscriptions as it may have.
+	codeSubscriptionLimit = "SubscriptionLimitExceeded"
 	// PublishBatch's, for a batch that breaks SNS's limits.
 	codeEmptyBatch          = "EmptyBatchRequest"
 	codeTooManyEntries      = "TooManyEntriesInBatchRequest"
@@ -35,6 +39,7 @@ var codeStatus = map[string]int{
 	codeAuthorization:       http.StatusForbidden,
 	codeServiceUnavailable:  http.StatusServiceUnavailable,
 	codeInternal:            http.StatusInternalServerError,
+	codeSubscriptionLimit:   http.StatusForbidden,
 	codeEmptyBatch:          http.StatusBadRequest,
 	codeTooManyEntries:      http.StatusBadRequest,
 	codeInvalidBatchEntryID: http.StatusBadRequest,
@@ -155,7 +160,7 @@ type arnFormat struct {
 }
 
 func (f arnFormat) of(topicName string) string {
-	return "arn:aws:sns:" + f.zonegroup + "::" + topicName
+	return envelope.TopicARN(f.zonegroup, topicName)
 }
 
 func (f arnFormat) parse(arn string) (string, error) {

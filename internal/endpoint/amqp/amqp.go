@@ -166,6 +166,10 @@ func (e *Endpoint) Send(ctx context.Context, m *endpoint.Message) error {
 }
 
 func publishing(m *endpoint.Message, body []byte) amqp.Publishing {
+	contentType := "application/json"
+	if m.Encoded != nil && m.Encoded.ContentType != "" {
+		contentType = m.Encoded.ContentType
+	}
 	return amqp.Publishing{
 		Headers: amqp.Table{
 			endpoint.HeaderEventID: m.ID,
@@ -173,7 +177,7 @@ func publishing(m *endpoint.Message, body []byte) amqp.Publishing {
 			endpoint.HeaderAttempt: int32(m.Attempt),
 			endpoint.HeaderKey:     m.Key,
 		},
-		ContentType:  "application/json",
+		ContentType:  contentType,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    m.ID,
 		Timestamp:    m.Time,

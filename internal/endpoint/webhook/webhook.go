@@ -15,7 +15,10 @@
 //	X-Herald-Key: customer-42        the event key, percent-encoded
 //
 // and the topic's http_headers, which may replace Content-Type, User-Agent
-// and Host but never an X-Herald header. Event keys may contain bytes that
+// and Host but never an X-Herald header. An event that a wrapper has
+// encoded in another format ([endpoint.Encoded], such as SNS's JSON
+// notification of package envelope) is sent as it was encoded, its
+// content type and headers replacing those, again except X-Herald ones. Event keys may contain bytes that
 // a header cannot, so X-Herald-Key is percent-encoded as by
 // [url.PathEscape] ([url.PathUnescape] restores it); the body carries the
 // key verbatim.
@@ -312,6 +315,14 @@ func (e *Endpoint) request(ctx context.Context, m *endpoint.Message, body []byte
 		req.Host = e.host
 	}
 	h := req.Header
+	if enc := m.Encoded; enc != nil {
+		for name, value := range enc.Headers {
+			h.Set(name, value)
+		}
+		if enc.ContentType != "" {
+			h.Set("Content-Type", enc.ContentType)
+		}
+	}
 	h.Set(endpoint.HeaderEventID, m.ID)
 	h.Set(endpoint.HeaderTopic, m.Topic)
 	h.Set(endpoint.HeaderAttempt, strconv.Itoa(m.Attempt))

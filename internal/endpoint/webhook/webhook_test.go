@@ -184,6 +184,38 @@ func TestSendUnsigned(t *testing.T) {
 	}
 }
 
+// An event encoded by a wrapper (package envelope) is delivered as it was
+// encoded, with its content type and headers, and herald's headers and
+// signature still.
+func TestSendEncoded(t *testing.T) {
+	srv, got := recorder(t)
+	a := attributes(srv.URL)
+	a.SigningSecret = "s3cret"
+	a.HTTPHeaders = map[string]string{"Content-Type": "application/x-mine", "X-Team": "a"}
+	e := startEndpoint(t, a)
+	m := message(1)
+	m.Encoded = &endpoint.Encoded{Body: []byte("as encoded"), ContentType: "text/plain; charset=UTF-8",
+		Headers: map[string]string{"x-amz-sns-message-type": "Notification", endpoint.HeaderEventID: "forged"}}
+	if err := e.Send(context.Background(), m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	r := <-got
+	if string(r.body) != "as encoded" {
+		t.Errorf("body %q, want the encoded one", r.body)
+	}
+	for name, want := range map[string]string{
+		"Content-Type": "text/plain; charset=UTF-8", "X-Amz-Sns-Message-Type": "Notification",
+		"X-Team": "a", endpoint.HeaderEventID: m.ID,
+	} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("header %s = %q, want %q", name, got, want)
+		}
+	}
+	if !Verify("s3cret", r.header.Get(HeaderTimestamp), r.body, r.header.Get(HeaderSignature)) {
+		t.Error("the encoded body is not signed")
+	}
+}
+
 // Keys are arbitrary strings; a newline in a header would fail every
 // delivery of the event.
 func TestSendKeyHeader(t *testing.T) {
