@@ -34,6 +34,10 @@ type ConsumeConfig struct {
 	// FillProducers and FillBatch shape the publishing of the backlog.
 	FillProducers int `json:"fill_producers"`
 	FillBatch     int `json:"fill_batch"`
+	// Subscriptions is, in push mode, how many webhook subscriptions the
+	// backlog fans out to, each delivering every event; 0 pushes to the
+	// topic's own push_endpoint (its default subscription).
+	Subscriptions int `json:"subscriptions,omitempty"`
 	// Timeout bounds the drain: a run that has not drained the backlog by
 	// then fails.
 	Timeout time.Duration `json:"-"`
@@ -64,6 +68,7 @@ func (c *ConsumeConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.FillProducers, "producers", c.FillProducers, "concurrent producers publishing the backlog")
 	fs.IntVar(&c.FillBatch, "fill-batch", c.FillBatch, "events per publish of the backlog")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "give up if the backlog is not drained within this long")
+	fs.IntVar(&c.Subscriptions, "subscriptions", c.Subscriptions, "push mode: webhook subscriptions the backlog fans out to, each getting every event (0: the topic's push_endpoint)")
 }
 
 // Validate reports the first setting that makes no sense.
@@ -75,6 +80,8 @@ func (c *ConsumeConfig) Validate() error {
 		return fmt.Errorf("--backlog %d: want at least 1", c.Backlog)
 	case c.Consumers < 1:
 		return fmt.Errorf("--consumers %d: want at least 1", c.Consumers)
+	case c.Subscriptions < 0 || c.Subscriptions > 0 && c.Mode != "push":
+		return fmt.Errorf("--subscriptions %d: want 0, or a number of push subscriptions with --mode push", c.Subscriptions)
 	case c.Batch < 1:
 		return fmt.Errorf("--batch %d: want at least 1", c.Batch)
 	case c.FillBatch < 1:

@@ -65,14 +65,17 @@ func (h *heraldConsumer) Ack(ctx context.Context) error {
 
 // PushHerald has herald push topic t's backlog to a receiver of its own on
 // 127.0.0.1: it starts the receiver, sets the topic's push_endpoint to it
-// through c, and times how long until every one of cc.Backlog distinct
-// events has arrived (or cc.Timeout passes). The server must allow the
-// loopback endpoint (herald serve --push-allow 127.0.0.1).
+// through c (or, with cc.Subscriptions, creates that many subscriptions
+// pushing to it), and times how long until every one of cc.Backlog
+// distinct events has arrived, for every subscription (or cc.Timeout
+// passes). The server must allow the loopback endpoint (herald serve
+// --push-allow 127.0.0.1).
 func PushHerald(ctx context.Context, c *client.Client, t *client.Topic, cc ConsumeConfig) (*Result, error) {
 	if err := cc.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := startReceiver(cc.Backlog)
+	want := cc.Backlog * int64(max(1, cc.Subscriptions))
+	r, err := startReceiver(want)
 	if err != nil {
 		return nil, err
 	}
@@ -80,25 +83,34 @@ func PushHerald(ctx context.Context, c *client.Client, t *client.Topic, cc Consu
 	ctx, cancel := context.WithTimeout(ctx, cc.Timeout)
 	defer cancel()
 	start := time.Now()
-	if t, err = c.SetTopicAttributes(ctx, t.Name, map[string]string{"push_endpoint": r.url}); err != nil {
-		return nil, fmt.Errorf("set the push endpoint: %w", err)
+	if cc.Subscriptions > 0 {
+		err = pushSubscriptions(ctx, c, t.Name, r.url, cc.Subscriptions)
+	} else if t, err = c.SetTopicAttributes(ctx, t.Name, map[string]string{"push_endpoint": r.url}); err != nil {
+		err = fmt.Errorf("set the push endpoint: %w", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("received %d of %d events: %w", r.received(), cc.Backlog, ctx.Err())
+		return nil, fmt.Errorf("received %d of %d events: %w", r.received(), want, ctx.Err())
 	}
-	res := &Result{Config: cc.Fill(), Consume: &cc, Start: start.UTC(), Events: cc.Backlog, Batches: r.requests()}
+	res := &Result{Config: cc.Fill(), Consume: &cc, Start: start.UTC(), Events: want, Batches: r.requests()}
 	res.Seconds = r.last.Sub(start).Seconds()
 	res.finishConsume(Histogram{})
 	describeHerald(res, t)
 	res.Label += ", push"
+	if cc.Subscriptions > 0 {
+		res.Label += fmt.Sprintf(", %d subscriptions", cc.Subscriptions)
+	}
 	return res, nil
 }
 
 // receiver is a push endpoint that counts the distinct events it is sent
-// (by X-Herald-Event-Id: delivery is at least once) and closes done when
-// it has want of them.
+// (by X-Herald-Event-Id, per request path, which tells subscriptions
+// apart: delivery is at least once) and closes done when it has want of
+// them.
 type receiver struct {
 	url    string
 	srv    *http.Server
@@ -131,6 +143,9 @@ func startReceiver(want int64) (*receiver, error) {
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	id := req.Header.Get("X-Herald-Event-Id")
+	if id != "" {
+		id = req.URL.Path + " " + id
+	}
 	r.mu.Lock()
 	r.posts++
 	if _, dup := r.seen[id]; !dup && id != "" {

@@ -55,6 +55,7 @@ type benchPublishFlags struct {
 	stream     bool // client.WithPublishStream
 	results    string
 	cpuProfile string
+	subs       int // >= 0: load.PullSubscriptions
 }
 
 func newBenchPublishCommand(g *globals) *cobra.Command {
@@ -114,6 +115,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.BoolVar(&p.stream, "stream", false, "publish over publish streams (client.WithPublishStream): one connection per node carries every producer's calls, each answered on its own, instead of an HTTP request per batch")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
+	f.IntVar(&p.subs, "subscriptions", -1, "give the topic this many pull subscriptions, none of which consumes: its default one and N-1 more (0: none, events go nowhere); to measure publishing with fan-out (default: leave the topic's as they are)")
 	f.StringVar(&p.cpuProfile, "cpu-profile", "", "write a CPU profile of the load generator over the whole run (warm-up included) to this file, for go tool pprof")
 	return cmd
 }
@@ -147,6 +149,11 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	if err := waitForTopic(ctx, clients[1:], t.Name); err != nil {
 		return g.explain(err)
 	}
+	if p.subs >= 0 {
+		if err := load.PullSubscriptions(ctx, clients[0], t.Name, p.subs); err != nil {
+			return g.explain(err)
+		}
+	}
 	stopProfile, err := startCPUProfile(p.cpuProfile)
 	if err != nil {
 		return err
@@ -178,6 +185,12 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 		res.Settings["publish_stream"] = "true"
 		if p.label == "" {
 			res.Label += ", publish stream"
+		}
+	}
+	if p.subs >= 0 {
+		res.Settings["subscriptions"] = strconv.Itoa(p.subs)
+		if p.label == "" {
+			res.Label += fmt.Sprintf(", %d subscriptions", p.subs)
 		}
 	}
 	if p.batched > 0 {

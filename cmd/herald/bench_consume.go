@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,7 +84,9 @@ func (g *globals) benchConsume(cmd *cobra.Command, p *benchConsumeFlags, attrs m
 	if err != nil {
 		return g.explain(err)
 	}
-	res, err := fillAndDrain(ctx, c, t, p.cc)
+	res, err := fillAndDrain(ctx, c, t, p.cc, func() (float64, error) {
+		return load.ServerCPU(ctx, &http.Client{Transport: &http.Transport{TLSClientConfig: g.tls}, Timeout: 10 * time.Second}, g.server)
+	})
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	if derr := c.DeleteTopic(dctx, t.Name); derr != nil && err == nil {
 		err = fmt.Errorf("delete topic %s: %w", t.Name, derr)
@@ -102,13 +106,34 @@ func (g *globals) benchConsume(cmd *cobra.Command, p *benchConsumeFlags, attrs m
 }
 
 // fillAndDrain publishes the backlog of cc to t, then drains it as
-// cc.Mode says.
-func fillAndDrain(ctx context.Context, c *client.Client, t *client.Topic, cc load.ConsumeConfig) (*load.Result, error) {
+// cc.Mode says, and records the server's CPU time over the drain, read
+// with cpu, in the result's settings: in all, per event delivered, and
+// per event of the backlog (which, fanned out to several subscriptions,
+// is delivered once to each).
+func fillAndDrain(ctx context.Context, c *client.Client, t *client.Topic, cc load.ConsumeConfig, cpu func() (float64, error)) (*load.Result, error) {
 	if err := load.FillHerald(ctx, c, t, cc); err != nil {
 		return nil, err
 	}
-	if cc.Mode == "push" {
-		return load.PushHerald(ctx, c, t, cc)
+	before, err := cpu()
+	if err != nil {
+		return nil, err
 	}
-	return load.DrainHerald(ctx, c, t, cc)
+	var res *load.Result
+	if cc.Mode == "push" {
+		res, err = load.PushHerald(ctx, c, t, cc)
+	} else {
+		res, err = load.DrainHerald(ctx, c, t, cc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	after, err := cpu()
+	if err != nil {
+		return nil, err
+	}
+	used := after - before
+	res.Settings["server_cpu_seconds"] = strconv.FormatFloat(used, 'f', 3, 64)
+	res.Settings["server_cpu_us_per_delivered_event"] = strconv.FormatFloat(used/float64(res.Events)*1e6, 'f', 2, 64)
+	res.Settings["server_cpu_us_per_published_event"] = strconv.FormatFloat(used/float64(cc.Backlog)*1e6, 'f', 2, 64)
+	return res, nil
 }

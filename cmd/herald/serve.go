@@ -504,6 +504,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		PushGuard:           pushGuard(cfg),
 		AlertWebhook:        cfg.AlertWebhook,
 		AlertSecret:         cfg.AlertSecret,
+		SNSZonegroup:        cfg.SNSZonegroup,
 	})
 	if err != nil {
 		return err

@@ -127,6 +127,11 @@ type Config struct {
 	// package alert). AlertSecret, if set, signs its requests.
 	AlertWebhook string
 	AlertSecret  string
+
+	// SNSZonegroup is the SNS-compatible API's zonegroup (serve's
+	// --sns-zonegroup): subscriptions made through that API are
+	// delivered in SNS's envelope, whose topic ARNs name it.
+	SNSZonegroup string
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -320,7 +325,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.relay.peers, n.membership.peers, n.identity.peers = t, t, t
 	}
 	n.push = push.New(push.Config{Source: pushSource{n}, Guard: guard, Metrics: n.delivery,
-		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency, OnDisable: n.disableGivenUp})
+		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency, OnDisable: n.disableGivenUp, SNSZonegroup: cfg.SNSZonegroup})
 	n.cursors = &cursorSync{reg: n.reg, leads: n.relay.leads, view: n.viewShard, propose: n.proposeAsLeader,
 		log: cfg.Logger, kick: make(chan struct{}, 1)}
 	if cfg.AlertWebhook != "" {

@@ -22,6 +22,7 @@ import (
 
 	"herald/internal/delivery"
 	"herald/internal/endpoint"
+	"herald/internal/envelope"
 	"herald/internal/filter"
 	"herald/internal/shard"
 	"herald/internal/topic"
@@ -110,6 +111,9 @@ type Config struct {
 	// must not call the supervisor. Without it no subscription is
 	// disabled, and a 410 Gone is dead-lettered as any refusal is.
 	OnDisable func(topicName string, sub Subscription, reason string)
+	// SNSZonegroup is the SNS-compatible API's zonegroup, which the
+	// topic ARNs in SNS's message envelope name (see package envelope).
+	SNSZonegroup string
 }
 
 // DefaultRetryPause is Config.RetryPause's default.
@@ -276,6 +280,10 @@ func (s *Supervisor) open(topicName string, sub Subscription) (*pushSub, error) 
 	ep, err := delivery.OpenEndpoint(topicName, sub.Attributes, s.cfg.Guard)
 	if err != nil {
 		return nil, err
+	}
+	if sub.Settings.MessageFormat == topic.FormatSNS {
+		// Made through the SNS-compatible API: deliver as SNS does.
+		ep = envelope.SNS(ep, envelope.SNSInfo{Zonegroup: s.cfg.SNSZonegroup, Subscription: sub.Name, Raw: sub.Settings.RawMessageDelivery})
 	}
 	u, _ := url.Parse(sub.Attributes.PushEndpoint)
 	return &pushSub{spec: sub, ep: ep, scheme: u.Scheme, admit: admitter(pol, sub.Settings.KeyPrefix),

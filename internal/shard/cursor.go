@@ -219,7 +219,7 @@ func (s *State) unsubscribe(c *Command) Result {
 		// A deleted default subscription stays a cursor that is never
 		// behind, so that the State methods that read it need no case of
 		// their own.
-		s.def, s.detached = cursor{head: s.nextOffset}, true
+		s.def, s.detached = cursor{head: s.nextOffset, excluded: s.nextOffset}, true
 	} else {
 		i, _ := slices.BinarySearchFunc(s.subs, c.Subscription, compareCursor)
 		// A frozen copy has a slice of its own: this one may change in

@@ -186,7 +186,7 @@ func TestDeletedDefaultSubscription(t *testing.T) {
 	}
 	h.ok(Command{Op: OpPublish, Events: events(3)})
 	// The State methods that read the default subscription see nothing.
-	if st := h.stats(); st.Events != 0 || st.Head != 3 || h.s.Head() != 3 || !h.s.IsAcked(2) {
+	if st := h.stats(); st.Events != 0 || st.Acked != 0 || st.Head != 3 || h.s.Head() != 3 || !h.s.IsAcked(2) {
 		t.Fatalf("deleted default subscription: %+v", st)
 	}
 	h.ok(Command{Op: OpAck, Subscription: 4, Offsets: []uint64{0, 1, 2}})

@@ -273,7 +273,8 @@ func (t *State) decodeSubscriptions(d *decoder) {
 		d.fail("default subscription state %d", detached)
 	}
 	t.detached = detached == 1
-	if d.err == nil && t.detached && (t.def.head != t.nextOffset || len(t.def.dead) > 0) {
+	if d.err == nil && t.detached && (t.def.head != t.nextOffset || t.def.excluded != t.nextOffset || len(t.def.dead) > 0 ||
+		t.def.skipped != 0 || t.def.deadLettered != 0 || t.def.retried != 0) {
 		d.fail("deleted default subscription holds events")
 	}
 	// A cursor takes at least eight bytes: six numbers and the counts of

@@ -471,7 +471,7 @@ func checkInvariants(t *testing.T, s *State) {
 	if s.reservedBytes != reserved {
 		t.Fatalf("reserved bytes = %d, want %d", s.reservedBytes, reserved)
 	}
-	if s.detached && (s.def.head != s.nextOffset || s.def.pending.len() != 0 || len(s.def.dead) != 0) {
+	if s.detached && (s.def.head != s.nextOffset || s.def.excluded != s.nextOffset || s.def.pending.len() != 0 || len(s.def.dead) != 0) {
 		t.Fatalf("deleted default subscription holds events from %d", s.def.head)
 	}
 	for i, c := range s.subs {

@@ -320,7 +320,7 @@ func (s *State) appendEvents(index uint64, time int64, events []Event, only *cur
 		s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
 	}
 	if s.detached {
-		s.def.head = s.nextOffset
+		s.def.head, s.def.excluded = s.nextOffset, s.nextOffset
 	}
 	if only != nil {
 		for c := range s.active {
