@@ -9,7 +9,7 @@
 # afterwards), runs that binary's `herald serve` on a fresh data directory
 # on a free loopback port, and with that binary's CLI:
 #
-#   orders   a pull topic of 4 shards: 8 keys of 30 events each, published
+#   orders   a pull topic of 4 shards: 8 keys of 32 events each, published
 #            in small batches; part of them consumed and acknowledged, some
 #            of them after events left leased (and never acknowledged), so
 #            the shards hold acknowledged events among pending ones
@@ -32,7 +32,11 @@
 # come again, and the dead letters. Both files are generated: rerun the
 # script rather than edit them.
 #
-# Needs go, git, curl, jq and python3 (to pick a free port).
+# The events' times are those of the run: whatever reads the directory must
+# not assume how long ago that was (no topic has a time_to_live).
+#
+# Needs go, git, curl and python3 (a free port, the manifest). KEEP_TMP=1
+# keeps the temporary directory (the data directory, the server's log).
 set -euo pipefail
 
 commit=${1:-2cb8eb9}
