@@ -176,3 +176,34 @@ func TestSubscriptionStartAndDelete(t *testing.T) {
 		}
 	}
 }
+
+// A subscription starting from the earliest event gets the backlog on
+// every shard with nothing published after it: its dispatchers may start
+// before their shards have its cursor, and must then be woken when the
+// cursor comes, not by the next event.
+func TestEarliestSubscriptionGetsBacklogWithoutNewEvents(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "t", map[string]string{"shards": "4"})
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for _, k := range keys {
+		publish(t, n, "t", jsonEvents(k, 0, 3)...)
+	}
+	early := newReceiver(t)
+	if _, err := n.CreateSubscription(ctx, "t", "early", map[string]string{"push_endpoint": early.URL, "start": "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "early has the backlog of every key", func() bool {
+		for _, k := range keys {
+			if len(early.got(k)) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range keys {
+		if got := early.got(k); !slices.Equal(got, counting(3, -1)) {
+			t.Errorf("early: key %s got %v", k, got)
+		}
+	}
+}

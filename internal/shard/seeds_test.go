@@ -254,13 +254,18 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["busy"] = snapshot(t, h.s)
 	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
 	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
-	// The same history as written before the subscriptions (version 3)
-	// and before the dedup table (version 2). Version 4 appended four
-	// bytes, all zero with the default subscription alone; version 3 one,
-	// the empty table's count.
+	// The same history, which holds nothing version 4 added and so is
+	// written as version 3, as written before the dedup table (version 2)
+	// and as version 4 would have it. Version 3 appended one byte, the
+	// empty table's count; version 4 four, all zero with the default
+	// subscription alone.
 	old := snapshot(t, history(t).s)
-	seeds["v3-history"] = append([]byte{snapshotVersionV3}, old[1:len(old)-4]...)
-	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-5]...)
+	if old[0] != snapshotVersionV3 {
+		t.Fatalf("history written as version %d, want %d", old[0], snapshotVersionV3)
+	}
+	seeds["v3-history"] = old
+	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
+	seeds["v4-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0)
 	return seeds
 }
 

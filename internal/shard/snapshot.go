@@ -6,11 +6,17 @@ import (
 	"slices"
 )
 
-// snapshotVersion is the first byte of every snapshot MarshalBinary
+// snapshotVersion is the first byte of the snapshots MarshalBinary
 // writes. Version 4 added the subscriptions' cursors at the end; version
 // 3 snapshots, written before, are read as having the default
 // subscription alone. Version 3 added the de-duplication table; version 2
 // snapshots are read as having an empty one.
+//
+// A state that holds nothing version 4 added (the default subscription
+// alone, attached, with nothing skipped or excluded) is written as version
+// 3: the release before subscriptions can read it, so that until the first
+// subscription is created a node of that release can still follow an
+// upgraded leader, or the node be downgraded.
 const (
 	snapshotVersion   = 4
 	snapshotVersionV3 = 3
@@ -34,7 +40,11 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		}
 	}
 	b := make([]byte, 0, size)
-	b = append(b, snapshotVersion)
+	v := byte(snapshotVersion)
+	if !s.needsV4() {
+		v = snapshotVersionV3
+	}
+	b = append(b, v)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendUvarint(b, s.nextOffset)
 	b = binary.AppendUvarint(b, s.def.head)
@@ -76,7 +86,17 @@ func (s *State) MarshalBinary() ([]byte, error) {
 
 	b = appendCursor(b, &s.def)
 	b = s.appendDedup(b)
+	if v == snapshotVersionV3 {
+		return b, nil
+	}
 	return s.appendSubscriptions(b), nil
+}
+
+// needsV4 reports whether the state holds anything a version 3 snapshot
+// cannot: a subscription besides the default one, a detached default
+// subscription, or events the default one skipped or excluded.
+func (s *State) needsV4() bool {
+	return len(s.subs) > 0 || s.detached || s.def.skipped != 0 || s.def.excluded != 0
 }
 
 // appendCursor appends what a cursor holds from its head on: its pending

@@ -444,13 +444,15 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			return
 		}
 		want := data
-		switch data[0] {
-		case snapshotVersionV2:
-			// Read as version 4 with an empty dedup table and the default
-			// subscription alone.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0, 0)
-		case snapshotVersionV3:
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0)
+		switch {
+		case data[0] == snapshotVersionV2:
+			// Read with an empty dedup table and the default subscription
+			// alone: written as version 3.
+			want = append(append([]byte{snapshotVersionV3}, data[1:]...), 0)
+		case data[0] == snapshotVersion && !s.needsV4():
+			// Nothing of version 4's but its four zero bytes: written as
+			// version 3.
+			want = append([]byte{snapshotVersionV3}, data[1:len(data)-4]...)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
@@ -594,5 +596,32 @@ func checkPendingList(t *testing.T, l *pendingList) {
 	}
 	if natt != l.natt {
 		t.Fatalf("%d attempts counted, %d held", l.natt, natt)
+	}
+}
+
+// A state with nothing version 4 added is written as version 3, which the
+// release before subscriptions reads: a node of that release can follow
+// an upgraded leader, or a node be downgraded, until the first
+// subscription. Anything of a subscription's makes it version 4.
+func TestSnapshotVersionFollowsSubscriptions(t *testing.T) {
+	version := func(h *harness) byte { return snapshot(t, h.s)[0] }
+	h := history(t)
+	if v := version(h); v != snapshotVersionV3 {
+		t.Fatalf("without subscriptions: version %d, want %d", v, snapshotVersionV3)
+	}
+	h.ok(Command{Op: OpSubscribe, Subscription: 3})
+	if v := version(h); v != snapshotVersion {
+		t.Fatalf("with a subscription: version %d, want %d", v, snapshotVersion)
+	}
+	h.ok(Command{Op: OpUnsubscribe, Subscription: 3})
+	if v := version(h); v != snapshotVersionV3 {
+		t.Fatalf("after its deletion: version %d, want %d", v, snapshotVersionV3)
+	}
+	h.ok(Command{Op: OpUnsubscribe})
+	if v := version(h); v != snapshotVersion {
+		t.Fatalf("with the default subscription detached: version %d, want %d", v, snapshotVersion)
+	}
+	if v := version(subscriptionHistory(t)); v != snapshotVersion {
+		t.Fatalf("subscription history: version %d, want %d", v, snapshotVersion)
 	}
 }
