@@ -12,6 +12,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,27 +68,38 @@ type Lease struct {
 	Attempt uint32    // times handed out, this one included
 }
 
+// ErrNoCursor is returned by ReadPending for a subscription that has no
+// cursor on the shard: it was created a moment ago, and the shard has not
+// started it yet (a retry soon finds it), or it was deleted.
+var ErrNoCursor = errors.New("the subscription has not started on this shard yet")
+
 // ReadPending returns up to limit pending events of the subscription —
 // neither acknowledged, skipped nor dead-lettered — with offsets >= from,
-// in offset order, and the offset to continue from. It is how push
-// dispatchers read the queue, and how pull consumers' fetches index it.
+// in offset order, and the offset to continue from; ErrNoCursor if the
+// shard holds no cursor of the subscription. It is how push dispatchers
+// read the queue, and how pull consumers' fetches index it.
+//
+// A push dispatcher takes ErrNoCursor as it takes any failure to read:
+// it tries again a little later. So one started when its subscription was
+// recorded, before the shard's leader started its cursor, begins once it
+// has, wherever the leader is.
 func (s Shard) ReadPending(ctx context.Context, from uint64, limit int) ([]delivery.Event, uint64, error) {
 	evs, next, _, err := s.readPending(ctx, from, limit)
 	return evs, next, err
 }
 
 // readPending is ReadPending that also returns the subscription's head as
-// it read. Without a cursor it reads nothing, and the head is from.
+// it read. Without a cursor it reads nothing, the head is from, and the
+// error ErrNoCursor.
 func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []delivery.Event, next, head uint64, err error) {
 	var locs []location
 	next, head = from, from
-	err = s.Group.View(ctx, func(m *shard.Machine) {
+	verr := s.Group.View(ctx, func(m *shard.Machine) {
 		c, ok := m.Cursor(s.Sub)
 		if !ok {
-			// No cursor: the subscription is not on the shard yet, or
-			// was deleted. Nothing is pending for it, and the reader
-			// stays where it is: a cursor started from the earliest
-			// event will have events before the next offset.
+			// The reader stays where it is: a cursor started from the
+			// earliest event will have events before the next offset.
+			err = ErrNoCursor
 			return
 		}
 		head = c.Head()
@@ -102,8 +114,11 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 		}
 		next = o
 	})
+	if verr != nil {
+		return nil, from, 0, verr
+	}
 	if err != nil {
-		return nil, from, 0, err
+		return nil, from, head, err
 	}
 	entries := make(entryCache)
 	evs = make([]delivery.Event, 0, len(locs))
@@ -203,6 +218,9 @@ func (s Shard) index(ctx context.Context, t *table) (bool, error) {
 		from := t.index.indexed
 		t.mu.Unlock()
 		evs, next, head, err := s.readPending(ctx, from, MaxScan)
+		if errors.Is(err, ErrNoCursor) {
+			return false, nil // nothing to hand out here yet
+		}
 		if err != nil {
 			return false, err
 		}

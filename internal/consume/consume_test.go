@@ -378,8 +378,8 @@ func TestSubscriptionWithoutCursor(t *testing.T) {
 	if got, err := other.Fetch(ctx, 10, time.Hour); err != nil || len(got) != 0 {
 		t.Errorf("fetch of a subscription without a cursor = %v, %v; want nothing", offsets(got), err)
 	}
-	if evs, next, err := other.ReadPending(ctx, 0, 10); err != nil || len(evs) != 0 || next != 0 {
-		t.Errorf("ReadPending of a subscription without a cursor = %d events, next %d, %v; want none, 0", len(evs), next, err)
+	if evs, next, err := other.ReadPending(ctx, 0, 10); !errors.Is(err, ErrNoCursor) || len(evs) != 0 || next != 0 {
+		t.Errorf("ReadPending of a subscription without a cursor = %d events, next %d, %v; want none, 0, ErrNoCursor", len(evs), next, err)
 	}
 
 	g.subscribe(t, 9)

@@ -30,11 +30,8 @@ type cursorSync struct {
 	leads   func(*shardRuntime) bool
 	view    func(ctx context.Context, s *shardRuntime, f func(*shard.Machine)) error
 	propose func(ctx context.Context, s *shardRuntime, cmd *shard.Command) (shard.Result, error)
-	// subscribed wakes the shard's dispatchers once it has a new cursor,
-	// which they may have found missing.
-	subscribed func(s *shardRuntime)
-	log        *slog.Logger
-	kick       chan struct{} // cap 1: topics or leadership changed
+	log     *slog.Logger
+	kick    chan struct{} // cap 1: topics or leadership changed
 }
 
 // changed tells the sync to run soon.
@@ -120,7 +117,6 @@ func (c *cursorSync) syncShard(ctx context.Context, s *shardRuntime, want map[ui
 			if _, err := c.propose(ctx, s, &shard.Command{Op: shard.OpSubscribe, Subscription: id, From: from}); err != nil {
 				return err
 			}
-			c.subscribed(s)
 		}
 	}
 	for _, id := range have {

@@ -328,7 +328,6 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Logger: cfg.Logger, MaxInFlight: cfg.DeliveryConcurrency, OnDisable: n.disableGivenUp, SNSZonegroup: cfg.SNSZonegroup})
 	n.cursors = &cursorSync{reg: n.reg, leads: n.relay.leads, view: n.viewShard, propose: n.proposeAsLeader,
 		log: cfg.Logger, kick: make(chan struct{}, 1)}
-	n.cursors.subscribed = func(s *shardRuntime) { n.push.Notify(s.topic, []int{s.index}) }
 	if cfg.AlertWebhook != "" {
 		if n.alerts, err = alert.New(alert.Config{URL: cfg.AlertWebhook, Secret: cfg.AlertSecret,
 			Node: fmt.Sprint(cfg.NodeID), Logger: cfg.Logger}); err != nil {

@@ -99,19 +99,6 @@ func (n *Node) toShards(ctx context.Context, topicName string, cmd shard.Command
 		n.log.Warn("some shards did not take the subscription change yet; it reaches them when they have a leader",
 			"topic", topicName, "op", cmd.Op, "subscription", cmd.Subscription, "shards", failed)
 	}
-	// The subscription's dispatchers start when the controller records
-	// it, and may have read its shards before they had its cursor: they
-	// wait for news, which a cursor started at the earliest event is.
-	n.push.Notify(topicName, shardIndexes(tr))
-}
-
-// shardIndexes returns the numbers of a topic's shards.
-func shardIndexes(tr *topicRuntime) []int {
-	out := make([]int, len(tr.shards))
-	for i, s := range tr.shards {
-		out[i] = s.index
-	}
-	return out
 }
 
 // SetSubscriptionAttributes changes attributes of a subscription; its
