@@ -151,6 +151,7 @@ type pushSub struct {
 	ep          endpoint.Endpoint
 	scheme      string
 	admit       func(*shard.Event) bool // nil: every event
+	shards      int                     // of its topic: its rate limit is split among them
 	dispatchers map[int]*delivery.Dispatcher
 	disabled    atomic.Bool // OnDisable was called
 }
@@ -265,6 +266,7 @@ func (s *Supervisor) syncSubscriptions(name string, p *pushTopic, t Topic) {
 			}
 			p.subs[id] = ps
 		}
+		ps.shards = len(t.Shards)
 		for _, sh := range t.Shards {
 			s.syncDispatcher(name, ps, sh)
 		}
@@ -352,7 +354,12 @@ func (s *Supervisor) dispatcherConfig(topicName string, ps *pushSub, index int) 
 	cfg := delivery.Config{
 		Topic: topicName, Shard: index, Attributes: ps.spec.Attributes, Endpoint: ps.ep,
 		Scheme: ps.scheme, Metrics: s.cfg.Metrics, Logger: s.cfg.Logger, MaxInFlight: s.cfg.MaxInFlight,
-		MaxPerSecond: float64(set.MaxEventsPerSecond), Admit: ps.admit,
+		Admit: ps.admit,
+	}
+	if set.MaxEventsPerSecond > 0 {
+		// The limit is the subscription's: each shard's dispatcher takes
+		// an equal part, as keys spread evenly over the shards.
+		cfg.MaxPerSecond = float64(set.MaxEventsPerSecond) / float64(max(1, ps.shards))
 	}
 	if set.MaxInFlight > 0 {
 		cfg.MaxInFlight = set.MaxInFlight
