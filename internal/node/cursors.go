@@ -71,6 +71,12 @@ func (c *cursorSync) syncAll(ctx context.Context) {
 	}
 	last := c.reg.lastSubscription
 	c.reg.mu.RUnlock()
+	if last == 0 {
+		// No subscription was ever created, so every shard has the
+		// default cursor alone, unless the default was deleted: most
+		// clusters, whose shards need no look.
+		topics = slices.DeleteFunc(topics, func(tr *topicRuntime) bool { return !tr.info.Default.Detached })
+	}
 	for _, tr := range topics {
 		want := wantedCursors(&tr.info)
 		for _, s := range tr.shards {

@@ -2,11 +2,7 @@ package robustness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -191,42 +187,7 @@ func checkOrder(t *testing.T, mu *sync.Mutex, last map[string]int, d client.Deli
 // arrive in order (counting first arrivals), and the only duplicates are
 // events that were in flight or not yet recorded as delivered.
 func TestE2EPushSurvivesKillMidDelivery(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]int{}    // event id → arrivals
-	order := map[string][]int{} // key → sequence numbers in first-arrival order
-	open := false               // the webhook refuses everything until the backlog is in
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		refuse := !open
-		mu.Unlock()
-		if refuse {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		var env struct {
-			ID      string `json:"id"`
-			Key     string `json:"key"`
-			Payload int    `json:"payload"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&env); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		time.Sleep(time.Millisecond)
-		mu.Lock()
-		seen[env.ID]++
-		if seen[env.ID] == 1 {
-			order[env.Key] = append(order[env.Key], env.Payload)
-		}
-		mu.Unlock()
-	}))
-	defer hook.Close()
-	arrived := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen)
-	}
-
+	hook := framework.NewWebhook(t) // refuses everything until the backlog is in
 	dataDir := t.TempDir()
 	addr := testkit.FreeAddr(t)
 	srv := framework.StartServer(t, dataDir, addr)
@@ -236,53 +197,33 @@ func TestE2EPushSurvivesKillMidDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	const keys, perKey = 20, 150
-	var ids []string
+	var acked []framework.Published
 	for i := range perKey {
 		var evs []client.Event
 		for k := range keys {
 			evs = append(evs, client.Event{Key: fmt.Sprint("k", k), Payload: []byte(fmt.Sprint(i))})
 		}
-		got, err := c.Publish(ctx, "hooks", evs...)
+		ids, err := c.Publish(ctx, "hooks", evs...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, got...)
+		for k, id := range ids {
+			acked = append(acked, framework.Published{Key: fmt.Sprint("k", k), Seq: i, ID: id})
+		}
 	}
-	mu.Lock()
-	open = true
-	mu.Unlock()
-	for arrived() < 600 {
+	hook.Open()
+	for hook.Arrived() < 600 {
 		time.Sleep(time.Millisecond)
 	}
 	srv.Kill()
-	before := arrived()
+	before := hook.Arrived()
 	framework.StartServer(t, dataDir, addr)
 	deadline := time.Now().Add(60 * time.Second)
-	for arrived() < len(ids) && time.Now().Before(deadline) {
+	for hook.Arrived() < len(acked) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, id := range ids {
-		if seen[id] == 0 {
-			t.Fatalf("event %s was never delivered (%d of %d arrived)", id, len(seen), len(ids))
-		}
-	}
-	for k, seqs := range order {
-		for i, s := range seqs {
-			if s != i {
-				t.Fatalf("key %s: events arrived in the order %v", k, seqs[:min(len(seqs), i+5)])
-			}
-		}
-	}
-	dups := 0
-	for _, n := range seen {
-		dups += n - 1
 	}
 	// In flight at the kill: at most 4 shards × 64 sends, plus deliveries
 	// finished but not yet recorded (one batch per shard).
-	if dups > 4*64*2 {
-		t.Fatalf("%d duplicate deliveries: more than what could have been in flight", dups)
-	}
-	t.Logf("%d events, %d arrived before the kill, %d duplicates after it", len(ids), before, dups)
+	dups := hook.Check(t, "hooks", acked, 4*64*2)
+	t.Logf("%d events, %d arrived before the kill, %d duplicates after it", len(acked), before, dups)
 }
