@@ -2,8 +2,11 @@ package testkit
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -36,11 +39,44 @@ func FreeLoopbackAddr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
+// freePort returns a port below the kernel's range of ephemeral ports,
+// if it can find one nothing listens on. A port from that range (what
+// listening on port 0 gives) can be taken, before the test listens on it,
+// by any connection a process opens meanwhile, as the local port the
+// kernel picks for it; a test that holds addresses while its nodes dial
+// each other lost its port that way. Below the range only a listener can
+// take it.
 func freePort() (int, error) {
+	low := ephemeralLow()
+	for range 100 {
+		p := 10000 + rand.IntN(max(1, low-10000))
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow returns the lowest ephemeral port of the kernel (Linux's
+// ip_local_port_range), or 32768, its default, if it cannot tell.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 10000 {
+		return 32768
+	}
+	return low
 }
