@@ -14,16 +14,20 @@ func newDLQCommand(g *globals) *cobra.Command {
 time_to_live, one that failed max_retries times, or one its endpoint refused
 for good (for example HTTP 400). Dead letters keep their event, the reason and
 the last error, survive restarts, and take space in their shard until they are
-replayed or purged.`,
+replayed or purged. Each subscription has its own: --subscription picks one
+(default: the topic's default subscription), and a replay queues the events
+again for that subscription alone.`,
 		Example: `  herald dlq list orders
   herald dlq replay orders --all
-  herald dlq purge orders orders/3/17`,
+  herald dlq purge orders orders/3/17
+  herald dlq list orders --subscription billing`,
 	}
-	cmd.AddCommand(newDLQListCommand(g), newDLQReplayCommand(g), newDLQPurgeCommand(g))
+	sub := cmd.PersistentFlags().String("subscription", "", "the subscription whose dead letters (default: the topic's default subscription)")
+	cmd.AddCommand(newDLQListCommand(g, sub), newDLQReplayCommand(g, sub), newDLQPurgeCommand(g, sub))
 	return cmd
 }
 
-func newDLQListCommand(g *globals) *cobra.Command {
+func newDLQListCommand(g *globals, sub *string) *cobra.Command {
 	var max int
 	cmd := &cobra.Command{
 		Use:   "list TOPIC",
@@ -34,7 +38,7 @@ the last delivery error and the payload.`,
 		Example: "  herald dlq list orders --max 20\n  herald dlq list orders -o json",
 		Args:    nArgs(1, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dls, err := g.client().ListDeadLetters(cmd.Context(), args[0], max)
+			dls, err := g.client().ListSubscriptionDeadLetters(cmd.Context(), args[0], *sub, max)
 			if err != nil {
 				return g.explain(err)
 			}
@@ -86,23 +90,23 @@ func dlqChange(g *globals, use, short, long, example, verb string,
 	return cmd
 }
 
-func newDLQReplayCommand(g *globals) *cobra.Command {
+func newDLQReplayCommand(g *globals, sub *string) *cobra.Command {
 	return dlqChange(g, "replay TOPIC [ID...] [--all]", "Put dead letters back into the topic",
 		`Put dead letters back into their topic as new events (new ids), in their
 original order, so they are delivered again. Fix the endpoint first.`,
 		"  herald dlq replay orders --all\n  herald dlq replay orders orders/3/17 orders/3/18",
 		"replayed",
 		func(cmd *cobra.Command, topic string, ids []string) (int, error) {
-			return g.client().ReplayDeadLetters(cmd.Context(), topic, ids...)
+			return g.client().ReplaySubscriptionDeadLetters(cmd.Context(), topic, *sub, ids...)
 		})
 }
 
-func newDLQPurgeCommand(g *globals) *cobra.Command {
+func newDLQPurgeCommand(g *globals, sub *string) *cobra.Command {
 	return dlqChange(g, "purge TOPIC [ID...] [--all]", "Delete dead letters for good",
 		`Delete dead letters and their events for good, freeing their space.`,
 		"  herald dlq purge orders --all\n  herald dlq purge orders orders/3/17",
 		"purged",
 		func(cmd *cobra.Command, topic string, ids []string) (int, error) {
-			return g.client().PurgeDeadLetters(cmd.Context(), topic, ids...)
+			return g.client().PurgeSubscriptionDeadLetters(cmd.Context(), topic, *sub, ids...)
 		})
 }

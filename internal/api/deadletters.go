@@ -10,7 +10,7 @@ import (
 )
 
 func (s *service) ListDeadLetters(ctx context.Context, req *connect.Request[heraldv1.ListDeadLettersRequest]) (*connect.Response[heraldv1.ListDeadLettersResponse], error) {
-	dls, err := s.node.ListDeadLetters(ctx, req.Msg.Topic, int(req.Msg.Max))
+	dls, err := s.node.ListDeadLetters(ctx, req.Msg.Topic, req.Msg.Subscription, int(req.Msg.Max))
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -27,7 +27,7 @@ func (s *service) ListDeadLetters(ctx context.Context, req *connect.Request[hera
 }
 
 func (s *service) ReplayDeadLetters(ctx context.Context, req *connect.Request[heraldv1.ReplayDeadLettersRequest]) (*connect.Response[heraldv1.ReplayDeadLettersResponse], error) {
-	n, err := s.node.ReplayDeadLetters(ctx, req.Msg.Topic, req.Msg.Ids)
+	n, err := s.node.ReplayDeadLetters(ctx, req.Msg.Topic, req.Msg.Subscription, req.Msg.Ids)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -35,7 +35,7 @@ func (s *service) ReplayDeadLetters(ctx context.Context, req *connect.Request[he
 }
 
 func (s *service) PurgeDeadLetters(ctx context.Context, req *connect.Request[heraldv1.PurgeDeadLettersRequest]) (*connect.Response[heraldv1.PurgeDeadLettersResponse], error) {
-	n, err := s.node.PurgeDeadLetters(ctx, req.Msg.Topic, req.Msg.Ids)
+	n, err := s.node.PurgeDeadLetters(ctx, req.Msg.Topic, req.Msg.Subscription, req.Msg.Ids)
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,7 +14,8 @@ import (
 )
 
 // Dead letters: the events push delivery gave up on, which the API lists,
-// replays into their shards' queues and purges.
+// replays into their shards' queues and purges. Each subscription has its
+// own; an empty subscription name means the topic's default one.
 
 // DeadLetter is a dead-lettered event with why it was given up on.
 type DeadLetter struct {
@@ -23,12 +25,16 @@ type DeadLetter struct {
 	DeadAt    time.Time
 }
 
-// ListDeadLetters returns up to max dead letters of a topic, shard by
-// shard in offset order.
-func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (_ []DeadLetter, err error) {
+// ListDeadLetters returns up to max dead letters of a subscription of a
+// topic, shard by shard in offset order.
+func (n *Node) ListDeadLetters(ctx context.Context, topicName, subscription string, max int) (_ []DeadLetter, err error) {
 	defer classify(&err)
 
 	tr, err := n.reg.lookup(topicName)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := n.subscriptionID(topicName, subscription)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +46,7 @@ func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (
 		if len(out) >= max {
 			break
 		}
-		dls, events, err := n.deadLetters(ctx, s, nil, max-len(out))
+		dls, events, err := n.deadLetters(ctx, s, sub, nil, max-len(out))
 		if err != nil {
 			return nil, err
 		}
@@ -55,21 +61,36 @@ func (n *Node) ListDeadLetters(ctx context.Context, topicName string, max int) (
 	return out, nil
 }
 
-// deadLetters reads a shard's dead letters (only those in want, if not
-// nil) with their events.
-func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64]bool, max int) ([]shard.DeadLetter, []shard.Event, error) {
+// subscriptionID returns the id of a topic's subscription; the empty name
+// is the default one's, 0.
+func (n *Node) subscriptionID(topicName, name string) (uint64, error) {
+	if name == "" {
+		return 0, nil
+	}
+	sub, err := n.subscription(topicName, name)
+	return sub.ID, err
+}
+
+// deadLetters reads the dead letters of subscription sub on a shard (only
+// those in want, if not nil) with their events. A shard that has no cursor
+// of the subscription (yet) has none.
+func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, sub uint64, want map[uint64]bool, max int) ([]shard.DeadLetter, []shard.Event, error) {
 	if err := s.unservable(); err != nil {
 		return nil, nil, err
 	}
 	var dls []shard.DeadLetter
 	wanted := slices.Sorted(maps.Keys(want))
 	err := shardLog{n, s}.View(ctx, func(m *shard.Machine) {
+		c, ok := m.Cursor(sub)
+		if !ok {
+			return
+		}
 		if want == nil {
-			dls = m.DeadLetters(0, max)
+			dls = c.DeadLetters(0, max)
 			return
 		}
 		for _, o := range wanted {
-			if dl, ok := m.DeadLetter(o); ok && len(dls) < max {
+			if dl, ok := c.DeadLetter(o); ok && len(dls) < max {
 				dls = append(dls, dl)
 			}
 		}
@@ -93,13 +114,18 @@ func (n *Node) deadLetters(ctx context.Context, s *shardRuntime, want map[uint64
 // maxReplayBatch bounds one replay proposal.
 const maxReplayBatch = 500
 
-// ReplayDeadLetters puts dead letters back into their shards' queues, in
-// their original order, as new events (new offsets). With no ids, every
-// dead letter of the topic is replayed.
-func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
+// ReplayDeadLetters puts a subscription's dead letters back into their
+// shards' queues, in their original order, as new events (new offsets)
+// for that subscription alone. With no ids, every dead letter of the
+// subscription is replayed.
+func (n *Node) ReplayDeadLetters(ctx context.Context, topicName, subscription string, ids []string) (_ int, err error) {
 	defer classify(&err)
 
 	tr, want, err := n.reg.deadLetterTargets(topicName, ids)
+	if err != nil {
+		return 0, err
+	}
+	sub, err := n.subscriptionID(topicName, subscription)
 	if err != nil {
 		return 0, err
 	}
@@ -109,14 +135,14 @@ func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []st
 			continue
 		}
 		for {
-			dls, events, err := n.deadLetters(ctx, s, want[s.index], maxReplayBatch)
+			dls, events, err := n.deadLetters(ctx, s, sub, want[s.index], maxReplayBatch)
 			if err != nil {
 				return total, err
 			}
 			if len(dls) == 0 {
 				break
 			}
-			cmd := shard.Command{Op: shard.OpReplayDead, Time: time.Now().UnixNano(), Events: events}
+			cmd := shard.Command{Op: shard.OpReplayDead, Subscription: sub, Time: time.Now().UnixNano(), Events: events}
 			for _, dl := range dls {
 				cmd.Offsets = append(cmd.Offsets, dl.Offset)
 				if want != nil {
@@ -134,18 +160,22 @@ func (n *Node) ReplayDeadLetters(ctx context.Context, topicName string, ids []st
 	return total, nil
 }
 
-// PurgeDeadLetters deletes dead letters for good; with no ids, all of the
-// topic's.
-func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []string) (_ int, err error) {
+// PurgeDeadLetters deletes a subscription's dead letters for good; with no
+// ids, all of them.
+func (n *Node) PurgeDeadLetters(ctx context.Context, topicName, subscription string, ids []string) (_ int, err error) {
 	defer classify(&err)
 
 	tr, want, err := n.reg.deadLetterTargets(topicName, ids)
 	if err != nil {
 		return 0, err
 	}
+	sub, err := n.subscriptionID(topicName, subscription)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for _, s := range tr.shards {
-		cmd := shard.Command{Op: shard.OpPurgeDead}
+		cmd := shard.Command{Op: shard.OpPurgeDead, Subscription: sub}
 		if want != nil {
 			if want[s.index] == nil {
 				continue
@@ -155,6 +185,9 @@ func (n *Node) PurgeDeadLetters(ctx context.Context, topicName string, ids []str
 			}
 		}
 		res, err := n.proposeShard(ctx, s, &cmd)
+		if errors.Is(err, shard.ErrUnknownSubscription) {
+			continue // the subscription has not started there: no dead letters
+		}
 		if err != nil {
 			return total, fmt.Errorf("purge dead letters of shard %s: %w", s.name, err)
 		}

@@ -150,7 +150,7 @@ func TestPushDeadLettersReplayAndPurge(t *testing.T) {
 	publish(t, n, "hooks", jsonEvents("good", 0, 3)...)
 	waitStats(t, n, "hooks", func(s ShardStats) bool { return s.Stats.DeadLetters == 3 && s.Stats.Delivered == 3 })
 
-	dls, err := n.ListDeadLetters(context.Background(), "hooks", 10)
+	dls, err := n.ListDeadLetters(context.Background(), "hooks", "", 10)
 	if err != nil || len(dls) != 3 {
 		t.Fatalf("dead letters = %v, %v", dls, err)
 	}
@@ -162,12 +162,12 @@ func TestPushDeadLettersReplayAndPurge(t *testing.T) {
 	// Dead letters survive a restart.
 	n.Close()
 	n = openNode(t, testConfig(dir))
-	if dls, _ := n.ListDeadLetters(context.Background(), "hooks", 10); len(dls) != 3 {
+	if dls, _ := n.ListDeadLetters(context.Background(), "hooks", "", 10); len(dls) != 3 {
 		t.Fatalf("after restart: %d dead letters, want 3", len(dls))
 	}
 	// Fix the receiver and replay: delivered in the original order.
 	rcv.setStatus(nil)
-	replayed, err := n.ReplayDeadLetters(context.Background(), "hooks", nil)
+	replayed, err := n.ReplayDeadLetters(context.Background(), "hooks", "", nil)
 	if err != nil || replayed != 3 {
 		t.Fatalf("replay = %d, %v", replayed, err)
 	}
@@ -179,10 +179,10 @@ func TestPushDeadLettersReplayAndPurge(t *testing.T) {
 	rcv.setStatus(func(string) int { return http.StatusNotFound })
 	publish(t, n, "hooks", jsonEvents("gone", 0, 2)...)
 	waitStats(t, n, "hooks", func(s ShardStats) bool { return s.Stats.DeadLetters == 2 })
-	if purged, err := n.PurgeDeadLetters(context.Background(), "hooks", nil); err != nil || purged != 2 {
+	if purged, err := n.PurgeDeadLetters(context.Background(), "hooks", "", nil); err != nil || purged != 2 {
 		t.Fatalf("purge = %d, %v", purged, err)
 	}
-	if dls, _ := n.ListDeadLetters(context.Background(), "hooks", 10); len(dls) != 0 {
+	if dls, _ := n.ListDeadLetters(context.Background(), "hooks", "", 10); len(dls) != 0 {
 		t.Fatalf("%d dead letters after purge", len(dls))
 	}
 }

@@ -2859,7 +2859,9 @@ type ListDeadLettersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// At most this many (default 100).
-	Max           uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Max uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// The subscription whose dead letters; empty is the topic's default one.
+	Subscription  string `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2906,6 +2908,13 @@ func (x *ListDeadLettersRequest) GetMax() uint32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *ListDeadLettersRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type ListDeadLettersResponse struct {
@@ -2955,8 +2964,11 @@ func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
 type ReplayDeadLettersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Event ids of dead letters; empty means all of the topic's.
-	Ids           []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Event ids of dead letters; empty means all of the subscription's.
+	Ids []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The subscription whose dead letters are queued again, for it alone;
+	// empty is the topic's default one.
+	Subscription  string `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3003,6 +3015,13 @@ func (x *ReplayDeadLettersRequest) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *ReplayDeadLettersRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type ReplayDeadLettersResponse struct {
@@ -3052,8 +3071,10 @@ func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
 type PurgeDeadLettersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Event ids of dead letters; empty means all of the topic's.
-	Ids           []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Event ids of dead letters; empty means all of the subscription's.
+	Ids []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The subscription whose dead letters; empty is the topic's default one.
+	Subscription  string `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3100,6 +3121,13 @@ func (x *PurgeDeadLettersRequest) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *PurgeDeadLettersRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
 }
 
 type PurgeDeadLettersResponse struct {
@@ -4159,20 +4187,23 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x123\n" +
-	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"@\n" +
+	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"d\n" +
 	"\x16ListDeadLettersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"S\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"S\n" +
 	"\x17ListDeadLettersResponse\x128\n" +
-	"\fdead_letters\x18\x01 \x03(\v2\x15.herald.v1.DeadLetterR\vdeadLetters\"B\n" +
+	"\fdead_letters\x18\x01 \x03(\v2\x15.herald.v1.DeadLetterR\vdeadLetters\"f\n" +
 	"\x18ReplayDeadLettersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03ids\x18\x02 \x03(\tR\x03ids\"7\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"7\n" +
 	"\x19ReplayDeadLettersResponse\x12\x1a\n" +
-	"\breplayed\x18\x01 \x01(\rR\breplayed\"A\n" +
+	"\breplayed\x18\x01 \x01(\rR\breplayed\"e\n" +
 	"\x17PurgeDeadLettersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03ids\x18\x02 \x03(\tR\x03ids\"2\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"2\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\rR\x06purged\"\x16\n" +
 	"\x14ClusterStatusRequest\"\xb7\x01\n" +
