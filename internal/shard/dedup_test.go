@@ -179,9 +179,10 @@ func TestDedupSurvivesSnapshotAndReplay(t *testing.T) {
 		t.Fatalf("snapshot captured before a publish changed")
 	}
 	// A version-2 snapshot (no table) reads as an empty table.
-	// Version 4 appended four bytes of subscriptions, here all zero.
+	// Version 4 appended four bytes of subscriptions and version 5 two
+	// of retention, here all zero.
 	v2 := append([]byte{snapshotVersionV2}, snapshot(t, history(t).s)[1:]...)
-	v2 = v2[:len(v2)-5]
+	v2 = v2[:len(v2)-7]
 	var old State
 	if err := old.UnmarshalBinary(v2); err != nil {
 		t.Fatalf("version 2 snapshot: %v", err)

@@ -254,13 +254,16 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["busy"] = snapshot(t, h.s)
 	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
 	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
-	// The same history as written before the subscriptions (version 3)
-	// and before the dedup table (version 2). Version 4 appended four
-	// bytes, all zero with the default subscription alone; version 3 one,
-	// the empty table's count.
+	seeds["retention"] = snapshot(t, retentionHistory(t).s)
+	// The same history as written before retention (version 4), before
+	// the subscriptions (version 3) and before the dedup table (version
+	// 2). Version 5 appended two bytes, both zero with the default
+	// subscription alone and no retention; version 4 four, all zero too;
+	// version 3 one, the empty table's count.
 	old := snapshot(t, history(t).s)
-	seeds["v3-history"] = append([]byte{snapshotVersionV3}, old[1:len(old)-4]...)
-	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-5]...)
+	seeds["v4-history"] = append([]byte{snapshotVersionV4}, old[1:len(old)-2]...)
+	seeds["v3-history"] = append([]byte{snapshotVersionV3}, old[1:len(old)-6]...)
+	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-7]...)
 	return seeds
 }
 

@@ -7,12 +7,15 @@ import (
 )
 
 // snapshotVersion is the first byte of every snapshot MarshalBinary
-// writes. Version 4 added the subscriptions' cursors at the end; version
+// writes. Version 5 added the cursors' replay counts and the retained
+// events at the end; version 4 snapshots, written before, are read as
+// having neither. Version 4 added the subscriptions' cursors at the end; version
 // 3 snapshots, written before, are read as having the default
 // subscription alone. Version 3 added the de-duplication table; version 2
 // snapshots are read as having an empty one.
 const (
-	snapshotVersion   = 4
+	snapshotVersion   = 5
+	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 )
@@ -26,7 +29,7 @@ const (
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	size := 64 + len(s.runs)*8 + len(s.reservations)*12
+	size := 64 + len(s.runs)*8 + len(s.reservations)*12 + s.retained.len()*2
 	for c := range s.active {
 		size += 32 + c.pending.len()*2 + c.pending.natt*4
 		for i := range c.dead {
@@ -76,7 +79,32 @@ func (s *State) MarshalBinary() ([]byte, error) {
 
 	b = appendCursor(b, &s.def)
 	b = s.appendDedup(b)
-	return s.appendSubscriptions(b), nil
+	b = s.appendSubscriptions(b)
+	return s.appendRetention(b), nil
+}
+
+// appendRetention appends what version 5 added: each cursor's replay
+// count, the default subscription's first, then whether the shard
+// retains, and if it does the first retained offset and one entry per
+// offset from there to the next offset, as appendCursor writes them.
+// The sizes of events cursors hold are written twice, in their cursors
+// and here: only a shard with retention pays for it.
+func (s *State) appendRetention(b []byte) []byte {
+	b = binary.AppendUvarint(b, s.def.replayed)
+	for _, c := range s.subs {
+		b = binary.AppendUvarint(b, c.replayed)
+	}
+	if !s.retaining {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, s.retainFrom)
+	for ci := range s.retained.chunks {
+		for _, size := range s.retained.segment(ci) {
+			b = binary.AppendUvarint(b, uint64(size+1))
+		}
+	}
+	return b
 }
 
 // appendCursor appends what a cursor holds from its head on: its pending
@@ -199,6 +227,7 @@ func (s *State) freeze() *State {
 		f.subs[i] = &fc
 	}
 	f.dedupIndex = nil // MarshalBinary reads only the table
+	f.retained = s.retained.freeze()
 	s.resShared = true
 	return &f
 }
@@ -229,10 +258,15 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	if v >= snapshotVersionV3 {
 		t.decodeDedup(&d)
 	}
-	if v >= snapshotVersion {
+	if v >= snapshotVersionV4 {
 		t.decodeSubscriptions(&d)
 	}
-	t.checkCursor(&d, &t.def)
+	if v >= snapshotVersion {
+		t.decodeRetention(&d)
+	}
+	for c := range t.active {
+		t.checkCursor(&d, c)
+	}
 	t.checkRuns(&d)
 	d.end("snapshot")
 	if d.err != nil {
@@ -257,7 +291,11 @@ func (t *State) checkCursor(d *decoder, c *cursor) {
 	if d.err != nil {
 		return
 	}
-	done := t.nextOffset - uint64(c.pendingEvents)
+	if c.replayed > math.MaxUint64-t.nextOffset {
+		d.fail("subscription %d: replay count %d out of range", c.id, c.replayed)
+		return
+	}
+	done := t.nextOffset + c.replayed - uint64(c.pendingEvents)
 	if c.deadLettered < uint64(len(c.dead)) || c.deadLettered > done || c.skipped > done-c.deadLettered || c.excluded > done-c.deadLettered-c.skipped {
 		d.fail("subscription %d: %d events dead-lettered, %d skipped and %d excluded, with %d dead letters held and %d events done",
 			c.id, c.deadLettered, c.skipped, c.excluded, len(c.dead), done)
@@ -307,18 +345,74 @@ func (t *State) decodeSubscriptions(d *decoder) {
 			return
 		}
 		t.decodeCursor(d, c)
-		t.checkCursor(d, c)
 		t.subs[i] = c
 	}
 }
 
-// checkRuns checks that the runs cover exactly the offsets some cursor
-// holds, the first containing the lowest head.
+// decodeRetention decodes what appendRetention appends, once the
+// cursors are known.
+func (t *State) decodeRetention(d *decoder) {
+	if d.err != nil {
+		return // the cursors may be incomplete
+	}
+	t.def.replayed = d.uvarint("replay count")
+	for _, c := range t.subs {
+		c.replayed = d.uvarint("subscription replay count")
+	}
+	retaining := d.u8("retention state")
+	if d.err != nil || retaining == 0 {
+		return
+	}
+	if retaining > 1 {
+		d.fail("retention state %d", retaining)
+		return
+	}
+	t.retaining = true
+	t.retainFrom = d.uvarint("first retained offset")
+	if d.err != nil {
+		return
+	}
+	if h := t.minHead(); t.retainFrom > h {
+		d.fail("first retained offset %d beyond the lowest head %d", t.retainFrom, h)
+		return
+	}
+	// Each entry takes at least a byte.
+	if t.nextOffset-t.retainFrom > uint64(len(d.buf)) {
+		d.fail("truncated retained events")
+		return
+	}
+	for o := t.retainFrom; o < t.nextOffset; o++ {
+		v := d.uvarint("retained event size")
+		if d.err != nil {
+			return
+		}
+		size := int64(acked)
+		if v > 0 {
+			if v-1 > math.MaxInt64 {
+				d.fail("retained event size out of range")
+				return
+			}
+			size = int64(v - 1)
+		}
+		// A cursor's pending event is retained with the same size, unless
+		// it is a replayed dead letter's copy, which is not retained.
+		for c := range t.active {
+			if size != acked && c.isPending(o, t.nextOffset) && c.pending.size(int(o-c.head)) != size {
+				d.fail("retained event %d disagrees with subscription %d", o, c.id)
+				return
+			}
+		}
+		t.retained.push(size)
+	}
+}
+
+// checkRuns checks that the runs cover exactly the offsets the shard
+// holds, the first containing the first of them.
 func (t *State) checkRuns(d *decoder) {
 	if d.err != nil {
 		return
 	}
-	h := t.minHead()
+	h := t.logStart()
 	if (len(t.runs) == 0) != (h == t.nextOffset) {
 		d.fail("%d runs for %d pending offsets", len(t.runs), t.nextOffset-h)
 		return

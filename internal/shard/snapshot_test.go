@@ -446,11 +446,14 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		want := data
 		switch data[0] {
 		case snapshotVersionV2:
-			// Read as version 4 with an empty dedup table and the default
-			// subscription alone.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0, 0)
+			// Read as version 5 with an empty dedup table, the default
+			// subscription alone, no replays and no retention.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0, 0, 0, 0)
 		case snapshotVersionV3:
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0)
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0, 0, 0, 0, 0)
+		case snapshotVersionV4:
+			// No replays, one count per cursor, and no retention.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), make([]byte, len(s.subs)+2)...)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
@@ -483,7 +486,8 @@ func checkInvariants(t *testing.T, s *State) {
 		checkCursorInvariants(t, s, c)
 		checkDeadInvariants(t, s, c)
 	}
-	h := s.minHead()
+	checkRetention(t, s)
+	h := s.logStart()
 	next := h
 	if len(s.runs) > 0 {
 		next = s.runs[0].first
@@ -550,7 +554,7 @@ func checkDeadInvariants(t *testing.T, s *State, c *cursor) {
 	if deadBytes != c.deadBytes {
 		t.Fatalf("dead bytes = %d, want %d", c.deadBytes, deadBytes)
 	}
-	done := s.nextOffset - uint64(c.pendingEvents)
+	done := s.nextOffset + c.replayed - uint64(c.pendingEvents)
 	if c.deadLettered < uint64(len(c.dead)) || c.deadLettered+c.skipped+c.excluded > done {
 		t.Fatalf("%d dead-lettered, %d skipped, %d excluded with %d held and %d done", c.deadLettered, c.skipped, c.excluded, len(c.dead), done)
 	}

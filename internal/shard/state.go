@@ -39,8 +39,9 @@ type State struct {
 	subs     []*cursor
 
 	// runs map offsets to the log entries holding them, one run per Commit
-	// or Publish, in offset order. They cover exactly [minHead,
-	// nextOffset): runs wholly below every cursor's head are dropped. A
+	// or Publish, in offset order. They cover exactly [logStart,
+	// nextOffset): runs wholly below every cursor's head, and below the
+	// retained events if any, are dropped. A
 	// run never changes once appended, and runs are only appended and
 	// dropped from the front, so frozen copies share the array as it is.
 	runs     []run
@@ -56,6 +57,19 @@ type State struct {
 	dedupFirst   uint64
 	dedupIndex   map[string]uint64
 	dedupDropped int // see dropFront
+
+	// If retaining is set the shard keeps the events published from
+	// retainFrom on, whether or not a cursor holds them, for
+	// subscriptions that start or seek back there (see retain.go).
+	// retained holds, for each offset in [retainFrom, nextOffset), the
+	// event's Size, or acked for one that is not retained: an event
+	// freed before retention began, or the copy of a dead letter replayed
+	// for one subscription. It is only appended to and dropped from the
+	// front, like runs, so it needs no copy on write beyond what
+	// pendingList.freeze does.
+	retaining  bool
+	retainFrom uint64
+	retained   pendingList
 }
 
 // acked marks a done entry of a cursor's pending list: acknowledged,
@@ -105,7 +119,8 @@ type Result struct {
 	// Abort and Expire, the number of reservations released; for Attempt,
 	// the number of failed attempts recorded; for DeadLetter, the number
 	// of events moved to the dead-letter queue; for PurgeDead, the number
-	// of dead letters deleted.
+	// of dead letters deleted; for Retain, the number of offsets no
+	// longer retained; for Seek, the number of events made pending again.
 	Count int
 
 	// Duplicates are, for a Publish with dedup ids, the events whose ids
@@ -167,6 +182,10 @@ func (s *State) Apply(index uint64, cmd *Command) Result {
 		return s.subscribe(cmd)
 	case OpUnsubscribe:
 		return s.unsubscribe(cmd)
+	case OpRetain:
+		return s.retain(cmd)
+	case OpSeek:
+		return s.seek(cmd)
 	}
 	return reject(fmt.Errorf("%w: unknown op %d", ErrInvalidCommand, cmd.Op))
 }
@@ -315,6 +334,18 @@ func (s *State) appendEvents(index uint64, time int64, events []Event, only *cur
 			c.push(events[i].Size())
 		}
 	}
+	if s.retaining {
+		for i := range events {
+			if only != nil {
+				// A replayed dead letter is its subscription's alone: the
+				// original is what others start or seek back to.
+				s.retained.push(acked)
+			} else {
+				s.retained.push(events[i].Size())
+			}
+		}
+		held = true
+	}
 	s.nextOffset += n
 	if held {
 		s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
@@ -375,7 +406,7 @@ func (s *State) ack(c *Command) Result {
 	return Result{Count: n}
 }
 
-// runOf returns the run holding offset, which must be in [minHead,
+// runOf returns the run holding offset, which must be in [logStart,
 // nextOffset).
 func (s *State) runOf(offset uint64) *run {
 	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].end() > offset })
@@ -649,7 +680,7 @@ func (s *State) Head() uint64 { return s.def.head }
 // assigned and for other offsets below every head, whose entries the log
 // may already have dropped.
 func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
-	if offset >= s.minHead() && offset < s.nextOffset {
+	if offset >= s.logStart() && offset < s.nextOffset {
 		r := s.runOf(offset)
 		return r.index, int(offset - r.first), true
 	}
@@ -669,8 +700,8 @@ func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
 func (s *State) IsAcked(offset uint64) bool { return s.defaultCursor().IsAcked(offset) }
 
 // CompactIndex returns the lowest log index still needed to read a
-// pending event or a dead letter of any subscription, or Applied()+1 if
-// there is none. Entries below it are no longer needed by the queue; the
+// pending event or a dead letter of any subscription, or a retained
+// event, or Applied()+1 if there is none. Entries below it are no longer needed by the queue; the
 // host may truncate the log below the smaller of this and its latest
 // snapshot's index.
 func (s *State) CompactIndex() uint64 {
