@@ -131,8 +131,8 @@ func (l *Leases) Count(now time.Time) int {
 
 // Applied tells the leases of a command the shard applied with result r.
 // An ack, a skip or a dead letter drops the leases of the events it made
-// done for its subscription. A subscription whose cursor starts or ends
-// loses its table: a cursor started again (a default subscription
+// done for its subscription. A subscription whose cursor starts, ends or
+// seeks loses its table: a cursor started again (a default subscription
 // attached again) starts where the old table's index knows nothing of. It
 // runs on the group's goroutine.
 func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
@@ -156,6 +156,12 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 		if r.Count > 0 {
 			l.drop(cmd.Subscription)
 		}
+	case shard.OpSeek:
+		// The cursor moved, perhaps backwards past events the index
+		// counts as acknowledged: the subscription starts over with a
+		// table of its events as they are now, and an ack of a lease
+		// handed out before the seek finds no lease to end.
+		l.drop(cmd.Subscription)
 	}
 }
 
