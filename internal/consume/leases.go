@@ -31,6 +31,12 @@ import (
 type Leases struct {
 	mu     sync.Mutex
 	tables map[uint64]*table // by subscription
+
+	// seeks counts the seeks applied here, by subscription, and restores
+	// the snapshots restored, which may hold seeks this replica never
+	// applied: see Seeks.
+	seeks    map[uint64]uint64
+	restores uint64
 }
 
 // NewLeases returns a shard's lease tables, none made yet.
@@ -161,8 +167,26 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 		// counts as acknowledged: the subscription starts over with a
 		// table of its events as they are now, and an ack of a lease
 		// handed out before the seek finds no lease to end.
-		l.drop(cmd.Subscription)
+		l.mu.Lock()
+		delete(l.tables, cmd.Subscription)
+		if l.seeks == nil {
+			l.seeks = make(map[uint64]uint64)
+		}
+		l.seeks[cmd.Subscription]++
+		l.mu.Unlock()
 	}
+}
+
+// Seeks returns a number that changes whenever subscription sub's cursor
+// may have been moved by a seek (OpSeek) on this replica: a reader that
+// reads ahead of the cursor, such as a push dispatcher, compares it with
+// the one it read before to know that it must read again from the head.
+// It is of this node's memory alone, not replicated: compare it only
+// with earlier values from the same Leases.
+func (l *Leases) Seeks(sub uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seeks[sub] + l.restores
 }
 
 // Restored tells the leases that the shard's state was replaced by a
@@ -170,6 +194,9 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 // learns of acknowledged fronts from ended leases, is rebuilt before the
 // next fetch reads it. It runs on the group's goroutine.
 func (l *Leases) Restored() {
+	l.mu.Lock()
+	l.restores++
+	l.mu.Unlock()
 	for _, t := range l.all() {
 		t.restored()
 	}

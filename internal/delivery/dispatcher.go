@@ -45,6 +45,11 @@ type Log interface {
 	Read(ctx context.Context, from uint64, max int) ([]Event, uint64, error)
 	// Propose replicates a shard command and returns its result.
 	Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error)
+	// Seeks returns a number that changes when the subscription's
+	// cursor may have been moved by a seek (see consume.Leases.Seeks):
+	// the dispatcher then drops its read-ahead window, which may lack
+	// events the seek made pending again, and reads from the head.
+	Seeks() uint64
 }
 
 // Metrics receives delivery outcomes. Its methods must be safe for
@@ -211,6 +216,7 @@ type run struct {
 	window   []*item
 	bytes    int
 	readFrom uint64
+	seeks    uint64 // Log.Seeks when the window was last read from the head
 	inFlight int
 	results  chan outcome
 	sends    sync.WaitGroup
@@ -229,7 +235,7 @@ type deadItem struct {
 }
 
 func newRun(d *Dispatcher) *run {
-	r := &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight)}
+	r := &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight), seeks: d.log.Seeks()}
 	if rate := d.cfg.MaxPerSecond; rate > 0 && !math.IsInf(rate, 1) {
 		r.rate = newBucket(rate, d.cfg.now())
 	}
@@ -240,6 +246,13 @@ func (r *run) loop(ctx context.Context) {
 	defer r.sends.Wait()
 	unavailable := backoff.New(unavailablePause)
 	for ctx.Err() == nil {
+		if s := r.d.log.Seeks(); s != r.seeks {
+			// A seek moved the cursor. Forget the window, and the
+			// outcomes not yet recorded, before anything else: those
+			// events were delivered before the seek, and must be again.
+			r.seeks = s
+			r.reset(nil)
+		}
 		r.collect()
 		err := r.flush(ctx)
 		if err == nil {

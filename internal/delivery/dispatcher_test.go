@@ -22,6 +22,7 @@ type memLog struct {
 	entries map[uint64][]byte
 	index   uint64
 	fail    error // Propose fails with this when set
+	seeks   uint64
 }
 
 func newMemLog() *memLog { return &memLog{m: shard.NewMachine(), entries: map[uint64][]byte{}} }
@@ -33,6 +34,9 @@ func (l *memLog) Propose(_ context.Context, cmd *shard.Command) (shard.Result, e
 		return shard.Result{}, l.fail
 	}
 	l.index++
+	if cmd.Op == shard.OpSeek {
+		l.seeks++
+	}
 	data := cmd.AppendBinary(nil)
 	l.entries[l.index] = data
 	r := l.m.Apply(l.index, data).(shard.Result)
@@ -59,6 +63,12 @@ func (l *memLog) Read(_ context.Context, from uint64, max int) ([]Event, uint64,
 		out = append(out, Event{Offset: o, Event: cmd.Events[slot], Time: time.Unix(0, cmd.Time), Attempts: l.m.Attempts(o)})
 	}
 	return out, o, nil
+}
+
+func (l *memLog) Seeks() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seeks
 }
 
 func (l *memLog) publish(t *testing.T, at time.Time, events ...shard.Event) {
@@ -400,5 +410,33 @@ func TestAdmitSkipsWhatTheFilterRejects(t *testing.T) {
 	}
 	if st := l.stats(); st.Skipped != 20 || st.Delivered != 20 {
 		t.Fatalf("skipped %d, delivered %d; want 20 of each", st.Skipped, st.Delivered)
+	}
+}
+
+// After a seek back, the dispatcher drops its window and delivers again,
+// in order, what it had delivered from the seek's offset on.
+func TestSeekDeliversAgain(t *testing.T) {
+	l := newMemLog()
+	if _, err := l.Propose(context.Background(), &shard.Command{Op: shard.OpRetain}); err != nil {
+		t.Fatal(err)
+	}
+	ep := newFakeEndpoint()
+	l.publish(t, time.Now(), events(2, 5)...)
+	d := startDispatcher(t, l, ep, topic.Defaults(), nil)
+	waitUntil(t, "10 events are delivered", func() bool { return l.stats().Delivered == 10 })
+	if _, err := l.Propose(context.Background(), &shard.Command{Op: shard.OpSeek, From: 4}); err != nil {
+		t.Fatal(err)
+	}
+	d.Notify()
+	waitUntil(t, "the 6 events from offset 4 are delivered again", func() bool {
+		st := l.stats()
+		return st.Events == 0 && len(ep.delivered("k0"))+len(ep.delivered("k1")) == 16
+	})
+	// events(2, 5) alternates keys: offsets 4-9 are the last three of each.
+	for k := range 2 {
+		got := strings.Join(ep.delivered(fmt.Sprint("k", k)), ",")
+		if want := "0,1,2,3,4,2,3,4"; got != want {
+			t.Errorf("key k%d delivered %s, want %s", k, got, want)
+		}
 	}
 }
