@@ -64,7 +64,9 @@ type Command struct {
 
 	// Time is set by the proposer, in Unix nanoseconds. It is the creation
 	// time of a reservation, the publish time of committed, published and
-	// replayed events, and the dead-letter time of a DeadLetter.
+	// replayed events, and the dead-letter time of a DeadLetter. A Seek
+	// with Time goes to the first event, from From on, published at or
+	// after it; 0 means From alone.
 	Time int64
 
 	// ReservationID names the reservation of a Commit or Abort.

@@ -107,7 +107,8 @@ func (s *State) retain(c *Command) Result {
 }
 
 // seek applies a Seek: it moves the subscription's cursor to c.From,
-// clamped to [logStart, nextOffset]. Every event the shard holds from
+// clamped to [logStart, nextOffset], or, if c.Time is set, to the first
+// event from there on published at or after it. Every event the shard holds from
 // there on becomes pending again for the subscription, with no failed
 // attempts, whether it was pending, acknowledged, skipped or never the
 // subscription's; its dead letters stay where they are, in the
@@ -120,6 +121,9 @@ func (s *State) seek(c *Command) Result {
 	}
 	next := s.nextOffset
 	from := max(min(c.From, next), s.logStart())
+	if c.Time != 0 {
+		from = s.offsetAt(from, c.Time)
+	}
 	var passed uint64
 	for o := cur.head; o < min(from, next); o++ {
 		if cur.isPending(o, next) {
@@ -153,7 +157,11 @@ func (s *State) seek(c *Command) Result {
 	cur.excluded += passed
 	cur.advance()
 	s.dropRuns()
-	return Result{Count: int(replayed)}
+	r := Result{FirstOffset: from, Count: int(replayed)}
+	if from < next {
+		r.Time = s.runOf(from).time
+	}
+	return r
 }
 
 // Retaining reports whether the shard retains events (see OpRetain).
@@ -167,11 +175,11 @@ func (s *State) Earliest() uint64 { return s.logStart() }
 
 // OffsetAt returns the first offset, from Earliest on, of an event
 // published at or after t, in log order; NextOffset if there is none.
-// It is where a seek to time t goes: the node reads it on the leader and
-// proposes a Seek to it, which is deterministic however the state
-// changes meanwhile, as the Seek clamps its offset.
-func (s *State) OffsetAt(t int64) uint64 {
-	start := s.logStart()
+// It is where a Seek with Time t goes.
+func (s *State) OffsetAt(t int64) uint64 { return s.offsetAt(s.logStart(), t) }
+
+// offsetAt is OffsetAt from start on, which must be at least logStart.
+func (s *State) offsetAt(start uint64, t int64) uint64 {
 	for i := range s.runs {
 		r := &s.runs[i]
 		if r.end() > start && r.time >= t {
@@ -179,4 +187,14 @@ func (s *State) OffsetAt(t int64) uint64 {
 		}
 	}
 	return s.nextOffset
+}
+
+// OldestRetained returns the publish time of the first event the shard
+// retains beyond what its cursors hold: a Retain with a later cutoff
+// frees it. ok is false if there is none, or the shard does not retain.
+func (s *State) OldestRetained() (t int64, ok bool) {
+	if !s.retaining || s.retainFrom >= s.minHead() {
+		return 0, false
+	}
+	return s.runOf(s.retainFrom).time, true
 }

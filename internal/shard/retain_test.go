@@ -90,6 +90,9 @@ func TestRetainKeepsDeliveredEventsUntilTrimmed(t *testing.T) {
 	if idx, slot, ok := h.s.Locate(2); !ok || idx != first || slot != 1 {
 		t.Fatalf("Locate(2) = %d, %d, %v", idx, slot, ok)
 	}
+	if got, ok := h.s.OldestRetained(); !ok || got != 10 {
+		t.Fatalf("OldestRetained = %d, %v; want 10", got, ok)
+	}
 	if got := h.ok(Command{Op: OpRetain, OlderThan: 20}).Count; got != 2 {
 		t.Fatalf("trim freed %d offsets, want 2", got)
 	}
@@ -102,6 +105,9 @@ func TestRetainKeepsDeliveredEventsUntilTrimmed(t *testing.T) {
 	}
 	if got := h.s.Earliest(); got != 4 {
 		t.Fatalf("after a trim Earliest = %d, want the head 4", got)
+	}
+	if _, ok := h.s.OldestRetained(); ok {
+		t.Fatal("OldestRetained reports an event a cursor holds")
 	}
 	checkInvariants(t, h.s)
 	h.ok(Command{Op: OpPublish, Time: 40, Events: events(6)})
@@ -154,6 +160,7 @@ func TestSeek(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		from     uint64
+		time     int64 // the Seek's Time
 		trim     int64 // a Retain before the seek, if not 0
 		head     uint64
 		pending  []uint64
@@ -165,14 +172,24 @@ func TestSeek(t *testing.T) {
 		{name: "forward", from: 9, head: 9, pending: []uint64{9, 10}},
 		{name: "to now", from: FromNow, head: 11, pending: nil},
 		{name: "below what is retained", from: 0, trim: 35, head: 3, pending: []uint64{3, 4, 6, 7, 8, 9, 10}, replayed: 3},
+		{name: "to a time", from: 0, time: 45, head: 4, pending: []uint64{4, 6, 7, 8, 9, 10}, replayed: 2},
+		{name: "to a time after an offset", from: 8, time: 45, head: 8, pending: []uint64{8, 9, 10}},
+		{name: "to a time after everything", from: 0, time: 1000, head: 11, pending: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := setup(t)
 			if tc.trim != 0 {
 				h.ok(Command{Op: OpRetain, OlderThan: tc.trim})
 			}
-			r := h.ok(Command{Op: OpSeek, Subscription: 2, From: tc.from})
+			r := h.ok(Command{Op: OpSeek, Subscription: 2, From: tc.from, Time: tc.time})
 			c := h.cursorOf(2)
+			wantTime := int64(0)
+			if tc.head < 11 {
+				wantTime = int64(10 * (tc.head + 1))
+			}
+			if r.FirstOffset != tc.head || r.Time != wantTime {
+				t.Errorf("seek went to %d, published at %d; want %d, %d", r.FirstOffset, r.Time, tc.head, wantTime)
+			}
 			if r.Count != tc.replayed || c.Head() != tc.head || !slices.Equal(h.pendingOf(2), tc.pending) {
 				t.Fatalf("seek to %d: replayed %d, head %d, pending %v; want %d, %d, %v",
 					tc.from, r.Count, c.Head(), h.pendingOf(2), tc.replayed, tc.head, tc.pending)

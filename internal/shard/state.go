@@ -114,6 +114,9 @@ type Result struct {
 	// consecutively, in order.
 	FirstOffset uint64
 
+	// FirstOffset is also, for a Seek, the offset the cursor went to
+	// (before moving past events done for it).
+	//
 	// Count is, for Commit, Publish and ReplayDead, the number of events
 	// appended; for Ack, the number of events newly acknowledged; for
 	// Abort and Expire, the number of reservations released; for Attempt,
@@ -128,6 +131,12 @@ type Result struct {
 	// got. If every event is a duplicate the Publish succeeds with Count
 	// 0; if only some are, it is rejected with ErrPartialDuplicate.
 	Duplicates []Duplicate
+
+	// Time is, for a Seek, the publish time of the event at FirstOffset,
+	// where the cursor went; 0 if the shard holds no event from there.
+	// With it a seek to an event of one shard goes to the same time on
+	// the others.
+	Time int64
 
 	// Err is non-nil if the command was rejected. The state is then
 	// unchanged, except that Applied has advanced to the command's index.
