@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"herald/internal/host"
+	"herald/internal/topic"
+)
+
+// trimAt runs the node's retention trim once, as if at now.
+func trimAt(n *Node, now time.Time) {
+	r := &retentionTrim{retaining: n.retaining, log: quietLog(), now: func() time.Time { return now },
+		shards: groupReservations{registry: n.reg, relay: n.relay, host: n.host, propose: n.proposeShard}}
+	r.check()
+}
+
+// retaining reports, for each shard of a topic, whether it retains.
+func retaining(t *testing.T, n *Node, topicName string) []bool {
+	t.Helper()
+	tr, err := n.reg.lookup(topicName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bool
+	for _, s := range tr.shards {
+		err := n.host.View(context.Background(), s.group, func(sm host.StateMachine, _ uint64) {
+			out = append(out, machineOf(sm).Retaining())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// ackAll fetches and acknowledges everything pending in a subscription,
+// and returns the ids fetched.
+func ackAll(t *testing.T, n *Node, topicName, sub string) []string {
+	t.Helper()
+	ds := fetchFrom(t, n, topicName, sub, time.Minute)
+	if len(ds) > 0 {
+		if _, err := n.AckSubscription(context.Background(), sub, receipts(ds)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sortedIDs(ds)
+}
+
+// A topic with retention keeps what its only subscription acknowledged,
+// and a seek to the earliest event, to a time or to an event delivers it
+// again; the trim frees what is older than the retention, and retention 0
+// stops retaining.
+func TestSeekSubscription(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "orders", map[string]string{"shards": "2", "retention": "3600"})
+	if err := n.DeleteSubscription(ctx, "orders", topic.DefaultSubscriptionName); err != nil {
+		t.Fatal(err)
+	}
+	pullSubscription(t, n, "orders", "billing")
+	if got := retaining(t, n, "orders"); slices.Contains(got, true) {
+		t.Fatalf("shards retain %v before the first trim", got)
+	}
+	trimAt(n, time.Now())
+	if got := retaining(t, n, "orders"); slices.Contains(got, false) {
+		t.Fatalf("shards retain %v after the first trim, want all", got)
+	}
+
+	before := time.Now()
+	ids := publish(t, n, "orders", ev("a", "1"), ev("b", "2"), ev("c", "3"), ev("d", "4"))
+	slices.Sort(ids)
+	if got := ackAll(t, n, "orders", "billing"); !slices.Equal(got, ids) {
+		t.Fatalf("billing fetched %v, want %v", got, ids)
+	}
+	if got := ackAll(t, n, "orders", "billing"); len(got) != 0 {
+		t.Fatalf("billing fetched %v after acking everything", got)
+	}
+
+	seek := func(to SeekTarget, want int) {
+		t.Helper()
+		res, err := n.SeekSubscription(ctx, "orders", "billing", to)
+		if err != nil || res.Replayed != want {
+			t.Fatalf("seek to %+v = %+v, %v; want %d replayed", to, res, err, want)
+		}
+	}
+	seek(SeekTarget{Earliest: true}, 4)
+	if got := ackAll(t, n, "orders", "billing"); !slices.Equal(got, ids) {
+		t.Fatalf("after a seek to the earliest billing fetched %v, want %v", got, ids)
+	}
+	seek(SeekTarget{Time: time.Now().Add(time.Hour)}, 0)
+	seek(SeekTarget{Time: before}, 4)
+	ackAll(t, n, "orders", "billing")
+
+	// To an event: from it on, on its shard; from its publish time on the
+	// others, where every event of the same publish is.
+	seek(SeekTarget{EventID: ids[3]}, 4-mustOffsetRank(t, ids, ids[3]))
+	ackAll(t, n, "orders", "billing")
+
+	// Nothing older than the retention is kept.
+	trimAt(n, time.Now().Add(2*time.Hour))
+	seek(SeekTarget{Earliest: true}, 0)
+
+	// Retention 0 stops retaining.
+	if _, err := n.SetTopicAttributes(ctx, "orders", map[string]string{"retention": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the topic's retention is 0", func() bool {
+		tr, err := n.reg.lookup("orders")
+		return err == nil && tr.info.Attributes.Retention == 0
+	})
+	trimAt(n, time.Now())
+	if got := retaining(t, n, "orders"); slices.Contains(got, true) {
+		t.Fatalf("shards retain %v with retention 0", got)
+	}
+}
+
+// mustOffsetRank returns how many events of ids, all of one publish, are
+// before id on its shard: a seek to id on its shard skips those.
+func mustOffsetRank(t *testing.T, ids []string, id string) int {
+	t.Helper()
+	_, idx, offset, err := topic.ParseEventID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, other := range ids {
+		_, i, o, _ := topic.ParseEventID(other)
+		if i == idx && o < offset {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSeekSubscriptionErrors(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "orders", map[string]string{"shards": "2"})
+	mustCreate(t, n, "other", map[string]string{"shards": "1"})
+	pullSubscription(t, n, "orders", "billing")
+	for _, tc := range []struct {
+		topic, sub string
+		to         SeekTarget
+		want       error
+	}{
+		{"orders", "billing", SeekTarget{}, topic.ErrInvalid},
+		{"orders", "billing", SeekTarget{Earliest: true, Time: time.Now()}, topic.ErrInvalid},
+		{"orders", "billing", SeekTarget{EventID: "other/0/0"}, topic.ErrInvalid},
+		{"orders", "billing", SeekTarget{EventID: "orders/7/0"}, topic.ErrInvalid},
+		{"orders", "billing", SeekTarget{EventID: "nonsense"}, topic.ErrInvalid},
+		{"orders", "nobody", SeekTarget{Earliest: true}, ErrNotFound},
+		{"gone", "billing", SeekTarget{Earliest: true}, ErrNotFound},
+	} {
+		if _, err := n.SeekSubscription(ctx, tc.topic, tc.sub, tc.to); !errors.Is(err, tc.want) {
+			t.Errorf("seek %s/%s to %+v: %v, want %v", tc.topic, tc.sub, tc.to, err, tc.want)
+		}
+	}
+	// Without retention a seek still takes what some subscription holds:
+	// the default one has every event pending.
+	ids := publish(t, n, "orders", ev("a", "1"), ev("b", "2"))
+	ackAll(t, n, "orders", "billing")
+	if res, err := n.SeekSubscription(ctx, "orders", "billing", SeekTarget{Earliest: true}); err != nil || res.Replayed != len(ids) {
+		t.Fatalf("seek without retention = %+v, %v; want %d replayed", res, err, len(ids))
+	}
+}
