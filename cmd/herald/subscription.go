@@ -44,6 +44,7 @@ wired to the other subscriptions.`,
 		newSubscriptionDeleteCommand(g),
 		newSubscriptionEnableCommand(g),
 		newSubscriptionDisableCommand(g),
+		newSubscriptionSeekCommand(g),
 	)
 	return cmd
 }
