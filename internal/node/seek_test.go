@@ -167,3 +167,47 @@ func TestSeekSubscriptionErrors(t *testing.T) {
 		t.Fatalf("seek without retention = %+v, %v; want %d replayed", res, err, len(ids))
 	}
 }
+
+// A push subscription's dispatchers notice a seek: what they delivered
+// from the point on is delivered again, in order per key.
+func TestSeekPushSubscription(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "orders", map[string]string{"shards": "2", "retention": "3600"})
+	if err := n.DeleteSubscription(ctx, "orders", topic.DefaultSubscriptionName); err != nil {
+		t.Fatal(err)
+	}
+	rcv := newReceiver(t)
+	if _, err := n.CreateSubscription(ctx, "orders", "hook", map[string]string{"push_endpoint": rcv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	trimAt(n, time.Now())
+	keys := []string{"a", "b", "c"}
+	const perKey = 5
+	for i := range perKey {
+		for _, k := range keys {
+			publish(t, n, "orders", typed(k, "paid", i))
+		}
+	}
+	waitUntil(t, "every event is delivered and recorded", func() bool {
+		st, err := n.SubscriptionStats(ctx, "orders", "hook")
+		return err == nil && st.Total.Stats.Events == 0 && len(rcv.got("c")) == perKey
+	})
+	res, err := n.SeekSubscription(ctx, "orders", "hook", SeekTarget{Earliest: true})
+	if err != nil || res.Replayed != perKey*len(keys) {
+		t.Fatalf("seek = %+v, %v; want %d replayed", res, err, perKey*len(keys))
+	}
+	waitUntil(t, "every event is delivered again", func() bool {
+		for _, k := range keys {
+			if len(rcv.got(k)) != 2*perKey {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range keys {
+		if got, want := rcv.got(k), append(counting(perKey, -1), counting(perKey, -1)...); !slices.Equal(got, want) {
+			t.Errorf("key %s got %v, want %v", k, got, want)
+		}
+	}
+}
