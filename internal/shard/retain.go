@@ -155,12 +155,13 @@ func (s *State) seek(c *Command) Result {
 	cur.pendingEvents, cur.pendingBytes = events, bytes
 	cur.replayed += replayed
 	cur.excluded += passed
-	cur.advance()
-	s.dropRuns()
 	r := Result{FirstOffset: from, Count: int(replayed)}
 	if from < next {
+		// Before the runs may drop: the cursor may advance past from.
 		r.Time = s.runOf(from).time
 	}
+	cur.advance()
+	s.dropRuns()
 	return r
 }
 

@@ -67,6 +67,20 @@ func (p *seedProgram) ack(rel ...byte) *seedProgram {
 }
 
 func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
+
+// retain trims the events published more than back ticks ago (16-47),
+// starting retention if the shard does not retain; 0 stops retaining.
+func (p *seedProgram) retain(back byte) *seedProgram { return p.step(stepRetain, back) }
+
+// seek moves the cursor to offset from (0-111), or with time set to the
+// first event from there published at most back ticks ago (0-31).
+func (p *seedProgram) seek(from byte, time bool, back byte) *seedProgram {
+	tb := byte(0)
+	if time {
+		tb = 128 + back
+	}
+	return p.step(stepSeek, 144+from, tb)
+}
 func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
 
 // capture captures a snapshot with SnapshotFunc before the last step.
@@ -202,6 +216,31 @@ func stateMachineSeeds() map[string][]byte {
 		}
 	}
 	seeds["snapshot-funcs"] = p.b
+	// Retention: events kept past their acks, trimmed, sought back to
+	// and forward over, across snapshots and captures, and stopped.
+	p = new(seedProgram)
+	p.publish(0, 1, 2).ack(0).retain(16).publish(0, 3, 4, 5).publish(0, 6).
+		ack(0, 1, 2, 3).capture().seek(0, false, 0).check().snap().
+		deadHead(1, 1).seek(1, false, 0).retain(18).capture().seek(3, true, 1).
+		ack(0).replay(1, 0, 4).seek(0, false, 0).snap().check().retain(0).seek(0, false, 0)
+	for i := range byte(30) {
+		p.publish(0, i%5, 2).ack(i%3, 1).attempt(0)
+		switch i % 6 {
+		case 0:
+			p.retain(16 + i%32).capture()
+		case 1:
+			p.seek(i*3, i%2 == 0, i%8)
+		case 2:
+			p.deadHead(1, 1).check()
+		case 3:
+			p.seek(100+i, false, 0).snap()
+		case 4:
+			p.replay(1, 0, 4)
+		case 5:
+			p.retain(0)
+		}
+	}
+	seeds["retain-seek"] = p.b
 	return seeds
 }
 
