@@ -81,7 +81,7 @@ func (p *seedProgram) seek(from byte, time bool, back byte) *seedProgram {
 	}
 	return p.step(stepSeek, 144+from, tb)
 }
-func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
+func (p *seedProgram) snap() *seedProgram { return p.step(stepSnapshot) }
 
 // capture captures a snapshot with SnapshotFunc before the last step.
 func (p *seedProgram) capture() *seedProgram { p.b[p.last] |= selCapture; return p }
