@@ -67,10 +67,12 @@ func (p *seedProgram) ack(rel ...byte) *seedProgram {
 }
 
 func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
+func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
 
-// retain trims the events published more than back ticks ago (16-47),
-// starting retention if the shard does not retain; 0 stops retaining.
-func (p *seedProgram) retain(back byte) *seedProgram { return p.step(stepRetain, back) }
+// retain frees the retained events published more than b%32 ticks ago,
+// starting retention if the shard does not retain; b below 16 stops
+// retaining.
+func (p *seedProgram) retain(b byte) *seedProgram { return p.step(stepRetain, b) }
 
 // seek moves the cursor to offset from (0-111), or with time set to the
 // first event from there published at most back ticks ago (0-31).
@@ -81,7 +83,6 @@ func (p *seedProgram) seek(from byte, time bool, back byte) *seedProgram {
 	}
 	return p.step(stepSeek, 144+from, tb)
 }
-func (p *seedProgram) snap() *seedProgram { return p.step(stepSnapshot) }
 
 // capture captures a snapshot with SnapshotFunc before the last step.
 func (p *seedProgram) capture() *seedProgram { p.b[p.last] |= selCapture; return p }
