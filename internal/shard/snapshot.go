@@ -9,10 +9,11 @@ import (
 // snapshotVersion is the first byte of every snapshot MarshalBinary
 // writes. Version 5 added the cursors' replay counts and the retained
 // events at the end; version 4 snapshots, written before, are read as
-// having neither. Version 4 added the subscriptions' cursors at the end; version
-// 3 snapshots, written before, are read as having the default
-// subscription alone. Version 3 added the de-duplication table; version 2
-// snapshots are read as having an empty one.
+// having no replays and no retention. Version 4 added the subscriptions'
+// cursors at the end; version 3 snapshots, written before, are read as
+// having the default subscription alone. Version 3 added the
+// de-duplication table; version 2 snapshots are read as having an empty
+// one.
 const (
 	snapshotVersion   = 5
 	snapshotVersionV4 = 4

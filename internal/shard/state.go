@@ -40,10 +40,10 @@ type State struct {
 
 	// runs map offsets to the log entries holding them, one run per Commit
 	// or Publish, in offset order. They cover exactly [logStart,
-	// nextOffset): runs wholly below every cursor's head, and below the
-	// retained events if any, are dropped. A
-	// run never changes once appended, and runs are only appended and
-	// dropped from the front, so frozen copies share the array as it is.
+	// nextOffset): runs wholly below every cursor's head and every
+	// retained event are dropped. A run never changes once appended, and
+	// runs are only appended and dropped from the front, so frozen copies
+	// share the array as it is.
 	runs     []run
 	runsDead int // see dropFront
 
@@ -111,12 +111,10 @@ type Result struct {
 
 	// FirstOffset is, for Commit, Publish and a ReplayDead of at least one
 	// event, the offset assigned to the first event; the others follow
-	// consecutively, in order.
+	// consecutively, in order. For a Seek it is the offset the cursor
+	// went to (before moving past events done for it).
 	FirstOffset uint64
 
-	// FirstOffset is also, for a Seek, the offset the cursor went to
-	// (before moving past events done for it).
-	//
 	// Count is, for Commit, Publish and ReplayDead, the number of events
 	// appended; for Ack, the number of events newly acknowledged; for
 	// Abort and Expire, the number of reservations released; for Attempt,
@@ -683,11 +681,11 @@ func (s *State) Head() uint64 { return s.def.head }
 
 // Locate returns the log index of the entry holding the event at offset,
 // and the event's position among that entry's Events. It locates every
-// offset from the lowest head of the shard's subscriptions on that has
-// been assigned, including those done out of order, and every dead
-// letter, wherever it is. It reports ok=false for offsets not yet
-// assigned and for other offsets below every head, whose entries the log
-// may already have dropped.
+// offset from Earliest on (the lowest head of the shard's subscriptions,
+// or the first retained event) that has been assigned, including those
+// done out of order, and every dead letter, wherever it is. It reports
+// ok=false for offsets not yet assigned and for other offsets below
+// Earliest, whose entries the log may already have dropped.
 func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
 	if offset >= s.logStart() && offset < s.nextOffset {
 		r := s.runOf(offset)
