@@ -42,10 +42,11 @@ type cursor struct {
 	skipped      uint64 // events ever skipped: the subscription's filter rejected them
 
 	// excluded counts the offsets below the next offset that were never
-	// this cursor's to deliver: those before it started, and events
-	// replayed from another subscription's dead letters. Every other
-	// offset is pending, acknowledged, skipped or dead-lettered, so the
-	// acknowledged ones need no counter of their own.
+	// this cursor's to deliver: those before it started, events replayed
+	// from another subscription's dead letters, and pending events a seek
+	// passed over. Every other offset is pending, acknowledged, skipped
+	// or dead-lettered (see replayed for seeks), so the acknowledged ones
+	// need no counter of their own.
 	excluded uint64
 
 	// replayed counts the events a Seek made pending again, each time it
