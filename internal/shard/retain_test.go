@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -237,15 +238,24 @@ func TestSeekWithoutRetentionTakesWhatIsHeld(t *testing.T) {
 
 func TestSeekRejectionsChangeNothing(t *testing.T) {
 	h := retentionHistory(t)
-	want := snapshot(t, h.s)
-	h.fails(Command{Op: OpSeek, Subscription: 99}, ErrUnknownSubscription)
-	h.ok(Command{Op: OpUnsubscribe})
-	want = snapshot(t, h.s)
-	h.fails(Command{Op: OpSeek, From: 0}, ErrUnknownSubscription)
-	got := snapshot(t, h.s)
-	// Only the applied index moved.
-	if !bytes.Equal(got[2:], want[2:]) {
-		t.Fatal("a rejected seek changed the state")
+	detached := clone(t, h.s)
+	detached.Apply(h.index+1, &Command{Op: OpUnsubscribe})
+	for _, tc := range []struct {
+		s   *State
+		cmd Command
+	}{
+		{h.s, Command{Op: OpSeek, Subscription: 99}},
+		{detached, Command{Op: OpSeek, From: 0}}, // the default subscription was deleted
+	} {
+		rejected, noop := clone(t, tc.s), clone(t, tc.s)
+		if r := rejected.Apply(100, &tc.cmd); !errors.Is(r.Err, ErrUnknownSubscription) {
+			t.Errorf("%+v: got %v, want ErrUnknownSubscription", tc.cmd, r.Err)
+			continue
+		}
+		noop.Apply(100, nil)
+		if !bytes.Equal(snapshot(t, rejected), snapshot(t, noop)) {
+			t.Errorf("%+v: a rejected seek changed the state", tc.cmd)
+		}
 	}
 }
 
