@@ -305,9 +305,11 @@ func TestOffsetAt(t *testing.T) {
 	}
 }
 
-// TestSeekRandomly drives a retaining shard with three subscriptions
-// through random commands, seeks and trims among them, checking every
-// cursor against a model, the invariants, and snapshots and captures.
+// TestSeekRandomly drives a retaining shard with three subscriptions,
+// and a fourth that comes and goes, starting from the earliest retained
+// event, through random commands, seeks and trims among them, checking
+// every cursor against a model, the invariants, and snapshots and
+// captures.
 func TestSeekRandomly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	h := newHarness(t)
@@ -345,7 +347,7 @@ func TestSeekRandomly(t *testing.T) {
 			}
 			return out
 		}
-		switch op := rng.IntN(14); {
+		switch op := rng.IntN(15); {
 		case op < 3:
 			n := 1 + rng.IntN(4)
 			r := h.ok(Command{Op: OpPublish, Time: int64(step), Events: events(make([]int, n)...)})
@@ -400,6 +402,24 @@ func TestSeekRandomly(t *testing.T) {
 			mh := minHead()
 			for retainFrom < mh && times[retainFrom] < cutoff {
 				retainFrom++
+			}
+		case op == 14:
+			// Subscription 11 comes and goes: it starts from the earliest
+			// retained event.
+			if i := slices.Index(subs, 11); i >= 0 {
+				h.ok(Command{Op: OpUnsubscribe, Subscription: 11})
+				subs = slices.Delete(subs, i, i+1)
+				delete(model, 11)
+				delete(dead, 11)
+			} else {
+				h.ok(Command{Op: OpSubscribe, Subscription: 11, From: 0})
+				subs = append(subs, 11)
+				model[11], dead[11] = map[uint64]bool{}, map[uint64]bool{}
+				for o := retainFrom; o < uint64(len(times)); o++ {
+					if !only[o] {
+						model[11][o] = true
+					}
+				}
 			}
 		default:
 			next := uint64(len(times))
