@@ -130,3 +130,22 @@ func (g groupReservations) retention(ctx context.Context, s *shardRuntime) (reta
 	})
 	return retaining, oldest, ok
 }
+
+// retainNow has every shard of a topic whose retention was just set keep
+// what it asks at once, rather than from the trim's next round: the
+// events delivered from now on are retained. A shard that does not take
+// it now gets it from the trim.
+func (n *Node) retainNow(ctx context.Context, topicName string, retention int64) {
+	cmd := shard.Command{Op: shard.OpRetain, OlderThan: shard.RetainNone}
+	if retention > 0 {
+		cmd.OlderThan = time.Now().Add(-time.Duration(retention) * time.Second).UnixNano()
+	}
+	tr, err := n.reg.lookup(topicName)
+	if err != nil {
+		return // deleted meanwhile
+	}
+	if failed := n.proposeToShards(ctx, tr, cmd); len(failed) > 0 {
+		n.log.Info("some shards did not take the topic's retention yet; the trim gives it to them",
+			"topic", topicName, "shards", failed)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"herald/internal/host"
+	"herald/internal/shard"
 	"herald/internal/topic"
 )
 
@@ -62,12 +63,9 @@ func TestSeekSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	pullSubscription(t, n, "orders", "billing")
-	if got := retaining(t, n, "orders"); slices.Contains(got, true) {
-		t.Fatalf("shards retain %v before the first trim", got)
-	}
-	trimAt(n, time.Now())
+	// A topic created with retention retains at once.
 	if got := retaining(t, n, "orders"); slices.Contains(got, false) {
-		t.Fatalf("shards retain %v after the first trim, want all", got)
+		t.Fatalf("shards retain %v, want all", got)
 	}
 
 	before := time.Now()
@@ -104,17 +102,56 @@ func TestSeekSubscription(t *testing.T) {
 	trimAt(n, time.Now().Add(2*time.Hour))
 	seek(SeekTarget{Earliest: true}, 0)
 
-	// Retention 0 stops retaining.
+	// Retention 0 stops retaining, at once; retention again starts it.
 	if _, err := n.SetTopicAttributes(ctx, "orders", map[string]string{"retention": "0"}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the topic's retention is 0", func() bool {
-		tr, err := n.reg.lookup("orders")
-		return err == nil && tr.info.Attributes.Retention == 0
-	})
-	trimAt(n, time.Now())
 	if got := retaining(t, n, "orders"); slices.Contains(got, true) {
 		t.Fatalf("shards retain %v with retention 0", got)
+	}
+	if _, err := n.SetTopicAttributes(ctx, "orders", map[string]string{"retention": "60"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := retaining(t, n, "orders"); slices.Contains(got, false) {
+		t.Fatalf("shards retain %v with retention 60, want all", got)
+	}
+}
+
+// A topic whose retention was set while its shard did not take it gets
+// it from the trim: a shard that retains without retention is told to
+// stop, one that should retain starts.
+func TestRetentionTrimCatchesUp(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "orders", map[string]string{"shards": "2"})
+	tr, err := n.reg.lookup("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the topic's retention had been set to 0 while shard 0 was
+	// away: it retains, without retention.
+	if _, err := n.proposeShard(ctx, tr.shards[0], &shard.Command{Op: shard.OpRetain}); err != nil {
+		t.Fatal(err)
+	}
+	if got := retaining(t, n, "orders"); !slices.Equal(got, []bool{true, false}) {
+		t.Fatalf("shards retain %v, want shard 0 alone", got)
+	}
+	trimAt(n, time.Now())
+	if got := retaining(t, n, "orders"); slices.Contains(got, true) {
+		t.Fatalf("after a trim with retention 0 shards retain %v", got)
+	}
+	// And the other way round: retention set, no shard retaining.
+	if _, err := n.SetTopicAttributes(ctx, "orders", map[string]string{"retention": "60"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range tr.shards {
+		if _, err := n.proposeShard(ctx, s, &shard.Command{Op: shard.OpRetain, OlderThan: shard.RetainNone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trimAt(n, time.Now())
+	if got := retaining(t, n, "orders"); slices.Contains(got, false) {
+		t.Fatalf("after a trim with retention 60 shards retain %v, want all", got)
 	}
 }
 

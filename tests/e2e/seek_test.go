@@ -33,9 +33,9 @@ func TestE2ESeekAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The shards start retaining at the leader's first trim round, which
-	// runs once a second: until a delivered probe can be sought back to,
-	// publish another.
+	// The shards retain from the topic's creation, or, one that did not
+	// take it then, from the trim's next round: until a delivered probe
+	// can be sought back to, publish another.
 	probes := 0
 	framework.WaitFor(t, "the shards retain delivered events", func() bool {
 		if _, err := c.Publish(ctx, "orders", client.Event{Key: fmt.Sprint("probe", probes), Payload: []byte("0")}); err != nil {
