@@ -17,9 +17,11 @@ import (
 
 // shardMachine is a shard's state machine as the node runs it: a
 // shard.Machine that puts its group in the node's set of shards holding
-// reservations when it applies or restores one. Only the group's
+// reservations when it applies or restores one, and in the set of shards
+// that retain events (see retention.go) likewise. Only the group's
 // goroutine calls it (Apply, Restore, and View functions), so tracked
-// needs no lock, and a shard leaves the set (groupReservations.oldestReservation, in a View) in
+// and retains need no lock, and a shard leaves a set
+// (groupReservations.oldestReservation and retention, in a View) in
 // order with the applies that put it there.
 type shardMachine struct {
 	*shard.Machine
@@ -63,7 +65,8 @@ func (m *shardMachine) Restore(data []byte) error {
 
 // track adds the group to the set once it holds a reservation, and to
 // the retaining set once it retains events. While it is not in the set it
-// holds none, so the check is a look at an empty map.
+// holds none, so the check is a look at an empty map (and, for retention,
+// at a flag).
 func (m *shardMachine) track() {
 	if !m.retains && m.retaining != nil && m.Retaining() {
 		m.retains = true
