@@ -64,9 +64,10 @@ type State struct {
 	// retained holds, for each offset in [retainFrom, nextOffset), the
 	// event's Size, or acked for one that is not retained: an event
 	// freed before retention began, or the copy of a dead letter replayed
-	// for one subscription. It is only appended to and dropped from the
-	// front, like runs, so it needs no copy on write beyond what
-	// pendingList.freeze does.
+	// for one subscription since (one pending when retention began cannot
+	// be told from an event, and is retained). It is only appended to and
+	// dropped from the front, like runs, so it needs no copy on write
+	// beyond what pendingList.freeze does.
 	retaining  bool
 	retainFrom uint64
 	retained   pendingList
