@@ -458,3 +458,32 @@ func TestSeekRandomly(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot whose retained events disagree with the cursors, or reach
+// past the lowest head, is rejected.
+func TestRetentionSnapshotRejects(t *testing.T) {
+	h := retentionHistory(t)
+	good := snapshot(t, h.s)
+	if !h.s.cursorOf(t, 0).isPending(h.s.nextOffset-1, h.s.nextOffset) {
+		t.Fatal("the history's last event is not pending")
+	}
+	// The last byte is the last event's retained size plus one.
+	bad := bytes.Clone(good)
+	bad[len(bad)-1]++
+	var s State
+	if err := s.UnmarshalBinary(bad); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Errorf("a retained size that disagrees: %v, want ErrInvalidSnapshot", err)
+	}
+	if err := s.UnmarshalBinary(good[:len(good)-1]); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Errorf("a truncated snapshot: %v, want ErrInvalidSnapshot", err)
+	}
+}
+
+func (s *State) cursorOf(t *testing.T, sub uint64) *cursor {
+	t.Helper()
+	c, err := s.cursorFor(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

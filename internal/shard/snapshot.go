@@ -395,15 +395,19 @@ func (t *State) decodeRetention(d *decoder) {
 			}
 			size = int64(v - 1)
 		}
-		// A cursor's pending event is retained with the same size, unless
-		// it is a replayed dead letter's copy, which is not retained.
-		for c := range t.active {
-			if size != acked && c.isPending(o, t.nextOffset) && c.pending.size(int(o-c.head)) != size {
+		t.retained.push(size)
+	}
+	// A cursor's pending event is retained with the same size, unless it
+	// is a replayed dead letter's copy, which is not retained. Each cursor
+	// is checked over its own pending entries, which were just decoded.
+	for c := range t.active {
+		for o := max(c.head, t.retainFrom); o < t.nextOffset; o++ {
+			size := t.retained.size(int(o - t.retainFrom))
+			if p := c.pending.size(int(o - c.head)); size != acked && p != acked && p != size {
 				d.fail("retained event %d disagrees with subscription %d", o, c.id)
 				return
 			}
 		}
-		t.retained.push(size)
 	}
 }
 
