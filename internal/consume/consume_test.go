@@ -435,13 +435,27 @@ func TestSeekDropsLeases(t *testing.T) {
 		t.Fatalf("fetch = %v, %v; want 3 events", offsets(got), err)
 	}
 	g.ack(t, 0, 1)
-	seeks, others := s.Leases.Seeks(0), s.Leases.Seeks(7)
+	seeks, sought := s.Leases.Seeks(0)
+	others, otherSought := s.Leases.Seeks(7)
 	g.apply(t, shard.Command{Op: shard.OpSeek, From: 0})
 	if s.Leases.existing(0) != nil {
 		t.Error("a seek kept the subscription's leases")
 	}
-	if s.Leases.Seeks(0) == seeks || s.Leases.Seeks(7) != others {
-		t.Error("Seeks did not change for the subscription sought alone")
+	if n, _ := s.Leases.Seeks(0); n == seeks {
+		t.Error("Seeks did not change for the subscription sought")
+	}
+	if n, _ := s.Leases.Seeks(7); n != others {
+		t.Error("Seeks changed for another subscription")
+	}
+	select {
+	case <-sought:
+	default:
+		t.Error("the channel Seeks returned was not closed by the seek")
+	}
+	select {
+	case <-otherSought:
+		t.Error("another subscription's channel was closed by the seek")
+	default:
 	}
 	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2}) {
 		t.Errorf("fetch after the seek = %v, %v; want 0 1 2", offsets(got), err)

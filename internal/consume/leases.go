@@ -34,9 +34,11 @@ type Leases struct {
 
 	// seeks counts the seeks applied here, by subscription, and restores
 	// the snapshots restored, which may hold seeks this replica never
-	// applied: see Seeks.
+	// applied; seeked holds, by subscription, a channel closed at its next
+	// seek or restore. See Seeks.
 	seeks    map[uint64]uint64
 	restores uint64
+	seeked   map[uint64]chan struct{}
 }
 
 // NewLeases returns a shard's lease tables, none made yet.
@@ -173,20 +175,34 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 			l.seeks = make(map[uint64]uint64)
 		}
 		l.seeks[cmd.Subscription]++
+		if ch, ok := l.seeked[cmd.Subscription]; ok {
+			close(ch)
+			delete(l.seeked, cmd.Subscription)
+		}
 		l.mu.Unlock()
 	}
 }
 
 // Seeks returns a number that changes whenever subscription sub's cursor
-// may have been moved by a seek (OpSeek) on this replica: a reader that
-// reads ahead of the cursor, such as a push dispatcher, compares it with
-// the one it read before to know that it must read again from the head.
-// It is of this node's memory alone, not replicated: compare it only
-// with earlier values from the same Leases.
-func (l *Leases) Seeks(sub uint64) uint64 {
+// may have been moved by a seek (OpSeek) on this replica, and a channel
+// closed when it next changes: a reader that reads ahead of the cursor,
+// such as a push dispatcher, compares the number with the one it read
+// before to know that it must read again from the head, and waits on the
+// channel to learn of a seek however it was proposed. The number is of
+// this node's memory alone, not replicated: compare it only with earlier
+// values from the same Leases.
+func (l *Leases) Seeks(sub uint64) (n uint64, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.seeks[sub] + l.restores
+	ch, ok := l.seeked[sub]
+	if !ok {
+		if l.seeked == nil {
+			l.seeked = make(map[uint64]chan struct{})
+		}
+		ch = make(chan struct{})
+		l.seeked[sub] = ch
+	}
+	return l.seeks[sub] + l.restores, ch
 }
 
 // Restored tells the leases that the shard's state was replaced by a
@@ -196,6 +212,10 @@ func (l *Leases) Seeks(sub uint64) uint64 {
 func (l *Leases) Restored() {
 	l.mu.Lock()
 	l.restores++
+	for _, ch := range l.seeked {
+		close(ch)
+	}
+	clear(l.seeked)
 	l.mu.Unlock()
 	for _, t := range l.all() {
 		t.restored()

@@ -62,7 +62,7 @@ func (l subscriptionLog) Propose(ctx context.Context, cmd *shard.Command) (shard
 
 // Seeks tells the dispatcher when a seek moved the subscription's cursor:
 // the shard's leases hear of every command this replica applies.
-func (l subscriptionLog) Seeks() uint64 { return l.s.leases.Seeks(l.sub) }
+func (l subscriptionLog) Seeks() (uint64, <-chan struct{}) { return l.s.leases.Seeks(l.sub) }
 
 func (l shardLog) Index() int { return l.s.index }
 
