@@ -41,7 +41,8 @@ type SeekResult struct {
 // subscription): a target before that goes to the earliest it holds.
 //
 // A push subscription's dispatchers start over from the new place (see
-// delivery.Log.Seeks); a pull subscription's leases end. Deliveries in
+// delivery.Log.Seeks), wherever they run; a pull subscription's leases
+// end. Deliveries in
 // flight when the seek applies may still be recorded after it: a seek is
 // a replay from a point, not a fence.
 func (n *Node) SeekSubscription(ctx context.Context, topicName, name string, to SeekTarget) (_ SeekResult, err error) {
@@ -122,14 +123,9 @@ func (n *Node) SeekSubscription(ctx context.Context, topicName, name string, to 
 		}
 		res.Replayed += r.Count
 	}
-	// Wake the dispatchers this node runs: they notice the seek and read
-	// again from the head. Those of other nodes notice it at their next
-	// round.
-	all := make([]int, len(tr.shards))
-	for i := range all {
-		all[i] = i
-	}
-	n.push.Notify(topicName, all)
+	// The dispatchers, wherever they run, learn of the seek as their node
+	// applies it (delivery.Log.Seeks); pull consumers waiting for events
+	// here are told that there are some again.
 	tr.events.signal()
 	return res, errors.Join(errs...)
 }
