@@ -48,6 +48,7 @@ herald subscription list and get show how far behind each subscription is
 		newSubscriptionDeleteCommand(g),
 		newSubscriptionEnableCommand(g),
 		newSubscriptionDisableCommand(g),
+		newSubscriptionSeekCommand(g),
 	)
 	return cmd
 }

@@ -105,8 +105,8 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 Attributes not given take their defaults: persistent=true, shards=11, no push
 endpoint (pull consumers only), events kept until acknowledged. The shard
 count cannot change later. Other attributes (time_to_live, max_retries,
-retry_sleep_duration, max_queue_bytes, opaque_data, endpoint options) are set
-with --attr name=value.`,
+retry_sleep_duration, max_queue_bytes, retention, opaque_data, endpoint
+options) are set with --attr name=value.`,
 		Example: `  herald topic create orders
   herald topic create orders --shards 32 --attr max_retries=10
   herald topic create hooks --push-endpoint https://example.com/hook --persistent=false`,

@@ -44,6 +44,7 @@ var procedureScopes = map[string]auth.Scope{
 	heraldv1connect.HeraldServiceDeleteSubscriptionProcedure:        auth.ScopeAdmin,
 	heraldv1connect.HeraldServiceEnableSubscriptionProcedure:        auth.ScopeAdmin,
 	heraldv1connect.HeraldServiceDisableSubscriptionProcedure:       auth.ScopeAdmin,
+	heraldv1connect.HeraldServiceSeekSubscriptionProcedure:          auth.ScopeAdmin,
 	heraldv1connect.HeraldServiceGetSubscriptionProcedure:           anyScope,
 	heraldv1connect.HeraldServiceListSubscriptionsProcedure:         anyScope,
 	heraldv1connect.HeraldServiceListDeadLettersProcedure:           auth.ScopeAdmin,

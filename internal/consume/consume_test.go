@@ -424,6 +424,44 @@ func TestApplied(t *testing.T) {
 	}
 }
 
+// A seek drops the subscription's table: its leases end, and the next
+// fetch hands out the events the seek made pending again, in order.
+func TestSeekDropsLeases(t *testing.T) {
+	ctx := context.Background()
+	s, g := newShard()
+	g.apply(t, shard.Command{Op: shard.OpRetain, OlderThan: 0})
+	g.publish(t, "a", "b", "c")
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || len(got) != 3 {
+		t.Fatalf("fetch = %v, %v; want 3 events", offsets(got), err)
+	}
+	g.ack(t, 0, 1)
+	seeks, sought := s.Leases.Seeks(0)
+	others, otherSought := s.Leases.Seeks(7)
+	g.apply(t, shard.Command{Op: shard.OpSeek, From: 0})
+	if s.Leases.existing(0) != nil {
+		t.Error("a seek kept the subscription's leases")
+	}
+	if n, _ := s.Leases.Seeks(0); n == seeks {
+		t.Error("Seeks did not change for the subscription sought")
+	}
+	if n, _ := s.Leases.Seeks(7); n != others {
+		t.Error("Seeks changed for another subscription")
+	}
+	select {
+	case <-sought:
+	default:
+		t.Error("the channel Seeks returned was not closed by the seek")
+	}
+	select {
+	case <-otherSought:
+		t.Error("another subscription's channel was closed by the seek")
+	default:
+	}
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2}) {
+		t.Errorf("fetch after the seek = %v, %v; want 0 1 2", offsets(got), err)
+	}
+}
+
 // DropIdle forgets the tables without live leases, and keeps the others.
 func TestDropIdle(t *testing.T) {
 	ctx := context.Background()

@@ -31,6 +31,14 @@ import (
 type Leases struct {
 	mu     sync.Mutex
 	tables map[uint64]*table // by subscription
+
+	// seeks counts the seeks applied here, by subscription, and restores
+	// the snapshots restored, which may hold seeks this replica never
+	// applied; seeked holds, by subscription, a channel closed at its next
+	// seek or restore. See Seeks.
+	seeks    map[uint64]uint64
+	restores uint64
+	seeked   map[uint64]chan struct{}
 }
 
 // NewLeases returns a shard's lease tables, none made yet.
@@ -131,8 +139,8 @@ func (l *Leases) Count(now time.Time) int {
 
 // Applied tells the leases of a command the shard applied with result r.
 // An ack, a skip or a dead letter drops the leases of the events it made
-// done for its subscription. A subscription whose cursor starts or ends
-// loses its table: a cursor started again (a default subscription
+// done for its subscription. A subscription whose cursor starts, ends or
+// seeks loses its table: a cursor started again (a default subscription
 // attached again) starts where the old table's index knows nothing of. It
 // runs on the group's goroutine.
 func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
@@ -156,7 +164,45 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 		if r.Count > 0 {
 			l.drop(cmd.Subscription)
 		}
+	case shard.OpSeek:
+		// The cursor moved, perhaps backwards past events the index
+		// counts as acknowledged: the subscription starts over with a
+		// table of its events as they are now, and an ack of a lease
+		// handed out before the seek finds no lease to end.
+		l.mu.Lock()
+		delete(l.tables, cmd.Subscription)
+		if l.seeks == nil {
+			l.seeks = make(map[uint64]uint64)
+		}
+		l.seeks[cmd.Subscription]++
+		if ch, ok := l.seeked[cmd.Subscription]; ok {
+			close(ch)
+			delete(l.seeked, cmd.Subscription)
+		}
+		l.mu.Unlock()
 	}
+}
+
+// Seeks returns a number that changes whenever subscription sub's cursor
+// may have been moved by a seek (OpSeek) on this replica, and a channel
+// closed when it next changes: a reader that reads ahead of the cursor,
+// such as a push dispatcher, compares the number with the one it read
+// before to know that it must read again from the head, and waits on the
+// channel to learn of a seek however it was proposed. The number is of
+// this node's memory alone, not replicated: compare it only with earlier
+// values from the same Leases.
+func (l *Leases) Seeks(sub uint64) (n uint64, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.seeked[sub]
+	if !ok {
+		if l.seeked == nil {
+			l.seeked = make(map[uint64]chan struct{})
+		}
+		ch = make(chan struct{})
+		l.seeked[sub] = ch
+	}
+	return l.seeks[sub] + l.restores, ch
 }
 
 // Restored tells the leases that the shard's state was replaced by a
@@ -164,6 +210,13 @@ func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 // learns of acknowledged fronts from ended leases, is rebuilt before the
 // next fetch reads it. It runs on the group's goroutine.
 func (l *Leases) Restored() {
+	l.mu.Lock()
+	l.restores++
+	for _, ch := range l.seeked {
+		close(ch)
+	}
+	clear(l.seeked)
+	l.mu.Unlock()
 	for _, t := range l.all() {
 		t.restored()
 	}

@@ -45,6 +45,12 @@ type Log interface {
 	Read(ctx context.Context, from uint64, max int) ([]Event, uint64, error)
 	// Propose replicates a shard command and returns its result.
 	Propose(ctx context.Context, cmd *shard.Command) (shard.Result, error)
+	// Seeks returns a number that changes when the subscription's
+	// cursor may have been moved by a seek (see consume.Leases.Seeks),
+	// and a channel closed when it next changes (nil: never): the
+	// dispatcher then drops its read-ahead window, which may lack events
+	// the seek made pending again, and reads from the head.
+	Seeks() (n uint64, changed <-chan struct{})
 }
 
 // Metrics receives delivery outcomes. Its methods must be safe for
@@ -211,6 +217,8 @@ type run struct {
 	window   []*item
 	bytes    int
 	readFrom uint64
+	seeks    uint64          // Log.Seeks when the window was last read from the head
+	sought   <-chan struct{} // closed at the next seek
 	inFlight int
 	results  chan outcome
 	sends    sync.WaitGroup
@@ -230,6 +238,7 @@ type deadItem struct {
 
 func newRun(d *Dispatcher) *run {
 	r := &run{d: d, results: make(chan outcome, d.cfg.MaxInFlight)}
+	r.seeks, r.sought = d.log.Seeks()
 	if rate := d.cfg.MaxPerSecond; rate > 0 && !math.IsInf(rate, 1) {
 		r.rate = newBucket(rate, d.cfg.now())
 	}
@@ -240,6 +249,14 @@ func (r *run) loop(ctx context.Context) {
 	defer r.sends.Wait()
 	unavailable := backoff.New(unavailablePause)
 	for ctx.Err() == nil {
+		s, sought := r.d.log.Seeks()
+		if s != r.seeks {
+			// A seek moved the cursor. Forget the window, and the
+			// outcomes not yet recorded, before anything else: those
+			// events were delivered before the seek, and must be again.
+			r.reset(nil)
+		}
+		r.seeks, r.sought = s, sought
 		r.collect()
 		err := r.flush(ctx)
 		if err == nil {
@@ -405,6 +422,7 @@ func (r *run) wait(ctx context.Context, retryAt time.Time) {
 	case o := <-r.results:
 		r.handle(o)
 	case <-r.d.wake:
+	case <-r.sought: // wherever the seek was proposed
 	case <-timer:
 	}
 }

@@ -22,6 +22,8 @@ type memLog struct {
 	entries map[uint64][]byte
 	index   uint64
 	fail    error // Propose fails with this when set
+	seeks   uint64
+	sought  chan struct{} // closed at the next seek
 }
 
 func newMemLog() *memLog { return &memLog{m: shard.NewMachine(), entries: map[uint64][]byte{}} }
@@ -33,6 +35,13 @@ func (l *memLog) Propose(_ context.Context, cmd *shard.Command) (shard.Result, e
 		return shard.Result{}, l.fail
 	}
 	l.index++
+	if cmd.Op == shard.OpSeek {
+		l.seeks++
+		if l.sought != nil {
+			close(l.sought)
+			l.sought = nil
+		}
+	}
 	data := cmd.AppendBinary(nil)
 	l.entries[l.index] = data
 	r := l.m.Apply(l.index, data).(shard.Result)
@@ -59,6 +68,15 @@ func (l *memLog) Read(_ context.Context, from uint64, max int) ([]Event, uint64,
 		out = append(out, Event{Offset: o, Event: cmd.Events[slot], Time: time.Unix(0, cmd.Time), Attempts: l.m.Attempts(o)})
 	}
 	return out, o, nil
+}
+
+func (l *memLog) Seeks() (uint64, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sought == nil {
+		l.sought = make(chan struct{})
+	}
+	return l.seeks, l.sought
 }
 
 func (l *memLog) publish(t *testing.T, at time.Time, events ...shard.Event) {
@@ -400,5 +418,34 @@ func TestAdmitSkipsWhatTheFilterRejects(t *testing.T) {
 	}
 	if st := l.stats(); st.Skipped != 20 || st.Delivered != 20 {
 		t.Fatalf("skipped %d, delivered %d; want 20 of each", st.Skipped, st.Delivered)
+	}
+}
+
+// After a seek back, the dispatcher drops its window and delivers again,
+// in order, what it had delivered from the seek's offset on.
+func TestSeekDeliversAgain(t *testing.T) {
+	l := newMemLog()
+	if _, err := l.Propose(context.Background(), &shard.Command{Op: shard.OpRetain}); err != nil {
+		t.Fatal(err)
+	}
+	ep := newFakeEndpoint()
+	l.publish(t, time.Now(), events(2, 5)...)
+	startDispatcher(t, l, ep, topic.Defaults(), nil)
+	waitUntil(t, "10 events are delivered", func() bool { return l.stats().Delivered == 10 })
+	// No Notify: the seek wakes the dispatcher, as one proposed through
+	// another node does.
+	if _, err := l.Propose(context.Background(), &shard.Command{Op: shard.OpSeek, From: 4}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the 6 events from offset 4 are delivered again", func() bool {
+		st := l.stats()
+		return st.Events == 0 && len(ep.delivered("k0"))+len(ep.delivered("k1")) == 16
+	})
+	// events(2, 5) alternates keys: offsets 4-9 are the last three of each.
+	for k := range 2 {
+		got := strings.Join(ep.delivered(fmt.Sprint("k", k)), ",")
+		if want := "0,1,2,3,4,2,3,4"; got != want {
+			t.Errorf("key k%d delivered %s, want %s", k, got, want)
+		}
 	}
 }

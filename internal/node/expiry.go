@@ -15,7 +15,7 @@ import (
 // same ones.
 type reservationExpiry struct {
 	timeout   time.Duration
-	reserving *reservationShards // the groups that hold reservations
+	reserving *groupSet // the groups that hold reservations
 	shards    reservingShards
 	log       *slog.Logger
 	now       func() time.Time
@@ -84,8 +84,8 @@ func (e *reservationExpiry) expireShard(s *shardRuntime, cutoff int64) {
 	}
 }
 
-// groupReservations is the node's shards as the reservation expiry
-// reaches them.
+// groupReservations is the node's shards as the reservation expiry and
+// the retention trim reach them.
 type groupReservations struct {
 	*registry
 	relay   *relay

@@ -59,7 +59,7 @@ func TestExpiryProposesOnlyWhereDue(t *testing.T) {
 		oldest:   map[uint64]int64{1: cutoff - 1, 2: cutoff, 3: cutoff - 1},
 		proposed: make(map[uint64]shard.Command),
 	}
-	reserving := newReservationShards()
+	reserving := newGroupSet()
 	for _, g := range []uint64{1, 2, 3, 4, 5} { // 5: its topic was deleted
 		reserving.add(g)
 	}
@@ -91,7 +91,7 @@ func TestExpirySkipsShardsThatDoNotServe(t *testing.T) {
 		proposed: make(map[uint64]shard.Command),
 		err:      errors.New("no quorum"),
 	}
-	reserving := newReservationShards()
+	reserving := newGroupSet()
 	for _, g := range []uint64{1, 2, 3} {
 		reserving.add(g)
 	}
@@ -105,7 +105,7 @@ func TestExpirySkipsShardsThatDoNotServe(t *testing.T) {
 
 // TestExpiryRunStopsOnStop: run returns once stop is closed.
 func TestExpiryRunStopsOnStop(t *testing.T) {
-	e := &reservationExpiry{timeout: time.Millisecond, reserving: newReservationShards(), now: time.Now}
+	e := &reservationExpiry{timeout: time.Millisecond, reserving: newGroupSet(), now: time.Now}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {

@@ -43,7 +43,7 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.cause }
 
 func encodeAnswer(res shard.Result, err error) *clusterv1.ProposeResponse {
-	a := &clusterv1.ProposeResponse{ReservationId: res.ReservationID, FirstOffset: res.FirstOffset, Count: uint32(res.Count)}
+	a := &clusterv1.ProposeResponse{ReservationId: res.ReservationID, FirstOffset: res.FirstOffset, Count: uint32(res.Count), Time: res.Time}
 	for _, d := range res.Duplicates {
 		a.Duplicates = append(a.Duplicates, &clusterv1.Duplicate{Slot: uint32(d.Slot), Offset: d.Offset})
 	}
@@ -71,7 +71,7 @@ func isShardCause(err error) bool {
 }
 
 func decodeAnswer(a *clusterv1.ProposeResponse) (shard.Result, error) {
-	res := shard.Result{ReservationID: a.GetReservationId(), FirstOffset: a.GetFirstOffset(), Count: int(a.GetCount())}
+	res := shard.Result{ReservationID: a.GetReservationId(), FirstOffset: a.GetFirstOffset(), Count: int(a.GetCount()), Time: a.GetTime()}
 	for _, d := range a.GetDuplicates() {
 		res.Duplicates = append(res.Duplicates, shard.Duplicate{Slot: int(d.GetSlot()), Offset: d.GetOffset()})
 	}

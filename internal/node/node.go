@@ -25,6 +25,8 @@
 //   - clusterIdentity: whose the data directory is, checked against the
 //     peers and recorded once the controller names the cluster;
 //   - reservationExpiry: expires the reservations of the shards it leads;
+//   - retentionTrim: frees the retained events of the shards it leads
+//     once their topic's retention has passed;
 //   - controllerGroup: the controller's group as the parts reach it.
 //
 // rpcHandlers puts the parts' rpcs together for the transport. The jobs
@@ -211,17 +213,18 @@ type Node struct {
 
 	push             *push.Supervisor // the dispatchers of the push topics' shards this node leads
 	delivery         *deliveryMetrics
-	forwards         *forwards          // herald_forwarded_requests_total
-	bootEpoch        uint64             // see bootEpochFile
-	relay            *relay             // runs shard calls where they must run (see relay.go)
-	membership       *membership        // the calls about the cluster's membership (see membership.go)
-	live             *liveness          // which members answer and reach this node (see liveness.go)
-	reserving        *reservationShards // shards holding reservations (see reservations.go)
-	opening          openProgress       // of the local shards (see shardOpen)
-	reconciler       *reconciler        // matches the shards to the controller's topics (see reconcile.go)
-	nonPersistentSeq atomic.Uint64      // non-persistent events pushed in this epoch
-	cursors          *cursorSync        // the shards' cursors, one per subscription (see cursors.go)
-	alerts           *alert.Notifier    // the operator's webhook; nil without one
+	forwards         *forwards       // herald_forwarded_requests_total
+	bootEpoch        uint64          // see bootEpochFile
+	relay            *relay          // runs shard calls where they must run (see relay.go)
+	membership       *membership     // the calls about the cluster's membership (see membership.go)
+	live             *liveness       // which members answer and reach this node (see liveness.go)
+	reserving        *groupSet       // shards holding reservations (see reservations.go)
+	retaining        *groupSet       // shards retaining events (see retention.go)
+	opening          openProgress    // of the local shards (see shardOpen)
+	reconciler       *reconciler     // matches the shards to the controller's topics (see reconcile.go)
+	nonPersistentSeq atomic.Uint64   // non-persistent events pushed in this epoch
+	cursors          *cursorSync     // the shards' cursors, one per subscription (see cursors.go)
+	alerts           *alert.Notifier // the operator's webhook; nil without one
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
 	identity  *clusterIdentity // whose the data directory is
@@ -314,7 +317,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		disk:      newDiskAlarm(cfg),
 		bootEpoch: epoch,
 		live:      live,
-		reserving: newReservationShards(),
+		reserving: newGroupSet(),
+		retaining: newGroupSet(),
 	}
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
 	n.membership = &membership{self: cfg.NodeID, members: cfg.Members, ctrl: n.ctrlGroup, groups: h,
@@ -384,7 +388,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.syncSubscriptions,
 		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
 		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
-			return newShardMachine(group, leases, n.reserving, cfg.BeforeShardOpen)
+			return newShardMachine(group, leases, n.reserving, n.retaining, cfg.BeforeShardOpen)
 		}}
 	plan, err := n.reconciler.start(ctx)
 	if err != nil {
@@ -402,9 +406,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.wg.Go(func() { n.disk.watch(n.stop, cfg.Logger) })
 	}
 	n.wg.Go(n.reconciler.watchController)
-	expiry := &reservationExpiry{timeout: cfg.ReservationTimeout, reserving: n.reserving, log: cfg.Logger, now: time.Now,
-		shards: groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}}
+	led := groupReservations{registry: n.reg, relay: n.relay, host: h, propose: n.proposeShard}
+	expiry := &reservationExpiry{timeout: cfg.ReservationTimeout, reserving: n.reserving, log: cfg.Logger, now: time.Now, shards: led}
 	n.wg.Go(func() { expiry.run(n.stop) })
+	trim := &retentionTrim{retaining: n.retaining, log: cfg.Logger, now: time.Now, shards: led}
+	n.wg.Go(func() { trim.run(n.stop) })
 	n.wg.Go(func() { n.push.Run(n.stop, leadership) })
 	n.wg.Go(func() { n.cursors.run(n.stop, h.WatchLeadership()) })
 	leases := h.WatchLeadership()

@@ -17,15 +17,19 @@ import (
 
 // shardMachine is a shard's state machine as the node runs it: a
 // shard.Machine that puts its group in the node's set of shards holding
-// reservations when it applies or restores one. Only the group's
+// reservations when it applies or restores one, and in the set of shards
+// that retain events (see retention.go) likewise. Only the group's
 // goroutine calls it (Apply, Restore, and View functions), so tracked
-// needs no lock, and a shard leaves the set (groupReservations.oldestReservation, in a View) in
+// and retains need no lock, and a shard leaves a set
+// (groupReservations.oldestReservation and retention, in a View) in
 // order with the applies that put it there.
 type shardMachine struct {
 	*shard.Machine
 	group     uint64
-	reserving *reservationShards
+	reserving *groupSet
 	tracked   bool // the group is in reserving
+	retaining *groupSet
+	retains   bool // the group is in retaining
 
 	beforeOpen func(group uint64) // Config.BeforeShardOpen; called at the first Restore
 	restored   bool
@@ -33,8 +37,8 @@ type shardMachine struct {
 	leases *consume.Leases // hears of applied commands (acks end leases) and of restores
 }
 
-func newShardMachine(group uint64, leases *consume.Leases, reserving *reservationShards, beforeOpen func(group uint64)) *shardMachine {
-	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: reserving, beforeOpen: beforeOpen, leases: leases}
+func newShardMachine(group uint64, leases *consume.Leases, reserving, retaining *groupSet, beforeOpen func(group uint64)) *shardMachine {
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: reserving, retaining: retaining, beforeOpen: beforeOpen, leases: leases}
 }
 
 // machineOf returns the shard machine a View of a shard's group sees.
@@ -59,9 +63,15 @@ func (m *shardMachine) Restore(data []byte) error {
 	return err
 }
 
-// track adds the group to the set once it holds a reservation. While it
-// is not in the set it holds none, so the check is a look at an empty map.
+// track adds the group to the set once it holds a reservation, and to
+// the retaining set once it retains events. While it is not in the set it
+// holds none, so the check is a look at an empty map (and, for retention,
+// at a flag).
 func (m *shardMachine) track() {
+	if !m.retains && m.retaining != nil && m.Retaining() {
+		m.retains = true
+		m.retaining.add(m.group)
+	}
 	if m.tracked {
 		return
 	}
@@ -77,29 +87,30 @@ func (m *shardMachine) untrack() {
 	m.reserving.remove(m.group)
 }
 
-// reservationShards is the set of groups that hold reservations.
-type reservationShards struct {
+// groupSet is a set of groups: those that hold reservations, those that
+// retain events (see retention.go).
+type groupSet struct {
 	mu     sync.Mutex
 	groups map[uint64]struct{}
 }
 
-func newReservationShards() *reservationShards {
-	return &reservationShards{groups: make(map[uint64]struct{})}
+func newGroupSet() *groupSet {
+	return &groupSet{groups: make(map[uint64]struct{})}
 }
 
-func (r *reservationShards) add(group uint64) {
+func (r *groupSet) add(group uint64) {
 	r.mu.Lock()
 	r.groups[group] = struct{}{}
 	r.mu.Unlock()
 }
 
-func (r *reservationShards) remove(group uint64) {
+func (r *groupSet) remove(group uint64) {
 	r.mu.Lock()
 	delete(r.groups, group)
 	r.mu.Unlock()
 }
 
-func (r *reservationShards) list() []uint64 {
+func (r *groupSet) list() []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Collect(maps.Keys(r.groups))

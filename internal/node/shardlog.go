@@ -60,6 +60,10 @@ func (l subscriptionLog) Propose(ctx context.Context, cmd *shard.Command) (shard
 	return l.n.proposeShard(ctx, l.s, cmd)
 }
 
+// Seeks tells the dispatcher when a seek moved the subscription's cursor:
+// the shard's leases hear of every command this replica applies.
+func (l subscriptionLog) Seeks() (uint64, <-chan struct{}) { return l.s.leases.Seeks(l.sub) }
+
 func (l shardLog) Index() int { return l.s.index }
 
 // consumer is the shard as the consumers of subscription sub read it.

@@ -33,6 +33,9 @@ func (n *Node) CreateTopic(ctx context.Context, name string, attrs map[string]st
 	}
 	t, err := n.proposeController(ctx, controller.Command{Op: "create", Name: name, Attributes: &a,
 		Members: n.cfg.Members, Time: time.Now().UnixNano()})
+	if err == nil && a.Retention > 0 {
+		n.retainNow(ctx, name, a.Retention)
+	}
 	return topicOf(t), err
 }
 
@@ -61,6 +64,9 @@ func (n *Node) SetTopicAttributes(ctx context.Context, name string, attrs map[st
 		return Topic{}, err
 	}
 	t, err := n.proposeController(ctx, controller.Command{Op: "set", Name: name, Changes: attrs, Time: time.Now().UnixNano()})
+	if err == nil && a.Retention != tr.info.Attributes.Retention {
+		n.retainNow(ctx, name, a.Retention)
+	}
 	return topicOf(t), err
 }
 

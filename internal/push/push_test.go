@@ -54,6 +54,8 @@ func (f *fakeShard) Log(uint64) delivery.Log { return f }
 func (f *fakeShard) Index() int              { return f.index }
 func (f *fakeShard) Leads() bool             { return f.leads.Load() }
 
+func (f *fakeShard) Seeks() (uint64, <-chan struct{}) { return 0, nil } // no seeks here
+
 func (f *fakeShard) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
 	f.reads.Add(1)
 	f.mu.Lock()
@@ -369,6 +371,8 @@ type subLog struct {
 	f   *subShard
 	sub uint64
 }
+
+func (l subLog) Seeks() (uint64, <-chan struct{}) { return 0, nil } // no seeks here
 
 func (l subLog) Read(_ context.Context, from uint64, _ int) ([]delivery.Event, uint64, error) {
 	l.f.fakeShard.mu.Lock()

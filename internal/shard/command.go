@@ -26,6 +26,8 @@ const (
 	OpSkip                      // mark the events at Offsets done without delivering them: the subscription's filter rejects them
 	OpSubscribe                 // start subscription Subscription's cursor at offset From (see FromNow)
 	OpUnsubscribe               // drop subscription Subscription's cursor, with its dead letters
+	OpRetain                    // retain the events published from OlderThan on; RetainNone stops retaining (see retain.go)
+	OpSeek                      // move subscription Subscription's cursor to offset From, making what follows pending again
 )
 
 var opNames = [...]string{
@@ -42,9 +44,11 @@ var opNames = [...]string{
 	OpSkip:        "Skip",
 	OpSubscribe:   "Subscribe",
 	OpUnsubscribe: "Unsubscribe",
+	OpRetain:      "Retain",
+	OpSeek:        "Seek",
 }
 
-func (op Op) valid() bool { return op >= OpReserve && op <= OpUnsubscribe }
+func (op Op) valid() bool { return op >= OpReserve && op <= OpSeek }
 
 func (op Op) String() string {
 	if op.valid() {
@@ -60,7 +64,9 @@ type Command struct {
 
 	// Time is set by the proposer, in Unix nanoseconds. It is the creation
 	// time of a reservation, the publish time of committed, published and
-	// replayed events, and the dead-letter time of a DeadLetter.
+	// replayed events, and the dead-letter time of a DeadLetter. A Seek
+	// with Time goes to the first event, from From on, published at or
+	// after it; 0 means From alone.
 	Time int64
 
 	// ReservationID names the reservation of a Commit or Abort.
@@ -91,7 +97,8 @@ type Command struct {
 	Dead []DeadInfo
 
 	// OlderThan is the cutoff of an Expire: reservations whose Time is
-	// before it are dropped.
+	// before it are dropped. It is also the cutoff of a Retain: retained
+	// events published before it are freed.
 	OlderThan int64
 
 	// DedupIDs are the client-chosen de-duplication ids of a Publish's
@@ -106,13 +113,15 @@ type Command struct {
 	DedupWindow int64
 
 	// Subscription is the subscription an Ack, Skip, Attempt,
-	// DeadLetter, ReplayDead, PurgeDead, Subscribe or Unsubscribe is
-	// for; 0 is the topic's default subscription.
+	// DeadLetter, ReplayDead, PurgeDead, Subscribe, Unsubscribe or Seek
+	// is for; 0 is the topic's default subscription.
 	Subscription uint64
 
 	// From is the offset a Subscribe starts its cursor at: offsets
 	// below the earliest event still held start there, and FromNow (or
 	// any offset not yet assigned) starts at the next event published.
+	// It is also the offset a Seek moves the cursor to, clamped the same
+	// way.
 	From uint64
 }
 

@@ -52,6 +52,10 @@ func sampleCommands() []Command {
 		// Fields an op does not use still round-trip.
 		{Op: OpAck, Time: 1, ReservationID: 2, Bytes: 3, Count: 4, MaxQueueBytes: 5, OlderThan: 6,
 			Offsets: []uint64{7}, Dead: []DeadInfo{{Offset: 8, Reason: "9"}}, Events: []Event{{Key: "10"}}},
+		{Op: OpRetain, OlderThan: 1_700_000_000_000_000_000},
+		{Op: OpRetain, OlderThan: RetainNone},
+		{Op: OpSeek, Subscription: 5, From: 17},
+		{Op: OpSeek, From: FromNow},
 	}
 }
 
@@ -133,7 +137,7 @@ func TestUnmarshalCommandRejects(t *testing.T) {
 		"version 1":           {1, 1, 0},
 		"version 3":           {3, 1, 0},
 		"op 0":                {2, 0, 0},
-		"op 14":               {2, 14, 0},
+		"op 16":               {2, 16, 0},
 		"trailing byte":       {2, 3, 0, 0},
 		"unknown field":       {2, 3, 0x80, 0x04, 0},
 		"unknown high field":  {2, 3, 0x80, 0x80, 0x80, 0x80, 0x01, 0},
@@ -238,7 +242,7 @@ func TestEventAt(t *testing.T) {
 func TestOpString(t *testing.T) {
 	for op, want := range map[Op]string{0: "Op(0)", OpReserve: "Reserve", OpAck: "Ack", OpExpire: "Expire",
 		OpAttempt: "Attempt", OpDeadLetter: "DeadLetter", OpReplayDead: "ReplayDead", OpPurgeDead: "PurgeDead",
-		OpSkip: "Skip", OpSubscribe: "Subscribe", OpUnsubscribe: "Unsubscribe", 14: "Op(14)"} {
+		OpSkip: "Skip", OpSubscribe: "Subscribe", OpUnsubscribe: "Unsubscribe", OpRetain: "Retain", OpSeek: "Seek", 16: "Op(16)"} {
 		if got := op.String(); got != want {
 			t.Errorf("Op(%d).String() = %q, want %q", uint8(op), got, want)
 		}

@@ -42,11 +42,19 @@ type cursor struct {
 	skipped      uint64 // events ever skipped: the subscription's filter rejected them
 
 	// excluded counts the offsets below the next offset that were never
-	// this cursor's to deliver: those before it started, and events
-	// replayed from another subscription's dead letters. Every other
-	// offset is pending, acknowledged, skipped or dead-lettered, so the
-	// acknowledged ones need no counter of their own.
+	// this cursor's to deliver: those before it started, events replayed
+	// from another subscription's dead letters, and pending events a seek
+	// passed over. Every other offset is pending, acknowledged, skipped
+	// or dead-lettered (see replayed for seeks), so the acknowledged ones
+	// need no counter of their own.
 	excluded uint64
+
+	// replayed counts the events a Seek made pending again, each time it
+	// did. With it the identity behind acked holds across seeks: every
+	// offset below the next one entered the pending list once at its
+	// append (or is excluded) plus once per replay, and left it once per
+	// ack, skip, dead letter or forward seek (which counts as excluded).
+	replayed uint64
 }
 
 // isPending reports whether the event at offset is this cursor's to
@@ -103,7 +111,7 @@ func (c *cursor) freeze() cursor {
 // acked returns the number of events the cursor has acknowledged, given
 // the shard's next offset.
 func (c *cursor) acked(next uint64) uint64 {
-	return next - c.excluded - uint64(c.pendingEvents) - c.deadLettered - c.skipped
+	return next + c.replayed - c.excluded - uint64(c.pendingEvents) - c.deadLettered - c.skipped
 }
 
 func compareCursor(c *cursor, id uint64) int { return cmp.Compare(c.id, id) }
@@ -158,9 +166,10 @@ func (s *State) advance(c *cursor) {
 	}
 }
 
-// dropRuns drops the runs wholly below every cursor's head.
+// dropRuns drops the runs wholly below every cursor's head and the
+// retained events.
 func (s *State) dropRuns() {
-	h := s.minHead()
+	h := s.logStart()
 	j := 0
 	for j < len(s.runs) && s.runs[j].end() <= h {
 		j++
@@ -180,18 +189,18 @@ func (s *State) heldSize(offset uint64) (int64, bool) {
 }
 
 // subscribe starts the cursor of a subscription. Its events are those the
-// shard still holds for some cursor, from c.From on: with no retention,
-// an event every subscription is done with is freed, so a new
+// shard still holds for some cursor or retains, from c.From on: with no
+// retention, an event every subscription is done with is freed, so a new
 // subscription starting "from the earliest" starts with what is still
 // undelivered somewhere.
 func (s *State) subscribe(c *Command) Result {
 	if _, err := s.cursorFor(c.Subscription); err == nil {
 		return Result{} // a retried subscribe changes nothing
 	}
-	from := max(min(c.From, s.nextOffset), s.minHead())
+	from := max(min(c.From, s.nextOffset), s.logStart())
 	cur := cursor{id: c.Subscription, head: from, excluded: from}
 	for o := from; o < s.nextOffset; o++ {
-		if size, ok := s.heldSize(o); ok {
+		if size, ok := s.sizeOf(o); ok {
 			cur.push(size)
 		} else {
 			cur.push(acked)

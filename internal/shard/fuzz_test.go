@@ -19,6 +19,13 @@ type model struct {
 	res     map[uint64]modelReservation
 	events  []modelEvent // indexed by offset
 	retried uint64       // attempts ever recorded
+	acked   uint64       // acks ever recorded, an event acked again after a seek each time
+	deadN   uint64       // dead letters ever made
+
+	// retaining: a Retain started retention, and the events from
+	// retainFrom on whose retained flag is set are retained.
+	retaining  bool
+	retainFrom uint64
 }
 
 type modelReservation struct {
@@ -45,6 +52,7 @@ type modelEvent struct {
 	state    int
 	attempts uint32 // while pending; then in the dead letter
 	dead     DeadLetter
+	retained bool // a seek may make it pending again, while retaining
 }
 
 func newModel() *model { return &model{res: map[uint64]modelReservation{}} }
@@ -64,6 +72,14 @@ func (m *model) head() uint64 {
 		}
 	}
 	return uint64(len(m.events))
+}
+
+// logStart is the lowest offset the shard locates.
+func (m *model) logStart() uint64 {
+	if m.retaining {
+		return m.retainFrom
+	}
+	return m.head()
 }
 
 func (m *model) bytesIn(state int) int64 {
@@ -191,6 +207,7 @@ func (m *model) apply(index uint64, c *Command) Result {
 				n++
 			}
 		}
+		m.acked += uint64(n)
 		return Result{Count: n}
 	case OpAttempt:
 		n := 0
@@ -218,6 +235,7 @@ func (m *model) apply(index uint64, c *Command) Result {
 			e.attempts = 0
 			n++
 		}
+		m.deadN += uint64(n)
 		return Result{Count: n}
 	case OpReplayDead:
 		if len(c.Offsets) != len(c.Events) {
@@ -256,8 +274,68 @@ func (m *model) apply(index uint64, c *Command) Result {
 			}
 		}
 		return Result{Count: n}
+	case OpRetain:
+		return m.retain(c)
+	case OpSeek:
+		return m.seek(c)
 	}
 	return Result{Err: ErrInvalidCommand}
+}
+
+func (m *model) retain(c *Command) Result {
+	if c.OlderThan == RetainNone {
+		if !m.retaining {
+			return Result{}
+		}
+		n := m.head() - m.retainFrom
+		m.retaining, m.retainFrom = false, 0
+		return Result{Count: int(n)}
+	}
+	if !m.retaining {
+		// What is pending is retained; what is done is freed already.
+		m.retaining, m.retainFrom = true, m.head()
+		for o := m.retainFrom; o < uint64(len(m.events)); o++ {
+			m.events[o].retained = m.events[o].state == modelPending
+		}
+	}
+	h, from := m.head(), m.retainFrom
+	for m.retainFrom < h && m.events[m.retainFrom].time < c.OlderThan {
+		m.retainFrom++
+	}
+	return Result{Count: int(m.retainFrom - from)}
+}
+
+func (m *model) seek(c *Command) Result {
+	n := uint64(len(m.events))
+	from := max(min(c.From, n), m.logStart())
+	if c.Time != 0 {
+		for from < n && m.events[from].time < c.Time {
+			from++
+		}
+	}
+	for o := m.head(); o < from; o++ {
+		if m.events[o].state == modelPending {
+			m.events[o].state, m.events[o].attempts = modelAcked, 0 // passed over
+		}
+	}
+	replayed := 0
+	for o := from; o < n; o++ {
+		e := &m.events[o]
+		switch {
+		case e.state == modelPending:
+			e.attempts = 0
+		case e.state == modelDead:
+			// A dead letter stays one.
+		case m.retaining && o >= m.retainFrom && e.retained:
+			e.state, e.attempts = modelPending, 0
+			replayed++
+		}
+	}
+	r := Result{FirstOffset: from, Count: replayed}
+	if from < n {
+		r.Time = m.events[from].time
+	}
+	return r
 }
 
 func contains(offs []uint64, o uint64) bool {
@@ -272,7 +350,8 @@ func contains(offs []uint64, o uint64) bool {
 func (m *model) append(index uint64, c *Command) Result {
 	first := uint64(len(m.events))
 	for i, e := range c.Events {
-		m.events = append(m.events, modelEvent{event: e, size: modelSize(e), time: c.Time, index: index, slot: i})
+		m.events = append(m.events, modelEvent{event: e, size: modelSize(e), time: c.Time, index: index, slot: i,
+			retained: m.retaining && c.Op != OpReplayDead}) // a replayed copy is its subscription's alone
 	}
 	return Result{FirstOffset: first, Count: len(c.Events)}
 }
@@ -287,18 +366,15 @@ func (m *model) stats() Stats {
 		Head:            m.head(),
 		DeadLetterBytes: m.bytesIn(modelDead),
 		Retried:         m.retried,
+		Acked:           m.acked,
+		DeadLettered:    m.deadN,
 	}
 	for _, e := range m.events {
 		switch e.state {
 		case modelPending:
 			st.Events++
-		case modelAcked:
-			st.Acked++
 		case modelDead:
 			st.DeadLetters++
-			st.DeadLettered++
-		case modelGone:
-			st.DeadLettered++
 		}
 	}
 	st.Delivered = st.Acked
@@ -308,10 +384,13 @@ func (m *model) stats() Stats {
 	return st
 }
 
-// compactIndex is the lowest log index of a pending event or dead letter.
+// compactIndex is the lowest log index of a pending, retained or
+// dead-lettered event: the shard keeps the entries from the first it
+// locates on.
 func (m *model) compactIndex() uint64 {
-	for _, e := range m.events {
-		if e.state == modelPending || e.state == modelDead {
+	start := m.logStart()
+	for o, e := range m.events {
+		if uint64(o) >= start || e.state == modelDead {
 			return e.index
 		}
 	}
@@ -335,6 +414,10 @@ func compare(t *testing.T, s *State, m *model, full bool) {
 	if got, want := s.CompactIndex(), m.compactIndex(); got != want {
 		t.Fatalf("CompactIndex = %d, model %d", got, want)
 	}
+	if got, want := s.Earliest(), m.logStart(); got != want {
+		t.Fatalf("Earliest = %d, model %d", got, want)
+	}
+	start := m.logStart()
 	dead := m.deadOffsets()
 	if full {
 		var want []DeadLetter
@@ -358,21 +441,24 @@ func compare(t *testing.T, s *State, m *model, full bool) {
 	n := uint64(len(m.events))
 	if full || n <= 64 {
 		for o := uint64(0); o < n+2; o++ {
-			compareOffset(t, s, m, want.Head, o)
+			compareOffset(t, s, m, start, o)
 		}
 	} else {
 		// Looking at every offset after every step makes long inputs
 		// quadratic; between full checks, look where things change.
+		for o := max(start, 2) - 2; o < start+4; o++ {
+			compareOffset(t, s, m, start, o)
+		}
 		for o := max(want.Head, 2) - 2; o < want.Head+16; o++ {
-			compareOffset(t, s, m, want.Head, o)
+			compareOffset(t, s, m, start, o)
 		}
 		for o := n - 8; o < n+2; o++ {
-			compareOffset(t, s, m, want.Head, o)
+			compareOffset(t, s, m, start, o)
 		}
 	}
 	for _, o := range dead[max(len(dead), 4)-4:] {
-		compareOffset(t, s, m, want.Head, o)
-		compareOffset(t, s, m, want.Head, o+1)
+		compareOffset(t, s, m, start, o)
+		compareOffset(t, s, m, start, o+1)
 	}
 	if full {
 		// Every reservation the model holds is held, and Stats agreed on
@@ -396,12 +482,12 @@ func compareReservation(t *testing.T, s *State, m *model, id uint64) {
 	}
 }
 
-func compareOffset(t *testing.T, s *State, m *model, head, o uint64) {
+func compareOffset(t *testing.T, s *State, m *model, start, o uint64) {
 	t.Helper()
 	var wi uint64
 	var ws int
 	wok := false
-	if (o >= head && o < uint64(len(m.events))) || m.isDead(o) {
+	if (o >= start && o < uint64(len(m.events))) || m.isDead(o) {
 		wi, ws, wok = m.events[o].index, m.events[o].slot, true
 	}
 	if i, slot, ok := s.Locate(o); i != wi || slot != ws || ok != wok {
@@ -460,7 +546,9 @@ const (
 	stepPurge       = 25
 	stepPurgeAll    = 26
 	stepPublish2    = 27 // more publishes and acks, so that the queue
+	stepRetain      = 28 // start retaining, trim, or stop
 	stepAck2        = 29 // does not drain too fast
+	stepSeek        = 30
 	stepAckDead     = 31 // ack a dead letter: a no-op
 )
 
@@ -617,11 +705,11 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 	case stepAbort:
 		c.Op = OpAbort
 		c.ReservationID = p.recentID()
-	case stepPublish, stepPublish + 1, stepPublish2, stepPublish2 + 1:
+	case stepPublish, stepPublish + 1, stepPublish2:
 		c.Op = OpPublish
 		c.MaxQueueBytes = p.limit()
 		c.Events = p.events()
-	case stepAck, stepAck + 1, stepAck + 2, stepAck2, stepAck2 + 1:
+	case stepAck, stepAck + 1, stepAck + 2, stepAck2:
 		c.Op = OpAck
 		for range p.r.next() % 5 {
 			c.Offsets = append(c.Offsets, p.offset())
@@ -660,6 +748,31 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 	case stepAckDead:
 		c.Op = OpAck
 		c.Offsets = []uint64{p.deadOffset()}
+	case stepRetain:
+		c.Op = OpRetain
+		c.Time = 0
+		if b := p.r.next(); b < 16 {
+			c.OlderThan = RetainNone
+		} else {
+			c.OlderThan = p.clock - int64(b%32)
+		}
+	case stepSeek:
+		c.Op = OpSeek
+		switch b := p.r.next(); {
+		case b < 64:
+			c.From = p.offset()
+		case b < 128:
+			c.From = 0
+		case b < 144:
+			c.From = FromNow
+		default:
+			c.From = uint64(b) % (uint64(len(p.m.events)) + 2)
+		}
+		if b := p.r.next(); b < 128 {
+			c.Time = 0
+		} else {
+			c.Time = p.clock - int64(b%32)
+		}
 	case stepSnapshot:
 		return nil, false
 	case stepBad:
@@ -669,7 +782,7 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 		case 1:
 			c.Op = 0
 		default:
-			c.Op = OpUnsubscribe + 1 + Op(b%8)
+			c.Op = OpSeek + 1 + Op(b%8)
 		}
 	}
 	return c, true

@@ -69,6 +69,21 @@ func (p *seedProgram) ack(rel ...byte) *seedProgram {
 func (p *seedProgram) expire(back byte) *seedProgram { return p.step(stepExpire, back) }
 func (p *seedProgram) snap() *seedProgram            { return p.step(stepSnapshot) }
 
+// retain frees the retained events published more than b%32 ticks ago,
+// starting retention if the shard does not retain; b below 16 stops
+// retaining.
+func (p *seedProgram) retain(b byte) *seedProgram { return p.step(stepRetain, b) }
+
+// seek moves the cursor to offset from (0-111), or with time set to the
+// first event from there published at most back ticks ago (0-31).
+func (p *seedProgram) seek(from byte, time bool, back byte) *seedProgram {
+	tb := byte(0)
+	if time {
+		tb = 128 + back
+	}
+	return p.step(stepSeek, 144+from, tb)
+}
+
 // capture captures a snapshot with SnapshotFunc before the last step.
 func (p *seedProgram) capture() *seedProgram { p.b[p.last] |= selCapture; return p }
 
@@ -202,6 +217,31 @@ func stateMachineSeeds() map[string][]byte {
 		}
 	}
 	seeds["snapshot-funcs"] = p.b
+	// Retention: events kept past their acks, trimmed, sought back to
+	// and forward over, across snapshots and captures, and stopped.
+	p = new(seedProgram)
+	p.publish(0, 1, 2).ack(0).retain(16).publish(0, 3, 4, 5).publish(0, 6).
+		ack(0, 1, 2, 3).capture().seek(0, false, 0).check().snap().
+		deadHead(1, 1).seek(1, false, 0).retain(18).capture().seek(3, true, 1).
+		ack(0).replay(1, 0, 4).seek(0, false, 0).snap().check().retain(0).seek(0, false, 0)
+	for i := range byte(30) {
+		p.publish(0, i%5, 2).ack(i%3, 1).attempt(0)
+		switch i % 6 {
+		case 0:
+			p.retain(16 + i%32).capture()
+		case 1:
+			p.seek(i*3, i%2 == 0, i%8)
+		case 2:
+			p.deadHead(1, 1).check()
+		case 3:
+			p.seek(100+i, false, 0).snap()
+		case 4:
+			p.replay(1, 0, 4)
+		case 5:
+			p.retain(0)
+		}
+	}
+	seeds["retain-seek"] = p.b
 	return seeds
 }
 
@@ -254,18 +294,21 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["busy"] = snapshot(t, h.s)
 	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
 	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
-	// The same history, which holds nothing version 4 added and so is
-	// written as version 3, as written before the dedup table (version 2)
-	// and as version 4 would have it. Version 3 appended one byte, the
-	// empty table's count; version 4 four, all zero with the default
-	// subscription alone.
+	seeds["retention"] = snapshot(t, retentionHistory(t).s)
+	// The same history, which holds nothing version 4 or 5 added and so
+	// is written as version 3, as written before the dedup table (version
+	// 2) and as versions 4 and 5 would have it. Version 3 appended one
+	// byte, the empty table's count; version 4 four, all zero with the
+	// default subscription alone; version 5 two, zero with no replays and
+	// no retention.
 	old := snapshot(t, history(t).s)
 	if old[0] != snapshotVersionV3 {
 		t.Fatalf("history written as version %d, want %d", old[0], snapshotVersionV3)
 	}
 	seeds["v3-history"] = old
 	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
-	seeds["v4-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0)
+	seeds["v4-history"] = append(append([]byte{snapshotVersionV4}, old[1:]...), 0, 0, 0, 0)
+	seeds["v5-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0, 0, 0)
 	return seeds
 }
 

@@ -7,18 +7,22 @@ import (
 )
 
 // snapshotVersion is the first byte of the snapshots MarshalBinary
-// writes. Version 4 added the subscriptions' cursors at the end; version
-// 3 snapshots, written before, are read as having the default
-// subscription alone. Version 3 added the de-duplication table; version 2
-// snapshots are read as having an empty one.
+// writes. Version 5 added the cursors' replay counts and the retained
+// events at the end; version 4 snapshots are read as having no replays
+// and no retention. Version 4 added the subscriptions' cursors at the end;
+// version 3 snapshots are read as having the default subscription alone.
+// Version 3 added the de-duplication table; version 2 snapshots are read
+// as having an empty one.
 //
-// A state that holds nothing version 4 added (the default subscription
-// alone, attached, with nothing skipped or excluded) is written as version
-// 3: the release before subscriptions can read it, so that until the first
-// subscription is created a node of that release can still follow an
-// upgraded leader, or the node be downgraded.
+// A state that holds nothing version 4 or 5 added (the default
+// subscription alone, attached, with nothing skipped, excluded or
+// replayed, and no retention) is written as version 3: the release before
+// subscriptions can read it, so that until the first subscription (or
+// retention) a node of that release can still follow an upgraded leader,
+// or the node be downgraded.
 const (
-	snapshotVersion   = 4
+	snapshotVersion   = 5
+	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 )
@@ -32,7 +36,7 @@ const (
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	size := 64 + len(s.runs)*8 + len(s.reservations)*12
+	size := 64 + len(s.runs)*8 + len(s.reservations)*12 + s.retained.len()*2
 	for c := range s.active {
 		size += 32 + c.pending.len()*2 + c.pending.natt*4
 		for i := range c.dead {
@@ -41,7 +45,7 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	}
 	b := make([]byte, 0, size)
 	v := byte(snapshotVersion)
-	if !s.needsV4() {
+	if !s.beyondV3() {
 		v = snapshotVersionV3
 	}
 	b = append(b, v)
@@ -89,14 +93,40 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	if v == snapshotVersionV3 {
 		return b, nil
 	}
-	return s.appendSubscriptions(b), nil
+	b = s.appendSubscriptions(b)
+	return s.appendRetention(b), nil
 }
 
-// needsV4 reports whether the state holds anything a version 3 snapshot
+// appendRetention appends what version 5 added: each cursor's replay
+// count, the default subscription's first, then whether the shard
+// retains, and if it does the first retained offset and one entry per
+// offset from there to the next offset, as appendCursor writes them.
+// The sizes of events cursors hold are written twice, in their cursors
+// and here: only a shard with retention pays for it.
+func (s *State) appendRetention(b []byte) []byte {
+	b = binary.AppendUvarint(b, s.def.replayed)
+	for _, c := range s.subs {
+		b = binary.AppendUvarint(b, c.replayed)
+	}
+	if !s.retaining {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, s.retainFrom)
+	for ci := range s.retained.chunks {
+		for _, size := range s.retained.segment(ci) {
+			b = binary.AppendUvarint(b, uint64(size+1))
+		}
+	}
+	return b
+}
+
+// beyondV3 reports whether the state holds anything a version 3 snapshot
 // cannot: a subscription besides the default one, a detached default
-// subscription, or events the default one skipped or excluded.
-func (s *State) needsV4() bool {
-	return len(s.subs) > 0 || s.detached || s.def.skipped != 0 || s.def.excluded != 0
+// subscription, events the default one skipped, excluded or replayed, or
+// retention.
+func (s *State) beyondV3() bool {
+	return len(s.subs) > 0 || s.detached || s.def.skipped != 0 || s.def.excluded != 0 || s.def.replayed != 0 || s.retaining
 }
 
 // appendCursor appends what a cursor holds from its head on: its pending
@@ -219,6 +249,7 @@ func (s *State) freeze() *State {
 		f.subs[i] = &fc
 	}
 	f.dedupIndex = nil // MarshalBinary reads only the table
+	f.retained = s.retained.freeze()
 	s.resShared = true
 	return &f
 }
@@ -249,10 +280,15 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	if v >= snapshotVersionV3 {
 		t.decodeDedup(&d)
 	}
-	if v >= snapshotVersion {
+	if v >= snapshotVersionV4 {
 		t.decodeSubscriptions(&d)
 	}
-	t.checkCursor(&d, &t.def)
+	if v >= snapshotVersion {
+		t.decodeRetention(&d)
+	}
+	for c := range t.active {
+		t.checkCursor(&d, c)
+	}
 	t.checkRuns(&d)
 	d.end("snapshot")
 	if d.err != nil {
@@ -277,7 +313,11 @@ func (t *State) checkCursor(d *decoder, c *cursor) {
 	if d.err != nil {
 		return
 	}
-	done := t.nextOffset - uint64(c.pendingEvents)
+	if c.replayed > math.MaxUint64-t.nextOffset {
+		d.fail("subscription %d: replay count %d out of range", c.id, c.replayed)
+		return
+	}
+	done := t.nextOffset + c.replayed - uint64(c.pendingEvents)
 	if c.deadLettered < uint64(len(c.dead)) || c.deadLettered > done || c.skipped > done-c.deadLettered || c.excluded > done-c.deadLettered-c.skipped {
 		d.fail("subscription %d: %d events dead-lettered, %d skipped and %d excluded, with %d dead letters held and %d events done",
 			c.id, c.deadLettered, c.skipped, c.excluded, len(c.dead), done)
@@ -328,18 +368,78 @@ func (t *State) decodeSubscriptions(d *decoder) {
 			return
 		}
 		t.decodeCursor(d, c)
-		t.checkCursor(d, c)
 		t.subs[i] = c
 	}
 }
 
-// checkRuns checks that the runs cover exactly the offsets some cursor
-// holds, the first containing the lowest head.
+// decodeRetention decodes what appendRetention appends, once the
+// cursors are known.
+func (t *State) decodeRetention(d *decoder) {
+	if d.err != nil {
+		return // the cursors may be incomplete
+	}
+	t.def.replayed = d.uvarint("replay count")
+	for _, c := range t.subs {
+		c.replayed = d.uvarint("subscription replay count")
+	}
+	retaining := d.u8("retention state")
+	if d.err != nil || retaining == 0 {
+		return
+	}
+	if retaining > 1 {
+		d.fail("retention state %d", retaining)
+		return
+	}
+	t.retaining = true
+	t.retainFrom = d.uvarint("first retained offset")
+	if d.err != nil {
+		return
+	}
+	if h := t.minHead(); t.retainFrom > h {
+		d.fail("first retained offset %d beyond the lowest head %d", t.retainFrom, h)
+		return
+	}
+	// Each entry takes at least a byte.
+	if t.nextOffset-t.retainFrom > uint64(len(d.buf)) {
+		d.fail("truncated retained events")
+		return
+	}
+	for o := t.retainFrom; o < t.nextOffset; o++ {
+		v := d.uvarint("retained event size")
+		if d.err != nil {
+			return
+		}
+		size := int64(acked)
+		if v > 0 {
+			if v-1 > math.MaxInt64 {
+				d.fail("retained event size out of range")
+				return
+			}
+			size = int64(v - 1)
+		}
+		t.retained.push(size)
+	}
+	// A cursor's pending event is retained with the same size, unless it
+	// is a replayed dead letter's copy, which is not retained. Each cursor
+	// is checked over its own pending entries, which were just decoded.
+	for c := range t.active {
+		for o := max(c.head, t.retainFrom); o < t.nextOffset; o++ {
+			size := t.retained.size(int(o - t.retainFrom))
+			if p := c.pending.size(int(o - c.head)); size != acked && p != acked && p != size {
+				d.fail("retained event %d disagrees with subscription %d", o, c.id)
+				return
+			}
+		}
+	}
+}
+
+// checkRuns checks that the runs cover exactly the offsets the shard
+// holds, the first containing the first of them.
 func (t *State) checkRuns(d *decoder) {
 	if d.err != nil {
 		return
 	}
-	h := t.minHead()
+	h := t.logStart()
 	if (len(t.runs) == 0) != (h == t.nextOffset) {
 		d.fail("%d runs for %d pending offsets", len(t.runs), t.nextOffset-h)
 		return

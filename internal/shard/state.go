@@ -39,10 +39,11 @@ type State struct {
 	subs     []*cursor
 
 	// runs map offsets to the log entries holding them, one run per Commit
-	// or Publish, in offset order. They cover exactly [minHead,
-	// nextOffset): runs wholly below every cursor's head are dropped. A
-	// run never changes once appended, and runs are only appended and
-	// dropped from the front, so frozen copies share the array as it is.
+	// or Publish, in offset order. They cover exactly [logStart,
+	// nextOffset): runs wholly below every cursor's head and every
+	// retained event are dropped. A run never changes once appended, and
+	// runs are only appended and dropped from the front, so frozen copies
+	// share the array as it is.
 	runs     []run
 	runsDead int // see dropFront
 
@@ -56,6 +57,20 @@ type State struct {
 	dedupFirst   uint64
 	dedupIndex   map[string]uint64
 	dedupDropped int // see dropFront
+
+	// If retaining is set the shard keeps the events published from
+	// retainFrom on, whether or not a cursor holds them, for
+	// subscriptions that start or seek back there (see retain.go).
+	// retained holds, for each offset in [retainFrom, nextOffset), the
+	// event's Size, or acked for one that is not retained: an event
+	// freed before retention began, or the copy of a dead letter replayed
+	// for one subscription since (one pending when retention began cannot
+	// be told from an event, and is retained). It is only appended to and
+	// dropped from the front, like runs, so it needs no copy on write
+	// beyond what pendingList.freeze does.
+	retaining  bool
+	retainFrom uint64
+	retained   pendingList
 }
 
 // acked marks a done entry of a cursor's pending list: acknowledged,
@@ -97,7 +112,8 @@ type Result struct {
 
 	// FirstOffset is, for Commit, Publish and a ReplayDead of at least one
 	// event, the offset assigned to the first event; the others follow
-	// consecutively, in order.
+	// consecutively, in order. For a Seek it is the offset the cursor
+	// went to (before moving past events done for it).
 	FirstOffset uint64
 
 	// Count is, for Commit, Publish and ReplayDead, the number of events
@@ -105,7 +121,8 @@ type Result struct {
 	// Abort and Expire, the number of reservations released; for Attempt,
 	// the number of failed attempts recorded; for DeadLetter, the number
 	// of events moved to the dead-letter queue; for PurgeDead, the number
-	// of dead letters deleted.
+	// of dead letters deleted; for Retain, the number of offsets no
+	// longer retained; for Seek, the number of events made pending again.
 	Count int
 
 	// Duplicates are, for a Publish with dedup ids, the events whose ids
@@ -113,6 +130,12 @@ type Result struct {
 	// got. If every event is a duplicate the Publish succeeds with Count
 	// 0; if only some are, it is rejected with ErrPartialDuplicate.
 	Duplicates []Duplicate
+
+	// Time is, for a Seek, the publish time of the event at FirstOffset,
+	// where the cursor went; 0 if the shard holds no event from there.
+	// With it a seek to an event of one shard goes to the same time on
+	// the others.
+	Time int64
 
 	// Err is non-nil if the command was rejected. The state is then
 	// unchanged, except that Applied has advanced to the command's index.
@@ -167,6 +190,10 @@ func (s *State) Apply(index uint64, cmd *Command) Result {
 		return s.subscribe(cmd)
 	case OpUnsubscribe:
 		return s.unsubscribe(cmd)
+	case OpRetain:
+		return s.retain(cmd)
+	case OpSeek:
+		return s.seek(cmd)
 	}
 	return reject(fmt.Errorf("%w: unknown op %d", ErrInvalidCommand, cmd.Op))
 }
@@ -315,6 +342,18 @@ func (s *State) appendEvents(index uint64, time int64, events []Event, only *cur
 			c.push(events[i].Size())
 		}
 	}
+	if s.retaining {
+		for i := range events {
+			if only != nil {
+				// A replayed dead letter is its subscription's alone: the
+				// original is what others start or seek back to.
+				s.retained.push(acked)
+			} else {
+				s.retained.push(events[i].Size())
+			}
+		}
+		held = true
+	}
 	s.nextOffset += n
 	if held {
 		s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
@@ -375,7 +414,7 @@ func (s *State) ack(c *Command) Result {
 	return Result{Count: n}
 }
 
-// runOf returns the run holding offset, which must be in [minHead,
+// runOf returns the run holding offset, which must be in [logStart,
 // nextOffset).
 func (s *State) runOf(offset uint64) *run {
 	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].end() > offset })
@@ -643,13 +682,13 @@ func (s *State) Head() uint64 { return s.def.head }
 
 // Locate returns the log index of the entry holding the event at offset,
 // and the event's position among that entry's Events. It locates every
-// offset from the lowest head of the shard's subscriptions on that has
-// been assigned, including those done out of order, and every dead
-// letter, wherever it is. It reports ok=false for offsets not yet
-// assigned and for other offsets below every head, whose entries the log
-// may already have dropped.
+// offset from Earliest on (the lowest head of the shard's subscriptions,
+// or the first retained event) that has been assigned, including those
+// done out of order, and every dead letter, wherever it is. It reports
+// ok=false for offsets not yet assigned and for other offsets below
+// Earliest, whose entries the log may already have dropped.
 func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
-	if offset >= s.minHead() && offset < s.nextOffset {
+	if offset >= s.logStart() && offset < s.nextOffset {
 		r := s.runOf(offset)
 		return r.index, int(offset - r.first), true
 	}
@@ -669,8 +708,8 @@ func (s *State) Locate(offset uint64) (index uint64, slot int, ok bool) {
 func (s *State) IsAcked(offset uint64) bool { return s.defaultCursor().IsAcked(offset) }
 
 // CompactIndex returns the lowest log index still needed to read a
-// pending event or a dead letter of any subscription, or Applied()+1 if
-// there is none. Entries below it are no longer needed by the queue; the
+// pending event or a dead letter of any subscription, or a retained
+// event, or Applied()+1 if there is none. Entries below it are no longer needed by the queue; the
 // host may truncate the log below the smaller of this and its latest
 // snapshot's index.
 func (s *State) CompactIndex() uint64 {

@@ -60,6 +60,12 @@ type Attributes struct {
 	// MaxQueueBytes limits each shard's pending plus reserved bytes; a full
 	// shard refuses new events. 0 means unlimited.
 	MaxQueueBytes int64 `json:"max_queue_bytes"`
+	// Retention is how long, in seconds, each shard keeps an event after
+	// every subscription is done with it, so that a subscription can
+	// start from the earliest retained event or seek back and have it
+	// delivered again. 0 frees an event as soon as every subscription is
+	// done with it. Retained events count against nothing but the disk.
+	Retention int64 `json:"retention"`
 	// OpaqueData is copied into every event delivered from the topic.
 	OpaqueData string `json:"opaque_data"`
 

@@ -25,6 +25,7 @@ func (a *Attributes) Validate() error {
 	}
 	add(checkSeconds("time_to_live", a.TimeToLive, "0 (forever) or more"))
 	add(checkSeconds("retry_sleep_duration", a.RetrySleepDuration, "0 (no pause) or more"))
+	add(checkSeconds("retention", a.Retention, "0 (none) or more"))
 	if a.MaxRetries < 0 {
 		add(invalidf("max_retries must be 0 (forever) or more, got %d", a.MaxRetries))
 	}

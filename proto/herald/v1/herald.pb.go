@@ -3955,6 +3955,171 @@ func (x *ShardLeadersResponse) GetShards() []*ShardLeader {
 	return nil
 }
 
+type SeekSubscriptionRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription string                 `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// Where to go: exactly one.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*SeekSubscriptionRequest_Time
+	//	*SeekSubscriptionRequest_EventId
+	//	*SeekSubscriptionRequest_Earliest
+	Target        isSeekSubscriptionRequest_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeekSubscriptionRequest) Reset() {
+	*x = SeekSubscriptionRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekSubscriptionRequest) ProtoMessage() {}
+
+func (x *SeekSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*SeekSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *SeekSubscriptionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SeekSubscriptionRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+func (x *SeekSubscriptionRequest) GetTarget() isSeekSubscriptionRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *SeekSubscriptionRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.Target.(*SeekSubscriptionRequest_Time); ok {
+			return x.Time
+		}
+	}
+	return nil
+}
+
+func (x *SeekSubscriptionRequest) GetEventId() string {
+	if x != nil {
+		if x, ok := x.Target.(*SeekSubscriptionRequest_EventId); ok {
+			return x.EventId
+		}
+	}
+	return ""
+}
+
+func (x *SeekSubscriptionRequest) GetEarliest() bool {
+	if x != nil {
+		if x, ok := x.Target.(*SeekSubscriptionRequest_Earliest); ok {
+			return x.Earliest
+		}
+	}
+	return false
+}
+
+type isSeekSubscriptionRequest_Target interface {
+	isSeekSubscriptionRequest_Target()
+}
+
+type SeekSubscriptionRequest_Time struct {
+	// The first event published at or after this time, on every shard.
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3,oneof"`
+}
+
+type SeekSubscriptionRequest_EventId struct {
+	// This event (topic/shard/offset) on its shard; on the others, the
+	// first event published at or after it.
+	EventId string `protobuf:"bytes,4,opt,name=event_id,json=eventId,proto3,oneof"`
+}
+
+type SeekSubscriptionRequest_Earliest struct {
+	// The earliest event each shard holds.
+	Earliest bool `protobuf:"varint,5,opt,name=earliest,proto3,oneof"`
+}
+
+func (*SeekSubscriptionRequest_Time) isSeekSubscriptionRequest_Target() {}
+
+func (*SeekSubscriptionRequest_EventId) isSeekSubscriptionRequest_Target() {}
+
+func (*SeekSubscriptionRequest_Earliest) isSeekSubscriptionRequest_Target() {}
+
+type SeekSubscriptionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Events made pending again.
+	Replayed      int64 `protobuf:"varint,1,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeekSubscriptionResponse) Reset() {
+	*x = SeekSubscriptionResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekSubscriptionResponse) ProtoMessage() {}
+
+func (x *SeekSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*SeekSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *SeekSubscriptionResponse) GetReplayed() int64 {
+	if x != nil {
+		return x.Replayed
+	}
+	return 0
+}
+
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
 
 const file_herald_v1_herald_proto_rawDesc = "" +
@@ -4251,7 +4416,16 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x11replica_addresses\x18\x04 \x03(\tR\x10replicaAddresses\"_\n" +
 	"\x14ShardLeadersResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12.\n" +
-	"\x06shards\x18\x02 \x03(\v2\x16.herald.v1.ShardLeaderR\x06shards2\xe5\x11\n" +
+	"\x06shards\x18\x02 \x03(\v2\x16.herald.v1.ShardLeaderR\x06shards\"\xca\x01\n" +
+	"\x17SeekSubscriptionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x02 \x01(\tR\fsubscription\x120\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04time\x12\x1b\n" +
+	"\bevent_id\x18\x04 \x01(\tH\x00R\aeventId\x12\x1c\n" +
+	"\bearliest\x18\x05 \x01(\bH\x00R\bearliestB\b\n" +
+	"\x06target\"6\n" +
+	"\x18SeekSubscriptionResponse\x12\x1a\n" +
+	"\breplayed\x18\x01 \x01(\x03R\breplayed2\xc2\x12\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -4283,7 +4457,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x1c.herald.v1.RemoveNodeRequest\x1a\x1d.herald.v1.RemoveNodeResponse\x12F\n" +
 	"\tRebalance\x12\x1b.herald.v1.RebalanceRequest\x1a\x1c.herald.v1.RebalanceResponse\x12O\n" +
-	"\fShardLeaders\x12\x1e.herald.v1.ShardLeadersRequest\x1a\x1f.herald.v1.ShardLeadersResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
+	"\fShardLeaders\x12\x1e.herald.v1.ShardLeadersRequest\x1a\x1f.herald.v1.ShardLeadersResponse\x12[\n" +
+	"\x10SeekSubscription\x12\".herald.v1.SeekSubscriptionRequest\x1a#.herald.v1.SeekSubscriptionResponseB!Z\x1fherald/proto/herald/v1;heraldv1b\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -4297,7 +4472,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                             // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),                // 1: herald.v1.CreateTopicRequest
@@ -4367,127 +4542,132 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*ShardLeadersRequest)(nil),               // 65: herald.v1.ShardLeadersRequest
 	(*ShardLeader)(nil),                       // 66: herald.v1.ShardLeader
 	(*ShardLeadersResponse)(nil),              // 67: herald.v1.ShardLeadersResponse
-	nil,                                       // 68: herald.v1.Topic.AttributesEntry
-	nil,                                       // 69: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                       // 70: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                       // 71: herald.v1.Subscription.AttributesEntry
-	nil,                                       // 72: herald.v1.CreateSubscriptionRequest.AttributesEntry
-	nil,                                       // 73: herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
-	nil,                                       // 74: herald.v1.PublishEvent.HeadersEntry
-	nil,                                       // 75: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),             // 76: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),               // 77: google.protobuf.Duration
+	(*SeekSubscriptionRequest)(nil),           // 68: herald.v1.SeekSubscriptionRequest
+	(*SeekSubscriptionResponse)(nil),          // 69: herald.v1.SeekSubscriptionResponse
+	nil,                                       // 70: herald.v1.Topic.AttributesEntry
+	nil,                                       // 71: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                       // 72: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                       // 73: herald.v1.Subscription.AttributesEntry
+	nil,                                       // 74: herald.v1.CreateSubscriptionRequest.AttributesEntry
+	nil,                                       // 75: herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	nil,                                       // 76: herald.v1.PublishEvent.HeadersEntry
+	nil,                                       // 77: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),             // 78: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),               // 79: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	68, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	76, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	76, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	69, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	70, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	78, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	78, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	71, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	70, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	72, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	71, // 9: herald.v1.Subscription.attributes:type_name -> herald.v1.Subscription.AttributesEntry
-	76, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
-	76, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
-	76, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
+	73, // 9: herald.v1.Subscription.attributes:type_name -> herald.v1.Subscription.AttributesEntry
+	78, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
+	78, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
+	78, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
 	27, // 13: herald.v1.Subscription.stats:type_name -> herald.v1.ShardStats
 	27, // 14: herald.v1.Subscription.shard_stats:type_name -> herald.v1.ShardStats
-	72, // 15: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
+	74, // 15: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
 	11, // 16: herald.v1.CreateSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 17: herald.v1.GetSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 18: herald.v1.ListSubscriptionsResponse.subscriptions:type_name -> herald.v1.Subscription
-	73, // 19: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	75, // 19: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
 	11, // 20: herald.v1.SetSubscriptionAttributesResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 21: herald.v1.EnableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 22: herald.v1.DisableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	76, // 23: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	78, // 23: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	28, // 24: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
-	76, // 25: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
-	76, // 26: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
-	76, // 27: herald.v1.DeliveryHealth.failing_since:type_name -> google.protobuf.Timestamp
-	76, // 28: herald.v1.DeliveryHealth.paused_until:type_name -> google.protobuf.Timestamp
+	78, // 25: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
+	78, // 26: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
+	78, // 27: herald.v1.DeliveryHealth.failing_since:type_name -> google.protobuf.Timestamp
+	78, // 28: herald.v1.DeliveryHealth.paused_until:type_name -> google.protobuf.Timestamp
 	27, // 29: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	27, // 30: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	74, // 31: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	76, // 31: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	30, // 32: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	76, // 33: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 33: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
 	30, // 34: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	75, // 35: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	76, // 36: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	77, // 37: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	77, // 38: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	77, // 35: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	78, // 36: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	79, // 37: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	79, // 38: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
 	39, // 39: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
 	42, // 40: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
 	39, // 41: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	76, // 42: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	78, // 42: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
 	47, // 43: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
 	56, // 44: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
 	55, // 45: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
 	57, // 46: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
 	66, // 47: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
-	1,  // 48: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 49: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 50: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 51: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 52: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	26, // 53: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	12, // 54: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
-	14, // 55: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
-	16, // 56: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
-	18, // 57: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
-	20, // 58: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
-	22, // 59: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
-	24, // 60: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
-	31, // 61: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	33, // 62: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	35, // 63: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	37, // 64: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	40, // 65: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	43, // 66: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	45, // 67: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	48, // 68: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	50, // 69: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	52, // 70: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	54, // 71: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	59, // 72: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	61, // 73: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	63, // 74: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
-	65, // 75: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
-	2,  // 76: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 77: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 78: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 79: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 80: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	29, // 81: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	13, // 82: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
-	15, // 83: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
-	17, // 84: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
-	19, // 85: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
-	21, // 86: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
-	23, // 87: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
-	25, // 88: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
-	32, // 89: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	34, // 90: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	36, // 91: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	38, // 92: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	41, // 93: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	44, // 94: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	46, // 95: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	49, // 96: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	51, // 97: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	53, // 98: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	58, // 99: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	60, // 100: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	62, // 101: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	64, // 102: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
-	67, // 103: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
-	76, // [76:104] is the sub-list for method output_type
-	48, // [48:76] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	78, // 48: herald.v1.SeekSubscriptionRequest.time:type_name -> google.protobuf.Timestamp
+	1,  // 49: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 50: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 51: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 52: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 53: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	26, // 54: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	12, // 55: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
+	14, // 56: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
+	16, // 57: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
+	18, // 58: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
+	20, // 59: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
+	22, // 60: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
+	24, // 61: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
+	31, // 62: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	33, // 63: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	35, // 64: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	37, // 65: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	40, // 66: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	43, // 67: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	45, // 68: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	48, // 69: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	50, // 70: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	52, // 71: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	54, // 72: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	59, // 73: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	61, // 74: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	63, // 75: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	65, // 76: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	68, // 77: herald.v1.HeraldService.SeekSubscription:input_type -> herald.v1.SeekSubscriptionRequest
+	2,  // 78: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 79: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 80: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 81: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 82: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	29, // 83: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	13, // 84: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
+	15, // 85: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
+	17, // 86: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
+	19, // 87: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
+	21, // 88: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
+	23, // 89: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
+	25, // 90: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
+	32, // 91: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	34, // 92: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	36, // 93: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	38, // 94: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	41, // 95: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	44, // 96: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	46, // 97: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	49, // 98: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	51, // 99: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	53, // 100: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	58, // 101: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	60, // 102: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	62, // 103: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	64, // 104: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	67, // 105: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	69, // 106: herald.v1.HeraldService.SeekSubscription:output_type -> herald.v1.SeekSubscriptionResponse
+	78, // [78:107] is the sub-list for method output_type
+	49, // [49:78] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -4495,13 +4675,18 @@ func file_herald_v1_herald_proto_init() {
 	if File_herald_v1_herald_proto != nil {
 		return
 	}
+	file_herald_v1_herald_proto_msgTypes[68].OneofWrappers = []any{
+		(*SeekSubscriptionRequest_Time)(nil),
+		(*SeekSubscriptionRequest_EventId)(nil),
+		(*SeekSubscriptionRequest_Earliest)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

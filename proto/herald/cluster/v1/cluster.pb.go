@@ -817,7 +817,10 @@ type ProposeResponse struct {
 	Err string `protobuf:"bytes,5,opt,name=err,proto3" json:"err,omitempty"`
 	// The sentinel the error wraps, by the name the node gives it
 	// ("queue_full", "unavailable", ...).
-	Cause         string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	Cause string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	// A seek's: the publish time of the event the cursor went to, in Unix
+	// nanoseconds; 0 if the shard holds no event from there.
+	Time          int64 `protobuf:"varint,7,opt,name=time,proto3" json:"time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -892,6 +895,13 @@ func (x *ProposeResponse) GetCause() string {
 		return x.Cause
 	}
 	return ""
+}
+
+func (x *ProposeResponse) GetTime() int64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
 }
 
 // Duplicate is an event of a publish whose dedup id was seen before.
@@ -1666,7 +1676,7 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x0eProposeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\fR\acommand\"\xd7\x01\n" +
+	"\acommand\x18\x03 \x01(\fR\acommand\"\xeb\x01\n" +
 	"\x0fProposeResponse\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\x04R\rreservationId\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x04R\vfirstOffset\x12\x14\n" +
@@ -1675,7 +1685,8 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"duplicates\x18\x04 \x03(\v2\x1c.herald.cluster.v1.DuplicateR\n" +
 	"duplicates\x12\x10\n" +
 	"\x03err\x18\x05 \x01(\tR\x03err\x12\x14\n" +
-	"\x05cause\x18\x06 \x01(\tR\x05cause\"7\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\x12\x12\n" +
+	"\x04time\x18\a \x01(\x03R\x04time\"7\n" +
 	"\tDuplicate\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\"c\n" +

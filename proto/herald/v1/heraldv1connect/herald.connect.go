@@ -114,6 +114,9 @@ const (
 	// HeraldServiceShardLeadersProcedure is the fully-qualified name of the HeraldService's
 	// ShardLeaders RPC.
 	HeraldServiceShardLeadersProcedure = "/herald.v1.HeraldService/ShardLeaders"
+	// HeraldServiceSeekSubscriptionProcedure is the fully-qualified name of the HeraldService's
+	// SeekSubscription RPC.
+	HeraldServiceSeekSubscriptionProcedure = "/herald.v1.HeraldService/SeekSubscription"
 )
 
 // HeraldServiceClient is a client for the herald.v1.HeraldService service.
@@ -190,6 +193,12 @@ type HeraldServiceClient interface {
 	// shard's requests there, saving the hop a node that does not lead the
 	// shard takes to forward them.
 	ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error)
+	// SeekSubscription moves a subscription's cursor on every shard, as
+	// Pub/Sub's seek does: the events a shard holds from the target on are
+	// delivered again, in order, acknowledged ones included; those before
+	// it are passed over. What a shard holds of the past is what the
+	// topic's retention keeps.
+	SeekSubscription(context.Context, *connect.Request[v1.SeekSubscriptionRequest]) (*connect.Response[v1.SeekSubscriptionResponse], error)
 }
 
 // NewHeraldServiceClient constructs a client for the herald.v1.HeraldService service. By default,
@@ -371,6 +380,12 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(heraldServiceMethods.ByName("ShardLeaders")),
 			connect.WithClientOptions(opts...),
 		),
+		seekSubscription: connect.NewClient[v1.SeekSubscriptionRequest, v1.SeekSubscriptionResponse](
+			httpClient,
+			baseURL+HeraldServiceSeekSubscriptionProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("SeekSubscription")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -404,6 +419,7 @@ type heraldServiceClient struct {
 	removeNode                *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 	rebalance                 *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
 	shardLeaders              *connect.Client[v1.ShardLeadersRequest, v1.ShardLeadersResponse]
+	seekSubscription          *connect.Client[v1.SeekSubscriptionRequest, v1.SeekSubscriptionResponse]
 }
 
 // CreateTopic calls herald.v1.HeraldService.CreateTopic.
@@ -546,6 +562,11 @@ func (c *heraldServiceClient) ShardLeaders(ctx context.Context, req *connect.Req
 	return c.shardLeaders.CallUnary(ctx, req)
 }
 
+// SeekSubscription calls herald.v1.HeraldService.SeekSubscription.
+func (c *heraldServiceClient) SeekSubscription(ctx context.Context, req *connect.Request[v1.SeekSubscriptionRequest]) (*connect.Response[v1.SeekSubscriptionResponse], error) {
+	return c.seekSubscription.CallUnary(ctx, req)
+}
+
 // HeraldServiceHandler is an implementation of the herald.v1.HeraldService service.
 type HeraldServiceHandler interface {
 	// CreateTopic creates a topic and all its shards.
@@ -620,6 +641,12 @@ type HeraldServiceHandler interface {
 	// shard's requests there, saving the hop a node that does not lead the
 	// shard takes to forward them.
 	ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error)
+	// SeekSubscription moves a subscription's cursor on every shard, as
+	// Pub/Sub's seek does: the events a shard holds from the target on are
+	// delivered again, in order, acknowledged ones included; those before
+	// it are passed over. What a shard holds of the past is what the
+	// topic's retention keeps.
+	SeekSubscription(context.Context, *connect.Request[v1.SeekSubscriptionRequest]) (*connect.Response[v1.SeekSubscriptionResponse], error)
 }
 
 // NewHeraldServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -797,6 +824,12 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(heraldServiceMethods.ByName("ShardLeaders")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldServiceSeekSubscriptionHandler := connect.NewUnaryHandler(
+		HeraldServiceSeekSubscriptionProcedure,
+		svc.SeekSubscription,
+		connect.WithSchema(heraldServiceMethods.ByName("SeekSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.HeraldService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldServiceCreateTopicProcedure:
@@ -855,6 +888,8 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceRebalanceHandler.ServeHTTP(w, r)
 		case HeraldServiceShardLeadersProcedure:
 			heraldServiceShardLeadersHandler.ServeHTTP(w, r)
+		case HeraldServiceSeekSubscriptionProcedure:
+			heraldServiceSeekSubscriptionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -974,4 +1009,8 @@ func (UnimplementedHeraldServiceHandler) Rebalance(context.Context, *connect.Req
 
 func (UnimplementedHeraldServiceHandler) ShardLeaders(context.Context, *connect.Request[v1.ShardLeadersRequest]) (*connect.Response[v1.ShardLeadersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.ShardLeaders is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) SeekSubscription(context.Context, *connect.Request[v1.SeekSubscriptionRequest]) (*connect.Response[v1.SeekSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.SeekSubscription is not implemented"))
 }
