@@ -16,8 +16,8 @@ import (
 // the first of the events it had delivered: it gets each of them again,
 // the retained events having survived the restart.
 func TestE2ESeekAfterARestart(t *testing.T) {
-	h := newHook(t)
-	h.open.Store(true)
+	h := framework.NewWebhook(t)
+	h.Open()
 	dataDir := t.TempDir()
 	addr := testkit.FreeAddr(t)
 	srv := framework.StartServer(t, dataDir, addr)
@@ -62,10 +62,8 @@ func TestE2ESeekAfterARestart(t *testing.T) {
 	}
 	delivered := func(times int) func() bool {
 		return func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
 			for _, id := range ids {
-				if h.seen[id] < times {
+				if h.Times(id) < times {
 					return false
 				}
 			}
@@ -87,14 +85,12 @@ func TestE2ESeekAfterARestart(t *testing.T) {
 		t.Errorf("the seek replayed %d events, more than the %d published since", replayed, n)
 	}
 	framework.WaitFor(t, "every event is delivered again", delivered(2))
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for k := range 6 {
 		want := make([]int, n/6)
 		for i := range want {
 			want[i] = i
 		}
-		if got := h.order[fmt.Sprint("k", k)]; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := h.Order(fmt.Sprint("k", k)); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("key k%d arrived first in the order %v, want %v", k, got, want)
 		}
 	}

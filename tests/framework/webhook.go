@@ -64,6 +64,20 @@ func (h *Webhook) Arrived() int {
 	return len(h.seen)
 }
 
+// Times returns how often the event with id arrived.
+func (h *Webhook) Times(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[id]
+}
+
+// Order returns key's sequence numbers in order of first arrival.
+func (h *Webhook) Order(key string) []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.order[key]...)
+}
+
 // Check fails the test unless the webhook got exactly the events of want,
 // each at least once, each key's in publish order, with at most maxDups
 // more deliveries than events (those in flight at a crash). It returns
