@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -263,5 +265,59 @@ func TestDeadLettersPerSubscription(t *testing.T) {
 	}
 	if got, err := n.PurgeDeadLetters(ctx, "t", "hook", nil); err != nil || got != 1 {
 		t.Fatalf("purge: %d, %v; want the one left", got, err)
+	}
+}
+
+// A subscription whose endpoint fails without a break for its
+// disable_after is disabled, and the operator's webhook is told, as it is
+// when one is enabled again.
+func TestDisableAfterContinuousFailureAlertsTheOperator(t *testing.T) {
+	ctx := context.Background()
+	alerts := make(chan map[string]string, 10)
+	op := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a map[string]string
+		if err := json.NewDecoder(r.Body).Decode(&a); err == nil {
+			alerts <- a
+		}
+	}))
+	t.Cleanup(op.Close)
+	cfg := testConfig(t.TempDir())
+	cfg.AlertWebhook = op.URL
+	n := openNode(t, cfg)
+	mustCreate(t, n, "t", map[string]string{"shards": "1"})
+	down := newReceiver(t)
+	down.setStatus(func(string) int { return http.StatusInternalServerError })
+	if _, err := n.CreateSubscription(ctx, "t", "down", map[string]string{"push_endpoint": down.URL,
+		"retry_sleep_duration": "0", "disable_after": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, n, "t", jsonEvents("k", 0, 2)...)
+	waitUntil(t, "the subscription is disabled", func() bool {
+		s, err := n.GetSubscription(ctx, "t", "down")
+		return err == nil && s.Disabled
+	})
+	next := func() map[string]string {
+		t.Helper()
+		select {
+		case a := <-alerts:
+			return a
+		case <-time.After(20 * time.Second):
+			t.Fatal("no alert reached the operator's webhook")
+			return nil
+		}
+	}
+	if a := next(); a["type"] != "subscription.disabled" || a["topic"] != "t" || a["subscription"] != "down" || a["reason"] == "" {
+		t.Errorf("alert %v: want subscription.disabled of t/down with a reason", a)
+	}
+	down.setStatus(nil)
+	if _, err := n.EnableSubscription(ctx, "t", "down"); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(); a["type"] != "subscription.enabled" || a["subscription"] != "down" {
+		t.Errorf("alert %v: want subscription.enabled of t/down", a)
+	}
+	waitUntil(t, "the backlog is delivered after the enable", func() bool { return len(down.got("k")) == 2 })
+	if got := down.got("k"); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("delivered %v after the enable, want [0 1]", got)
 	}
 }
