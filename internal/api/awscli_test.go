@@ -499,9 +499,19 @@ func snsReceiver(t *testing.T) (*httptest.Server, <-chan map[string]string) {
 	t.Helper()
 	got := make(chan map[string]string, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var doc map[string]string
-		if err := json.NewDecoder(r.Body).Decode(&doc); err != nil {
+		var raw map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
 			t.Errorf("receiver: %v", err)
+		}
+		// Fields that are not strings (MessageAttributes) as their JSON.
+		doc := make(map[string]string, len(raw)+1)
+		for k, v := range raw {
+			if s, ok := v.(string); ok {
+				doc[k] = s
+			} else {
+				b, _ := json.Marshal(v)
+				doc[k] = string(b)
+			}
 		}
 		doc["header:x-amz-sns-message-type"] = r.Header.Get("x-amz-sns-message-type")
 		got <- doc
@@ -546,6 +556,27 @@ func TestAWSCLISubscriptions(t *testing.T) {
 		t.Fatalf("confirm-subscription: SubscriptionArn %q, want %s:sns-...", arn, topicARN)
 	}
 	aws.fails("(InvalidParameter) when calling the ConfirmSubscription operation: Invalid token", "confirm-subscription", "--topic-arn", topicARN, "--token", "sns-x.00")
+
+	// Delivered, once confirmed, in SNS's envelope: only what its filter
+	// policy admits.
+	for _, color := range []string{"blue", "red"} {
+		aws.ok(nil, "publish", "--topic-arn", topicARN, "--message", color+" one", "--message-group-id", "k",
+			"--message-attributes", `{"color": {"DataType": "String", "StringValue": "`+color+`"}}`)
+	}
+	select {
+	case d := <-confirmations:
+		if d["Type"] != "Notification" || d["Message"] != "red one" || d["TopicArn"] != topicARN ||
+			d["header:x-amz-sns-message-type"] != "Notification" || !strings.Contains(d["MessageAttributes"], `"red"`) {
+			t.Fatalf("the endpoint received %v; want the red one's notification", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the confirmed subscription delivered nothing")
+	}
+	select {
+	case d := <-confirmations:
+		t.Fatalf("the endpoint also received %v, which the filter policy rejects", d)
+	case <-time.After(300 * time.Millisecond):
+	}
 
 	getAttrs := func() map[string]string {
 		var got struct{ Attributes map[string]string }
