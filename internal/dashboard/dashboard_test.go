@@ -399,13 +399,17 @@ func TestDashboardDataNeedsAToken(t *testing.T) {
 // TestDashboardSubscriptions: a topic's subscriptions show with their
 // endpoint, filter, lag, delivery rate, dead letters and health, and
 // their buttons disable one, with the reason the user gives, and enable
-// it again.
+// it again, replay one from the earliest event, and list and replay a
+// subscription's dead letters.
 func TestDashboardSubscriptions(t *testing.T) {
 	s := startServer(t)
 	accepting := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer accepting.Close()
+	var fixed atomic.Bool // the refusing receiver refuses for good until fixed
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "no such hook", http.StatusBadRequest)
+		if !fixed.Load() {
+			http.Error(w, "no such hook", http.StatusBadRequest)
+		}
 	}))
 	defer refusing.Close()
 
@@ -529,4 +533,80 @@ func TestDashboardSubscriptions(t *testing.T) {
 	if sub, err := s.node.GetSubscription(ctx, "orders", "billing"); err != nil || sub.Disabled {
 		t.Errorf("after the enable button, billing is %+v (%v)", sub, err)
 	}
+
+	// Replay billing from the earliest event: audit, a pull subscription
+	// nobody reads, keeps every event held, so each is made pending for
+	// billing again, and the paid ones delivered again.
+	waitFor(t, "billing to deliver its backlog", func() bool { return subStats("billing").Events == 0 })
+	held := subStats("audit").Events
+	delivered := subStats("billing").Delivered
+	if _, err := chromedp.Run(b, chromedp.Evaluate[bool](`(() => { window.confirm = m => { window.confirmed = m; return true; }; return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	err = click(row("billing") + ` button[data-action="seek-earliest"]`)
+	if err == nil {
+		err = poll(b, textIs(`#status`, fmt.Sprintf("replayed %d events from the earliest to subscription billing of orders", held)))
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("replay from the earliest through the button: %v (the status says %q)", err, status(b))
+	}
+	if asked, err := chromedp.Run(b, chromedp.Evaluate[string](`window.confirmed`)); err != nil || !strings.Contains(asked, "Every event the topic still holds will be delivered to this subscription again") {
+		t.Errorf("before replaying from the earliest, the page asked %q (%v)", asked, err)
+	}
+	waitFor(t, "billing's events to be delivered again", func() bool {
+		st := subStats("billing")
+		return st.Events == 0 && st.Delivered >= 2*delivered
+	})
+
+	// flaky's dead letters (the events its receiver refused), listed through
+	// its row's button, and replayed once the receiver is fixed.
+	waitFor(t, "flaky to dead-letter every event", func() bool { return subStats("flaky").DeadLetters == held })
+	dead := `section[data-topic="orders"] .dead[data-subscription="flaky"]`
+	err = poll(b, textIs(row("flaky")+` button[data-action="show-subscription-dead"]`, fmt.Sprintf("Dead letters (%d)", held)))
+	if err == nil {
+		err = click(row("flaky") + ` button[data-action="show-subscription-dead"]`)
+	}
+	if err == nil {
+		err = poll(b, fmt.Sprintf(`document.querySelectorAll(%s).length === %d`, jsString(dead+` tr[data-id]`), min(held, 100)),
+			text(dead+` tr[data-id]`)+`.includes("no such hook")`,
+			textIs(dead+` strong`, "Dead letters of subscription flaky"))
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("flaky's dead letters through its button: %v", err)
+	}
+	screenshot(t, b, dir, "dashboard-subscription-dead-letters.png")
+	fixed.Store(true)
+	err = click(dead + ` button[data-action="replay-all"]`)
+	if err == nil {
+		err = poll(b, textIs(`#status`, fmt.Sprintf("replayed %d of subscription flaky of orders", held)))
+	}
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("replay of flaky's dead letters through the button: %v (the status says %q)", err, status(b))
+	}
+	waitFor(t, "flaky's replayed dead letters to be delivered", func() bool {
+		st := subStats("flaky")
+		return st.DeadLetters == 0 && st.Delivered == uint64(held)
+	})
+	if other := subStats("billing").DeadLetters + subStats("default").DeadLetters; other != 0 {
+		t.Errorf("the other subscriptions hold %d dead letters, want none", other)
+	}
+	err = poll(b, textIs(cell("flaky", "dead"), "0"),
+		`!document.querySelector(`+jsString(row("flaky")+` button[data-action="show-subscription-dead"]`)+`)`,
+		`!document.querySelector(`+jsString(dead)+`)`)
+	if err != nil {
+		screenshot(t, b, dir, "dashboard-subscriptions-failed.png")
+		t.Fatalf("flaky after its dead letters' replay: %v", err)
+	}
+}
+
+// status is the text of the page's status line, or the error reading it.
+func status(b context.Context) string {
+	s, err := chromedp.Run(b, chromedp.Text(`#status`))
+	if err != nil {
+		return err.Error()
+	}
+	return s
 }

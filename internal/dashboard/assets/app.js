@@ -144,7 +144,9 @@ function topicView(name) {
   const section = el("section", { class: "topic", "data-topic": name }, el("h2", {}, name), endpoint, health,
     el("div", { class: "figures" }, ...Object.values(figures).map(f => f.box)),
     el("div", { class: "charts" }, rates.box, backlog.box), subs, shards, dead);
-  return { section, figures, rates, backlog, shardHead, shardBody, subs, subsBody, dead, endpoint, health, deadOpen: false, deadCount: -1 };
+  // dead shows the dead letters of one subscription, deadSub: "" is the
+  // topic's default one, whose button is the topic's.
+  return { section, figures, rates, backlog, shardHead, shardBody, subs, subsBody, dead, endpoint, health, deadOpen: false, deadCount: -1, deadSub: "" };
 }
 
 const subscriptionColumns = ["Subscription", "Endpoint", "Filter", "Lag", "Oldest", "Delivered /s", "Dead letters", "Health", "State", ""];
@@ -152,12 +154,22 @@ const subscriptionTextColumns = new Set(["Endpoint", "Filter", "Health", "State"
 
 // subscriptionRow is a subscription's row: where it delivers what, how far
 // behind it is, how its pushes go (as far as this node knows: it keeps the
-// health of the shards it leads), and a button to disable or enable it.
-function subscriptionRow(topic, s) {
+// health of the shards it leads), and buttons to disable or enable it, to
+// replay it from the earliest event its topic holds (a persistent topic's)
+// and, if it has dead letters, to show them in the topic's dead-letter box.
+function subscriptionRow(t, v, s) {
+  const topic = t.name;
   const h = subscriptionHealth(s);
-  const button = s.disabled
+  const buttons = [s.disabled
     ? el("button", { type: "button", "data-action": "enable-subscription", onclick: () => setSubscriptionEnabled(topic, s.name, true) }, "Enable")
-    : el("button", { type: "button", class: "danger", "data-action": "disable-subscription", onclick: () => setSubscriptionEnabled(topic, s.name, false) }, "Disable");
+    : el("button", { type: "button", class: "danger", "data-action": "disable-subscription", onclick: () => setSubscriptionEnabled(topic, s.name, false) }, "Disable")];
+  if (t.persistent) {
+    buttons.push(el("button", { type: "button", "data-action": "seek-earliest", onclick: () => seekEarliest(topic, s.name) }, "Replay from earliest"));
+  }
+  if (s.dead_letters > 0) {
+    buttons.push(el("button", { type: "button", "data-action": "show-subscription-dead", onclick: () => showDead(topic, v, s.name) },
+      "Dead letters (" + fmtNum(s.dead_letters) + ")"));
+  }
   return el("tr", { "data-subscription": s.name },
     el("td", {}, s.name),
     el("td", { class: "text long" + (s.push_endpoint ? "" : " note") }, s.push_endpoint || "pull"),
@@ -169,7 +181,7 @@ function subscriptionRow(topic, s) {
     el("td", { "data-cell": "dead", class: s.dead_letters > 0 ? "bad" : "" }, fmtNum(s.dead_letters)),
     el("td", { "data-cell": "health", class: "text" + (h.bad ? " bad" : h.unknown ? " note" : "") }, h.text),
     el("td", { "data-cell": "state", class: "text" + (s.disabled ? " bad" : "") }, s.disabled ? "disabled " + ago(s.disabled_age_seconds) + (s.disabled_reason ? ": " + s.disabled_reason : "") : "enabled"),
-    el("td", {}, button));
+    el("td", { class: "buttons" }, ...buttons));
 }
 
 // subscriptionHealth says how a subscription's pushes are going.
@@ -202,9 +214,25 @@ async function setSubscriptionEnabled(topic, name, enable) {
   }
   try {
     await rpc(enable ? "EnableSubscription" : "DisableSubscription", body);
-    setStatus((enable ? "enabled" : "disabled") + " subscription " + name + " of " + topic);
+    notice((enable ? "enabled" : "disabled") + " subscription " + name + " of " + topic);
   } catch (e) {
-    setStatus(e.message, true);
+    notice(e.message, true);
+    if (e instanceof AuthError) askToken(e.message);
+  }
+  poll();
+}
+
+// seekEarliest moves a subscription's cursor to the earliest event its
+// topic holds, once the user confirms: all of them are delivered to it
+// again, in order.
+async function seekEarliest(topic, name) {
+  if (!confirm("Replay subscription " + name + " of " + topic + " from the earliest event? Every event the topic still holds will be delivered to this subscription again, those it already received included.")) return;
+  try {
+    const r = await rpc("SeekSubscription", { topic, subscription: name, earliest: true });
+    const n = Number(r.replayed || 0); // an int64: a string in JSON, absent if 0
+    notice("replayed " + fmtNum(n) + (n === 1 ? " event" : " events") + " from the earliest to subscription " + name + " of " + topic);
+  } catch (e) {
+    notice(e.message, true);
     if (e instanceof AuthError) askToken(e.message);
   }
   poll();
@@ -284,8 +312,17 @@ function render(state) {
     v.shardBody.replaceChildren(...t.shards.map(s => shardRow(s, push)));
     const subs = t.subscriptions || [];
     v.subs.hidden = subs.length === 0;
-    v.subsBody.replaceChildren(...subs.map(s => subscriptionRow(t.name, s)));
-    renderDeadSummary(t.name, v, tot.dead_letters);
+    v.subsBody.replaceChildren(...subs.map(s => subscriptionRow(t, v, s)));
+    // A subscription's dead letters show until it has none (or is gone);
+    // then the box is the topic's again.
+    let deadSub = v.deadSub && subs.find(s => s.name === v.deadSub);
+    if (v.deadSub && !(deadSub && deadSub.dead_letters > 0)) {
+      v.deadSub = "";
+      v.deadOpen = false;
+      v.deadCount = -1;
+      deadSub = null;
+    }
+    renderDeadSummary(t.name, v, deadSub ? deadSub.dead_letters : tot.dead_letters);
   }
   for (const [name, v] of views) {
     if (!seen.has(name)) { v.section.remove(); views.delete(name); }
@@ -296,6 +333,7 @@ function render(state) {
 function renderDeadSummary(name, v, count) {
   if (count === v.deadCount) return;
   v.deadCount = count;
+  v.dead.dataset.subscription = v.deadSub;
   if (count === 0) { v.deadOpen = false; v.dead.replaceChildren(); return; }
   if (v.deadOpen) { loadDead(name, v); return; }
   v.dead.replaceChildren(el("div", { class: "actions" },
@@ -303,38 +341,55 @@ function renderDeadSummary(name, v, count) {
       "Show dead letters (" + fmtNum(count) + ")")));
 }
 
+// showDead opens the topic's dead-letter box on the dead letters of one of
+// its subscriptions.
+function showDead(name, v, sub) {
+  v.deadSub = sub;
+  v.deadOpen = true;
+  v.deadCount = -1;
+  loadDead(name, v);
+}
+
+// loadDead lists, in the topic's dead-letter box, the dead letters of the
+// subscription it shows (v.deadSub), with buttons to replay and purge them.
 async function loadDead(name, v) {
+  const sub = v.deadSub;
+  const of = sub ? "subscription " + sub + " of " + name : name;
   let list;
   try {
-    list = (await rpc("ListDeadLetters", { topic: name, max: 100 })).deadLetters || [];
+    list = (await rpc("ListDeadLetters", { topic: name, subscription: sub, max: 100 })).deadLetters || [];
   } catch (e) {
     v.dead.replaceChildren(el("p", { class: "note" }, "Dead letters cannot be listed: " + e.message));
     if (e instanceof AuthError) askToken(e.message);
     return;
   }
+  if (v.deadSub !== sub || !v.deadOpen) return; // another box was asked for meanwhile
   const rows = list.map(d => el("tr", { "data-id": d.event.id },
     el("td", { class: "text" }, d.event.id), el("td", { class: "text" }, d.event.key || ""),
     el("td", { class: "text" }, d.reason || ""), el("td", { class: "text" }, d.lastError || ""),
     el("td", { class: "text" }, d.deadAt ? new Date(d.deadAt).toLocaleString() : ""),
-    el("td", {}, el("button", { type: "button", "data-action": "replay", onclick: () => act(name, v, "ReplayDeadLetters", [d.event.id]) }, "Replay"), " ",
-      el("button", { type: "button", class: "danger", "data-action": "purge", onclick: () => act(name, v, "PurgeDeadLetters", [d.event.id], "Purge dead letter " + d.event.id + " for good?") }, "Purge"))));
+    el("td", {}, el("button", { type: "button", "data-action": "replay", onclick: () => act(name, sub, v, "ReplayDeadLetters", [d.event.id]) }, "Replay"), " ",
+      el("button", { type: "button", class: "danger", "data-action": "purge", onclick: () => act(name, sub, v, "PurgeDeadLetters", [d.event.id], "Purge dead letter " + d.event.id + (sub ? " of subscription " + sub : "") + " for good?") }, "Purge"))));
+  v.dead.dataset.subscription = sub;
   v.dead.replaceChildren(
     el("div", { class: "actions" },
-      el("strong", {}, "Dead letters"),
-      el("button", { type: "button", "data-action": "replay-all", onclick: () => act(name, v, "ReplayDeadLetters", []) }, "Replay all"),
-      el("button", { type: "button", class: "danger", "data-action": "purge-all", onclick: () => act(name, v, "PurgeDeadLetters", [], "Purge every dead letter of " + name + " for good?") }, "Purge all"),
-      el("button", { type: "button", onclick: () => { v.deadOpen = false; v.deadCount = -1; poll(); } }, "Hide")),
+      el("strong", {}, sub ? "Dead letters of subscription " + sub : "Dead letters"),
+      el("button", { type: "button", "data-action": "replay-all", onclick: () => act(name, sub, v, "ReplayDeadLetters", []) }, "Replay all"),
+      el("button", { type: "button", class: "danger", "data-action": "purge-all", onclick: () => act(name, sub, v, "PurgeDeadLetters", [], "Purge every dead letter of " + of + " for good?") }, "Purge all"),
+      el("button", { type: "button", onclick: () => { v.deadOpen = false; v.deadSub = ""; v.deadCount = -1; poll(); } }, "Hide")),
     el("table", {}, el("thead", {}, el("tr", {}, ...["Event", "Key", "Reason", "Last error", "Dead since", ""].map(h => el("th", {}, h)))), el("tbody", {}, ...rows)));
 }
 
-async function act(name, v, method, ids, confirmText) {
+// act replays or purges dead letters of a subscription (sub; "" is the
+// topic's default one): those of ids, or all of them.
+async function act(name, sub, v, method, ids, confirmText) {
   if (confirmText && !confirm(confirmText)) return;
   try {
-    const r = await rpc(method, { topic: name, ids });
+    const r = await rpc(method, { topic: name, subscription: sub, ids });
     const n = r.replayed !== undefined ? r.replayed : r.purged || 0;
-    setStatus((method === "ReplayDeadLetters" ? "replayed " : "purged ") + n + " of " + name);
+    notice((method === "ReplayDeadLetters" ? "replayed " : "purged ") + n + " of " + (sub ? "subscription " + sub + " of " + name : name));
   } catch (e) {
-    setStatus(e.message, true);
+    notice(e.message, true);
     if (e instanceof AuthError) askToken(e.message);
   }
   v.deadCount = -1;
@@ -392,6 +447,15 @@ function setStatus(text, error) {
   statusEl.classList.toggle("error", !!error);
 }
 
+// notice says how a button's action went, in the status line, where the
+// polls' "updated …" does not replace it for noticeMs.
+const noticeMs = 8000;
+let noticeUntil = 0;
+function notice(text, error) {
+  setStatus(text, error);
+  noticeUntil = Date.now() + noticeMs;
+}
+
 function askToken(why) {
   document.getElementById("login-why").textContent = why;
   loginEl.hidden = false;
@@ -423,6 +487,7 @@ async function poll() {
 }
 
 function showUpdated(at) {
+  if (Date.now() < noticeUntil) return;
   setStatus("updated " + at.toLocaleTimeString() + (unreachable.length ? "; unreachable: " + unreachable.join(", ") : ""), unreachable.length > 0);
 }
 
