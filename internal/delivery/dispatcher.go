@@ -523,19 +523,15 @@ func (r *run) failed(it *item) {
 }
 
 // disable stops the dispatcher's sends for good and tells its owner, the
-// first time only.
+// first time only. The owner logs it, once for all the shards of what it
+// disables.
 func (r *run) disable(reason string) {
 	if r.disabled {
 		return
 	}
 	r.disabled = true
-	c := r.d.cfg
 	r.d.health.disabled(reason)
-	if c.Logger != nil {
-		c.Logger.Warn("push endpoint disabled; its events stay queued until it is enabled again",
-			"topic", c.Topic, "shard", c.Shard, "endpoint", c.Scheme, "reason", reason)
-	}
-	c.OnDisable(reason)
+	r.d.cfg.OnDisable(reason)
 }
 
 // succeeded records a successful push in the dispatcher's health, and

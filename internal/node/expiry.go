@@ -35,16 +35,7 @@ type reservingShards interface {
 
 // run expires reservations until stop is closed.
 func (e *reservationExpiry) run(stop <-chan struct{}) {
-	t := time.NewTicker(min(e.timeout/4, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		e.check()
-	}
+	every(stop, min(e.timeout/4, time.Second), e.check)
 }
 
 // check expires the reservations past the timeout of every shard this

@@ -47,18 +47,7 @@ type retentionShards interface {
 const retentionPeriod = time.Second
 
 // run trims until stop is closed.
-func (r *retentionTrim) run(stop <-chan struct{}) {
-	t := time.NewTicker(retentionPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		r.check()
-	}
-}
+func (r *retentionTrim) run(stop <-chan struct{}) { every(stop, retentionPeriod, r.check) }
 
 // check proposes what is due to every shard this node leads of a topic
 // with retention, or that retains without it.
