@@ -247,106 +247,177 @@ func TestUnknownSubscriptionChangesNothing(t *testing.T) {
 	}
 }
 
+// randomSubscriptions drives a shard with several subscriptions through
+// random commands, keeping a model of what each subscription has still to
+// deliver and of its dead letters, and checks the shard against it after
+// every step. TestSubscriptionsRandomly and TestSeekRandomly share it.
+type randomSubscriptions struct {
+	t     *testing.T
+	h     *harness
+	rng   *rand.Rand
+	subs  []uint64
+	model map[uint64]map[uint64]bool // subscription → offsets it has to deliver
+	dead  map[uint64]map[uint64]bool // subscription → its dead letters
+	times []int64                    // each offset's publish time
+	only  map[uint64]bool            // replayed copies, one subscription's alone
+}
+
+func newRandomSubscriptions(t *testing.T, seed uint64, subs ...uint64) *randomSubscriptions {
+	d := &randomSubscriptions{t: t, h: newHarness(t), rng: rand.New(rand.NewPCG(seed, seed+1)),
+		model: map[uint64]map[uint64]bool{}, dead: map[uint64]map[uint64]bool{}, only: map[uint64]bool{}}
+	for _, sub := range subs {
+		d.add(sub)
+	}
+	return d
+}
+
+// add starts modelling sub, which holds nothing yet.
+func (d *randomSubscriptions) add(sub uint64) {
+	d.subs = append(d.subs, sub)
+	d.model[sub], d.dead[sub] = map[uint64]bool{}, map[uint64]bool{}
+}
+
+// remove stops modelling sub.
+func (d *randomSubscriptions) remove(sub uint64) {
+	d.subs = slices.DeleteFunc(d.subs, func(s uint64) bool { return s == sub })
+	delete(d.model, sub)
+	delete(d.dead, sub)
+}
+
+func (d *randomSubscriptions) anySub() uint64 { return d.subs[d.rng.IntN(len(d.subs))] }
+
+// pick returns a random third of what sub has to deliver.
+func (d *randomSubscriptions) pick(sub uint64) []uint64 {
+	var out []uint64
+	for _, o := range slices.Sorted(maps.Keys(d.model[sub])) {
+		if d.rng.IntN(3) == 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (d *randomSubscriptions) publish(step int) {
+	n := 1 + d.rng.IntN(4)
+	r := d.h.ok(Command{Op: OpPublish, Time: int64(step), Events: events(make([]int, n)...)})
+	for i := range n {
+		d.times = append(d.times, int64(step))
+		for _, s := range d.subs {
+			d.model[s][r.FirstOffset+uint64(i)] = true
+		}
+	}
+}
+
+// done acknowledges (OpAck) or skips (OpSkip) some of sub's events.
+func (d *randomSubscriptions) done(op Op, sub uint64) {
+	offs := d.pick(sub)
+	d.h.ok(Command{Op: op, Subscription: sub, Offsets: offs})
+	for _, o := range offs {
+		delete(d.model[sub], o)
+	}
+}
+
+func (d *randomSubscriptions) attempt(sub uint64) {
+	d.h.ok(Command{Op: OpAttempt, Subscription: sub, Offsets: d.pick(sub)})
+}
+
+func (d *randomSubscriptions) deadLetter(step int, sub uint64) {
+	var ds []DeadInfo
+	for _, o := range d.pick(sub) {
+		ds = append(ds, DeadInfo{Offset: o, Reason: "r"})
+		delete(d.model[sub], o)
+		d.dead[sub][o] = true
+	}
+	d.h.ok(Command{Op: OpDeadLetter, Subscription: sub, Time: int64(step), Dead: ds})
+}
+
+// replay replays up to two of sub's dead letters, as new events for it
+// alone.
+func (d *randomSubscriptions) replay(step int, sub uint64) {
+	c, _ := d.h.s.Cursor(sub)
+	dl := c.DeadLetters(0, 2)
+	if len(dl) == 0 {
+		return
+	}
+	var offs []uint64
+	var evs []Event
+	for _, x := range dl {
+		offs = append(offs, x.Offset)
+		evs = append(evs, events(0)[0])
+		delete(d.dead[sub], x.Offset)
+	}
+	r := d.h.ok(Command{Op: OpReplayDead, Subscription: sub, Time: int64(step), Offsets: offs, Events: evs})
+	for i := range offs {
+		o := r.FirstOffset + uint64(i)
+		d.model[sub][o] = true
+		d.times = append(d.times, int64(step))
+		d.only[o] = true
+	}
+}
+
+func (d *randomSubscriptions) purge(sub uint64) {
+	d.h.ok(Command{Op: OpPurgeDead, Subscription: sub})
+	clear(d.dead[sub])
+}
+
+// step applies one random command through do, and then checks every
+// cursor against the model, that a capture taken before the command kept
+// its bytes, and now and then the invariants and a snapshot round trip.
+func (d *randomSubscriptions) step(step int, do func()) {
+	t := d.t
+	capture := d.h.s.SnapshotFunc()
+	want := snapshot(t, d.h.s)
+	do()
+	if got, _ := capture(); !bytes.Equal(got, want) {
+		t.Fatalf("step %d: a capture changed with the state", step)
+	}
+	for _, s := range d.subs {
+		if got, want := d.h.pendingOf(s), slices.Sorted(maps.Keys(d.model[s])); !slices.Equal(got, want) {
+			t.Fatalf("step %d: subscription %d pending %v, model %v", step, s, got, want)
+		}
+		c, _ := d.h.s.Cursor(s)
+		if got := len(c.DeadLetters(0, 0)); got != len(d.dead[s]) {
+			t.Fatalf("step %d: subscription %d has %d dead letters, model %d", step, s, got, len(d.dead[s]))
+		}
+	}
+	if step%50 == 0 {
+		checkInvariants(t, d.h.s)
+		r := clone(t, d.h.s)
+		checkInvariants(t, r)
+		if !bytes.Equal(snapshot(t, r), snapshot(t, d.h.s)) {
+			t.Fatalf("step %d: restored state differs", step)
+		}
+	}
+}
+
 // TestSubscriptionsRandomly drives a shard with three subscriptions
 // through random commands, checking after each one every cursor against a
 // model of which offsets it has still to deliver, the shard's invariants,
 // and that a snapshot, and a capture taken before the command, read back
 // to the same state.
 func TestSubscriptionsRandomly(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	h := newHarness(t)
-	subs := []uint64{0, 3, 8}
-	h.ok(Command{Op: OpSubscribe, Subscription: 3})
-	h.ok(Command{Op: OpSubscribe, Subscription: 8})
-	// model[sub] is the set of offsets sub has still to deliver, and
-	// dead[sub] its dead letters.
-	model := map[uint64]map[uint64]bool{0: {}, 3: {}, 8: {}}
-	dead := map[uint64]map[uint64]bool{0: {}, 3: {}, 8: {}}
+	d := newRandomSubscriptions(t, 1, 0, 3, 8)
+	d.h.ok(Command{Op: OpSubscribe, Subscription: 3})
+	d.h.ok(Command{Op: OpSubscribe, Subscription: 8})
 	for step := range 3000 {
-		capture := h.s.SnapshotFunc()
-		want := snapshot(t, h.s)
-		sub := subs[rng.IntN(len(subs))]
-		pend := slices.Sorted(maps.Keys(model[sub]))
-		pick := func() []uint64 {
-			var out []uint64
-			for _, o := range pend {
-				if rng.IntN(3) == 0 {
-					out = append(out, o)
-				}
+		sub := d.anySub()
+		d.step(step, func() {
+			switch op := d.rng.IntN(10); {
+			case op < 3:
+				d.publish(step)
+			case op < 5:
+				d.done(OpAck, sub)
+			case op < 6:
+				d.done(OpSkip, sub)
+			case op < 7:
+				d.attempt(sub)
+			case op < 8:
+				d.deadLetter(step, sub)
+			case op < 9:
+				d.replay(step, sub)
+			default:
+				d.purge(sub)
 			}
-			return out
-		}
-		switch op := rng.IntN(10); {
-		case op < 3:
-			n := 1 + rng.IntN(4)
-			r := h.ok(Command{Op: OpPublish, Time: int64(step), Events: events(make([]int, n)...)})
-			for i := range n {
-				for _, s := range subs {
-					model[s][r.FirstOffset+uint64(i)] = true
-				}
-			}
-		case op < 5:
-			offs := pick()
-			h.ok(Command{Op: OpAck, Subscription: sub, Offsets: offs})
-			for _, o := range offs {
-				delete(model[sub], o)
-			}
-		case op < 6:
-			offs := pick()
-			h.ok(Command{Op: OpSkip, Subscription: sub, Offsets: offs})
-			for _, o := range offs {
-				delete(model[sub], o)
-			}
-		case op < 7:
-			h.ok(Command{Op: OpAttempt, Subscription: sub, Offsets: pick()})
-		case op < 8:
-			var ds []DeadInfo
-			for _, o := range pick() {
-				ds = append(ds, DeadInfo{Offset: o, Reason: "r"})
-				delete(model[sub], o)
-				dead[sub][o] = true
-			}
-			h.ok(Command{Op: OpDeadLetter, Subscription: sub, Time: int64(step), Dead: ds})
-		case op < 9:
-			c, _ := h.s.Cursor(sub)
-			dl := c.DeadLetters(0, 2)
-			if len(dl) == 0 {
-				continue
-			}
-			var offs []uint64
-			var evs []Event
-			for _, d := range dl {
-				offs = append(offs, d.Offset)
-				evs = append(evs, events(0)[0])
-				delete(dead[sub], d.Offset)
-			}
-			r := h.ok(Command{Op: OpReplayDead, Subscription: sub, Time: int64(step), Offsets: offs, Events: evs})
-			for i := range offs {
-				model[sub][r.FirstOffset+uint64(i)] = true
-			}
-		default:
-			h.ok(Command{Op: OpPurgeDead, Subscription: sub})
-			clear(dead[sub])
-		}
-		if got, _ := capture(); !bytes.Equal(got, want) {
-			t.Fatalf("step %d: a capture changed with the state", step)
-		}
-		for _, s := range subs {
-			if got := h.pendingOf(s); !slices.Equal(got, slices.Sorted(maps.Keys(model[s]))) {
-				t.Fatalf("step %d: subscription %d pending %v, model %v", step, s, got, slices.Sorted(maps.Keys(model[s])))
-			}
-			c, _ := h.s.Cursor(s)
-			if got := len(c.DeadLetters(0, 0)); got != len(dead[s]) {
-				t.Fatalf("step %d: subscription %d has %d dead letters, model %d", step, s, got, len(dead[s]))
-			}
-		}
-		if step%50 == 0 {
-			checkInvariants(t, h.s)
-			r := clone(t, h.s)
-			checkInvariants(t, r)
-			if !bytes.Equal(snapshot(t, r), snapshot(t, h.s)) {
-				t.Fatalf("step %d: restored state differs", step)
-			}
-		}
+		})
 	}
 }

@@ -3,8 +3,6 @@ package shard
 import (
 	"bytes"
 	"errors"
-	"maps"
-	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -311,150 +309,77 @@ func TestOffsetAt(t *testing.T) {
 // every cursor against a model, the invariants, and snapshots and
 // captures.
 func TestSeekRandomly(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	h := newHarness(t)
-	subs := []uint64{0, 3, 8}
-	h.ok(Command{Op: OpRetain, OlderThan: 0})
-	h.ok(Command{Op: OpSubscribe, Subscription: 3})
-	h.ok(Command{Op: OpSubscribe, Subscription: 8})
-	// The model: what each subscription has still to deliver, its dead
-	// letters, each offset's publish time, and the first retained offset.
-	model := map[uint64]map[uint64]bool{0: {}, 3: {}, 8: {}}
-	dead := map[uint64]map[uint64]bool{0: {}, 3: {}, 8: {}}
-	var times []int64
-	retainFrom := uint64(0)
-	only := map[uint64]bool{} // replayed copies, retained for no one
+	d := newRandomSubscriptions(t, 3, 0, 3, 8)
+	d.h.ok(Command{Op: OpRetain, OlderThan: 0})
+	d.h.ok(Command{Op: OpSubscribe, Subscription: 3})
+	d.h.ok(Command{Op: OpSubscribe, Subscription: 8})
+	retainFrom := uint64(0) // the model's first retained offset
 	minHead := func() uint64 {
-		h := uint64(len(times))
-		for _, s := range subs {
-			for o := range model[s] {
+		h := uint64(len(d.times))
+		for _, s := range d.subs {
+			for o := range d.model[s] {
 				h = min(h, o)
 			}
 		}
 		return h
 	}
 	for step := range 4000 {
-		capture := h.s.SnapshotFunc()
-		want := snapshot(t, h.s)
-		sub := subs[rng.IntN(len(subs))]
-		pend := slices.Sorted(maps.Keys(model[sub]))
-		pick := func() []uint64 {
-			var out []uint64
-			for _, o := range pend {
-				if rng.IntN(3) == 0 {
-					out = append(out, o)
+		sub := d.anySub()
+		d.step(step, func() {
+			switch op := d.rng.IntN(15); {
+			case op < 3:
+				d.publish(step)
+			case op < 6:
+				d.done(OpAck, sub)
+			case op < 7:
+				d.attempt(sub)
+			case op < 8:
+				d.deadLetter(step, sub)
+			case op < 9:
+				d.replay(step, sub)
+			case op < 10:
+				d.purge(sub)
+			case op < 12:
+				cutoff := int64(step - d.rng.IntN(200))
+				d.h.ok(Command{Op: OpRetain, OlderThan: cutoff})
+				mh := minHead()
+				for retainFrom < mh && d.times[retainFrom] < cutoff {
+					retainFrom++
 				}
-			}
-			return out
-		}
-		switch op := rng.IntN(15); {
-		case op < 3:
-			n := 1 + rng.IntN(4)
-			r := h.ok(Command{Op: OpPublish, Time: int64(step), Events: events(make([]int, n)...)})
-			for i := range n {
-				times = append(times, int64(step))
-				for _, s := range subs {
-					model[s][r.FirstOffset+uint64(i)] = true
+			case op == 14:
+				// Subscription 11 comes and goes: it starts from the
+				// earliest retained event.
+				if slices.Contains(d.subs, 11) {
+					d.h.ok(Command{Op: OpUnsubscribe, Subscription: 11})
+					d.remove(11)
+					return
 				}
-			}
-		case op < 6:
-			offs := pick()
-			h.ok(Command{Op: OpAck, Subscription: sub, Offsets: offs})
-			for _, o := range offs {
-				delete(model[sub], o)
-			}
-		case op < 7:
-			h.ok(Command{Op: OpAttempt, Subscription: sub, Offsets: pick()})
-		case op < 8:
-			var ds []DeadInfo
-			for _, o := range pick() {
-				ds = append(ds, DeadInfo{Offset: o, Reason: "r"})
-				delete(model[sub], o)
-				dead[sub][o] = true
-			}
-			h.ok(Command{Op: OpDeadLetter, Subscription: sub, Time: int64(step), Dead: ds})
-		case op < 9:
-			c, _ := h.s.Cursor(sub)
-			dl := c.DeadLetters(0, 2)
-			if len(dl) == 0 {
-				continue
-			}
-			var offs []uint64
-			var evs []Event
-			for _, d := range dl {
-				offs = append(offs, d.Offset)
-				evs = append(evs, events(0)[0])
-				delete(dead[sub], d.Offset)
-			}
-			r := h.ok(Command{Op: OpReplayDead, Subscription: sub, Time: int64(step), Offsets: offs, Events: evs})
-			for i := range offs {
-				o := r.FirstOffset + uint64(i)
-				model[sub][o] = true
-				times = append(times, int64(step))
-				only[o] = true
-			}
-		case op < 10:
-			h.ok(Command{Op: OpPurgeDead, Subscription: sub})
-			clear(dead[sub])
-		case op < 12:
-			cutoff := int64(step - rng.IntN(200))
-			h.ok(Command{Op: OpRetain, OlderThan: cutoff})
-			mh := minHead()
-			for retainFrom < mh && times[retainFrom] < cutoff {
-				retainFrom++
-			}
-		case op == 14:
-			// Subscription 11 comes and goes: it starts from the earliest
-			// retained event.
-			if i := slices.Index(subs, 11); i >= 0 {
-				h.ok(Command{Op: OpUnsubscribe, Subscription: 11})
-				subs = slices.Delete(subs, i, i+1)
-				delete(model, 11)
-				delete(dead, 11)
-			} else {
-				h.ok(Command{Op: OpSubscribe, Subscription: 11, From: 0})
-				subs = append(subs, 11)
-				model[11], dead[11] = map[uint64]bool{}, map[uint64]bool{}
-				for o := retainFrom; o < uint64(len(times)); o++ {
-					if !only[o] {
-						model[11][o] = true
+				d.h.ok(Command{Op: OpSubscribe, Subscription: 11, From: 0})
+				d.add(11)
+				for o := retainFrom; o < uint64(len(d.times)); o++ {
+					if !d.only[o] {
+						d.model[11][o] = true
+					}
+				}
+			default:
+				next := uint64(len(d.times))
+				from := retainFrom + uint64(d.rng.IntN(int(next-retainFrom)+2))
+				d.h.ok(Command{Op: OpSeek, Subscription: sub, From: from})
+				from = min(from, next)
+				for o := range d.model[sub] {
+					if o < from {
+						delete(d.model[sub], o)
+					}
+				}
+				for o := from; o < next; o++ {
+					if !d.dead[sub][o] && (!d.only[o] || d.model[sub][o]) {
+						d.model[sub][o] = true
 					}
 				}
 			}
-		default:
-			next := uint64(len(times))
-			from := retainFrom + uint64(rng.IntN(int(next-retainFrom)+2))
-			h.ok(Command{Op: OpSeek, Subscription: sub, From: from})
-			from = min(from, next)
-			for o := range model[sub] {
-				if o < from {
-					delete(model[sub], o)
-				}
-			}
-			for o := from; o < next; o++ {
-				if !dead[sub][o] && (!only[o] || model[sub][o]) {
-					model[sub][o] = true
-				}
-			}
-		}
-		if got, _ := capture(); !bytes.Equal(got, want) {
-			t.Fatalf("step %d: a capture changed with the state", step)
-		}
-		if got := h.s.Earliest(); got != retainFrom {
+		})
+		if got := d.h.s.Earliest(); got != retainFrom {
 			t.Fatalf("step %d: retaining from %d, model %d", step, got, retainFrom)
-		}
-		for _, s := range subs {
-			if got := h.pendingOf(s); !slices.Equal(got, slices.Sorted(maps.Keys(model[s]))) {
-				t.Fatalf("step %d: subscription %d pending %v, model %v", step, s, got, slices.Sorted(maps.Keys(model[s])))
-			}
-		}
-		if step%50 == 0 {
-			checkInvariants(t, h.s)
-			r := clone(t, h.s)
-			checkInvariants(t, r)
-			if !bytes.Equal(snapshot(t, r), snapshot(t, h.s)) {
-				t.Fatalf("step %d: restored state differs", step)
-			}
 		}
 	}
 }
