@@ -135,6 +135,19 @@ func (c *cursorSync) syncShard(ctx context.Context, s *shardRuntime, want map[ui
 	return nil
 }
 
+// syncSubscriptions brings delivery in line with the topics the node
+// knows, after a reconcile: the push dispatchers, and the shards'
+// cursors.
+func (n *Node) syncSubscriptions() {
+	n.push.Sync()
+	n.cursors.changed()
+}
+
+// viewShard runs f on a shard's state as this node has applied it.
+func (n *Node) viewShard(ctx context.Context, s *shardRuntime, f func(*shard.Machine)) error {
+	return shardLog{n, s}.View(ctx, f)
+}
+
 // proposeToShards proposes a command to every shard of a topic, in
 // parallel, and returns the names of those that did not take it.
 func (n *Node) proposeToShards(ctx context.Context, tr *topicRuntime, cmd shard.Command) (failed []string) {

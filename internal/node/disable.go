@@ -1,27 +1,12 @@
 package node
 
 import (
-	"context"
 	"time"
 
 	"herald/internal/alert"
 	"herald/internal/backoff"
 	"herald/internal/push"
-	"herald/internal/shard"
 )
-
-// syncSubscriptions brings delivery in line with the topics the node
-// knows, after a reconcile: the push dispatchers, and the shards'
-// cursors.
-func (n *Node) syncSubscriptions() {
-	n.push.Sync()
-	n.cursors.changed()
-}
-
-// viewShard runs f on a shard's state as this node has applied it.
-func (n *Node) viewShard(ctx context.Context, s *shardRuntime, f func(*shard.Machine)) error {
-	return shardLog{n, s}.View(ctx, f)
-}
 
 // disableRetry paces the attempts to record a subscription disabled
 // while the controller cannot take it.
