@@ -66,6 +66,21 @@ type AsyncSnapshotter interface {
 	SnapshotFunc() func() ([]byte, error)
 }
 
+// Tiered is implemented by state machines whose old entries may be read
+// from elsewhere (a shard's log tiered to object storage). The host then
+// deletes the local segments below TieredBelow, beyond the newest
+// LocalRetention bytes of the log, although the machine still needs
+// them; the machine's reads below the local log go elsewhere. Followers
+// installing a snapshot fetch only the entries held locally.
+type Tiered interface {
+	// TieredBelow is the log index below which every entry the machine
+	// still needs is held elsewhere; 0 if none is.
+	TieredBelow() uint64
+	// LocalRetention is how many bytes of the newest log the group keeps
+	// locally all the same.
+	LocalRetention() int64
+}
+
 // Transport carries Raft messages to other nodes, and the rpcs a group
 // makes on them. Messages of every group share it; each is tagged with its
 // group id.

@@ -148,7 +148,7 @@ func (s *snapshotScheduler) wait() { s.wg.Wait() }
 // requests are coalesced into the next check after it finishes rather
 // than queued.
 func (g *group) maybeSnapshot() {
-	freesSegment := func() bool { return g.storage.Log().WouldDelete(min(g.applied+1, g.sm.CompactIndex())) }
+	freesSegment := func() bool { return g.storage.Log().WouldDelete(g.compactBelow()) }
 	if !g.snaps.due(g.applied, freesSegment) {
 		return
 	}
@@ -158,7 +158,7 @@ func (g *group) maybeSnapshot() {
 		return
 	}
 	md := &pb.SnapshotMetadata{Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState)}
-	compactBelow := min(g.applied+1, g.sm.CompactIndex())
+	compactBelow := g.compactBelow()
 	g.snaps.taken()
 	async, canDefer := g.sm.(AsyncSnapshotter)
 	if g.h.cfg.SyncSnapshots || !canDefer {
@@ -180,6 +180,22 @@ func (g *group) maybeSnapshot() {
 		data, err := encode()
 		return &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
 	}, md, compactBelow)
+}
+
+// compactBelow returns the index below which the group's log may go once
+// a snapshot is written: what the state machine no longer needs, and, of
+// a tiered machine, what is held elsewhere beyond its local retention.
+func (g *group) compactBelow() uint64 {
+	below := min(g.applied+1, g.sm.CompactIndex())
+	t, ok := g.sm.(Tiered)
+	if !ok {
+		return below
+	}
+	tiered := min(g.applied+1, t.TieredBelow())
+	if tiered <= below {
+		return below
+	}
+	return max(below, min(tiered, g.storage.Log().KeepFrom(t.LocalRetention())))
 }
 
 func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) {

@@ -1128,6 +1128,40 @@ func (l *Log) SizeBytes() int64 {
 	return n
 }
 
+// ClosedThrough returns the index of the last record in a segment the
+// log no longer writes (any but the active one), 0 if it has none. Such
+// records change only by TruncateSuffix, which Raft does only above its
+// commit index: a reader of committed records below it reads settled
+// files.
+func (l *Log) ClosedThrough() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || len(l.segs) < 2 {
+		return 0
+	}
+	return l.segs[len(l.segs)-1].base - 1
+}
+
+// KeepFrom returns the index of the first record of the oldest segment
+// that must stay for the log to keep at least keep bytes of its newest
+// segments: DeletePrefix(KeepFrom(keep)) leaves keep bytes or more (all
+// of the log if it holds less).
+func (l *Log) KeepFrom(keep int64) uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0
+	}
+	var held int64
+	for i := len(l.segs) - 1; i > 0; i-- {
+		held += l.segs[i].size
+		if held >= keep {
+			return l.segs[i].base
+		}
+	}
+	return l.segs[0].base
+}
+
 // Segments returns the number of segment files.
 func (l *Log) Segments() int {
 	l.mu.RLock()

@@ -543,6 +543,53 @@ func TestDeletePrefix(t *testing.T) {
 	expect(t, l, last, 1, want[last-1:])
 }
 
+// TestKeepFrom checks the two questions tiering asks a log: up to where
+// its segments are closed, and from where it keeps a number of bytes.
+func TestKeepFrom(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{SegmentSize: 2048})
+	defer l.Close()
+	if got := l.ClosedThrough(); got != 0 {
+		t.Fatalf("ClosedThrough of an empty log = %d, want 0", got)
+	}
+	mustAppend(t, l, mkrecs(1, 301, 1))
+	l.mu.RLock()
+	var bases []uint64
+	var sizes []int64
+	for _, s := range l.segs {
+		bases, sizes = append(bases, s.base), append(sizes, s.size)
+	}
+	l.mu.RUnlock()
+	n := len(bases)
+	if n < 4 {
+		t.Fatalf("want at least 4 segments, have %d", n)
+	}
+	if got := l.ClosedThrough(); got != bases[n-1]-1 {
+		t.Fatalf("ClosedThrough = %d, want %d (the record before the active segment)", got, bases[n-1]-1)
+	}
+	if got := l.KeepFrom(1); got != bases[n-1] {
+		t.Fatalf("KeepFrom(1) = %d, want the active segment's base %d", got, bases[n-1])
+	}
+	// Exactly the last two segments' bytes: both stay, no more.
+	if got := l.KeepFrom(sizes[n-1] + sizes[n-2]); got != bases[n-2] {
+		t.Fatalf("KeepFrom(last two) = %d, want %d", got, bases[n-2])
+	}
+	// One byte more needs a third segment.
+	if got := l.KeepFrom(sizes[n-1] + sizes[n-2] + 1); got != bases[n-3] {
+		t.Fatalf("KeepFrom(last two + 1) = %d, want %d", got, bases[n-3])
+	}
+	if got := l.KeepFrom(1 << 40); got != bases[0] {
+		t.Fatalf("KeepFrom(more than the log) = %d, want the first base %d", got, bases[0])
+	}
+	// What KeepFrom answers is what DeletePrefix keeps.
+	keep := sizes[n-1] + sizes[n-2] + 1
+	if _, err := l.DeletePrefix(l.KeepFrom(keep)); err != nil {
+		t.Fatal(err)
+	}
+	if l.SizeBytes() < keep || l.Segments() != 3 {
+		t.Fatalf("after DeletePrefix(KeepFrom(%d)): %d bytes in %d segments", keep, l.SizeBytes(), l.Segments())
+	}
+}
+
 func TestReset(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentSize: 1024}
