@@ -25,7 +25,7 @@ func (m *tieredQueue) Apply(index uint64, cmd []byte) any {
 	return m.queueMachine.Apply(index, cmd)
 }
 
-func (m *tieredQueue) TieredBelow() uint64    { return m.below }
+func (m *tieredQueue) TieredBelow() uint64   { return m.below }
 func (m *tieredQueue) LocalRetention() int64 { return m.retention }
 
 // TestTieredLogKeepsItsRetention checks that the host deletes the
