@@ -66,6 +66,12 @@ type Attributes struct {
 	// delivered again. 0 frees an event as soon as every subscription is
 	// done with it. Retained events count against nothing but the disk.
 	Retention int64 `json:"retention"`
+	// LocalRetentionBytes is how many bytes of each shard's newest log a
+	// node keeps on its own disk when it tiers to object storage (serve
+	// --tier-url): older log segments, once uploaded and recorded, are
+	// deleted locally and read back from the object store when needed. 0
+	// takes the node's default (serve --tier-local-retention).
+	LocalRetentionBytes int64 `json:"local_retention_bytes"`
 	// OpaqueData is copied into every event delivered from the topic.
 	OpaqueData string `json:"opaque_data"`
 

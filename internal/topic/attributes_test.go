@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{"persistent", "shards", "push_endpoint", "time_to_live", "max_retries",
-		"retry_sleep_duration", "max_queue_bytes", "retention", "opaque_data", "amqp_exchange", "amqp_routing_key",
+		"retry_sleep_duration", "max_queue_bytes", "retention", "local_retention_bytes", "opaque_data", "amqp_exchange", "amqp_routing_key",
 		"amqp_ack_level", "kafka_topic", "kafka_acks", "nats_subject", "nats_jetstream", "http_headers",
 		"http_timeout", "signing_secret", "signature_scheme", "tls_insecure_skip_verify", "tls_ca_file"}
 	if got := Names(); !slices.Equal(got, want) {
@@ -62,6 +62,7 @@ func TestWith(t *testing.T) {
 		{map[string]string{"Push-Endpoint": "nats://h"}, func(a *Attributes) { a.PushEndpoint = "nats://h" }},
 		{map[string]string{"time_to_live": "3600"}, func(a *Attributes) { a.TimeToLive = 3600 }},
 		{map[string]string{"retention": "604800"}, func(a *Attributes) { a.Retention = 604800 }},
+		{map[string]string{"local_retention_bytes": "1048576"}, func(a *Attributes) { a.LocalRetentionBytes = 1 << 20 }},
 		{map[string]string{"max_retries": "9223372036854775807"}, func(a *Attributes) { a.MaxRetries = 1<<63 - 1 }},
 		{map[string]string{"retry_sleep_duration": "0"}, func(a *Attributes) { a.RetrySleepDuration = 0 }},
 		{map[string]string{"max_queue_bytes": "007"}, func(a *Attributes) { a.MaxQueueBytes = 7 }},
@@ -215,6 +216,7 @@ func TestValidate(t *testing.T) {
 		{func(a *Attributes) { a.RetrySleepDuration = -1 }, []string{"retry_sleep_duration must be 0 (no pause) or more"}},
 		{func(a *Attributes) { a.MaxRetries = -1 }, []string{"max_retries must be 0 (forever) or more, got -1"}},
 		{func(a *Attributes) { a.MaxQueueBytes = -1 }, []string{"max_queue_bytes must be 0 (unlimited) or more"}},
+		{func(a *Attributes) { a.LocalRetentionBytes = -1 }, []string{"local_retention_bytes must be 0 (the node's default) or more"}},
 		{func(a *Attributes) { a.HTTPTimeout = 0 }, []string{"http_timeout must be between 1 and", "got 0"}},
 		{func(a *Attributes) { a.PushEndpoint = "ftp://h/x" }, []string{`invalid push_endpoint "ftp://h/x"`, `unsupported scheme "ftp"`, "use one of http, https, amqp, amqps, kafka, nats"}},
 		{func(a *Attributes) { a.PushEndpoint = "hooks.example.com/x" }, []string{`unsupported scheme ""`, "use one of http"}},

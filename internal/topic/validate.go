@@ -32,6 +32,9 @@ func (a *Attributes) Validate() error {
 	if a.MaxQueueBytes < 0 {
 		add(invalidf("max_queue_bytes must be 0 (unlimited) or more, got %d", a.MaxQueueBytes))
 	}
+	if a.LocalRetentionBytes < 0 {
+		add(invalidf("local_retention_bytes must be 0 (the node's default) or more, got %d", a.LocalRetentionBytes))
+	}
 	if a.HTTPTimeout < 1 || a.HTTPTimeout > MaxSeconds {
 		add(invalidf("http_timeout must be between 1 and %d seconds, got %d", int64(MaxSeconds), a.HTTPTimeout))
 	}

@@ -45,6 +45,7 @@ var attrs = []attr{
 	numAttr("retry_sleep_duration", func(a *Attributes) *int64 { return &a.RetrySleepDuration }),
 	numAttr("max_queue_bytes", func(a *Attributes) *int64 { return &a.MaxQueueBytes }),
 	numAttr("retention", func(a *Attributes) *int64 { return &a.Retention }),
+	numAttr("local_retention_bytes", func(a *Attributes) *int64 { return &a.LocalRetentionBytes }),
 	textAttr("opaque_data", func(a *Attributes) *string { return &a.OpaqueData }),
 	textAttr("amqp_exchange", func(a *Attributes) *string { return &a.AMQPExchange }),
 	textAttr("amqp_routing_key", func(a *Attributes) *string { return &a.AMQPRoutingKey }),
