@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/sync/errgroup"
 
@@ -140,6 +141,9 @@ type Config struct {
 	// Registerer receives the host's metrics (fsync and snapshot
 	// durations); nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// Archive holds the entries of Tiered state machines that are no
+	// longer in their local logs; Entry reads them there. nil: none.
+	Archive Archive
 }
 
 func (c *Config) setDefaults() {
@@ -667,6 +671,9 @@ func (h *Host) Entry(id, index uint64) ([]byte, error) {
 		return nil, err
 	}
 	ents, err := g.storage.Entries(index, index+1, 0)
+	if errors.Is(err, raft.ErrCompacted) && h.cfg.Archive != nil {
+		ents, err = h.archived(g, index)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read entry %d of group %s: %w", index, g.name, err)
 	}

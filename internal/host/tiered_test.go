@@ -1,9 +1,14 @@
 package host
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // tieredQueue is a queue whose entries below a point, set by a "tier N"
@@ -32,9 +37,11 @@ func (m *tieredQueue) LocalRetention() int64 { return m.retention }
 // segments of a tiered machine's log that are held elsewhere, keeping its
 // local retention, and never those it still needs that are not.
 func TestTieredLogKeepsItsRetention(t *testing.T) {
+	archive := &mapArchive{entries: map[uint64]*pb.Entry{}}
 	h := newTestHost(t, t.TempDir(), func(c *Config) {
 		c.SnapshotEntries = 20
 		c.SegmentSize = 4096
+		c.Archive = archive
 	})
 	const retention = 8192
 	sm := &tieredQueue{retention: retention}
@@ -53,7 +60,17 @@ func TestTieredLogKeepsItsRetention(t *testing.T) {
 	total := log.SizeBytes()
 
 	// Tier half the log: the segments below that point go, the rest stay.
+	// The reconciler copies what it tiers first (here, to a map).
 	half := log.LastIndex() / 2
+	b, err := h.LogBounds(1)
+	if err != nil || b.ClosedThrough < half {
+		t.Fatalf("LogBounds = %+v, %v; want segments closed through %d", b, err, half)
+	}
+	ents, err := h.Entries(1, first, half+1, 1<<30)
+	if err != nil || len(ents) != int(half+1-first) {
+		t.Fatalf("Entries(%d, %d) = %d entries, %v", first, half+1, len(ents), err)
+	}
+	archive.put(ents)
 	propose(t, h, 1, "tier "+strconv.FormatUint(half, 10))
 	eventually(t, "segments below the tiered point are deleted", func() bool { return log.FirstIndex() > first })
 	if got := log.FirstIndex(); got > half {
@@ -62,6 +79,17 @@ func TestTieredLogKeepsItsRetention(t *testing.T) {
 	if log.SizeBytes() >= total {
 		t.Fatalf("log still holds %d bytes of %d", log.SizeBytes(), total)
 	}
+	// An entry below the local log is read from the archive, and one
+	// the archive lacks is an error, not a guess.
+	below := log.FirstIndex() - 1
+	cmd, err := h.Entry(1, below)
+	if err != nil || string(cmd) != "pub "+payload {
+		t.Fatalf("Entry(%d) below the local log = %q, %v", below, cmd, err)
+	}
+	delete(archive.entries, below)
+	if _, err := h.Entry(1, below); err == nil {
+		t.Fatalf("Entry(%d), missing from the archive too, succeeded", below)
+	}
 
 	// Tier everything: the log shrinks to its retention, by whole segments.
 	propose(t, h, 1, "tier "+strconv.FormatUint(log.LastIndex()+1, 10))
@@ -69,4 +97,27 @@ func TestTieredLogKeepsItsRetention(t *testing.T) {
 	if log.SizeBytes() < retention {
 		t.Fatalf("log holds %d bytes, less than its retention %d", log.SizeBytes(), retention)
 	}
+}
+
+// mapArchive is an Archive in memory.
+type mapArchive struct {
+	mu      sync.Mutex
+	entries map[uint64]*pb.Entry
+}
+
+func (a *mapArchive) put(ents []*pb.Entry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range ents {
+		a.entries[e.GetIndex()] = e
+	}
+}
+
+func (a *mapArchive) Entry(_ context.Context, group string, index uint64) (*pb.Entry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.entries[index]; ok && group == "q" {
+		return e, nil
+	}
+	return nil, fmt.Errorf("entry %d of %s is not archived", index, group)
 }
