@@ -15,9 +15,9 @@ import (
 // for one (Entry); Raft itself never does: entries below the local log
 // reach a lagging follower as a snapshot's state, which reads them here.
 type Archive interface {
-	// Entry returns the committed entry at index of the group named
-	// group, as the group's log held it.
-	Entry(ctx context.Context, group string, index uint64) (*pb.Entry, error)
+	// Entry returns the committed entry at index of group, as the
+	// group's log held it.
+	Entry(ctx context.Context, group, index uint64) (*pb.Entry, error)
 }
 
 // archiveReadTimeout bounds one read from the archive: Entry's callers
@@ -28,7 +28,7 @@ const archiveReadTimeout = time.Minute
 func (h *Host) archived(g *group, index uint64) ([]*pb.Entry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), archiveReadTimeout)
 	defer cancel()
-	e, err := h.cfg.Archive.Entry(ctx, g.name, index)
+	e, err := h.cfg.Archive.Entry(ctx, g.id, index)
 	if err != nil {
 		return nil, fmt.Errorf("below the local log, from the archive: %w", err)
 	}

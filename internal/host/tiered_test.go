@@ -113,11 +113,11 @@ func (a *mapArchive) put(ents []*pb.Entry) {
 	}
 }
 
-func (a *mapArchive) Entry(_ context.Context, group string, index uint64) (*pb.Entry, error) {
+func (a *mapArchive) Entry(_ context.Context, group, index uint64) (*pb.Entry, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e, ok := a.entries[index]; ok && group == "q" {
+	if e, ok := a.entries[index]; ok && group == 1 {
 		return e, nil
 	}
-	return nil, fmt.Errorf("entry %d of %s is not archived", index, group)
+	return nil, fmt.Errorf("entry %d of group %d is not archived", index, group)
 }
