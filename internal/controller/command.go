@@ -75,6 +75,12 @@ type Command struct {
 	SubscriptionAttributes *topic.SubscriptionAttributes `json:"subscription_attributes,omitempty"`
 	// Reason says why OpDisableSubscription disables a subscription.
 	Reason string `json:"reason,omitempty"`
+	// Object is the name of the object in the object store a tiering op
+	// is about.
+	Object string `json:"object,omitempty"`
+	// Runs are the ranges of log entries object Object holds. Only for
+	// OpRecordTierObject.
+	Runs []TierRun `json:"runs,omitempty"`
 	// Time is when the command was proposed, in Unix nanoseconds. The
 	// proposer chooses it, so that every replica records the same time.
 	Time int64 `json:"time"`
@@ -84,8 +90,8 @@ type Command struct {
 func (c Command) Marshal() []byte {
 	data, err := json.Marshal(c)
 	if err != nil {
-		// Command holds only strings, numbers, booleans and string maps,
-		// which always encode.
+		// Command holds only strings, numbers, booleans, string maps and
+		// structs of these, which always encode.
 		panic("controller: encoding a command: " + err.Error())
 	}
 	return data
@@ -112,7 +118,12 @@ func (c *Command) checkFields() error {
 		(c.Subscription != "" || c.SubscriptionAttributes != nil || c.Reason != "") {
 		return invalidf("invalid controller command: %s names a subscription, subscription attributes or a reason, which only the subscription ops take", c.Op)
 	}
+	if slices.Contains(ops, c.Op) && !slices.Contains(tierOps, c.Op) && (c.Object != "" || c.Runs != nil) {
+		return invalidf("invalid controller command: %s names a tiered object or runs, which only the tiering ops take", c.Op)
+	}
 	switch c.Op {
+	case OpRecordTierObject, OpForgetTierObject:
+		return c.checkTierFields()
 	case OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription:
 		return c.checkSubscriptionFields()
 	case OpCreate:
@@ -158,7 +169,11 @@ func (c *Command) checkFields() error {
 // ops are the valid values of Command.Op.
 var ops = []string{OpCreate, OpSet, OpDelete, OpAddNode, OpDrainNode, OpForgetNode, OpAddReplica, OpRemoveReplica,
 	OpRebalance, OpRebalanceDone, OpMoveReplica, OpSetPreferred, OpNameCluster,
-	OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription}
+	OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription,
+	OpRecordTierObject, OpForgetTierObject}
+
+// tierOps are the ops about the manifest of tiered objects.
+var tierOps = []string{OpRecordTierObject, OpForgetTierObject}
 
 // subscriptionOps are the ops about one subscription of a topic.
 var subscriptionOps = []string{OpCreateSubscription, OpSetSubscription, OpDeleteSubscription, OpEnableSubscription, OpDisableSubscription}

@@ -1,8 +1,8 @@
 // Package controller implements the replicated state machine of herald's
 // controller: the cluster-wide metadata, held by one Raft group of its own
 // (ControllerGroup): the topics with their subscriptions, the Raft group
-// ids of their shards and where these are placed, and the cluster's
-// members.
+// ids of their shards and where these are placed, the cluster's members,
+// and the manifest of the objects that hold shards' tiered log entries.
 //
 // Proposers encode a Command with Marshal; the Raft host commits it and
 // hands it to State.Apply on every replica, which returns a Result to the

@@ -30,6 +30,10 @@ var (
 	// not take: its settings are its topic's attributes.
 	ErrDefaultSubscription = errors.New("the default subscription's settings are its topic's")
 
+	// ErrTierObjectConflict means an object is recorded in the tiering
+	// manifest already, with other runs than a new record gives it.
+	ErrTierObjectConflict = errors.New("tiered object is recorded with other runs")
+
 	// ErrInvalidSnapshot is returned by Restore for data that is not a
 	// snapshot written by Snapshot.
 	ErrInvalidSnapshot = errors.New("invalid controller snapshot")
@@ -99,4 +103,8 @@ func tooManySubscriptions(topicName string) error {
 
 func defaultHasTopicAttributes(topicName string) error {
 	return &detailError{ErrDefaultSubscription, fmt.Sprintf("the default subscription of topic %q delivers with the topic's own attributes; change them with herald topic set %s (SetTopicAttributes), or detach it and create a named subscription", topicName, topicName)}
+}
+
+func tierObjectConflict(name string) error {
+	return &detailError{ErrTierObjectConflict, fmt.Sprintf("object %s is recorded in the tiering manifest already, with other runs; an object name is used once: upload the entries under a new name", quoteObject(name))}
 }

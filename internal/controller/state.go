@@ -155,6 +155,11 @@ type State struct {
 	// lastSubscription is the id the last created subscription got, of
 	// any topic: ids are never reused (see Subscription.ID).
 	lastSubscription uint64
+	// tierObjects is the manifest of tiered objects, by name, and
+	// tierGroups indexes their runs by Raft group (see tier.go). Both
+	// are nil until the first object is recorded.
+	tierObjects map[string]*tierObject
+	tierGroups  map[uint64]*tierGroup
 }
 
 // New returns an empty state.
@@ -192,6 +197,10 @@ func (s *State) Apply(index uint64, data []byte) any {
 			s.cluster = c.Cluster
 		}
 		return Result{}
+	case OpRecordTierObject:
+		return s.recordTierObject(index, &c)
+	case OpForgetTierObject:
+		return s.forgetTierObject(&c)
 	}
 	if err := topic.ValidateName(c.Name); err != nil {
 		return Result{Err: err}
@@ -327,6 +336,10 @@ type snapshot struct {
 	// LastSubscription: see State.lastSubscription. Snapshots written
 	// before herald had subscriptions have none, and no subscriptions.
 	LastSubscription uint64 `json:"last_subscription,omitempty"`
+	// TierObjects is the manifest of tiered objects, sorted by name.
+	// Snapshots written before herald tiered have none: an empty
+	// manifest.
+	TierObjects []snapshotTierObject `json:"tier_objects,omitempty"`
 }
 
 const snapshotVersion = 1
@@ -347,6 +360,7 @@ func (s *State) Snapshot() ([]byte, error) {
 		Cluster:     s.cluster,
 
 		LastSubscription: s.lastSubscription,
+		TierObjects:      s.snapshotTier(),
 	})
 }
 
@@ -371,6 +385,9 @@ func (s *State) Restore(data []byte) error {
 	for i := range snap.Topics {
 		t := snap.Topics[i]
 		r.topics[t.Name] = &t
+	}
+	if err := snap.restoreTier(r); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	*s = *r
 	return nil

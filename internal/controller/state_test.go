@@ -358,6 +358,12 @@ func history(t *testing.T) [][]byte {
 		if i%3 == 0 {
 			h = append(h, del(fmt.Sprintf("t%d", (i+2)%7)).Marshal())
 		}
+		// Tiered objects, some recorded again (alike or not), some
+		// overlapping, some forgotten.
+		h = append(h, record(fmt.Sprintf("o%d", i%9), TierRun{Shard: "t0", Group: 2 + uint64(i%3), First: uint64(i%11) + 1, Last: uint64(i%11) + 4, Length: 1}).Marshal())
+		if i%4 == 0 {
+			h = append(h, forget(fmt.Sprintf("o%d", i%5)).Marshal())
+		}
 	}
 	return h
 }
@@ -414,8 +420,11 @@ func TestSnapshotRestore(t *testing.T) {
 	if !reflect.DeepEqual(r.Topics(), s.Topics()) || r.Applied() != s.Applied() || r.CompactIndex() != s.CompactIndex() {
 		t.Error("restored state differs")
 	}
-	if len(s.Topics()) == 0 {
-		t.Fatal("the history left no topics to snapshot")
+	if len(s.Topics()) == 0 || len(s.TierObjects()) == 0 {
+		t.Fatal("the history left no topics or no tiered objects to snapshot")
+	}
+	if !reflect.DeepEqual(r.TierObjects(), s.TierObjects()) {
+		t.Error("restored manifest differs")
 	}
 
 	// Empty data is the empty state.
@@ -479,6 +488,8 @@ func FuzzApply(f *testing.F) {
 	f.Add(set("t", map[string]string{"shards": "1", "push_endpoint": "nats://n"}, 1).Marshal())
 	f.Add(del("t").Marshal())
 	f.Add([]byte(`{"op":"create","name":"u","attributes":{"shards":1024}}`))
+	f.Add(record("o", TierRun{Shard: "t", Group: 2, First: 1, Last: 9, Offset: 4, Length: 100, CRC: 7}).Marshal())
+	f.Add(forget("o").Marshal())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := New()
 		s.Apply(1, create("t", &topic.Attributes{Shards: 1, HTTPTimeout: 1, AMQPAckLevel: "none", KafkaAcks: "all", Persistent: true}, 1).Marshal())

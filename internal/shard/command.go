@@ -28,6 +28,7 @@ const (
 	OpUnsubscribe               // drop subscription Subscription's cursor, with its dead letters
 	OpRetain                    // retain the events published from OlderThan on; RetainNone stops retaining (see retain.go)
 	OpSeek                      // move subscription Subscription's cursor to offset From, making what follows pending again
+	OpTierAdvance               // raise the last reconciled (tiered) log index, LRO, to From (see tier.go)
 )
 
 var opNames = [...]string{
@@ -46,9 +47,10 @@ var opNames = [...]string{
 	OpUnsubscribe: "Unsubscribe",
 	OpRetain:      "Retain",
 	OpSeek:        "Seek",
+	OpTierAdvance: "TierAdvance",
 }
 
-func (op Op) valid() bool { return op >= OpReserve && op <= OpSeek }
+func (op Op) valid() bool { return op >= OpReserve && op <= OpTierAdvance }
 
 func (op Op) String() string {
 	if op.valid() {
@@ -121,7 +123,8 @@ type Command struct {
 	// below the earliest event still held start there, and FromNow (or
 	// any offset not yet assigned) starts at the next event published.
 	// It is also the offset a Seek moves the cursor to, clamped the same
-	// way.
+	// way, and the log index a TierAdvance raises the LRO to: not an
+	// offset, but an index at most that of the TierAdvance's own entry.
 	From uint64
 }
 

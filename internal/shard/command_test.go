@@ -56,6 +56,7 @@ func sampleCommands() []Command {
 		{Op: OpRetain, OlderThan: RetainNone},
 		{Op: OpSeek, Subscription: 5, From: 17},
 		{Op: OpSeek, From: FromNow},
+		{Op: OpTierAdvance, From: 1234},
 	}
 }
 
@@ -137,7 +138,7 @@ func TestUnmarshalCommandRejects(t *testing.T) {
 		"version 1":           {1, 1, 0},
 		"version 3":           {3, 1, 0},
 		"op 0":                {2, 0, 0},
-		"op 16":               {2, 16, 0},
+		"op 17":               {2, 17, 0},
 		"trailing byte":       {2, 3, 0, 0},
 		"unknown field":       {2, 3, 0x80, 0x04, 0},
 		"unknown high field":  {2, 3, 0x80, 0x80, 0x80, 0x80, 0x01, 0},
@@ -242,7 +243,8 @@ func TestEventAt(t *testing.T) {
 func TestOpString(t *testing.T) {
 	for op, want := range map[Op]string{0: "Op(0)", OpReserve: "Reserve", OpAck: "Ack", OpExpire: "Expire",
 		OpAttempt: "Attempt", OpDeadLetter: "DeadLetter", OpReplayDead: "ReplayDead", OpPurgeDead: "PurgeDead",
-		OpSkip: "Skip", OpSubscribe: "Subscribe", OpUnsubscribe: "Unsubscribe", OpRetain: "Retain", OpSeek: "Seek", 16: "Op(16)"} {
+		OpSkip: "Skip", OpSubscribe: "Subscribe", OpUnsubscribe: "Unsubscribe", OpRetain: "Retain", OpSeek: "Seek",
+		OpTierAdvance: "TierAdvance", 17: "Op(17)"} {
 		if got := op.String(); got != want {
 			t.Errorf("Op(%d).String() = %q, want %q", uint8(op), got, want)
 		}

@@ -37,6 +37,12 @@
 // (DeadLetter) carries the same location. The host may truncate its
 // log below the smaller of CompactIndex and its latest snapshot index.
 //
+// With tiering, a node's reconciler copies log entries to object storage
+// and then advances the shard's last reconciled log index (OpTierAdvance,
+// read back with LRO): the entries at or below it can be read from the
+// object store. The LRO only rises, and an advance may be repeated; see
+// tier.go.
+//
 // State is deterministic. It does no I/O and never reads the clock: every
 // timestamp arrives inside a Command, chosen by the proposer. Replicas that
 // apply the same commands at the same log indexes reach byte-identical

@@ -31,9 +31,9 @@ var (
 
 	// ErrInvalidCommand rejects a malformed command: an unknown op, negative
 	// sizes, a Commit or Publish without events, a ReplayDead whose events
-	// are not copies of its dead letters in ascending offset order, a log
-	// index that does not follow the last applied one, or an encoding that
-	// does not decode.
+	// are not copies of its dead letters in ascending offset order, a
+	// TierAdvance beyond its own log index, a log index that does not
+	// follow the last applied one, or an encoding that does not decode.
 	ErrInvalidCommand = errors.New("shard: invalid command")
 
 	// ErrPartialDuplicate rejects a Publish some but not all of whose

@@ -26,6 +26,8 @@ type model struct {
 	// retainFrom on whose retained flag is set are retained.
 	retaining  bool
 	retainFrom uint64
+
+	lro uint64 // the highest index a TierAdvance went to
 }
 
 type modelReservation struct {
@@ -278,6 +280,12 @@ func (m *model) apply(index uint64, c *Command) Result {
 		return m.retain(c)
 	case OpSeek:
 		return m.seek(c)
+	case OpTierAdvance:
+		if c.From > index {
+			return Result{Err: ErrInvalidCommand}
+		}
+		m.lro = max(m.lro, c.From)
+		return Result{}
 	}
 	return Result{Err: ErrInvalidCommand}
 }
@@ -417,6 +425,9 @@ func compare(t *testing.T, s *State, m *model, full bool) {
 	if got, want := s.Earliest(), m.logStart(); got != want {
 		t.Fatalf("Earliest = %d, model %d", got, want)
 	}
+	if got, want := s.LRO(), m.lro; got != want {
+		t.Fatalf("LRO = %d, model %d", got, want)
+	}
 	start := m.logStart()
 	dead := m.deadOffsets()
 	if full {
@@ -535,7 +546,7 @@ const (
 	stepAck         = 8
 	stepExpire      = 11
 	stepSnapshot    = 12
-	stepBad         = 13
+	stepBad         = 13 // a nil command, an unknown op, or a tier advance (rare, like these)
 	stepCommit2     = 14 // commit the newest reservation, sized to fit
 	stepAckHead     = 15 // ack the event at the head
 	stepAttempt     = 16
@@ -782,7 +793,15 @@ func (p *fuzzProgram) command(sel byte) (c *Command, ok bool) {
 		case 1:
 			c.Op = 0
 		default:
-			c.Op = OpSeek + 1 + Op(b%8)
+			if b < 128 {
+				c.Op = OpTierAdvance + 1 + Op(b%8)
+				break
+			}
+			// Usually up to the entry before this one; sometimes to
+			// this entry, or beyond it, which is refused.
+			c.Op, c.Time = OpTierAdvance, 0
+			back := uint64(p.r.next() % 8)
+			c.From = max(p.m.applied+2, back) - back
 		}
 	}
 	return c, true

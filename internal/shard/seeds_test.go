@@ -84,6 +84,10 @@ func (p *seedProgram) seek(from byte, time bool, back byte) *seedProgram {
 	return p.step(stepSeek, 144+from, tb)
 }
 
+// tierAdvance advances the LRO to back log indexes (0-7) below the one
+// after this step's: 1 is this step's own, 0 beyond it, which is refused.
+func (p *seedProgram) tierAdvance(back byte) *seedProgram { return p.step(stepBad, 128, back) }
+
 // capture captures a snapshot with SnapshotFunc before the last step.
 func (p *seedProgram) capture() *seedProgram { p.b[p.last] |= selCapture; return p }
 
@@ -242,6 +246,15 @@ func stateMachineSeeds() map[string][]byte {
 		}
 	}
 	seeds["retain-seek"] = p.b
+	p = new(seedProgram).publish(0, 1, 2).tierAdvance(3).tierAdvance(0).capture().
+		tierAdvance(2).tierAdvance(5).snap().check().publish(0, 3).tierAdvance(1).capture()
+	for i := range byte(20) {
+		p.publish(0, i%5).ack(0).tierAdvance(i % 8)
+		if i%4 == 0 {
+			p.snap().check()
+		}
+	}
+	seeds["tier-advance"] = p.b
 	return seeds
 }
 
@@ -295,12 +308,13 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["dedup"] = snapshot(t, dedupHistory(t).s)
 	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
 	seeds["retention"] = snapshot(t, retentionHistory(t).s)
-	// The same history, which holds nothing version 4 or 5 added and so
+	seeds["tiered"] = snapshot(t, tieredHistory(t).s)
+	// The same history, which holds nothing versions 4 to 6 added and so
 	// is written as version 3, as written before the dedup table (version
-	// 2) and as versions 4 and 5 would have it. Version 3 appended one
+	// 2) and as versions 4 to 6 would have it. Version 3 appended one
 	// byte, the empty table's count; version 4 four, all zero with the
 	// default subscription alone; version 5 two, zero with no replays and
-	// no retention.
+	// no retention; version 6 one, the zero LRO.
 	old := snapshot(t, history(t).s)
 	if old[0] != snapshotVersionV3 {
 		t.Fatalf("history written as version %d, want %d", old[0], snapshotVersionV3)
@@ -308,7 +322,8 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["v3-history"] = old
 	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
 	seeds["v4-history"] = append(append([]byte{snapshotVersionV4}, old[1:]...), 0, 0, 0, 0)
-	seeds["v5-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0, 0, 0)
+	seeds["v5-history"] = append(append([]byte{snapshotVersionV5}, old[1:]...), 0, 0, 0, 0, 0, 0)
+	seeds["v6-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0, 0, 0, 0)
 	return seeds
 }
 

@@ -7,21 +7,25 @@ import (
 )
 
 // snapshotVersion is the first byte of the snapshots MarshalBinary
-// writes. Version 5 added the cursors' replay counts and the retained
-// events at the end; version 4 snapshots are read as having no replays
-// and no retention. Version 4 added the subscriptions' cursors at the end;
-// version 3 snapshots are read as having the default subscription alone.
-// Version 3 added the de-duplication table; version 2 snapshots are read
-// as having an empty one.
+// writes. Version 6 added the LRO (see tier.go) at the end; version 5
+// snapshots are read as having nothing tiered. Version 5 added the
+// cursors' replay counts and the retained events at the end; version 4
+// snapshots are read as having no replays and no retention. Version 4
+// added the subscriptions' cursors at the end; version 3 snapshots are
+// read as having the default subscription alone. Version 3 added the
+// de-duplication table; version 2 snapshots are read as having an empty
+// one.
 //
-// A state that holds nothing version 4 or 5 added (the default
+// A state that holds nothing versions 4 to 6 added (the default
 // subscription alone, attached, with nothing skipped, excluded or
-// replayed, and no retention) is written as version 3: the release before
-// subscriptions can read it, so that until the first subscription (or
-// retention) a node of that release can still follow an upgraded leader,
-// or the node be downgraded.
+// replayed, no retention and nothing tiered) is written as version 3: the
+// release before subscriptions can read it, so that until the first
+// subscription (or retention, or tiering) a node of that release can
+// still follow an upgraded leader, or the node be downgraded. Any other
+// state is written as version 6; versions 4 and 5 are only read.
 const (
-	snapshotVersion   = 5
+	snapshotVersion   = 6
+	snapshotVersionV5 = 5
 	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
@@ -94,7 +98,9 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		return b, nil
 	}
 	b = s.appendSubscriptions(b)
-	return s.appendRetention(b), nil
+	b = s.appendRetention(b)
+	// Version 6: the LRO.
+	return binary.AppendUvarint(b, s.lro), nil
 }
 
 // appendRetention appends what version 5 added: each cursor's replay
@@ -123,10 +129,11 @@ func (s *State) appendRetention(b []byte) []byte {
 
 // beyondV3 reports whether the state holds anything a version 3 snapshot
 // cannot: a subscription besides the default one, a detached default
-// subscription, events the default one skipped, excluded or replayed, or
-// retention.
+// subscription, events the default one skipped, excluded or replayed,
+// retention, or a tiered log.
 func (s *State) beyondV3() bool {
-	return len(s.subs) > 0 || s.detached || s.def.skipped != 0 || s.def.excluded != 0 || s.def.replayed != 0 || s.retaining
+	return len(s.subs) > 0 || s.detached || s.def.skipped != 0 || s.def.excluded != 0 || s.def.replayed != 0 || s.retaining ||
+		s.lro != 0
 }
 
 // appendCursor appends what a cursor holds from its head on: its pending
@@ -283,8 +290,16 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	if v >= snapshotVersionV4 {
 		t.decodeSubscriptions(&d)
 	}
-	if v >= snapshotVersion {
+	if v >= snapshotVersionV5 {
 		t.decodeRetention(&d)
+	}
+	if v >= snapshotVersion {
+		t.lro = d.uvarint("last reconciled log index")
+		// An advance never goes beyond its own entry, so never beyond
+		// what was applied.
+		if d.err == nil && t.lro > t.applied {
+			d.fail("last reconciled log index %d beyond applied index %d", t.lro, t.applied)
+		}
 	}
 	for c := range t.active {
 		t.checkCursor(&d, c)

@@ -454,12 +454,20 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			// version 3.
 			want = append([]byte{snapshotVersionV3}, data[1:len(data)-4]...)
 		case data[0] == snapshotVersionV4:
-			// No replays, one count per cursor, and no retention.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), make([]byte, len(s.subs)+2)...)
-		case data[0] == snapshotVersion && !s.beyondV3():
+			// No replays, one count per cursor, no retention, and
+			// nothing tiered.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), make([]byte, len(s.subs)+3)...)
+		case data[0] == snapshotVersionV5 && !s.beyondV3():
 			// Nothing but the zero bytes of versions 4 (four) and 5 (two,
 			// with the default subscription alone): written as version 3.
 			want = append([]byte{snapshotVersionV3}, data[1:len(data)-6]...)
+		case data[0] == snapshotVersionV5:
+			// Nothing tiered.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
+		case data[0] == snapshotVersion && !s.beyondV3():
+			// Nothing but the zero bytes of versions 4 (four), 5 (two)
+			// and 6 (one): written as version 3.
+			want = append([]byte{snapshotVersionV3}, data[1:len(data)-7]...)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)

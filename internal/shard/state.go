@@ -71,6 +71,10 @@ type State struct {
 	retaining  bool
 	retainFrom uint64
 	retained   pendingList
+
+	// lro is the last reconciled log index: every entry at or below it
+	// is in the object store (see tier.go). 0 means none is.
+	lro uint64
 }
 
 // acked marks a done entry of a cursor's pending list: acknowledged,
@@ -194,6 +198,8 @@ func (s *State) Apply(index uint64, cmd *Command) Result {
 		return s.retain(cmd)
 	case OpSeek:
 		return s.seek(cmd)
+	case OpTierAdvance:
+		return s.tierAdvance(index, cmd)
 	}
 	return reject(fmt.Errorf("%w: unknown op %d", ErrInvalidCommand, cmd.Op))
 }

@@ -419,7 +419,7 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 		{Command{Op: OpReplayDead, Offsets: []uint64{2, 2}, Events: events(5, 5)}, ErrInvalidCommand}, // twice
 		{Command{Op: OpReplayDead, Offsets: []uint64{2, 3}, Events: events(5, 7)}, ErrInvalidCommand}, // not a copy
 		{Command{Op: 0}, ErrInvalidCommand},
-		{Command{Op: OpSeek + 1}, ErrInvalidCommand},
+		{Command{Op: OpTierAdvance + 1}, ErrInvalidCommand},
 	}
 	for _, tt := range tests {
 		rejected, noop := clone(t, h.s), clone(t, h.s)
