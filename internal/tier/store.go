@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -80,7 +81,8 @@ func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 	return s, nil
 }
 
-// probe writes, reads back and deletes a small object.
+// probe writes, reads back and deletes a small object. Its errors name
+// the store once, and say what to check.
 func (s *Store) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -88,25 +90,28 @@ func (s *Store) probe(ctx context.Context) error {
 	rand.Read(id[:])
 	name := ProbePrefix + hex.EncodeToString(id[:])
 	want := []byte("herald tier store probe " + name)
-	if err := s.Put(ctx, name, want); err != nil {
-		return fmt.Errorf("tier store %s: cannot write the probe object %s: %s: %w", s.url, name, advice(err), err)
+	if err := s.put(ctx, name, want); err != nil {
+		return fmt.Errorf("tier store %s: cannot write the probe object %s; %s: %w", s.url, name, advice(err), err)
 	}
-	got, err := s.ReadRange(ctx, name, 0, int64(len(want)))
+	got, err := s.readRange(ctx, name, 0, int64(len(want)))
 	if err != nil {
-		return fmt.Errorf("tier store %s: wrote the probe object %s but cannot read it back: %s: %w", s.url, name, advice(err), err)
+		return fmt.Errorf("tier store %s: wrote the probe object %s but cannot read it back; %s: %w", s.url, name, advice(err), err)
 	}
 	if !bytes.Equal(got, want) {
 		return fmt.Errorf("tier store %s: the probe object %s reads back as %q, written as %q: the store does not return what it was given", s.url, name, got, want)
 	}
-	if err := s.Delete(ctx, name); err != nil {
-		return fmt.Errorf("tier store %s: cannot delete the probe object %s: %s (the reconciler's sweeper deletes objects): %w", s.url, name, advice(err), err)
+	if err := s.delete(ctx, name); err != nil {
+		return fmt.Errorf("tier store %s: cannot delete the probe object %s (the sweeper of orphan objects must delete); %s: %w", s.url, name, advice(err), err)
 	}
 	return nil
 }
 
 // advice says what to check after a failed probe.
 func advice(err error) string {
+	var netErr *net.OpError
 	switch {
+	case errors.As(err, &netErr):
+		return "cannot reach the store: check the endpoint (scheme, host and port) and that its server runs"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the store did not answer in time: check the endpoint and the network"
 	case gcerrors.Code(err) == gcerrors.NotFound:
@@ -123,37 +128,46 @@ func (s *Store) URL() string { return s.url }
 
 // Put writes data as object name, replacing any object of that name.
 func (s *Store) Put(ctx context.Context, name string, data []byte) error {
+	if err := s.put(ctx, name, data); err != nil {
+		return fmt.Errorf("tier store %s: put %s (%d bytes): %w", s.url, name, len(data), err)
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, name string, data []byte) error {
 	sum := md5.Sum(data) // the store checks what it received against it
 	err := s.bucket.WriteAll(ctx, name, data, &blob.WriterOptions{
 		ContentType: "application/octet-stream",
 		ContentMD5:  sum[:],
 	})
-	if err != nil {
-		return fmt.Errorf("tier store %s: put %s (%d bytes): %w", s.url, name, len(data), s.wrap(err))
-	}
-	return nil
+	return s.wrap(err)
 }
 
 // ReadRange reads length bytes of object name from offset off: all of
 // them, or an error. A missing object gives an error wrapping ErrNotFound.
 func (s *Store) ReadRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
-	if off < 0 || length < 0 {
-		return nil, fmt.Errorf("tier store %s: read %s: invalid range %d+%d", s.url, name, off, length)
+	data, err := s.readRange(ctx, name, off, length)
+	if err != nil {
+		return nil, fmt.Errorf("tier store %s: read %s bytes %d+%d: %w", s.url, name, off, length, err)
 	}
-	fail := func(err error) error {
-		return fmt.Errorf("tier store %s: read %s bytes %d+%d: %w", s.url, name, off, length, err)
+	return data, nil
+}
+
+func (s *Store) readRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
+	if off < 0 || length < 0 {
+		return nil, errors.New("invalid range")
 	}
 	r, err := s.bucket.NewRangeReader(ctx, name, off, length, nil)
 	if err != nil {
-		return nil, fail(s.wrap(err))
+		return nil, s.wrap(err)
 	}
 	defer r.Close()
 	if size := r.Size(); off+length > size {
-		return nil, fail(fmt.Errorf("the object has %d bytes", size))
+		return nil, fmt.Errorf("the object has only %d bytes", size)
 	}
 	buf := make([]byte, length)
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fail(s.wrap(err))
+		return nil, s.wrap(err)
 	}
 	return buf, nil
 }
@@ -179,9 +193,16 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 // Delete deletes object name. Deleting a missing object succeeds, so that
 // a retried sweep does not fail.
 func (s *Store) Delete(ctx context.Context, name string) error {
+	if err := s.delete(ctx, name); err != nil {
+		return fmt.Errorf("tier store %s: delete %s: %w", s.url, name, err)
+	}
+	return nil
+}
+
+func (s *Store) delete(ctx context.Context, name string) error {
 	err := s.bucket.Delete(ctx, name)
 	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("tier store %s: delete %s: %w", s.url, name, s.wrap(err))
+		return err
 	}
 	return nil
 }
@@ -197,7 +218,7 @@ func (s *Store) Close() error {
 // wrap adds ErrNotFound to the errors of missing objects (or buckets),
 // keeping the driver's error for errors.As.
 func (s *Store) wrap(err error) error {
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if err != nil && gcerrors.Code(err) == gcerrors.NotFound {
 		return notFoundError{err}
 	}
 	return err
