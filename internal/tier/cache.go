@@ -63,7 +63,9 @@ type ReaderStats struct {
 }
 
 // NewReader returns a Reader of store whose cache holds up to maxBytes of
-// runs (by their Length). Close it to stop its prefetches.
+// runs (by their Length); with maxBytes 0 it caches nothing, and reads
+// of a run at the same time still share one fetch. Close it to stop its
+// fetches.
 func NewReader(store *Store, maxBytes int64) *Reader {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Reader{

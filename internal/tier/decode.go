@@ -25,8 +25,10 @@ func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
 			run.Shard, run.First, run.Last, crc, run.CRC)
 	}
 	// The bytes are what was written; what follows catches a reference
-	// to the wrong bytes, and a writer's bug.
-	c := cursor{object: object, data: data, base: run.Offset}
+	// to the wrong bytes, and a writer's bug. The entries' data are
+	// slices of one copy of data: one allocation, not one per entry, and
+	// the caller keeps data.
+	c := cursor{object: object, data: bytes.Clone(data), base: run.Offset}
 	if magic, ok := c.bytes(len(runMagic)); !ok || string(magic) != runMagic {
 		return nil, c.fail(remedyMismatch, "no run starts here (bad run magic)")
 	}
@@ -67,7 +69,7 @@ func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
 		}
 		e := &raftpb.Entry{Index: proto.Uint64(index), Term: proto.Uint64(term), Type: raftpb.EntryType(int32(typ)).Enum()}
 		if size > 0 {
-			e.Data = bytes.Clone(payload) // the entries outlive data
+			e.Data = payload[:size:size] // an append must not reach the next entry
 		}
 		entries = append(entries, e)
 		if index == last {
