@@ -13,7 +13,8 @@ import (
 // bytes of object (as Store.ReadRange returns them). It checks the
 // length and checksum, then that the bytes hold the shard and range the
 // reference names, with consecutive indexes and nothing left over. An
-// entry without data decodes with nil Data. The error is a *CorruptError.
+// entry without data decodes with nil Data, and Index, Term and Type are
+// always set (an unset Type is EntryNormal). The error is a *CorruptError.
 func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
 	if int64(len(data)) != run.Length {
 		return nil, corrupt(object, run.Offset, remedyDamaged,

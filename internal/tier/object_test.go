@@ -108,8 +108,8 @@ func TestObjectRoundTrip(t *testing.T) {
 func TestDecodedEntriesOwnData(t *testing.T) {
 	b := NewBuilder()
 	want := []*raftpb.Entry{
-		{Index: proto.Uint64(7), Term: proto.Uint64(1), Data: []byte("abc")},
-		{Index: proto.Uint64(8), Term: proto.Uint64(1), Data: []byte("def")},
+		{Index: proto.Uint64(7), Term: proto.Uint64(1), Type: raftpb.EntryNormal.Enum(), Data: []byte("abc")},
+		{Index: proto.Uint64(8), Term: proto.Uint64(1), Type: raftpb.EntryNormal.Enum(), Data: []byte("def")},
 	}
 	if err := b.Add("s.1", want); err != nil {
 		t.Fatal(err)
