@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/internal/testkit"
+	"herald/internal/testkit/faultproxy"
 )
 
 // s3Env gives the AWS SDK dummy credentials and a region, and keeps it
@@ -111,4 +113,62 @@ func wantOpenError(t *testing.T, err error, raw, check string) {
 		t.Errorf("OpenStore(%s): %q does not name the URL and say to check the %s", raw, msg, check)
 	}
 	t.Logf("OpenStore(%s): %v", raw, err)
+}
+
+// A store that stops answering: prefetches beyond the limit are dropped,
+// reads give up with their context, a fetch nobody waits for any more is
+// forgotten, and Close cancels the fetches and returns.
+func TestS3ReaderHungStore(t *testing.T) {
+	endpoint := testkit.StartMoto(t)
+	s3Env(t)
+	testkit.CreateBucket(t, endpoint, "herald-tier")
+	proxy, err := faultproxy.Listen(testkit.FreeAddr(t), strings.TrimPrefix(endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx := context.Background()
+	s, err := OpenStore(ctx, s3URL("herald-tier", "http://"+proxy.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o := putObject(t, s, "tier/o1", 20, MaxPrefetches+4)
+
+	proxy.Blackhole()
+	r := NewReader(s, 1<<20)
+	for _, run := range o.runs[:MaxPrefetches+2] {
+		r.Prefetch("tier/o1", run)
+	}
+	if st := r.Stats(); st.Prefetches != MaxPrefetches || st.PrefetchDrops != 2 {
+		t.Fatalf("stats %+v: want %d prefetches running and 2 dropped", st, MaxPrefetches)
+	}
+	for _, run := range []Run{o.runs[0], o.runs[len(o.runs)-1]} { // prefetching, and not
+		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err := r.Read(rctx, "tier/o1", run)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("read from a hung store: %v, want the context's deadline", err)
+		}
+	}
+	r.mu.Lock()
+	flights := len(r.flights)
+	r.mu.Unlock()
+	if flights != MaxPrefetches {
+		t.Fatalf("%d fetches in flight, want only the %d prefetches", flights, MaxPrefetches)
+	}
+	start := time.Now()
+	r.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Close took %v with hung fetches", d)
+	}
+
+	proxy.Heal()
+	r = NewReader(s, 1<<20)
+	defer r.Close()
+	got, err := r.Read(ctx, "tier/o1", o.runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "after healing", got, o.entries[0])
 }
