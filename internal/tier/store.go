@@ -69,9 +69,11 @@ func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		u.RawQuery = q.Encode()
 	}
-	bucket, err := blob.OpenBucket(ctx, u.String())
+	opened := u.String()
+	bucket, err := blob.OpenBucket(ctx, opened)
 	if err != nil {
-		return nil, fmt.Errorf("tier store %s: open: %w (the schemes are mem://, file:///DIR and s3://BUCKET?region=...)", redacted, scrub(err, rawURL, redacted))
+		// The driver's message quotes the URL it was given.
+		return nil, fmt.Errorf("tier store %s: open: %w (the schemes are mem://, file:///DIR and s3://BUCKET?region=...)", redacted, scrub(err, opened, redacted))
 	}
 	s := &Store{bucket: bucket, url: redacted}
 	if err := s.probe(ctx); err != nil {
