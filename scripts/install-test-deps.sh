@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-test-deps.sh installs the aws CLI and boto3 that the SNS API's
-# tests drive (see below), and the servers that herald's endpoint tests run
+# tests drive and moto's S3 server for the tier store's tests (see below),
+# and the servers that herald's endpoint tests run
 # against: nats-server (internal/endpoint/nats) and RabbitMQ
 # (internal/endpoint/amqp), and the Chromium browser that the dashboard's
 # test drives headless (internal/dashboard), from the Debian packages. Kafka
@@ -37,6 +38,28 @@ else
 	# shellcheck disable=SC2086 # $aws_packages is a list
 	"$aws_venv/bin/pip" install --quiet $aws_packages ||
 		die "pip install $aws_packages failed; check the network and access to PyPI, then run this script again"
+fi
+
+# The tier store's tests (internal/tier) run moto_server, an S3-compatible
+# server from PyPI, from its own virtual environment: $HERALD_MOTO_VENV, by
+# default ${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/moto-venv, where the
+# tests look first (then on $PATH). Its own, so that moto's dependencies do
+# not move the aws CLI's.
+moto_venv=${HERALD_MOTO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/moto-venv}
+moto_package="moto[server]==5.2.1"
+if [ -x "$moto_venv/bin/moto_server" ]; then
+	echo "install-test-deps: moto_server is installed in $moto_venv"
+elif command -v moto_server >/dev/null 2>&1; then
+	echo "install-test-deps: moto_server is installed ($(command -v moto_server))"
+else
+	command -v python3 >/dev/null 2>&1 ||
+		die "python3 is missing; install it (Debian: python3 python3-venv) for the tier store's moto tests"
+	echo "install-test-deps: installing $moto_package from PyPI into $moto_venv"
+	python3 -m venv "$moto_venv" ||
+		die "python3 -m venv $moto_venv failed; install python3's venv module (Debian: python3-venv)"
+	"$moto_venv/bin/pip" install --quiet "$moto_package" ||
+		die "pip install $moto_package failed; check the network and access to PyPI, then run this script again"
+	[ -x "$moto_venv/bin/moto_server" ] || die "moto_server is still missing from $moto_venv after installing $moto_package"
 fi
 
 # have_nats and have_rabbitmq look where the tests look.

@@ -3,7 +3,8 @@
 // settings, and the real brokers the endpoint tests and the peer
 // benchmarks run against (a nats-server and a private RabbitMQ node, each
 // a subprocess on loopback ports, from the Debian packages that
-// scripts/install-test-deps.sh installs).
+// scripts/install-test-deps.sh installs), and moto's S3-compatible server
+// for the tier store (from PyPI, which the script installs too).
 //
 // Its helpers take a testing.TB and fail the test on errors, except where
 // a TestMain needs them before any test runs (NewRabbitMQ).
