@@ -97,6 +97,12 @@ type ShardStats struct {
 	// the shard's leader: nil in other nodes' answers, and for topics
 	// without a push endpoint.
 	Delivery *DeliveryHealth `json:"delivery,omitempty"`
+	// Tiering (serve --tier-url): the shard's last reconciled log index
+	// (0 in a total), the bytes of its log on the answering node's disk,
+	// and the bytes of its entries in the object store.
+	LRO         uint64 `json:"lro"`
+	LocalBytes  uint64 `json:"local_bytes"`
+	TieredBytes uint64 `json:"tiered_bytes"`
 }
 
 // DeliveryHealth is how a shard's pushes are going, since its leader
@@ -235,6 +241,9 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		DeadLetterBytes: s.GetDeadLetterBytes(),
 		Error:           s.GetError(),
 		Delivery:        deliveryHealthFromProto(s.GetDelivery()),
+		LRO:             s.GetLro(),
+		LocalBytes:      s.GetLocalBytes(),
+		TieredBytes:     s.GetTieredBytes(),
 	}
 }
 

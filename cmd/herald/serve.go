@@ -71,6 +71,11 @@ type serveConfig struct {
 	PprofListen         string        `yaml:"pprof_listen"`
 	AlertWebhook        string        `yaml:"alert_webhook"`
 	AlertSecret         string        `yaml:"alert_secret"`
+	TierURL             string        `yaml:"tier_url"`
+	TierParallelism     int           `yaml:"tier_parallelism"`
+	TierInterval        time.Duration `yaml:"tier_interval"`
+	TierLocalRetention  int64         `yaml:"tier_local_retention"`
+	TierCacheBytes      int64         `yaml:"tier_cache_bytes"`
 }
 
 // defaultServeConfig is the one place serve's defaults come from: the flags'
@@ -90,6 +95,10 @@ func defaultServeConfig() serveConfig {
 		DedupWindow:         n.DedupWindow,
 		DiskFreeLimit:       int(n.DiskFreeLimit),
 		SNSZonegroup:        sns.DefaultZonegroup,
+		TierParallelism:     n.Tier.Parallelism,
+		TierInterval:        n.Tier.Interval,
+		TierLocalRetention:  n.Tier.LocalRetention,
+		TierCacheBytes:      n.Tier.CacheBytes,
 	}
 }
 
@@ -108,7 +117,8 @@ HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
 HERALD_PUSH_CA_DIR, HERALD_DEDUP_WINDOW, HERALD_DISK_FREE_LIMIT, HERALD_SNS_ZONEGROUP, HERALD_BOOT_PARALLELISM,
-HERALD_PPROF_LISTEN, HERALD_ALERT_WEBHOOK, HERALD_ALERT_SECRET), then a YAML config file (--config) with the same names in
+HERALD_PPROF_LISTEN, HERALD_ALERT_WEBHOOK, HERALD_ALERT_SECRET, HERALD_TIER_URL, HERALD_TIER_PARALLELISM,
+HERALD_TIER_INTERVAL, HERALD_TIER_LOCAL_RETENTION, HERALD_TIER_CACHE_BYTES), then a YAML config file (--config) with the same names in
 snake_case, then the defaults.
 
 Without --tokens-file, every caller may do everything, so herald then
@@ -163,6 +173,11 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Int("boot-parallelism", d.BootParallelism, "shards opened at once when the node starts (0: a number suited to the machine's CPUs)")
 	f.String("alert-webhook", d.AlertWebhook, "operator webhook (http or https URL) told, as JSON, when a subscription is disabled because its endpoint is gone (HTTP 410) or kept failing for its disable_after, and when one is enabled again (empty: none; the log and herald_subscription_disabled_total still say)")
 	f.String("alert-secret", d.AlertSecret, "secret that signs the --alert-webhook's requests (X-Herald-Signature, as webhook deliveries are signed)")
+	f.String("tier-url", d.TierURL, "object store that old backlog is tiered to: s3://bucket?region=R (AWS credentials from the environment; &endpoint=http://host:port&use_path_style=true for an S3-compatible server), file:///dir, or empty: off (see docs/operations.md, Tiering)")
+	f.Int("tier-parallelism", d.TierParallelism, "LRO advances in flight at once in a tiering cycle (1: one by one)")
+	f.Duration("tier-interval", d.TierInterval, "time between the starts of tiering cycles")
+	f.Int64("tier-local-retention", d.TierLocalRetention, "bytes of each shard's newest log kept on the local disk when tiering, for topics whose local_retention_bytes is 0")
+	f.Int64("tier-cache-bytes", d.TierCacheBytes, "bytes of tiered log entries read back from the object store kept in memory (read-ahead included)")
 	f.String("pprof-listen", d.PprofListen, "serve Go's profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (empty: off)")
 	return cmd
 }
@@ -505,6 +520,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		AlertWebhook:        cfg.AlertWebhook,
 		AlertSecret:         cfg.AlertSecret,
 		SNSZonegroup:        cfg.SNSZonegroup,
+		Tier: node.TierConfig{URL: cfg.TierURL, Parallelism: cfg.TierParallelism, Interval: cfg.TierInterval,
+			LocalRetention: cfg.TierLocalRetention, CacheBytes: cfg.TierCacheBytes},
 	})
 	if err != nil {
 		return err

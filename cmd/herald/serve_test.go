@@ -45,6 +45,7 @@ var serveSamples = map[reflect.Type][2]sample{
 	reflect.TypeFor[string]():        {{"from-a-source", "from-a-source"}, {"also-from-a-source", "also-from-a-source"}},
 	reflect.TypeFor[int]():           {{7, "7"}, {8, "8"}},
 	reflect.TypeFor[uint64]():        {{uint64(7), "7"}, {uint64(8), "8"}},
+	reflect.TypeFor[int64]():         {{int64(7), "7"}, {int64(8), "8"}},
 	reflect.TypeFor[bool]():          {{true, "true"}, {false, "false"}},
 	reflect.TypeFor[time.Duration](): {{7 * time.Second, "7s"}, {8 * time.Minute, "8m"}},
 	reflect.TypeFor[float64]():       {{2.5, "2.5"}, {3.5, "3.5"}},

@@ -251,6 +251,11 @@ oldest unacknowledged event; PUBLISHED, ACKED and LEASED count events; NEXT
 is the offset the next event gets and HEAD the first unacknowledged offset.
 ERROR says why a shard cannot serve, if it cannot.
 
+On a node that tiers to object storage (serve --tier-url), LRO is the
+shard's last reconciled log index (what it still needs up to there is in
+the object store), LOCAL BYTES the size of its log on the answering node's
+disk and TIERED BYTES what the object store holds of it.
+
 For a push topic, the node that leads a shard adds how its pushes are
 going, which it keeps in memory since it became leader: FAILING counts the
 failed attempts since the last success, LAST OK is how long ago the last
@@ -314,6 +319,11 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 	if health {
 		header = append(header, "FAILING", "LAST OK", "LAST PUSH ERROR")
 	}
+	// Tiering's columns only for a tiered topic.
+	tiered := s.Total.TieredBytes > 0 || slices.ContainsFunc(s.Shards, func(st client.ShardStats) bool { return st.LRO > 0 })
+	if tiered {
+		header = append(header, "LRO", "LOCAL BYTES", "TIERED BYTES")
+	}
 	row(tw, header...)
 	statsRow := func(shard string, st client.ShardStats) {
 		cells := []any{shard, st.Name, st.Events, st.Bytes, st.ReservedBytes, st.Reservations,
@@ -321,6 +331,9 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 			st.Delivered, st.Retried, st.DeadLetters, st.NextOffset, st.Head, orDash(st.Error)}
 		if health {
 			cells = append(cells, healthCells(st.Delivery, now)...)
+		}
+		if tiered {
+			cells = append(cells, orDash(lroText(st.LRO)), st.LocalBytes, st.TieredBytes)
 		}
 		row(tw, cells...)
 	}
@@ -333,6 +346,14 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 	}
 	statsRow("total", total)
 	return tw.Flush()
+}
+
+// lroText is an LRO as a cell: none in a total.
+func lroText(lro uint64) string {
+	if lro == 0 {
+		return ""
+	}
+	return strconv.FormatUint(lro, 10)
 }
 
 // healthCells are a shard's FAILING, LAST OK and LAST PUSH ERROR; "?" for

@@ -134,6 +134,10 @@ type Config struct {
 	// --sns-zonegroup): subscriptions made through that API are
 	// delivered in SNS's envelope, whose topic ARNs name it.
 	SNSZonegroup string
+
+	// Tier configures tiering to object storage; off unless Tier.URL is
+	// set (serve --tier-url).
+	Tier TierConfig
 }
 
 // DefaultMaxPayloadBytes is the default limit on one event's payload.
@@ -155,6 +159,7 @@ func DefaultConfig() Config {
 		DedupWindow:         DefaultDedupWindow,
 		DiskFreeLimit:       DefaultDiskFreeLimit,
 		BalanceInterval:     2 * time.Second,
+		Tier:                DefaultTierConfig(),
 	}
 }
 
@@ -225,6 +230,7 @@ type Node struct {
 	nonPersistentSeq atomic.Uint64   // non-persistent events pushed in this epoch
 	cursors          *cursorSync     // the shards' cursors, one per subscription (see cursors.go)
 	alerts           *alert.Notifier // the operator's webhook; nil without one
+	tier             *tiering        // tiering to object storage; nil when off (see tier.go)
 
 	lock      *datadir.Lock    // the data directory's, held until Close has closed the host
 	identity  *clusterIdentity // whose the data directory is
@@ -282,12 +288,19 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	tiers, err := openTiering(ctx, cfg.Tier, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	hc := host.Config{
 		NodeID:        cfg.NodeID,
 		Dir:           cfg.DataDir,
 		StorageConfig: cfg.StorageConfig,
 		Logger:        cfg.Logger,
 		Registerer:    cfg.Registerer,
+	}
+	if tiers != nil {
+		hc.Archive = tiers
 	}
 	live := newLiveness()
 	live.self, live.members, live.addresses, live.log = cfg.NodeID, cfg.Members, cfg.Addresses, cfg.Logger
@@ -298,6 +311,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	h, err := host.New(hc)
 	if err != nil {
+		if tiers != nil {
+			tiers.close()
+		}
 		return nil, err
 	}
 	live.peerDown = h.PeerDown
@@ -319,6 +335,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		live:      live,
 		reserving: newGroupSet(),
 		retaining: newGroupSet(),
+		tier:      tiers,
+	}
+	if tiers != nil {
+		tiers.n = n
 	}
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
 	n.membership = &membership{self: cfg.NodeID, members: cfg.Members, ctrl: n.ctrlGroup, groups: h,
@@ -388,7 +408,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.syncSubscriptions,
 		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
 		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
-			return newShardMachine(group, leases, n.reserving, n.retaining, cfg.BeforeShardOpen)
+			return newShardMachine(group, leases, n.reserving, n.retaining, n.tier, cfg.BeforeShardOpen)
 		}}
 	plan, err := n.reconciler.start(ctx)
 	if err != nil {
@@ -417,6 +437,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.wg.Go(func() { n.forgetLeases(n.stop, leases) })
 	n.wg.Go(newBalancer(n).run)
 	n.wg.Go(func() { live.run(n.stop) })
+	if n.tier != nil {
+		n.wg.Go(func() { n.tier.run(n.stop) })
+	}
 	return n, nil
 }
 
@@ -453,7 +476,13 @@ func (n *Node) Close() error {
 		if n.alerts != nil {
 			alertsErr = n.alerts.Close()
 		}
-		n.closeErr = errors.Join(n.host.Close(), alertsErr, n.lock.Release())
+		var tierErr error
+		hostErr := n.host.Close()
+		if n.tier != nil {
+			// After the host: its groups read the store until they close.
+			tierErr = n.tier.close()
+		}
+		n.closeErr = errors.Join(hostErr, alertsErr, tierErr, n.lock.Release())
 	})
 	return n.closeErr
 }

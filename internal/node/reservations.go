@@ -35,10 +35,31 @@ type shardMachine struct {
 	restored   bool
 
 	leases *consume.Leases // hears of applied commands (acks end leases) and of restores
+
+	tier *tiering // nil unless the node tiers
 }
 
-func newShardMachine(group uint64, leases *consume.Leases, reserving, retaining *groupSet, beforeOpen func(group uint64)) *shardMachine {
-	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: reserving, retaining: retaining, beforeOpen: beforeOpen, leases: leases}
+func newShardMachine(group uint64, leases *consume.Leases, reserving, retaining *groupSet, tier *tiering, beforeOpen func(group uint64)) *shardMachine {
+	return &shardMachine{Machine: shard.NewMachine(), group: group, reserving: reserving, retaining: retaining, beforeOpen: beforeOpen, leases: leases, tier: tier}
+}
+
+// TieredBelow is the index below which every entry the shard needs is in
+// the object store (host.Tiered): one past its LRO, on a node that
+// tiers.
+func (m *shardMachine) TieredBelow() uint64 {
+	if lro := m.Machine.LRO(); m.tier != nil && lro > 0 {
+		return lro + 1
+	}
+	return 0
+}
+
+// LocalRetention is how many bytes of the shard's newest log stay on the
+// local disk (host.Tiered).
+func (m *shardMachine) LocalRetention() int64 {
+	if m.tier == nil {
+		return 0
+	}
+	return m.tier.localRetention(m.group)
 }
 
 // machineOf returns the shard machine a View of a shard's group sees.

@@ -138,6 +138,12 @@ type ShardStats struct {
 	// for topics without a push endpoint. In the total, it sums the
 	// shards': the newest error and success, failures added up.
 	Delivery *DeliveryHealth
+	// Tiering, on a node that tiers (serve --tier-url): the shard's LRO
+	// (0 in a total), the bytes of its log on this node's disk, and the
+	// bytes of its entries the manifest records in the object store.
+	LRO         uint64
+	LocalBytes  int64
+	TieredBytes int64
 }
 
 // DeliveryHealth is how a shard's pushes are going, kept in the memory of
@@ -163,6 +169,7 @@ func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err e
 	now := time.Now()
 	for _, s := range tr.shards {
 		ss := n.shardStats(ctx, s, now)
+		n.addTierStats(ctx, s, &ss)
 		out.Shards = append(out.Shards, ss)
 		addStats(&out.Total, ss)
 	}
@@ -194,6 +201,22 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 	return ss
 }
 
+// addTierStats adds what tiering knows of shard s to ss.
+func (n *Node) addTierStats(ctx context.Context, s *shardRuntime, ss *ShardStats) {
+	if n.tier == nil || ss.Err != nil {
+		return
+	}
+	if b, err := n.host.LogBounds(s.group); err == nil {
+		ss.LocalBytes = b.Bytes
+	}
+	_ = n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) { ss.LRO = machineOf(sm).LRO() })
+	_ = n.ctrlGroup.view(ctx, func(m *controllerMachine) {
+		for _, ref := range m.TierRunsOfGroup(s.group) {
+			ss.TieredBytes += ref.Run.Length
+		}
+	})
+}
+
 func addStats(total *ShardStats, s ShardStats) {
 	t, x := &total.Stats, s.Stats
 	t.Events += x.Events
@@ -210,6 +233,8 @@ func addStats(total *ShardStats, s ShardStats) {
 	t.DeadLettered += x.DeadLettered
 	t.Retried += x.Retried
 	t.Skipped += x.Skipped
+	total.LocalBytes += s.LocalBytes
+	total.TieredBytes += s.TieredBytes
 	if x.OldestEventTime != 0 && (t.OldestEventTime == 0 || x.OldestEventTime < t.OldestEventTime) {
 		t.OldestEventTime = x.OldestEventTime
 	}

@@ -1454,7 +1454,14 @@ type ShardStats struct {
 	// total: the newest error and success, and the failures summed.
 	Delivery *DeliveryHealth `protobuf:"bytes,19,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	// Events a subscription's filter rejected: skipped, never pushed.
-	Skipped       uint64 `protobuf:"varint,20,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped uint64 `protobuf:"varint,20,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Tiering (serve --tier-url): the shard's last reconciled log index
+	// (every entry it still needs at or below it is in the object store),
+	// the bytes of its log on this node's disk, and the bytes of its
+	// entries the object store holds. In a total, lro is unset.
+	Lro           uint64 `protobuf:"varint,21,opt,name=lro,proto3" json:"lro,omitempty"`
+	LocalBytes    uint64 `protobuf:"varint,22,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
+	TieredBytes   uint64 `protobuf:"varint,23,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1625,6 +1632,27 @@ func (x *ShardStats) GetDelivery() *DeliveryHealth {
 func (x *ShardStats) GetSkipped() uint64 {
 	if x != nil {
 		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ShardStats) GetLro() uint64 {
+	if x != nil {
+		return x.Lro
+	}
+	return 0
+}
+
+func (x *ShardStats) GetLocalBytes() uint64 {
+	if x != nil {
+		return x.LocalBytes
+	}
+	return 0
+}
+
+func (x *ShardStats) GetTieredBytes() uint64 {
+	if x != nil {
+		return x.TieredBytes
 	}
 	return 0
 }
@@ -4239,7 +4267,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x1bDisableSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x8b\x05\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xe1\x05\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -4263,7 +4291,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\fdead_letters\x18\x11 \x01(\x04R\vdeadLetters\x12*\n" +
 	"\x11dead_letter_bytes\x18\x12 \x01(\x04R\x0fdeadLetterBytes\x125\n" +
 	"\bdelivery\x18\x13 \x01(\v2\x19.herald.v1.DeliveryHealthR\bdelivery\x12\x18\n" +
-	"\askipped\x18\x14 \x01(\x04R\askipped\"\xe5\x02\n" +
+	"\askipped\x18\x14 \x01(\x04R\askipped\x12\x10\n" +
+	"\x03lro\x18\x15 \x01(\x04R\x03lro\x12\x1f\n" +
+	"\vlocal_bytes\x18\x16 \x01(\x04R\n" +
+	"localBytes\x12!\n" +
+	"\ftiered_bytes\x18\x17 \x01(\x04R\vtieredBytes\"\xe5\x02\n" +
 	"\x0eDeliveryHealth\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x01 \x01(\tR\tlastError\x12B\n" +
