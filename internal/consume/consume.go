@@ -162,10 +162,14 @@ func (c entryCache) event(g Group, l location) (_ shard.Event, _ time.Time, ok b
 	return cmd.Events[l.slot], time.Unix(0, cmd.Time), true, nil
 }
 
-// Fetch leases up to max events of the shard for visibility: the first
-// pending event of each key whose first pending event is not leased, in
-// offset order. A key's next event is not handed out while an earlier one
-// is leased or unacknowledged ahead of it.
+// Fetch leases up to max events of the shard for visibility, in offset
+// order: of each key whose first pending event is not leased, oldest
+// first, a run of its next pending events (see Spread for how long), all
+// leased until the same time. So a key is held by one fetch's leases at a
+// time, and its events go out in order: none is handed out while an
+// earlier one is leased to another fetch. A nack of an event of a run,
+// or the run's expiry, ends the leases of the run's later events too (see
+// run).
 //
 // It reads the shard through the index of its keys (keyIndex), so that
 // its cost is that of the keys it visits, not of the backlog.

@@ -185,9 +185,10 @@ func TestReadPendingReportsAnUnreadableEntry(t *testing.T) {
 	}
 }
 
-// A fetch leases the first event of each key, in offset order, and no
+// A fetch leases a run of each key's events, in offset order, and no
 // event of a key while an earlier one of it is out; an expired lease, a
-// nack or an ack lets the key's events go out again.
+// nack or an ack lets the key's events go out again. (Before runs, a
+// fetch leased one event per key: a's second waited for its first.)
 func TestFetchLeasesInKeyOrder(t *testing.T) {
 	ctx := context.Background()
 	s, g := newShard()
@@ -197,8 +198,8 @@ func TestFetchLeasesInKeyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(offsets(got), []uint64{0, 2, 3}) {
-		t.Fatalf("first fetch leased %v, want 0, 2, 3 (a's second event waits for its first)", offsets(got))
+	if !slices.Equal(offsets(got), []uint64{0, 1, 2, 3}) {
+		t.Fatalf("first fetch leased %v, want 0, 1, 2, 3 (a's run is 0 and 1)", offsets(got))
 	}
 	if got[0].Attempt != 1 || got[0].Number == 0 || got[0].Event.Key != "a" || got[1].Number == got[0].Number {
 		t.Errorf("lease %+v: want attempt 1, a number of its own, key a", got[0])
@@ -206,15 +207,15 @@ func TestFetchLeasesInKeyOrder(t *testing.T) {
 	if again, _ := s.Fetch(ctx, 10, time.Minute); len(again) != 0 {
 		t.Errorf("a fetch while everything is leased leased %v", offsets(again))
 	}
-	checkLeased(t, s, 3)
+	checkLeased(t, s, 4)
 
 	g.ack(t, 0)
 	s.Leases.Nack(0, []uint64{2}, nil)
 	got, err = s.Fetch(ctx, 10, time.Minute)
-	if err != nil || !slices.Equal(offsets(got), []uint64{1, 2}) {
-		t.Fatalf("after acking 0 and nacking 2, fetch leased %v, %v; want 1, 2", offsets(got), err)
+	if err != nil || !slices.Equal(offsets(got), []uint64{2}) {
+		t.Fatalf("after acking 0 and nacking 2, fetch leased %v, %v; want 2 (1 is still out in a's run)", offsets(got), err)
 	}
-	if got[1].Attempt != 2 {
+	if got[0].Attempt != 2 {
 		t.Errorf("a nacked event handed out again is attempt %d, want 2", got[1].Attempt)
 	}
 
@@ -309,25 +310,26 @@ func TestSubscriptionsLeaseIndependently(t *testing.T) {
 	def, other := s, s.sub(7)
 
 	got, err := def.Fetch(ctx, 10, time.Hour)
-	if err != nil || !slices.Equal(offsets(got), []uint64{0, 2}) {
-		t.Fatalf("default fetch = %v, %v; want 0, 2", offsets(got), err)
+	if err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2}) {
+		t.Fatalf("default fetch = %v, %v; want 0, 1, 2", offsets(got), err)
 	}
 	got7, err := other.Fetch(ctx, 10, time.Hour)
-	if err != nil || !slices.Equal(offsets(got7), []uint64{0, 2}) {
-		t.Fatalf("fetch of subscription 7 while the default one holds 0 and 2 = %v, %v; want 0, 2 as well", offsets(got7), err)
+	if err != nil || !slices.Equal(offsets(got7), []uint64{0, 1, 2}) {
+		t.Fatalf("fetch of subscription 7 while the default one holds 0, 1 and 2 = %v, %v; want them as well", offsets(got7), err)
 	}
-	if n := def.Leases.Count(time.Now()); n != 4 {
-		t.Errorf("%d events leased in all, want 4 (2 per subscription)", n)
+	if n := def.Leases.Count(time.Now()); n != 6 {
+		t.Errorf("%d events leased in all, want 6 (3 per subscription)", n)
 	}
 
 	// A nack, by a receipt of one subscription, ends only that one's
-	// lease, even when the numbers meet.
+	// leases (of 0 and of 1, the rest of its run), even when the numbers
+	// meet.
 	def.Leases.Nack(7, []uint64{0}, []uint64{got7[0].Number})
 	if again, _ := def.Fetch(ctx, 10, time.Hour); len(again) != 0 {
 		t.Errorf("a nack in subscription 7 let the default one fetch %v", offsets(again))
 	}
-	if again, _ := other.Fetch(ctx, 10, time.Hour); !slices.Equal(offsets(again), []uint64{0}) {
-		t.Errorf("after its nack, subscription 7 fetched %v, want 0", offsets(again))
+	if again, _ := other.Fetch(ctx, 10, time.Hour); !slices.Equal(offsets(again), []uint64{0, 1}) {
+		t.Errorf("after its nack, subscription 7 fetched %v, want 0, 1", offsets(again))
 	}
 }
 
@@ -339,10 +341,11 @@ func TestSubscriptionsAckIndependently(t *testing.T) {
 	g.subscribe(t, 7)
 	g.publish(t, "a", "a")
 	def, other := s, s.sub(7)
-	if _, err := def.Fetch(ctx, 10, time.Hour); err != nil {
+	// Fetches of one event each: a fetch of more would lease a's run.
+	if _, err := def.Fetch(ctx, 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	got7, err := other.Fetch(ctx, 10, time.Hour)
+	got7, err := other.Fetch(ctx, 1, time.Hour)
 	if err != nil || !slices.Equal(offsets(got7), []uint64{0}) {
 		t.Fatalf("fetch of subscription 7 = %v, %v; want 0", offsets(got7), err)
 	}

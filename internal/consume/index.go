@@ -1,8 +1,10 @@
 package consume
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 	"time"
 
 	"herald/internal/delivery"
@@ -10,13 +12,16 @@ import (
 )
 
 // A keyIndex is what Shard.Fetch reads instead of the queue: for each
-// key, its pending events in offset order, and which keys may hand one
-// out. Only a key's first pending event (its front) may be leased, so a
-// fetch needs, in offset order of their fronts, the keys whose front is
-// not leased: the ready heap. Keys whose front is leased wait in the
-// leased heap, by lease expiry, and go back to the ready heap when it
-// passes or when their lease ends early (a nack, an ack). A fetch so costs
-// O(log keys) per key it visits, whatever the backlog behind them.
+// key, its pending events in offset order, and which keys may hand some
+// out. A fetch leases a run of a key's events from its first pending one
+// (its front), and a key whose front is leased is held by the consumer
+// that has it, so a fetch needs, in offset order of their fronts, the keys
+// whose front is not leased: the ready heap. Keys whose front is leased
+// wait in the leased heap, by lease expiry (a run's events share one),
+// and go back to the ready heap when it passes or when the front's lease
+// ends early (a nack, an ack); the key's next front, if leased in the
+// same run, holds it again. A fetch so costs O(log keys) per key it
+// visits, and O(1) per event of a run, whatever the backlog behind them.
 //
 // The index is derived from the shard's log and state, and lives beside
 // the pull leases it is read with, in this node's memory. It is extended
@@ -197,13 +202,32 @@ type pick struct {
 	slot  int
 }
 
-// handOut leases the fronts of up to max ready keys, in offset order,
-// until then, as the shard's state m, and c, the subscription's cursor in
-// it, are now. It runs in a View of the shard, so that it sees every ack
-// whose lease Leases.Applied has dropped; the caller holds t.mu.
+// Spread is how many consumers a fetch leaves room for: it takes runs of
+// up to ceil(max / ceil(keys/Spread)) events, so that when the keys' runs
+// are long enough to fill its batch it holds about a quarter of the keys,
+// and three more consumers fetching as much find keys of their own. With
+// fewer keys' runs to fill it, it takes more keys; with more keys than
+// its batch, it takes one event of each of the oldest, as before runs.
+const Spread = 4
+
+// runCap returns the longest run a fetch of n events takes of one key
+// when the index holds keys keys (see Spread).
+func runCap(n, keys int) int {
+	share := max(1, (keys+Spread-1)/Spread)
+	return (n + share - 1) / share // 1 when share >= n
+}
+
+// handOut leases up to max events until then, as the shard's state m, and
+// c, the subscription's cursor in it, are now: visiting the ready keys in
+// offset order of their fronts, it leases of each a run of its next
+// pending events, up to runCap, ending before an event leased to someone
+// else. It returns them in offset order. It runs in a View of the shard,
+// so that it sees every ack whose lease Leases.Applied has dropped; the
+// caller holds t.mu.
 func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then time.Time) []pick {
 	x := t.index
 	x.wake(now.UnixNano())
+	limit := runCap(max, len(x.keys))
 	var out []pick
 	for len(out) < max && x.ready.Len() > 0 {
 		k := x.ready.items[0]
@@ -215,13 +239,40 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 			x.hold(k, u.UnixNano())
 			continue
 		}
-		index, slot, ok := m.Locate(front)
-		if !ok {
-			panic(fmt.Sprintf("consume: pending offset %d has no log entry", front))
-		}
-		number := t.lease(front, then)
+		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), now, then)
 		x.hold(k, then.UnixNano())
-		out = append(out, pick{Lease{Offset: front, Number: number, Attempt: t.attempts[front]}, index, slot})
+	}
+	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.lease.Offset, b.lease.Offset) })
+	return out
+}
+
+// leaseRun leases until then a run of up to n pending events of k, whose
+// front is not leased, and appends them to out: its events in order from
+// the front, passing over those done, ending before one leased beyond
+// now (held for an ack, or by a lease that outlived its run's); leasing
+// it would hand out the key's later events while an earlier one is out.
+// The caller holds t.mu.
+func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now, then time.Time) []pick {
+	r := &run{}
+	for _, o := range k.offsets {
+		if len(r.offsets) == n {
+			break
+		}
+		if c.IsAcked(o) {
+			continue
+		}
+		if u, ok := t.until[o]; ok && u.After(now) {
+			break
+		}
+		index, slot, ok := m.Locate(o)
+		if !ok {
+			panic(fmt.Sprintf("consume: pending offset %d has no log entry", o))
+		}
+		number := t.lease(o, then)
+		t.runs[o] = runMember{r, len(r.offsets)}
+		r.offsets = append(r.offsets, o)
+		r.numbers = append(r.numbers, number)
+		out = append(out, pick{Lease{Offset: o, Number: number, Attempt: t.attempts[o]}, index, slot})
 	}
 	return out
 }

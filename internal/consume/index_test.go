@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -12,24 +13,34 @@ import (
 	"herald/internal/shard"
 )
 
-// scanPick is how fetches chose their events before the index, and the
-// reference the index is held to: walking the pending events in offset
-// order, the first of each key, unless it is leased.
-func scanPick(pending []delivery.Event, acked, leased func(offset uint64) bool, max int) []delivery.Event {
-	blocked := make(map[string]bool) // keys with an earlier event still out
-	var out []delivery.Event
+// scanPick is the reference the index is held to, and how fetches chose
+// their events before it (with runs of 1): walking the pending events in
+// offset order, it visits each key at its first event not done; a key
+// whose first is leased is held by its consumer; of each other key it
+// takes a run of its next events not done, up to limit and ending before
+// a leased one, until it has max. It returns them in offset order.
+func scanPick(pending []delivery.Event, acked, leased func(offset uint64) bool, max, limit int) []delivery.Event {
+	byKey := make(map[string][]delivery.Event) // each key's events not done
+	var keys []string                          // in order of their first
 	for _, p := range pending {
-		if len(out) >= max {
-			break
-		}
-		if blocked[p.Event.Key] || acked(p.Offset) {
+		if acked(p.Offset) {
 			continue
 		}
-		blocked[p.Event.Key] = true
-		if !leased(p.Offset) {
+		if _, ok := byKey[p.Event.Key]; !ok {
+			keys = append(keys, p.Event.Key)
+		}
+		byKey[p.Event.Key] = append(byKey[p.Event.Key], p)
+	}
+	var out []delivery.Event
+	for _, k := range keys {
+		for i, p := range byKey[k] {
+			if len(out) >= max || i == limit || leased(p.Offset) {
+				break
+			}
 			out = append(out, p)
 		}
 	}
+	slices.SortFunc(out, func(a, b delivery.Event) int { return cmp.Compare(a.Offset, b.Offset) })
 	return out
 }
 
@@ -54,7 +65,7 @@ func fetchByScan(ctx context.Context, s Shard, max int, visibility time.Duration
 	now := time.Now()
 	leased := func(o uint64) bool { u, ok := t.until[o]; return ok && u.After(now) }
 	var out []Lease
-	for _, p := range scanPick(pending, func(o uint64) bool { return acked[o] }, leased, max) {
+	for _, p := range scanPick(pending, func(o uint64) bool { return acked[o] }, leased, max, 1) {
 		number := t.lease(p.Offset, now.Add(visibility))
 		out = append(out, Lease{Offset: p.Offset, Number: number, Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset]})
 	}
@@ -70,11 +81,16 @@ func expectedFetch(t *testing.T, s Shard, g *fakeGroup, max int) []uint64 {
 		t.Fatal(err)
 	}
 	l := s.table()
+	// The runs' length depends on the keys the index holds once it has
+	// read the log (runCap): bring it up to date as the fetch will.
+	if _, err := s.index(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
 	leased := func(o uint64) bool { u, ok := l.until[o]; return ok && u.After(now) }
-	return offsets2(scanPick(pending, s.isAcked(g), leased, max))
+	return offsets2(scanPick(pending, s.isAcked(g), leased, max, runCap(max, len(l.index.keys))))
 }
 
 func offsets2(evs []delivery.Event) []uint64 {
@@ -258,20 +274,22 @@ func fetchMatchesScan(t *testing.T, sub, seed uint64) {
 }
 
 // A new leader, or a replica whose state a snapshot replaced, rebuilds
-// the index from the shard, and hands out each key's first pending event.
+// the index from the shard, and hands out each key's pending events.
 func TestFetchRebuildsTheIndex(t *testing.T) {
 	ctx := context.Background()
 	s, g := newShard()
 	g.publish(t, "a", "b", "a", "c", "b")
-	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 3}) {
-		t.Fatalf("fetch = %v, %v; want 0, 1, 3", offsets(got), err)
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2, 3, 4}) {
+		t.Fatalf("fetch = %v, %v; want 0 to 4", offsets(got), err)
 	}
 	g.ack(t, 0)
 	s.Leases = NewLeases() // failover: the leases are lost
 	g.leases = s.Leases
-	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{1, 2, 3}) {
-		t.Fatalf("fetch on a new leader = %v, %v; want 1, 2, 3", offsets(got), err)
+	got, err := s.Fetch(ctx, 10, time.Hour)
+	if err != nil || !slices.Equal(offsets(got), []uint64{1, 2, 3, 4}) {
+		t.Fatalf("fetch on a new leader = %v, %v; want 1, 2, 3, 4", offsets(got), err)
 	}
+	s.Leases.Nack(0, []uint64{4}, []uint64{got[3].Number}) // b's second, alone: the last of its run
 	// Acks that arrive in a snapshot end no lease: the restore does.
 	g.mu.Lock()
 	m := g.m
@@ -296,8 +314,8 @@ func TestFetchIndexesALongBacklogInSteps(t *testing.T) {
 	}
 	keys[len(keys)-1] = "b"
 	g.publish(t, keys...)
-	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0}) {
-		t.Fatalf("first fetch = %v, %v; want 0 (b is not indexed yet)", offsets(got), err)
+	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("first fetch = %v, %v; want 0 to 9, a run of a (b is not indexed yet)", offsets(got), err)
 	}
 	if got, err := s.Fetch(ctx, 10, time.Hour); err != nil || !slices.Equal(offsets(got), []uint64{MaxScan + 9}) {
 		t.Fatalf("second fetch = %v, %v; want b's", offsets(got), err)

@@ -234,6 +234,7 @@ type table struct {
 	until    map[uint64]time.Time // offset → lease expiry
 	attempts map[uint64]uint32    // offset → times handed out
 	number   map[uint64]uint64    // offset → number of its lease
+	runs     map[uint64]runMember // offset → the run its lease is of
 	// last is the number of the latest lease. It starts at random, so that
 	// the numbers of leases handed out by different leaders of the shard
 	// do not meet.
@@ -248,9 +249,28 @@ type table struct {
 func newTable() *table {
 	return &table{
 		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
+		runs:  make(map[uint64]runMember),
 		last:  rand.Uint64() >> 2, // room for 2^62 leases before wrapping
 		index: newKeyIndex(0),
 	}
+}
+
+// A run is the events of one key that one fetch leased together, in
+// offset order, under one expiry: its consumer has the key's events from
+// the first of them to the last. A nack of one of them ends the leases of
+// the later ones too (table.nack), so that they go out again together, in
+// order, never to another consumer while an earlier one is out.
+type run struct {
+	offsets []uint64
+	// numbers are the numbers of their leases; 0 for an event that left
+	// the run, held for its ack (table.holdForAck).
+	numbers []uint64
+}
+
+// A runMember is the place of an event's lease in its run.
+type runMember struct {
+	run *run
+	i   int
 }
 
 // lease leases the event at offset until then and returns the lease's
@@ -263,6 +283,7 @@ func (t *table) lease(offset uint64, then time.Time) uint64 {
 	t.until[offset] = then
 	t.attempts[offset]++
 	t.number[offset] = t.last
+	delete(t.runs, offset) // the caller puts it in its run, if any
 	return t.last
 }
 
@@ -283,6 +304,7 @@ func (t *table) holdForAck(offsets, numbers []uint64, now time.Time) (held, fres
 		if !own {
 			fresh = append(fresh, o)
 		}
+		t.leaveRun(o)
 		if !own || u.Before(hold) {
 			t.until[o] = hold
 		}
@@ -292,7 +314,19 @@ func (t *table) holdForAck(offsets, numbers []uint64, now time.Time) (held, fres
 	return held, fresh, lapsed
 }
 
-// nack is Leases.Nack in the table.
+// leaveRun takes the event at offset out of its run, if its lease is of
+// one: it is held for its ack now, and a nack of an earlier event of the
+// run must not end that hold. The caller holds t.mu.
+func (t *table) leaveRun(offset uint64) {
+	if m, ok := t.runs[offset]; ok {
+		m.run.numbers[m.i] = 0
+		delete(t.runs, offset)
+	}
+}
+
+// nack is Leases.Nack in the table. A lease of a run ends with the
+// leases of the run's later events still held by it: they are handed out
+// again together, in order.
 func (t *table) nack(offsets, numbers []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -300,7 +334,16 @@ func (t *table) nack(offsets, numbers []uint64) {
 		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
 			continue
 		}
+		m, inRun := t.runs[o]
 		t.end(o)
+		if !inRun {
+			continue
+		}
+		for j := m.i + 1; j < len(m.run.offsets); j++ {
+			if later := m.run.offsets[j]; m.run.numbers[j] != 0 && t.number[later] == m.run.numbers[j] {
+				t.end(later)
+			}
+		}
 	}
 }
 
@@ -309,6 +352,7 @@ func (t *table) nack(offsets, numbers []uint64) {
 func (t *table) end(offset uint64) {
 	delete(t.until, offset)
 	delete(t.number, offset)
+	delete(t.runs, offset)
 	t.index.released(offset)
 }
 
@@ -355,6 +399,7 @@ func (t *table) forgetBelow(head uint64) {
 			delete(t.until, o)
 			delete(t.attempts, o)
 			delete(t.number, o)
+			delete(t.runs, o)
 		}
 	}
 	t.swept = head

@@ -91,9 +91,9 @@ type FetchOptions struct {
 }
 
 // Fetch leases up to opts.Max events of a topic's subscription
-// (opts.Subscription) for opts.Visibility. A key's next event is not
-// handed out while an earlier one is leased or unacknowledged ahead of it,
-// so each key is consumed in order. With opts.Wait > 0 and nothing
+// (opts.Subscription) for opts.Visibility. Of a key it may lease a run of
+// consecutive pending events, but none while an earlier one is leased to
+// another fetch, so each key is consumed in order (consume.Shard.Fetch). With opts.Wait > 0 and nothing
 // available, it waits up to that long for events to arrive.
 //
 // Shards that cannot be read are listed in the result, beside the events of

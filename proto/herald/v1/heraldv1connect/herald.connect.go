@@ -160,7 +160,9 @@ type HeraldServiceClient interface {
 	// Abort releases a reservation. Aborting twice is not an error.
 	Abort(context.Context, *connect.Request[v1.AbortRequest]) (*connect.Response[v1.AbortResponse], error)
 	// Fetch leases up to max_events events for visibility_timeout. A key's
-	// next event is not handed out while an earlier one is leased.
+	// events go out in order: a fetch may lease a run of a key's next
+	// events, and none is handed out while an earlier one is leased to
+	// another fetch; a nack of an event of a run hands back the rest too.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Ack marks events as done; they are never handed out again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
@@ -608,7 +610,9 @@ type HeraldServiceHandler interface {
 	// Abort releases a reservation. Aborting twice is not an error.
 	Abort(context.Context, *connect.Request[v1.AbortRequest]) (*connect.Response[v1.AbortResponse], error)
 	// Fetch leases up to max_events events for visibility_timeout. A key's
-	// next event is not handed out while an earlier one is leased.
+	// events go out in order: a fetch may lease a run of a key's next
+	// events, and none is handed out while an earlier one is leased to
+	// another fetch; a nack of an event of a run hands back the rest too.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Ack marks events as done; they are never handed out again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
