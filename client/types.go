@@ -103,6 +103,9 @@ type ShardStats struct {
 	LRO         uint64 `json:"lro"`
 	LocalBytes  uint64 `json:"local_bytes"`
 	TieredBytes uint64 `json:"tiered_bytes"`
+	// TierError says why the last tiering cycle of the shard's leader
+	// failed; empty if it went well, and in other nodes' answers.
+	TierError string `json:"tier_error,omitempty"`
 }
 
 // DeliveryHealth is how a shard's pushes are going, since its leader
@@ -244,6 +247,7 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		LRO:             s.GetLro(),
 		LocalBytes:      s.GetLocalBytes(),
 		TieredBytes:     s.GetTieredBytes(),
+		TierError:       s.GetTierError(),
 	}
 }
 

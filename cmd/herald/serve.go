@@ -411,6 +411,26 @@ func checkSegmentSize(size int) error {
 // the two, and it is documented there only.
 const BenchSyncSnapshotsEnv = "HERALD_BENCH_SYNC_SNAPSHOTS"
 
+// TestTierCrashEnv, set to a step of the tiering reconciler ("upload",
+// "record" or "advance"), makes serve SIGKILL itself right after that
+// step: the crash tests of tiering (tests/e2e) kill the process exactly
+// between two steps with it. It is no setting of herald's.
+const TestTierCrashEnv = "HERALD_TEST_TIER_CRASH_AFTER"
+
+// tierCrashHook returns the reconciler's AfterStep for TestTierCrashEnv,
+// nil when it is not set.
+func tierCrashHook() func(step string) {
+	want := os.Getenv(TestTierCrashEnv)
+	if want == "" {
+		return nil
+	}
+	return func(step string) {
+		if step == want {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
+}
+
 // diskFreeLimit turns --disk-free-limit into node.Config's: there 0 is the
 // default, and off is negative.
 func diskFreeLimit(limit int) int64 {
@@ -521,7 +541,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		AlertSecret:         cfg.AlertSecret,
 		SNSZonegroup:        cfg.SNSZonegroup,
 		Tier: node.TierConfig{URL: cfg.TierURL, Parallelism: cfg.TierParallelism, Interval: cfg.TierInterval,
-			LocalRetention: cfg.TierLocalRetention, CacheBytes: cfg.TierCacheBytes},
+			LocalRetention: cfg.TierLocalRetention, CacheBytes: cfg.TierCacheBytes, AfterStep: tierCrashHook()},
 	})
 	if err != nil {
 		return err

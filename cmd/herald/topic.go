@@ -254,7 +254,8 @@ ERROR says why a shard cannot serve, if it cannot.
 On a node that tiers to object storage (serve --tier-url), LRO is the
 shard's last reconciled log index (what it still needs up to there is in
 the object store), LOCAL BYTES the size of its log on the answering node's
-disk and TIERED BYTES what the object store holds of it.
+disk, TIERED BYTES what the object store holds of it, and TIER ERROR why
+the last tiering cycle of the shard's leader failed, if it did.
 
 For a push topic, the node that leads a shard adds how its pushes are
 going, which it keeps in memory since it became leader: FAILING counts the
@@ -320,9 +321,9 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 		header = append(header, "FAILING", "LAST OK", "LAST PUSH ERROR")
 	}
 	// Tiering's columns only for a tiered topic.
-	tiered := s.Total.TieredBytes > 0 || slices.ContainsFunc(s.Shards, func(st client.ShardStats) bool { return st.LRO > 0 })
+	tiered := s.Total.TieredBytes > 0 || s.Total.TierError != "" || slices.ContainsFunc(s.Shards, func(st client.ShardStats) bool { return st.LRO > 0 })
 	if tiered {
-		header = append(header, "LRO", "LOCAL BYTES", "TIERED BYTES")
+		header = append(header, "LRO", "LOCAL BYTES", "TIERED BYTES", "TIER ERROR")
 	}
 	row(tw, header...)
 	statsRow := func(shard string, st client.ShardStats) {
@@ -333,7 +334,7 @@ func printStats(w io.Writer, s *client.TopicStats, now time.Time) error {
 			cells = append(cells, healthCells(st.Delivery, now)...)
 		}
 		if tiered {
-			cells = append(cells, orDash(lroText(st.LRO)), st.LocalBytes, st.TieredBytes)
+			cells = append(cells, orDash(lroText(st.LRO)), st.LocalBytes, st.TieredBytes, orDash(st.TierError))
 		}
 		row(tw, cells...)
 	}

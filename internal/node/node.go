@@ -338,7 +338,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		tier:      tiers,
 	}
 	if tiers != nil {
-		tiers.n = n
+		tiers.start(n)
 	}
 	n.relay = &relay{self: cfg.NodeID, host: h, shards: n.reg, here: n, forwards: n.forwards}
 	n.membership = &membership{self: cfg.NodeID, members: cfg.Members, ctrl: n.ctrlGroup, groups: h,

@@ -36,6 +36,8 @@ type TierConfig struct {
 	// SweepGrace is how old an object the manifest does not record must
 	// be to be swept as an orphan (1h).
 	SweepGrace time.Duration
+	// AfterStep is tier.ReconcilerConfig.AfterStep: a hook for tests.
+	AfterStep func(step string)
 }
 
 // DefaultTierConfig returns tiering's defaults (with no URL: off).
@@ -72,8 +74,9 @@ type tiering struct {
 	cfg     TierConfig
 	store   *tier.Store
 	reader  *tier.Reader
-	metrics *tier.Metrics // nil without a registerer
-	n       *Node         // set once the node exists
+	metrics *tier.Metrics    // nil without a registerer
+	rec     *tier.Reconciler // set before the node serves
+	n       *Node            // set once the node exists
 
 	mu   sync.Mutex
 	last map[uint64]tierRun // per group, the run read last: reads go in order
@@ -221,14 +224,16 @@ func (t *tiering) run(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	})
-	t.reconciler().Run(ctx)
+	t.rec.Run(ctx)
 }
 
-func (t *tiering) reconciler() *tier.Reconciler {
-	return tier.NewReconciler(tier.ReconcilerConfig{
-		Store: t.store, Manifest: tierManifest{t.n}, Shards: t.ledShards, Gone: t.gone,
-		Node: t.n.cfg.NodeID, Parallelism: t.cfg.Parallelism, Interval: t.cfg.Interval,
-		SweepGrace: t.cfg.SweepGrace, Metrics: t.metrics, Logger: t.n.log,
+// start makes the reconciler of node n.
+func (t *tiering) start(n *Node) {
+	t.n = n
+	t.rec = tier.NewReconciler(tier.ReconcilerConfig{
+		Store: t.store, Manifest: tierManifest{n}, Shards: t.ledShards, Gone: t.gone,
+		Node: n.cfg.NodeID, Parallelism: t.cfg.Parallelism, Interval: t.cfg.Interval,
+		SweepGrace: t.cfg.SweepGrace, Metrics: t.metrics, Logger: n.log, AfterStep: t.cfg.AfterStep,
 	})
 }
 

@@ -144,6 +144,9 @@ type ShardStats struct {
 	LRO         uint64
 	LocalBytes  int64
 	TieredBytes int64
+	// TierError is why the last tiering cycle failed, on the node that
+	// leads the shard; "" if it went well, and elsewhere.
+	TierError string
 }
 
 // DeliveryHealth is how a shard's pushes are going, kept in the memory of
@@ -209,6 +212,9 @@ func (n *Node) addTierStats(ctx context.Context, s *shardRuntime, ss *ShardStats
 	if b, err := n.host.LogBounds(s.group); err == nil {
 		ss.LocalBytes = b.Bytes
 	}
+	if err := n.tier.rec.LastError(); err != nil && n.relay.leads(s) {
+		ss.TierError = err.Error()
+	}
 	_ = n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) { ss.LRO = machineOf(sm).LRO() })
 	_ = n.ctrlGroup.view(ctx, func(m *controllerMachine) {
 		for _, ref := range m.TierRunsOfGroup(s.group) {
@@ -235,6 +241,9 @@ func addStats(total *ShardStats, s ShardStats) {
 	t.Skipped += x.Skipped
 	total.LocalBytes += s.LocalBytes
 	total.TieredBytes += s.TieredBytes
+	if total.TierError == "" {
+		total.TierError = s.TierError
+	}
 	if x.OldestEventTime != 0 && (t.OldestEventTime == 0 || x.OldestEventTime < t.OldestEventTime) {
 		t.OldestEventTime = x.OldestEventTime
 	}

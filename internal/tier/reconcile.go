@@ -96,6 +96,11 @@ type ReconcilerConfig struct {
 	SweepEvery int
 	Metrics    *Metrics     // nil: none
 	Logger     *slog.Logger // slog.Default()
+	// AfterStep, if set, is called after each step that changes
+	// something outside the node: "upload" (an object is in the store),
+	// "record" (it is in the manifest) and "advance" (the LROs moved). A
+	// hook for the tests that kill the process between two steps.
+	AfterStep func(step string)
 }
 
 func (c *ReconcilerConfig) setDefaults() {
@@ -137,6 +142,9 @@ type Reconciler struct {
 	cfg    ReconcilerConfig
 	retry  backoff.Policy
 	cycles int
+
+	mu      sync.Mutex
+	lastErr error // the last cycle's, nil if it went well
 }
 
 // NewReconciler returns a reconciler; Run runs its cycles.
@@ -201,7 +209,26 @@ func (r *Reconciler) Cycle(ctx context.Context) (CycleStats, error) {
 		errs = append(errs, err)
 	}
 	r.cfg.Metrics.cycle(st, plans, time.Since(start))
-	return st, errors.Join(errs...)
+	err = errors.Join(errs...)
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+	return st, err
+}
+
+// LastError returns the error of the last cycle, nil if it went well:
+// for the stats, where an operator sees that tiering is stuck (the
+// store's credentials were revoked, say) before the disk fills.
+func (r *Reconciler) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+func (r *Reconciler) after(step string) {
+	if r.cfg.AfterStep != nil {
+		r.cfg.AfterStep(step)
+	}
 }
 
 // plan reads where each shard stands and decides what to upload.
@@ -244,12 +271,14 @@ func (r *Reconciler) upload(ctx context.Context, plans []plan, st *CycleStats) (
 		}
 		data, runs := b.Finish()
 		name, err := r.put(ctx, data)
-		if err == nil {
-			err = r.record(ctx, name, runs)
-		}
 		if err != nil {
 			return err
 		}
+		r.after("upload")
+		if err := r.record(ctx, name, runs); err != nil {
+			return err
+		}
+		r.after("record")
 		st.Objects++
 		st.Bytes += int64(len(data))
 		for i, p := range inObject {
@@ -390,6 +419,7 @@ func (r *Reconciler) advance(ctx context.Context, plans []plan) (int, time.Durat
 	_ = g.Wait()
 	phase := time.Since(start)
 	r.cfg.Metrics.lroPhase(phase)
+	r.after("advance")
 	return advanced, phase, errors.Join(errs...)
 }
 

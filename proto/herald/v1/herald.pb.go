@@ -1459,9 +1459,13 @@ type ShardStats struct {
 	// (every entry it still needs at or below it is in the object store),
 	// the bytes of its log on this node's disk, and the bytes of its
 	// entries the object store holds. In a total, lro is unset.
-	Lro           uint64 `protobuf:"varint,21,opt,name=lro,proto3" json:"lro,omitempty"`
-	LocalBytes    uint64 `protobuf:"varint,22,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
-	TieredBytes   uint64 `protobuf:"varint,23,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	Lro         uint64 `protobuf:"varint,21,opt,name=lro,proto3" json:"lro,omitempty"`
+	LocalBytes  uint64 `protobuf:"varint,22,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
+	TieredBytes uint64 `protobuf:"varint,23,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	// Why the last tiering cycle of the node that leads the shard failed
+	// (the store unreachable, its credentials refused); empty if it went
+	// well, and in other nodes' answers.
+	TierError     string `protobuf:"bytes,24,opt,name=tier_error,json=tierError,proto3" json:"tier_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1655,6 +1659,13 @@ func (x *ShardStats) GetTieredBytes() uint64 {
 		return x.TieredBytes
 	}
 	return 0
+}
+
+func (x *ShardStats) GetTierError() string {
+	if x != nil {
+		return x.TierError
+	}
+	return ""
 }
 
 // How a shard's pushes are going.
@@ -4267,7 +4278,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x1bDisableSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xe1\x05\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x06\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -4295,7 +4306,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x03lro\x18\x15 \x01(\x04R\x03lro\x12\x1f\n" +
 	"\vlocal_bytes\x18\x16 \x01(\x04R\n" +
 	"localBytes\x12!\n" +
-	"\ftiered_bytes\x18\x17 \x01(\x04R\vtieredBytes\"\xe5\x02\n" +
+	"\ftiered_bytes\x18\x17 \x01(\x04R\vtieredBytes\x12\x1d\n" +
+	"\n" +
+	"tier_error\x18\x18 \x01(\tR\ttierError\"\xe5\x02\n" +
 	"\x0eDeliveryHealth\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x01 \x01(\tR\tlastError\x12B\n" +
