@@ -338,6 +338,11 @@ type shardState struct {
 	// Delivery is how pushes are going, from this node's memory: only for
 	// shards it leads (node.ShardStats.Delivery).
 	Delivery *healthState `json:"delivery,omitempty"`
+	// Tiering: the bytes of the log on this node's disk and in the object
+	// store, and why the last cycle failed (node.ShardStats).
+	LocalBytes  int64  `json:"local_bytes"`
+	TieredBytes int64  `json:"tiered_bytes"`
+	TierError   string `json:"tier_error,omitempty"`
 }
 
 // healthState is node.DeliveryHealth with times as ages, so that the page
@@ -461,7 +466,8 @@ func shardStateOf(s node.ShardStats, now time.Time) shardState {
 	out := shardState{
 		Name: s.Name, Events: st.Events, Bytes: st.Bytes, Published: st.Published, Delivered: st.Delivered,
 		Retried: st.Retried, DeadLettered: st.DeadLettered, DeadLetters: st.DeadLetters, Leased: s.Leased,
-		Delivery: healthStateOf(s.Delivery, now),
+		Delivery:   healthStateOf(s.Delivery, now),
+		LocalBytes: s.LocalBytes, TieredBytes: s.TieredBytes, TierError: s.TierError,
 	}
 	if st.OldestEventTime != 0 {
 		out.OldestAge = max(0, now.Sub(time.Unix(0, st.OldestEventTime)).Seconds())

@@ -129,7 +129,9 @@ function topicView(name) {
     del: figure("Delivered /s", "delivery-rate"),
     retried: figure("Retries", "retried"),
     dead: figure("Dead letters", "dead-letters"),
+    tiered: figure("Local log / in object store", "tiered"),
   };
+  figures.tiered.box.hidden = true; // shown for a topic that tiers
   const rates = chart("Publish and delivery rate (events/s)", [{ name: "published", color: "var(--pub)" }, { name: "delivered", color: "var(--del)" }]);
   const backlog = chart("Backlog (events)", [{ name: "backlog", color: "var(--back)" }, { name: "dead letters", color: "var(--bad)" }], true);
   const shardHead = el("tr");
@@ -246,7 +248,9 @@ const pushColumns = ["Failing", "Last success", "Last push error"];
 function shardRow(s, push) {
   const cols = shardColumns.length + (push ? pushColumns.length : 0);
   if (s.error) return el("tr", { "data-shard": s.name }, el("td", {}, s.name), el("td", { class: "error", colspan: String(cols - 1) }, s.error));
-  const cells = [fmtNum(s.events), fmtBytes(s.bytes), fmtAge(s.oldest_age_seconds), fmtNum(s.published),
+  // A tiered shard's bytes say how much of its log is in the object store.
+  const bytes = s.tiered_bytes > 0 ? fmtBytes(s.bytes) + " (" + fmtBytes(s.tiered_bytes) + " tiered)" : fmtBytes(s.bytes);
+  const cells = [fmtNum(s.events), bytes, fmtAge(s.oldest_age_seconds), fmtNum(s.published),
     fmtNum(s.delivered), fmtNum(s.retried), fmtNum(s.dead_letters), fmtNum(s.leased)].map(x => el("td", {}, x));
   if (push) {
     const h = s.delivery;
@@ -298,6 +302,11 @@ function render(state) {
     f.del.value.textContent = fmtRate(tot.delivery_rate);
     f.retried.value.textContent = fmtNum(tot.retried);
     f.dead.value.textContent = fmtNum(tot.dead_letters);
+    // Tiering: where the backlog is, once any of it is in the object store.
+    f.tiered.box.hidden = !(tot.tiered_bytes > 0 || tot.tier_error);
+    f.tiered.value.textContent = fmtBytes(tot.local_bytes) + " / " + fmtBytes(tot.tiered_bytes);
+    f.tiered.value.title = tot.tier_error ? "tiering failed: " + tot.tier_error : "";
+    f.tiered.box.classList.toggle("bad", !!tot.tier_error);
     f.dead.box.classList.toggle("bad", tot.dead_letters > 0);
     v.rates.draw([t.history.publish_rate, t.history.delivery_rate], t.history.time);
     v.backlog.draw([t.history.backlog, t.history.dead_letters], t.history.time);
