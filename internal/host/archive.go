@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -72,6 +71,3 @@ func (h *Host) Entries(id, lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
 	}
 	return ents, nil
 }
-
-// ErrCompacted is returned (wrapped) for entries below a group's local log.
-var ErrCompacted = raft.ErrCompacted
