@@ -25,19 +25,24 @@ die() {
 # come from PyPI into a virtual environment: $HERALD_AWS_VENV, by default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/venv, where the tests look too.
 # It needs python3 with its venv module (Debian: python3-venv), and no root.
+# venv_install DIR PACKAGES WHAT installs PACKAGES (a list) from PyPI into
+# a new virtual environment DIR, for WHAT.
+venv_install() {
+	command -v python3 >/dev/null 2>&1 ||
+		die "python3 is missing; install it (Debian: python3 python3-venv) for $3"
+	echo "install-test-deps: installing $2 from PyPI into $1"
+	python3 -m venv "$1" ||
+		die "python3 -m venv $1 failed; install python3's venv module (Debian: python3-venv)"
+	# shellcheck disable=SC2086 # $2 is a list
+	"$1/bin/pip" install --quiet $2 ||
+		die "pip install $2 failed; check the network and access to PyPI, then run this script again"
+}
 aws_venv=${HERALD_AWS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/venv}
 aws_packages="awscli==1.46.3 boto3==1.44.5"
 if [ -x "$aws_venv/bin/aws" ] && "$aws_venv/bin/python" -c 'import boto3' 2>/dev/null; then
 	echo "install-test-deps: the aws CLI and boto3 are installed in $aws_venv"
 else
-	command -v python3 >/dev/null 2>&1 ||
-		die "python3 is missing; install it (Debian: python3 python3-venv) for the SNS API's aws CLI tests"
-	echo "install-test-deps: installing $aws_packages from PyPI into $aws_venv"
-	python3 -m venv "$aws_venv" ||
-		die "python3 -m venv $aws_venv failed; install python3's venv module (Debian: python3-venv)"
-	# shellcheck disable=SC2086 # $aws_packages is a list
-	"$aws_venv/bin/pip" install --quiet $aws_packages ||
-		die "pip install $aws_packages failed; check the network and access to PyPI, then run this script again"
+	venv_install "$aws_venv" "$aws_packages" "the SNS API's aws CLI tests"
 fi
 
 # The tier store's tests (internal/tier) run moto_server, an S3-compatible
@@ -52,13 +57,7 @@ if [ -x "$moto_venv/bin/moto_server" ]; then
 elif command -v moto_server >/dev/null 2>&1; then
 	echo "install-test-deps: moto_server is installed ($(command -v moto_server))"
 else
-	command -v python3 >/dev/null 2>&1 ||
-		die "python3 is missing; install it (Debian: python3 python3-venv) for the tier store's moto tests"
-	echo "install-test-deps: installing $moto_package from PyPI into $moto_venv"
-	python3 -m venv "$moto_venv" ||
-		die "python3 -m venv $moto_venv failed; install python3's venv module (Debian: python3-venv)"
-	"$moto_venv/bin/pip" install --quiet "$moto_package" ||
-		die "pip install $moto_package failed; check the network and access to PyPI, then run this script again"
+	venv_install "$moto_venv" "$moto_package" "the tier store's moto tests"
 	[ -x "$moto_venv/bin/moto_server" ] || die "moto_server is still missing from $moto_venv after installing $moto_package"
 fi
 
