@@ -238,7 +238,12 @@ func (m *membership) gather(ctx context.Context, nodes []NodeStatus) map[uint64]
 		ns := &nodes[i]
 		if ns.Self {
 			ns.Reachable = true
-			reports[ns.ID] = m.local()
+			// The goroutines started for the nodes before this one may
+			// be writing reports already.
+			st := m.local()
+			mu.Lock()
+			reports[ns.ID] = st
+			mu.Unlock()
 			continue
 		}
 		if m.peers == nil {

@@ -20,6 +20,7 @@ type cluster struct {
 	dirs  []string
 	addrs []string
 	peers string
+	extra []string // more flags for every node
 	nodes []*heraldproc.Server
 }
 
@@ -33,7 +34,14 @@ func startCluster(t *testing.T) *cluster {
 // startClusterOf starts a cluster of size nodes at once.
 func startClusterOf(t *testing.T, size int) *cluster {
 	t.Helper()
-	c := &cluster{t: t}
+	return startClusterWith(t, size)
+}
+
+// startClusterWith starts a cluster of size nodes at once, each with the
+// extra flags.
+func startClusterWith(t *testing.T, size int, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, extra: extra}
 	var spec []string
 	for i := range size {
 		c.dirs = append(c.dirs, t.TempDir())
@@ -57,7 +65,8 @@ func startClusterOf(t *testing.T, size int) *cluster {
 }
 
 func (c *cluster) tryStart(i int) (*heraldproc.Server, error) {
-	return framework.TryStartServer(c.t, c.dirs[i], c.addrs[i], "--node-id", fmt.Sprint(i+1), "--peers", c.peers)
+	args := append([]string{"--node-id", fmt.Sprint(i + 1), "--peers", c.peers}, c.extra...)
+	return framework.TryStartServer(c.t, c.dirs[i], c.addrs[i], args...)
 }
 
 func (c *cluster) client(i int) *client.Client {

@@ -1,0 +1,518 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"herald/client"
+	"herald/internal/testkit"
+	"herald/internal/testkit/heraldproc"
+	"herald/tests/framework"
+)
+
+// The tiering tests run herald serve against moto's S3 server with small
+// log segments, a small local retention and a fast reconciler, so that a
+// backlog of a few hundred KiB is tiered in seconds.
+const (
+	tierSegment   = 64 << 10  // --segment-size
+	tierRetention = 128 << 10 // the topic's local_retention_bytes
+	// tierLocalLimit is what a shard's local log may hold once tiering has
+	// caught up: its retention, the segment being written, and the
+	// segment the retention starts in.
+	tierLocalLimit = tierRetention + 2*tierSegment
+	// A backlog of 8 keys × 56 events of about 1.1 KiB is over three
+	// times the local retention.
+	tierKeys, tierPerKey = 8, 56
+	tierPad              = 1024
+)
+
+// tierFlags are herald serve's flags for tiering to bucket, a cycle
+// every interval.
+func tierFlags(bucket *framework.TierBucket, interval string) []string {
+	return []string{"--tier-url", bucket.URL, "--tier-interval", interval, "--segment-size", fmt.Sprint(tierSegment)}
+}
+
+// createTieredTopic creates a topic of one shard whose local retention is
+// tierRetention.
+func createTieredTopic(t *testing.T, c *client.Client, name string) {
+	t.Helper()
+	if _, err := c.CreateTopic(context.Background(), name, map[string]string{
+		"shards": "1", "local_retention_bytes": fmt.Sprint(tierRetention)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// paddedEvent is event seq of key with payload "key seq", as
+// checkConsumedOnce reads it, and a header that makes it about 1 KiB.
+func paddedEvent(key string, seq int) client.Event {
+	return client.Event{Key: key, Payload: fmt.Appendf(nil, "%s %d", key, seq), Headers: map[string]string{"pad": strings.Repeat("x", tierPad)}}
+}
+
+// paddedNumber is event seq of key with payload seq, a JSON number as
+// framework.Webhook reads it, padded like paddedEvent.
+func paddedNumber(key string, seq int) client.Event {
+	return client.Event{Key: key, Payload: fmt.Append(nil, seq), Headers: map[string]string{"pad": strings.Repeat("x", tierPad)}}
+}
+
+// publishBacklog publishes perKey events for each of tierKeys keys, one
+// of each key per request, numbering each key's from first, and returns
+// what was acknowledged.
+func publishBacklog(t *testing.T, c *client.Client, topic string, first, perKey int, event func(key string, seq int) client.Event) []framework.Published {
+	t.Helper()
+	var acked []framework.Published
+	for seq := first; seq < first+perKey; seq++ {
+		evs := make([]client.Event, tierKeys)
+		for k := range evs {
+			evs[k] = event(fmt.Sprint("k", k), seq)
+		}
+		ids, err := c.Publish(context.Background(), topic, evs...)
+		if err != nil {
+			t.Fatalf("publish events %d: %v", seq, err)
+		}
+		for k, id := range ids {
+			acked = append(acked, framework.Published{Key: fmt.Sprint("k", k), Seq: seq, ID: id})
+		}
+	}
+	return acked
+}
+
+// shardStats returns the stats of the topic's only shard as c's node
+// sees them.
+func shardStats(t *testing.T, c *client.Client, topic string) client.ShardStats {
+	t.Helper()
+	st, err := c.TopicStats(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Shards) != 1 {
+		t.Fatalf("topic %s has %d shards, want 1", topic, len(st.Shards))
+	}
+	return st.Shards[0]
+}
+
+// waitFor is framework.WaitFor with a deadline of its own: tiering waits
+// for cycles, snapshots and, in a cluster, an election, on a machine
+// other tests share.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitTiered waits until c's node says that the topic's shard is tiered:
+// its LRO is at least lro, its local log within tierLocalLimit, the
+// store holds some of it, and the last cycle went well. It returns the
+// shard's stats then.
+func waitTiered(t *testing.T, c *client.Client, topic string, lro uint64) client.ShardStats {
+	t.Helper()
+	var st client.ShardStats
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st = shardStats(t, c, topic)
+		if st.LRO >= lro && st.LocalBytes <= tierLocalLimit && st.TieredBytes > 0 && st.TierError == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backlog is not tiered after two minutes (LRO %d, want %d; %d bytes local, limit %d): %+v", st.LRO, lro, st.LocalBytes, tierLocalLimit, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("tiered: LRO %d, %d bytes local, %d bytes in the store", st.LRO, st.LocalBytes, st.TieredBytes)
+	return st
+}
+
+// checkBucket checks the objects of the bucket against the manifest as
+// the stats show it: that no entry was uploaded twice, and that the runs
+// of the objects except those in orphans add up to the shard's tiered
+// bytes, that is, that the manifest records exactly those objects.
+func checkBucket(t *testing.T, objs []framework.TierObject, orphans map[string]bool, st client.ShardStats) {
+	t.Helper()
+	var recorded int64
+	type span struct {
+		object      string
+		first, last uint64
+	}
+	spans := map[string][]span{}
+	for _, o := range objs {
+		if orphans[o.Name] {
+			continue
+		}
+		for _, r := range o.Runs {
+			recorded += r.Length
+			for _, s := range spans[r.Shard] {
+				if r.First <= s.last && s.first <= r.Last {
+					t.Errorf("entries %d to %d of %s are in %s and, %d to %d, in %s: uploaded twice", r.First, r.Last, r.Shard, o.Name, s.first, s.last, s.object)
+				}
+			}
+			spans[r.Shard] = append(spans[r.Shard], span{o.Name, r.First, r.Last})
+		}
+	}
+	if recorded != int64(st.TieredBytes) {
+		t.Errorf("the bucket's objects (but %d orphans) hold runs of %d bytes; the manifest records %d bytes", len(orphans), recorded, st.TieredBytes)
+	}
+}
+
+// tierReads returns herald_tier_reads_total of the server at addr: how
+// many runs it read from the object store.
+func tierReads(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "herald_tier_reads_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("herald_tier_reads_total %q: %v", v, err)
+			}
+			return int(n)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatalf("%s/metrics has no herald_tier_reads_total", addr)
+	return 0
+}
+
+// TestE2ETierBacklogPull publishes a backlog of three times a topic's
+// local retention with no consumer: the shard's local log shrinks back to
+// about its retention, the bucket holds the rest, and a consumer that
+// comes then gets every event once, each key's in order, the oldest read
+// back from the bucket. Once they are all acknowledged, the reconciler
+// deletes the objects nobody needs any more.
+func TestE2ETierBacklogPull(t *testing.T) {
+	bucket := framework.NewTierBucket(t, testkit.StartMoto(t), "backlog")
+	addr := testkit.FreeAddr(t)
+	framework.StartServer(t, t.TempDir(), addr, tierFlags(bucket, "200ms")...)
+	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
+	createTieredTopic(t, c, "orders")
+
+	// The backlog grows in three steps, each about the local retention:
+	// after each, the local log is back within its limit.
+	var acked []framework.Published
+	var st client.ShardStats
+	for i := range 3 {
+		acked = append(acked, publishBacklog(t, c, "orders", i*tierPerKey/3, tierPerKey/3, paddedEvent)...)
+		st = waitTiered(t, c, "orders", st.LRO+1)
+	}
+	if st.Bytes < 3*tierRetention {
+		t.Fatalf("the backlog is %d bytes, not three times the local retention (%d)", st.Bytes, tierRetention)
+	}
+	if st.LocalBytes+st.TieredBytes < st.Bytes {
+		t.Errorf("%d bytes local and %d in the store hold less than the %d bytes of events pending", st.LocalBytes, st.TieredBytes, st.Bytes)
+	}
+	checkBucket(t, bucket.Objects(t), nil, st)
+
+	byShard, unreadable := framework.DrainTopic(t, c, "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
+	if n := tierReads(t, addr); n == 0 {
+		t.Error("the consumer got the backlog without a read from the store: nothing was below the local log")
+	}
+	waitFor(t, time.Minute, "the reconciler to delete the objects no shard needs", func() bool { return len(bucket.Objects(t)) == 0 })
+}
+
+// TestE2ETierBacklogPush is TestE2ETierBacklogPull with a push
+// subscription whose endpoint is down while the backlog builds and is
+// tiered, and while the server is SIGKILLed and restarted: when the
+// endpoint comes back it gets every event once, each key's in order.
+// (A dispatcher holds up to 16 MiB of events in memory, the whole of
+// this backlog: the restart makes it read them again, the oldest from the
+// store.)
+func TestE2ETierBacklogPush(t *testing.T) {
+	hook := framework.NewWebhook(t)
+	bucket := framework.NewTierBucket(t, testkit.StartMoto(t), "push")
+	dataDir, addr := t.TempDir(), testkit.FreeAddr(t)
+	srv := framework.StartServer(t, dataDir, addr, tierFlags(bucket, "200ms")...)
+	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
+	ctx := context.Background()
+	createTieredTopic(t, c, "orders")
+	if _, err := c.CreateSubscription(ctx, "orders", "hook", map[string]string{"push_endpoint": hook.URL, "retry_sleep_duration": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSubscription(ctx, "orders", "default"); err != nil {
+		t.Fatal(err)
+	}
+
+	acked := publishBacklog(t, c, "orders", 0, tierPerKey, paddedNumber)
+	st := waitTiered(t, c, "orders", 1)
+	// The default subscription is gone, so the shard's pending bytes say
+	// nothing: its log's do.
+	if st.LocalBytes+st.TieredBytes < 3*tierRetention {
+		t.Fatalf("the backlog's log is %d bytes local and %d in the store, not three times the local retention (%d)", st.LocalBytes, st.TieredBytes, tierRetention)
+	}
+	checkBucket(t, bucket.Objects(t), nil, st)
+	srv.Kill()
+	framework.StartServer(t, dataDir, addr, tierFlags(bucket, "200ms")...)
+	if hook.Arrived() > 0 {
+		t.Fatalf("%d events arrived at a closed webhook", hook.Arrived())
+	}
+
+	hook.Open()
+	waitFor(t, 2*time.Minute, "the webhook to get the backlog", func() bool { return hook.Arrived() >= len(acked) })
+	// Nothing was delivered before the kill: a duplicate is a bug.
+	hook.Check(t, "hook", acked, 0)
+	if n := tierReads(t, addr); n == 0 {
+		t.Error("the webhook got the backlog without a read from the store: nothing was below the local log")
+	}
+}
+
+// TestE2ETierCrashBetweenSteps builds a backlog, restarts the server
+// with serve's HERALD_TEST_TIER_CRASH_AFTER so that it SIGKILLs itself
+// right after a step of its first tiering cycle, and restarts it again
+// without: nothing acknowledged is lost and a consumer gets every event
+// once, in order per key. After the upload, the object is an orphan the
+// manifest does not record and nothing reads; after the record, the
+// object is not uploaded again, as the next cycle advances the LRO to
+// it; after the advance, the next cycle goes on from there.
+func TestE2ETierCrashBetweenSteps(t *testing.T) {
+	endpoint := testkit.StartMoto(t)
+	for _, step := range []string{"upload", "record", "advance"} {
+		t.Run(step, func(t *testing.T) {
+			bucket := framework.NewTierBucket(t, endpoint, "crash-"+step)
+			dataDir, addr := t.TempDir(), testkit.FreeAddr(t)
+			c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
+
+			// A reconciler whose cycles are an hour apart runs its first
+			// at the start, when there is nothing to tier, and no other
+			// while the backlog builds.
+			srv := framework.StartServer(t, dataDir, addr, tierFlags(bucket, "1h")...)
+			createTieredTopic(t, c, "orders")
+			acked := publishBacklog(t, c, "orders", 0, tierPerKey, paddedEvent)
+			if st := shardStats(t, c, "orders"); st.LRO != 0 || st.TieredBytes != 0 {
+				t.Fatalf("tiered before the crash test began: %+v", st)
+			}
+			if err := srv.Stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+
+			crashing := framework.LaunchServer(t, []string{"HERALD_TEST_TIER_CRASH_AFTER=" + step}, dataDir, addr, tierFlags(bucket, "200ms")...)
+			waitKilled(t, crashing)
+			before := bucket.Objects(t)
+			if len(before) == 0 {
+				t.Fatalf("killed after the %s step with no object in the bucket", step)
+			}
+			t.Logf("killed after the %s step; the bucket holds %d objects", step, len(before))
+
+			framework.StartServer(t, dataDir, addr, tierFlags(bucket, "200ms")...)
+			var lastBefore uint64
+			for _, o := range before {
+				for _, r := range o.Runs {
+					lastBefore = max(lastBefore, r.Last)
+				}
+			}
+			st := waitTiered(t, c, "orders", lastBefore)
+			after := bucket.Objects(t)
+			names := map[string]bool{}
+			for _, o := range after {
+				names[o.Name] = true
+			}
+			orphans := map[string]bool{}
+			switch step {
+			case "upload":
+				// The one object uploaded before the kill is still in the
+				// bucket (the sweep waits an hour), and its entries were
+				// uploaded again in another: it is an orphan.
+				if len(before) != 1 {
+					t.Fatalf("killed after the first upload, the bucket holds %d objects, want 1", len(before))
+				}
+				orphan := before[0].Name
+				if !names[orphan] {
+					t.Fatalf("orphan %s was deleted within the sweep's hour of grace", orphan)
+				}
+				orphans[orphan] = true
+				checkBucket(t, after, orphans, st)
+				// Nothing may read the orphan: with it gone, the consumer
+				// still gets every event.
+				bucket.Delete(t, orphan)
+			case "record":
+				// The recorded object is not uploaded again: the objects
+				// made since hold only entries after it (checkBucket).
+				if len(before) != 1 {
+					t.Fatalf("killed after the first record, the bucket holds %d objects, want 1", len(before))
+				}
+				if !names[before[0].Name] {
+					t.Fatalf("recorded object %s is gone from the bucket", before[0].Name)
+				}
+				checkBucket(t, after, nil, st)
+				t.Logf("%d objects after the restart, the recorded one among them", len(after))
+			case "advance":
+				for _, o := range before {
+					if !names[o.Name] {
+						t.Fatalf("object %s, recorded and reconciled, is gone from the bucket", o.Name)
+					}
+				}
+				checkBucket(t, after, nil, st)
+			}
+
+			byShard, unreadable := framework.DrainTopic(t, c, "orders")
+			if len(unreadable) > 0 {
+				t.Fatalf("unreadable shards: %v", unreadable)
+			}
+			checkConsumedOnce(t, byShard, acked)
+			if n := tierReads(t, addr); n == 0 {
+				t.Error("the consumer got the backlog without a read from the store: nothing was below the local log")
+			}
+		})
+	}
+}
+
+// waitKilled waits for s to SIGKILL itself.
+func waitKilled(t *testing.T, s *heraldproc.Server) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("herald serve did not kill itself within two minutes\n%s", s.Output())
+	}
+	var ws syscall.WaitStatus
+	if ee, ok := s.Err().(*exec.ExitError); ok {
+		ws, _ = ee.Sys().(syscall.WaitStatus)
+	}
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("herald serve exited (%v), not killed by itself\n%s", s.Err(), s.Output())
+	}
+}
+
+// TestE2ETierClusterLeaderKill runs three nodes that tier to one bucket.
+// The shard's leader kills itself right after recording its first
+// object (serve's HERALD_TEST_TIER_CRASH_AFTER): the new leader carries
+// on from the manifest, advancing to the recorded object without
+// uploading it again. Then, back, the first node leads and tiers again
+// and is SIGKILLed, while the backlog grows through the others; the next
+// leader carries on again. No entry is ever uploaded twice, and a
+// consumer gets every acknowledged event once, each key's in order.
+func TestE2ETierClusterLeaderKill(t *testing.T) {
+	bucket := framework.NewTierBucket(t, testkit.StartMoto(t), "cluster")
+	c := startClusterWith(t, 3, tierFlags(bucket, "200ms")...)
+	createTieredTopic(t, c.client(0), "orders")
+	// status returns the shard as node via sees it once it has a leader
+	// other than node not (-1: any).
+	status := func(via, not int) client.ClusterShard {
+		var sh client.ClusterShard
+		waitFor(t, time.Minute, "the shard to have a leader", func() bool {
+			st, err := c.client(via).ClusterStatus(context.Background())
+			if err != nil {
+				return false
+			}
+			for _, s := range st.Shards {
+				if s.Topic == "orders" {
+					sh = s
+				}
+			}
+			return sh.Leader != 0 && int(sh.Leader) != not+1
+		})
+		return sh
+	}
+
+	// The shard's preferred leader, p, comes back from a restart set to
+	// kill itself after its first record; the balancer hands it the
+	// shard's leadership back.
+	p := int(status(0, -1).PreferredLeader) - 1
+	other := (p + 1) % 3
+	if err := c.nodes[p].Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	crashing := c.launch(p, "HERALD_TEST_TIER_CRASH_AFTER=record")
+	waitFor(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool {
+		select {
+		case <-crashing.Done():
+			t.Fatalf("node %d exited before it led the shard: %v\n%s", p+1, crashing.Err(), crashing.Output())
+		default:
+		}
+		return int(status(other, -1).Leader) == p+1
+	})
+
+	// Published through another node, the backlog survives the leader's
+	// death halfway: the client retries through the election.
+	pub := c.client(other)
+	acked := publishBacklog(t, pub, "orders", 0, tierPerKey, paddedEvent)
+	waitKilled(t, crashing)
+	// The new leader may have tiered more of the backlog already; the
+	// dead node's one object is there too.
+	var recorded []framework.TierObject
+	for _, o := range bucket.Objects(t) {
+		if strings.HasPrefix(o.Name, fmt.Sprintf("herald/%d/", p+1)) {
+			recorded = append(recorded, o)
+		}
+	}
+	if len(recorded) != 1 {
+		t.Fatalf("node %d killed itself having recorded its first object, and the bucket holds %d of its objects", p+1, len(recorded))
+	}
+	var through uint64
+	for _, r := range recorded[0].Runs {
+		through = max(through, r.Last)
+	}
+	next := int(status(other, p).Leader) - 1
+	st := waitTiered(t, c.client(next), "orders", through)
+	checkBucket(t, bucket.Objects(t), nil, st)
+	t.Logf("node %d recorded entries up to %d and died; node %d carried on to LRO %d", p+1, through, next+1, st.LRO)
+
+	// Back without the crash, p leads and tiers again; SIGKILLed while
+	// the backlog grows, it leaves the shard to a third leader.
+	var err error
+	if c.nodes[p], err = c.tryStart(p); err != nil {
+		t.Fatalf("restart node %d: %v", p+1, err)
+	}
+	acked = append(acked, publishBacklog(t, pub, "orders", tierPerKey, tierPerKey/2, paddedEvent)...)
+	lead := int(status(other, -1).Leader) - 1
+	st = waitTiered(t, c.client(lead), "orders", st.LRO+1)
+	c.nodes[lead].Kill()
+	var through2 uint64
+	for _, o := range bucket.Objects(t) {
+		for _, r := range o.Runs {
+			through2 = max(through2, r.Last)
+		}
+	}
+	// A whole backlog more: the newest 256 KiB of a log are held in
+	// memory before they reach its segments (host's WriteBehind), and only
+	// closed segments are tiered.
+	via := (lead + 1) % 3
+	acked = append(acked, publishBacklog(t, c.client(via), "orders", tierPerKey+tierPerKey/2, tierPerKey, paddedEvent)...)
+	next = int(status(via, lead).Leader) - 1
+	st = waitTiered(t, c.client(next), "orders", through2+1)
+	checkBucket(t, bucket.Objects(t), nil, st)
+	t.Logf("node %d led and was killed; node %d carried on to LRO %d", lead+1, next+1, st.LRO)
+
+	byShard, unreadable := framework.DrainTopic(t, c.client(next), "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
+}
+
+// launch starts node i again with env added to its environment, and
+// waits until it answers, unless it exits first.
+func (c *cluster) launch(i int, env ...string) *heraldproc.Server {
+	t := c.t
+	t.Helper()
+	args := append([]string{"--node-id", fmt.Sprint(i + 1), "--peers", c.peers}, c.extra...)
+	s := framework.LaunchServer(t, env, c.dirs[i], c.addrs[i], args...)
+	c.nodes[i] = s
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatalf("node %d: %v\n%s", i+1, err, s.Output())
+	}
+	return s
+}
