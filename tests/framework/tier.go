@@ -23,11 +23,18 @@ type TierBucket struct {
 // NewTierBucket creates bucket on the moto server at endpoint
 // (testkit.StartMoto) and returns it. It sets the AWS credentials in the
 // environment of the test, which the servers it starts inherit: moto
-// takes any, but the S3 client wants some.
+// takes any, but the S3 client wants some. Nothing else may be looked
+// up: no shared config or credentials file, and no EC2 instance metadata
+// service, whose address is not loopback.
 func NewTierBucket(t *testing.T, endpoint, bucket string) *TierBucket {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "herald-test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "herald-test")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "herald-test", "AWS_SECRET_ACCESS_KEY": "herald-test",
+		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_CONFIG_FILE": "/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_EC2_METADATA_DISABLED": "true",
+	} {
+		t.Setenv(k, v)
+	}
 	testkit.CreateBucket(t, endpoint, bucket)
 	u := fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1&use_path_style=true", bucket, url.QueryEscape(endpoint))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
