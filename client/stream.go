@@ -197,7 +197,7 @@ type answer struct {
 // goroutine hands each answer to its call.
 type streamConn struct {
 	rwc io.ReadWriteCloser
-	out *protocol.Writer
+	out *protocol.Writer[byte]
 	wg  sync.WaitGroup // the writer and the reader
 
 	mu      sync.Mutex
@@ -233,7 +233,7 @@ func (c *streamConn) send(body []byte) (uint64, <-chan answer, error) {
 	id := c.next
 	c.pending[id] = ch
 	c.mu.Unlock()
-	c.out.Send(protocol.AppendFrame(nil, id, body))
+	c.out.Send(protocol.AppendFrame(nil, id, body)...)
 	return id, ch, nil
 }
 

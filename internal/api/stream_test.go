@@ -329,14 +329,7 @@ func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
-	publish, _ := tt.store.Lookup(tokenID(t, tt, "publish"))
-	var others []auth.Token
-	for name := range tt.secrets {
-		if tok, ok := tt.store.Lookup(tokenID(t, tt, name)); ok && tok.ID != publish.ID {
-			others = append(others, tok)
-		}
-	}
-	tt.store.Replace(others)
+	revoke(t, tt, "publish")
 
 	ok := 1
 	deadline := time.Now().Add(time.Minute)
@@ -361,6 +354,19 @@ func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("again")}); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("reopening with the revoked token: %v; want unauthenticated", err)
 	}
+}
+
+// revoke takes the test token name out of the store.
+func revoke(t *testing.T, tt testTokens, name string) {
+	t.Helper()
+	gone, _ := tt.store.Lookup(tokenID(t, tt, name))
+	var others []auth.Token
+	for name := range tt.secrets {
+		if tok, ok := tt.store.Lookup(tokenID(t, tt, name)); ok && tok.ID != gone.ID {
+			others = append(others, tok)
+		}
+	}
+	tt.store.Replace(others)
 }
 
 // tokenID returns the id of the test token name.
