@@ -82,7 +82,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	// The publish stream RPC is a request that lasts: limitRequest would
 	// count all its messages against one request's limit. Each message
 	// has that limit instead, which connect enforces before reading it.
-	mux.Handle(heraldv1connect.HeraldServicePublishStreamProcedure, controlledStreams(connect.NewBidiStreamHandler(
+	mux.Handle(heraldv1connect.HeraldServicePublishStreamProcedure, streamResponses(connect.NewBidiStreamHandler(
 		heraldv1connect.HeraldServicePublishStreamProcedure, svc.PublishStream,
 		gzipOption(), jsonCodecs(), connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithReadMaxBytes(MaxRequestBytes))))

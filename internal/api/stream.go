@@ -142,7 +142,13 @@ func (s *service) serveStream(ctx context.Context, method string, w streamWire, 
 		case err == nil && c.refused != nil:
 			w.answer(c.id, nil, false, c.refused)
 			continue
-		case err != nil && isStop(s.stop):
+		case isStop(s.stop):
+			if err == nil {
+				// Read as the server began to stop, before the reader
+				// was woken.
+				w.answer(c.id, nil, false, connect.NewError(connect.CodeUnavailable,
+					errors.New("herald is shutting down; the call was not published: send it to another node")))
+			}
 			answered.Wait() // every request read is answered first
 			return connect.NewError(connect.CodeUnavailable,
 				errors.New("herald is shutting down; the calls not answered were not read: send them to another node"))
@@ -284,18 +290,20 @@ func (f *frameWire) wake() { f.conn.SetReadDeadline(time.Now()) }
 // PublishStream serves the PublishStream RPC: the publish stream for gRPC
 // clients.
 func (s *service) PublishStream(ctx context.Context, stream *connect.BidiStream[heraldv1.PublishStreamRequest, heraldv1.PublishStreamResponse]) error {
-	rc := streamControl(ctx)
-	w := &rpcWire{stream: stream, rc: rc}
-	w.out = protocol.NewWriter(func(answers []*heraldv1.PublishStreamResponse) error {
-		if rc != nil {
-			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		}
+	w := &rpcWire{stream: stream, resp: streamResponseOf(ctx)}
+	send := func(answers []*heraldv1.PublishStreamResponse) error {
 		for _, a := range answers {
 			if err := stream.Send(a); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	w.out = protocol.NewWriter(func(answers []*heraldv1.PublishStreamResponse) error {
+		if w.resp == nil {
+			return send(answers)
+		}
+		return w.resp.send(func() error { return send(answers) })
 	})
 	if end := s.serveStream(ctx, stream.Spec().Procedure, w, tokenRecheck(ctx)); end != nil {
 		return end
@@ -308,7 +316,7 @@ func (s *service) PublishStream(ctx context.Context, stream *connect.BidiStream[
 type rpcWire struct {
 	stream *connect.BidiStream[heraldv1.PublishStreamRequest, heraldv1.PublishStreamResponse]
 	out    *protocol.Writer[*heraldv1.PublishStreamResponse]
-	rc     *http.ResponseController // nil: reads cannot be woken
+	resp   *streamResponse // nil: not served through streamResponses
 }
 
 func (w *rpcWire) read() (streamCall, error) {
@@ -350,30 +358,66 @@ func (w *rpcWire) flush() error { return w.out.Run() }
 func (w *rpcWire) close(*connect.Error) { w.out.Close() }
 
 func (w *rpcWire) wake() {
-	if w.rc != nil {
-		w.rc.SetReadDeadline(time.Now())
+	if w.resp != nil {
+		w.resp.wake()
 	}
 }
 
-type streamControlKey struct{}
+type streamResponseKey struct{}
 
-// controlledStreams gives the requests to h their
-// http.ResponseController (streamControl): gRPC's Receive and Send have
-// no deadlines of their own, and a stopping stream must stop reading
-// while it answers.
-func controlledStreams(h http.Handler) http.Handler {
+// streamResponses gives the requests to h a streamResponse in place of
+// their ResponseWriter, found in their context by streamResponseOf.
+func streamResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamControlKey{}, rc)))
+		sr := &streamResponse{ResponseWriter: w, rc: http.NewResponseController(w)}
+		h.ServeHTTP(sr, r.WithContext(context.WithValue(r.Context(), streamResponseKey{}, sr)))
 	})
 }
 
-// streamControl returns the controller controlledStreams put in ctx, or
+// streamResponseOf returns the streamResponse of the request of ctx, or
 // nil.
-func streamControl(ctx context.Context) *http.ResponseController {
-	rc, _ := ctx.Value(streamControlKey{}).(*http.ResponseController)
-	return rc
+func streamResponseOf(ctx context.Context) *streamResponse {
+	sr, _ := ctx.Value(streamResponseKey{}).(*streamResponse)
+	return sr
 }
+
+// streamResponse is the response of a PublishStream RPC, which the
+// stream's writer and reader control: gRPC's Receive and Send have no
+// deadlines of their own, a stopping stream must stop reading while it
+// answers, and connect flushes every message it sends, which over HTTP/2
+// is a hand-off to the connection's goroutine each: the answers one
+// commit gives should share one.
+type streamResponse struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	// held makes Flush do nothing; only the stream's writer sets it, and
+	// only its Sends flush.
+	held bool
+}
+
+func (s *streamResponse) Flush() {
+	if !s.held {
+		s.rc.Flush()
+	}
+}
+
+func (s *streamResponse) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// send sends with send, within streamWriteTimeout, and flushes once.
+func (s *streamResponse) send(send func() error) error {
+	s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	s.held = true
+	err := send()
+	s.held = false
+	if err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// wake makes a read of the request's body in progress, and every later
+// one, fail.
+func (s *streamResponse) wake() { s.rc.SetReadDeadline(time.Now()) }
 
 func isStop(stop <-chan struct{}) bool {
 	select {
