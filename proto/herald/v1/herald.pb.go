@@ -1995,7 +1995,7 @@ func (x *PublishResponse) GetIds() []string {
 type PublishStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The client's name for the call, echoed by its response; unique among
-	// the stream's unanswered calls. 0 is reserved: never answered.
+	// the stream's unanswered calls.
 	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// The call, as Publish takes it.
 	Request       *PublishRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
