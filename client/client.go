@@ -55,6 +55,7 @@ type config struct {
 	tls        *tls.Config
 	routing    bool     // WithLeaderRouting
 	stream     bool     // WithPublishStream
+	streamRPC  bool     // WithPublishStreamRPC
 	seeds      []string // WithLeaderRouting
 }
 
@@ -124,14 +125,14 @@ func New(baseURL string, opts ...Option) *Client {
 		retries:  cfg.retries,
 	}
 	if cfg.stream && !cfg.routing {
-		c.stream = newPublishStream(normalizeURL(baseURL), cfg.token, cfg.tls)
+		c.stream = newPublishStream(normalizeURL(baseURL), cfg.token, cfg.tls, cfg.streamRPC)
 	}
 	if cfg.routing {
 		c.router = newRouter(normalizeURL(baseURL), cfg.seeds, func(url string) heraldv1connect.HeraldServiceClient {
 			return heraldv1connect.NewHeraldServiceClient(hc, url, copts...)
 		})
 		if cfg.stream {
-			c.router.newStream = func(url string) *publishStream { return newPublishStream(url, cfg.token, cfg.tls) }
+			c.router.newStream = func(url string) *publishStream { return newPublishStream(url, cfg.token, cfg.tls, cfg.streamRPC) }
 		}
 	}
 	return c

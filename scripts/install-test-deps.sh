@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-test-deps.sh installs the aws CLI and boto3 that the SNS API's
-# tests drive and moto's S3 server for the tier store's tests (see below),
+# tests drive, moto's S3 server for the tier store's tests and Python's
+# grpcio for the PublishStream RPC's (see below),
 # and the servers that herald's endpoint tests run
 # against: nats-server (internal/endpoint/nats) and RabbitMQ
 # (internal/endpoint/amqp), and the Chromium browser that the dashboard's
@@ -59,6 +60,20 @@ elif command -v moto_server >/dev/null 2>&1; then
 else
 	venv_install "$moto_venv" "$moto_package" "the tier store's moto tests"
 	[ -x "$moto_venv/bin/moto_server" ] || die "moto_server is still missing from $moto_venv after installing $moto_package"
+fi
+
+# The PublishStream RPC's test (tests/e2e/grpc_stream_test.go) publishes
+# from Python's grpcio, the stock gRPC client of another language, with
+# stubs that grpcio-tools generates at test time: from its own virtual
+# environment, $HERALD_GRPC_VENV, by default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/grpc-venv, where the test
+# looks.
+grpc_venv=${HERALD_GRPC_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/herald-test/grpc-venv}
+grpc_packages="grpcio==1.85.1 grpcio-tools==1.85.1"
+if [ -x "$grpc_venv/bin/python" ] && "$grpc_venv/bin/python" -c 'import grpc, grpc_tools' 2>/dev/null; then
+	echo "install-test-deps: grpcio and grpcio-tools are installed in $grpc_venv"
+else
+	venv_install "$grpc_venv" "$grpc_packages" "the PublishStream RPC's Python test"
 fi
 
 # have_nats and have_rabbitmq look where the tests look.

@@ -53,6 +53,7 @@ type benchPublishFlags struct {
 	through    []string
 	routing    bool // client.WithLeaderRouting
 	stream     bool // client.WithPublishStream
+	streamRPC  bool // client.WithPublishStreamRPC
 	results    string
 	cpuProfile string
 	subs       int // >= 0: load.PullSubscriptions
@@ -90,6 +91,7 @@ JSON to FILE as well, whatever --output says.`,
   herald bench publish --batch 500 --count 1000000 --results herald.json
   herald bench publish --server http://127.0.0.1:7601 --through http://127.0.0.1:7602,http://127.0.0.1:7603
   herald bench publish --server http://127.0.0.1:7601 --leader-routing
+  herald bench publish --producers 64 --stream-rpc
   herald bench publish --topic np --persistent=false --push-endpoint http://127.0.0.1:9000/`,
 		Args: nArgs(0, false),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -113,6 +115,7 @@ JSON to FILE as well, whatever --output says.`,
 	f.StringSliceVar(&p.through, "through", nil, "other nodes of the cluster (URLs, comma-separated) that the producers publish through too, taking --server and them in turn")
 	f.BoolVar(&p.routing, "leader-routing", false, "send each batch straight to the nodes leading its events' shards (client.WithLeaderRouting), rather than through --server (and --through), which forward what they do not lead")
 	f.BoolVar(&p.stream, "stream", false, "publish over publish streams (client.WithPublishStream): one connection per node carries every producer's calls, each answered on its own, instead of an HTTP request per batch")
+	f.BoolVar(&p.streamRPC, "stream-rpc", false, "publish over the PublishStream RPC (gRPC over HTTP/2, client.WithPublishStreamRPC), the publish stream of gRPC clients in other languages, rather than herald's own stream over HTTP/1.1; implies --stream")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards", plus "non-persistent")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
 	f.IntVar(&p.subs, "subscriptions", -1, "give the topic this many pull subscriptions, none of which consumes: its default one and N-1 more (0: none, events go nowhere); to measure publishing with fan-out (default: leave the topic's as they are)")
@@ -128,6 +131,9 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 	}
 	if p.stream {
 		opts = append(opts, client.WithPublishStream())
+	}
+	if p.streamRPC {
+		opts = append(opts, client.WithPublishStreamRPC())
 	}
 	servers := append([]string{g.server}, p.through...)
 	if p.routing {
@@ -181,7 +187,13 @@ func (g *globals) benchPublish(cmd *cobra.Command, p *benchPublishFlags, attrs m
 			res.Label += ", leader routing"
 		}
 	}
-	if p.stream {
+	switch {
+	case p.streamRPC:
+		res.Settings["publish_stream"] = "rpc"
+		if p.label == "" {
+			res.Label += ", PublishStream RPC"
+		}
+	case p.stream:
 		res.Settings["publish_stream"] = "true"
 		if p.label == "" {
 			res.Label += ", publish stream"

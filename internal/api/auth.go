@@ -59,6 +59,7 @@ var procedureScopes = map[string]auth.Scope{
 	heraldv1connect.HeraldServiceListTopicsProcedure:                anyScope,
 	heraldv1connect.HeraldServiceTopicStatsProcedure:                anyScope,
 	heraldv1connect.HeraldServicePublishProcedure:                   auth.ScopePublish,
+	heraldv1connect.HeraldServicePublishStreamProcedure:             auth.ScopePublish,
 	heraldv1connect.HeraldServiceReserveProcedure:                   auth.ScopePublish,
 	heraldv1connect.HeraldServiceCommitProcedure:                    auth.ScopePublish,
 	heraldv1connect.HeraldServiceAbortProcedure:                     auth.ScopePublish,
@@ -196,7 +197,12 @@ func (a *authorizer) wrap(next http.Handler) http.Handler {
 			return
 		}
 		p.Token = tok
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		if a.tokens != nil && need != public {
+			checked := r
+			ctx = context.WithValue(ctx, tokenRecheckKey{}, func() *connect.Error { return a.recheck(checked) })
+		}
+		r = r.WithContext(ctx)
 		if strings.HasPrefix(what, "SNS ") && need == auth.ScopeAdmin {
 			// The SNS API administers topics outside the Connect
 			// service, whose interceptor writes the other audit lines.
@@ -237,6 +243,18 @@ func (a *authorizer) recheck(r *http.Request) *connect.Error {
 	need, what := a.scopeFor(r)
 	_, err := a.check(r, need, what)
 	return err
+}
+
+type tokenRecheckKey struct{}
+
+// tokenRecheck returns the check of the token of the request of ctx again
+// (authorizer.recheck), for a request that lasts; with no tokens to
+// check, one that always passes.
+func tokenRecheck(ctx context.Context) func() *connect.Error {
+	if f, ok := ctx.Value(tokenRecheckKey{}).(func() *connect.Error); ok {
+		return f
+	}
+	return func() *connect.Error { return nil }
 }
 
 // auditSNS writes the audit line of an SNS administration request: the

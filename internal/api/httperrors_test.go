@@ -120,7 +120,7 @@ func TestHTTPFailuresHaveJSONBodies(t *testing.T) {
 	resp, b = send(t, http.MethodGet, publish, nil, nil)
 	wantError(t, "GET", resp, b, http.StatusMethodNotAllowed, "invalid_argument", "GET /herald.v1.HeraldService/Publish", "POST", "Content-Type: application/json")
 	resp, b = send(t, http.MethodPost, base+"/herald.v1.HeraldService/Publsh", jsonHeader, strings.NewReader(body))
-	wantError(t, "unknown method", resp, b, http.StatusNotFound, "unimplemented", `"Publsh"`, "Publish, Reserve")
+	wantError(t, "unknown method", resp, b, http.StatusNotFound, "unimplemented", `"Publsh"`, "Publish, PublishStream, Reserve")
 	// A method's own not_found (also 404) keeps its message.
 	resp, b = send(t, http.MethodPost, base+"/herald.v1.HeraldService/GetTopic", jsonHeader, strings.NewReader(`{"name":"nope"}`))
 	wantError(t, "unknown topic", resp, b, http.StatusNotFound, "not_found", `topic "nope" does not exist`)

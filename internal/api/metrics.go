@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/internal/node"
-	"herald/internal/protocol"
 )
 
 // Metrics are the API's Prometheus series; the node and its host register
@@ -44,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: node.LatencyBuckets,
 		}, []string{"method", "code"}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "herald_publish_streams", Help: "Publish streams open now; their calls count in herald_request_duration_seconds as method /stream/publish.",
+			Name: "herald_publish_streams", Help: "Publish streams open now; their calls count in herald_request_duration_seconds as method /stream/publish, or /herald.v1.HeraldService/PublishStream for the gRPC stream.",
 		}),
 	}
 	reg.MustRegister(m.publishedEvents, m.ackedEvents, m.fetchedEvents, m.publishLatency, m.requests, m.streams)
@@ -64,9 +63,11 @@ func (m *Metrics) fetched(topic string, events int) {
 	m.fetchedEvents.WithLabelValues(topic).Add(float64(events))
 }
 
-// streamCall records the latency and code of a call on a publish stream.
-func (m *Metrics) streamCall(d time.Duration, code string) {
-	m.requests.WithLabelValues(protocol.PublishStreamPath, code).Observe(d.Seconds())
+// streamCall records the latency and code of a call on the publish
+// stream method (protocol.PublishStreamPath, or the PublishStream RPC's
+// procedure).
+func (m *Metrics) streamCall(method string, d time.Duration, code string) {
+	m.requests.WithLabelValues(method, code).Observe(d.Seconds())
 }
 
 // interceptor records every request's latency and status code.

@@ -50,11 +50,11 @@ type Options struct {
 	// SNSZonegroup is the zonegroup in the topic ARNs of the SNS-style API
 	// (arn:aws:sns:<zonegroup>::<topic>); empty means "default".
 	SNSZonegroup string
-	// Stop, once closed, ends the publish streams: each stops reading,
-	// answers the calls it has read and closes. Close it when the server
-	// begins to shut down, before waiting for requests in flight, of
-	// which an open stream is one. nil: streams end when their clients
-	// close them.
+	// Stop, once closed, ends the publish streams (the custom one and the
+	// PublishStream RPC): each stops reading, answers the calls it has
+	// read and closes. Close it when the server begins to shut down,
+	// before waiting for requests in flight, of which an open stream is
+	// one. nil: streams end when their clients close them.
 	Stop <-chan struct{}
 }
 
@@ -68,7 +68,7 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 	}
 	m := NewMetrics(reg)
 	mux := http.NewServeMux()
-	svc := &service{node: n, metrics: m}
+	svc := &service{node: n, metrics: m, stop: opts.Stop}
 	path, h := heraldv1connect.NewHeraldServiceHandler(svc,
 		connect.WithInterceptors(m.interceptor(), auditInterceptor(opts.Logger), forwardedHeader()),
 		// The request limit is limitRequest's and limitedGzip's (limits.go).
@@ -79,8 +79,15 @@ func NewHandler(n *node.Node, reg *prometheus.Registry, opts Options) http.Handl
 		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	mux.Handle(path, limitRequest(jsonErrors(retryAfterStatus(h))))
+	// The publish stream RPC is a request that lasts: limitRequest would
+	// count all its messages against one request's limit. Each message
+	// has that limit instead, which connect enforces before reading it.
+	mux.Handle(heraldv1connect.HeraldServicePublishStreamProcedure, streamResponses(connect.NewBidiStreamHandler(
+		heraldv1connect.HeraldServicePublishStreamProcedure, svc.PublishStream,
+		gzipOption(), jsonCodecs(), connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithReadMaxBytes(MaxRequestBytes))))
 	a := &authorizer{tokens: opts.Tokens, metricsNeedToken: opts.MetricsNeedToken, errors: connect.NewErrorWriter(), now: time.Now, log: opts.Logger}
-	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc, stop: opts.Stop, recheck: a.recheck})
+	mux.Handle(protocol.PublishStreamPath, &publishStreams{svc: svc})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

@@ -24,6 +24,7 @@ import (
 type service struct {
 	node    *node.Node
 	metrics *Metrics
+	stop    <-chan struct{} // Options.Stop: ends the publish streams
 }
 
 func (s *service) CreateTopic(ctx context.Context, req *connect.Request[heraldv1.CreateTopicRequest]) (*connect.Response[heraldv1.CreateTopicResponse], error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -20,74 +21,81 @@ import (
 	heraldv1 "herald/proto/herald/v1"
 )
 
+// Herald has two publish streams, which differ only in their wire: the
+// custom one (protocol.PublishStreamPath, frames over a taken-over
+// HTTP/1.1 connection, which the Go client speaks) and the PublishStream
+// RPC (gRPC messages over HTTP/2, which any gRPC client speaks). The
+// service's serveStream does for both what a stream does with its calls;
+// a streamWire reads the calls and writes the answers in its own form.
+
 // streamInFlightBytes bounds the request bytes a publish stream has read
 // and not yet answered: beyond it the server stops reading, and the
-// client's writes wait (TCP's own backpressure). One request may be as
-// large as a Publish call's.
+// client's writes wait (TCP's or HTTP/2's flow control). One request may
+// be as large as a Publish call's.
 const streamInFlightBytes = MaxRequestBytes
-
-// publishStreams serves the publish stream (protocol.PublishStreamPath):
-// Publish calls read from one connection and answered on it as they
-// commit, so that a call costs a frame instead of an HTTP request.
-type publishStreams struct {
-	svc  *service
-	stop <-chan struct{} // Options.Stop
-	// recheck checks the stream's token again (the authorizer checked it
-	// when the stream opened): one revoked or expired since ends it.
-	recheck func(*http.Request) *connect.Error
-}
 
 // streamTokenRecheck is how often a publish stream checks its token again:
 // a revoked or expired token stops publishing within it.
 const streamTokenRecheck = time.Second
 
-func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
-		!strings.EqualFold(r.Header.Get("Upgrade"), protocol.PublishStreamUpgrade) {
-		w.Header().Set("Upgrade", protocol.PublishStreamUpgrade)
-		http.Error(w, fmt.Sprintf("%s is the publish stream: open it with a GET carrying \"Connection: Upgrade\" and \"Upgrade: %s\" over HTTP/1.1 (the Go client does, with client.WithPublishStream)",
-			protocol.PublishStreamPath, protocol.PublishStreamUpgrade), http.StatusUpgradeRequired)
-		return
-	}
-	conn, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		// HTTP/2 cannot switch protocols.
-		http.Error(w, "the publish stream needs an HTTP/1.1 connection; this one cannot be taken over: "+err.Error(), http.StatusHTTPVersionNotSupported)
-		return
-	}
-	defer conn.Close()
-	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol.PublishStreamUpgrade + "\r\n\r\n")
-	if err := rw.Flush(); err != nil {
-		return
-	}
-	// Not the request's context: net/http cancels it when a read of the
-	// taken-over connection fails, and a stopping stream's reads fail on
-	// purpose while its calls finish.
-	p.serve(context.WithoutCancel(r.Context()), r, conn, rw.Reader)
+// streamWire is one publish stream's transport.
+type streamWire interface {
+	// read returns the next call. An error ends the reading: errEndOfCalls
+	// when the client has sent its last call, a *connect.Error when the
+	// stream must end with that status, anything else when the client
+	// is gone.
+	read() (streamCall, error)
+	// answer queues the answer to call id: its events' ids, or err.
+	answer(id uint64, ids []string, forwarded bool, err *connect.Error)
+	// flush writes the queued answers until close, or until a write
+	// fails, whose error it returns.
+	flush() error
+	// close queues the stream's last word, end (nil if it has none), and
+	// makes flush return once everything queued is written.
+	close(end *connect.Error)
+	// wake makes a read in progress, and every later one, fail.
+	wake()
 }
 
-// serve reads requests from conn until the client closes it, the server
-// stops or the token is no longer good, publishes each on a worker and
-// writes the answers as they come.
-func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.Conn, r *bufio.Reader) {
-	p.svc.metrics.streams.Inc()
-	defer p.svc.metrics.streams.Dec()
+// streamCall is a call read from a publish stream.
+type streamCall struct {
+	id uint64
+	// size is the request's size in bytes, for streamInFlightBytes.
+	size int
+	// request decodes the request; it runs on a worker, off the reader.
+	request func() (*heraldv1.PublishRequest, *connect.Error)
+	// refused, if set, is the call's answer: the wire could read its id
+	// but not its request.
+	refused *connect.Error
+}
+
+// errEndOfCalls is a streamWire's read error once the client has said it
+// sends no more calls and waits for the answers (a gRPC half-close).
+var errEndOfCalls = errors.New("the client sent its last call")
+
+// serveStream reads calls from w until the client ends them or is gone,
+// the server stops or the token (recheck) is no longer good, publishes
+// each on a worker and answers it as it commits. It returns once every
+// call read is answered, with the status that ended the stream, or nil
+// when the client did. method names the stream in the metrics.
+func (s *service) serveStream(ctx context.Context, method string, w streamWire, recheck func() *connect.Error) (end *connect.Error) {
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	ctx, cancel := context.WithCancel(ctx)
-	out := protocol.NewWriter(writeAnswers(conn))
 	stopped := make(chan struct{})
 	var helpers, calls, answered sync.WaitGroup
 	helpers.Go(func() {
-		if out.Run() != nil {
+		if w.flush() != nil {
 			// Answers can no longer be sent: end the stream rather than
 			// publish calls nobody will hear of.
-			conn.Close()
+			w.wake()
 		}
 	})
 	helpers.Go(func() {
 		select {
-		case <-p.stop:
+		case <-s.stop:
 			// Wake the reader; requests it has not read stay unread.
-			conn.SetReadDeadline(time.Now())
+			w.wake()
 		case <-stopped:
 		}
 	})
@@ -110,7 +118,7 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 	defer func() {
 		close(work)
 		calls.Wait()
-		out.Close()
+		w.close(end)
 		close(stopped)
 		helpers.Wait()
 		cancel()
@@ -119,77 +127,297 @@ func (p *publishStreams) serve(ctx context.Context, req *http.Request, conn net.
 	inFlight := semaphore.NewWeighted(streamInFlightBytes)
 	checked := time.Now()
 	for {
-		id, body, err := protocol.ReadFrame(r, MaxRequestBytes, nil)
+		c, err := w.read()
 		if err == nil && time.Since(checked) >= streamTokenRecheck {
 			checked = time.Now()
-			if refused := p.recheck(req); refused != nil {
+			if refused := recheck(); refused != nil {
 				// This call was read: it is answered, and the stream ends.
-				out.Send(protocol.AppendResponse(nil, id, uint64(refused.Code()), 0, []byte(refused.Message())))
+				w.answer(c.id, nil, false, refused)
 				answered.Wait()
-				out.Send(protocol.AppendResponse(nil, 0, uint64(refused.Code()), 0,
-					[]byte(refused.Message()+"; the publish stream is closed, and the calls not answered were not read")))
-				return
+				return connect.NewError(refused.Code(), errors.New(refused.Message()+"; the publish stream is closed, and the calls not answered were not read"))
 			}
 		}
+		var ce *connect.Error
 		switch {
-		case errors.Is(err, protocol.ErrFrameTooLarge):
-			// invalid_argument, as a request over the limit is (limits.go):
-			// resending it cannot help.
-			out.Send(protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument), 0,
-				[]byte(fmt.Sprintf("publish request %v; nothing was published: send fewer or smaller events per call", err))))
+		case err == nil && c.refused != nil:
+			w.answer(c.id, nil, false, c.refused)
 			continue
-		case err != nil:
-			if isStop(p.stop) {
-				answered.Wait() // every request read is answered first
-				out.Send(protocol.AppendResponse(nil, 0, uint64(connect.CodeUnavailable), 0,
-					[]byte("herald is shutting down; the calls not answered were not read: send them to another node")))
-			} else {
-				cancel() // the client is gone: nobody waits for the answers
+		case isStop(s.stop):
+			if err == nil {
+				// Read as the server began to stop, before the reader
+				// was woken.
+				w.answer(c.id, nil, false, connect.NewError(connect.CodeUnavailable,
+					errors.New("herald is shutting down; the call was not published: send it to another node")))
 			}
-			return
+			answered.Wait() // every request read is answered first
+			return connect.NewError(connect.CodeUnavailable,
+				errors.New("herald is shutting down; the calls not answered were not read: send them to another node"))
+		case errors.Is(err, errEndOfCalls):
+			answered.Wait()
+			return nil
+		case errors.As(err, &ce):
+			answered.Wait()
+			return ce
+		case err != nil:
+			cancel() // the client is gone: nobody waits for the answers
+			return nil
 		}
-		weight := int64(max(len(body), 1))
+		weight := int64(max(c.size, 1))
 		if err := inFlight.Acquire(ctx, weight); err != nil {
-			return
+			return nil
 		}
 		answered.Add(1)
 		run(func() {
 			defer answered.Done()
 			defer inFlight.Release(weight)
-			out.Send(p.call(ctx, id, body))
+			ids, forwarded, err := s.streamCall(ctx, method, c)
+			w.answer(c.id, ids, forwarded, err)
 		})
 	}
 }
 
-// call publishes one request and returns its response frame.
-func (p *publishStreams) call(ctx context.Context, id uint64, body []byte) []byte {
-	var req heraldv1.PublishRequest
-	if err := proto.Unmarshal(body, &req); err != nil {
-		return protocol.AppendResponse(nil, id, uint64(connect.CodeInvalidArgument), 0,
-			[]byte("publish request is not a herald.v1.PublishRequest: "+err.Error()))
+// streamCall publishes one call of a publish stream, whose error, if any,
+// is the one Publish would have returned.
+func (s *service) streamCall(ctx context.Context, method string, c streamCall) (ids []string, forwarded bool, _ *connect.Error) {
+	req, ce := c.request()
+	if ce != nil {
+		return nil, false, ce
 	}
 	start := time.Now()
-	ctx, forwarded := node.ForwardReport(ctx)
-	ids, err := p.svc.publish(ctx, &req)
-	var flags uint64
-	if forwarded() {
-		flags |= protocol.ResponseForwarded
-	}
+	ctx, wasForwarded := node.ForwardReport(ctx)
+	ids, err := s.publish(ctx, req)
 	if err != nil {
-		var ce *connect.Error
 		if !errors.As(err, &ce) {
 			ce = connect.NewError(connect.CodeUnknown, err)
 		}
-		p.svc.metrics.streamCall(time.Since(start), ce.Code().String())
-		return protocol.AppendResponse(nil, id, uint64(ce.Code()), flags, []byte(ce.Message()))
+		s.metrics.streamCall(method, time.Since(start), ce.Code().String())
+		return nil, wasForwarded(), ce
 	}
-	p.svc.metrics.streamCall(time.Since(start), "ok")
+	s.metrics.streamCall(method, time.Since(start), "ok")
+	return ids, wasForwarded(), nil
+}
+
+// publishStreams serves the custom publish stream
+// (protocol.PublishStreamPath): Publish calls read from one connection and
+// answered on it as they commit, so that a call costs a frame instead of
+// an HTTP request.
+type publishStreams struct {
+	svc *service
+}
+
+func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
+		!strings.EqualFold(r.Header.Get("Upgrade"), protocol.PublishStreamUpgrade) {
+		w.Header().Set("Upgrade", protocol.PublishStreamUpgrade)
+		http.Error(w, fmt.Sprintf("%s is the publish stream: open it with a GET carrying \"Connection: Upgrade\" and \"Upgrade: %s\" over HTTP/1.1 (the Go client does, with client.WithPublishStream); other clients have the PublishStream RPC",
+			protocol.PublishStreamPath, protocol.PublishStreamUpgrade), http.StatusUpgradeRequired)
+		return
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// HTTP/2 cannot switch protocols.
+		http.Error(w, "the publish stream needs an HTTP/1.1 connection; this one cannot be taken over: "+err.Error(), http.StatusHTTPVersionNotSupported)
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol.PublishStreamUpgrade + "\r\n\r\n")
+	if err := rw.Flush(); err != nil {
+		return
+	}
+	fw := &frameWire{conn: conn, r: rw.Reader, out: protocol.NewWriter(writeAnswers(conn))}
+	// Not the request's context: net/http cancels it when a read of the
+	// taken-over connection fails, and a stopping stream's reads fail on
+	// purpose while its calls finish.
+	p.svc.serveStream(context.WithoutCancel(r.Context()), protocol.PublishStreamPath, fw, tokenRecheck(r.Context()))
+}
+
+// frameWire is the custom stream's wire (see package protocol): frames
+// over a taken-over connection. Its last word is a response with id 0.
+type frameWire struct {
+	conn net.Conn
+	r    *bufio.Reader
+	out  *protocol.Writer[byte]
+}
+
+func (f *frameWire) read() (streamCall, error) {
+	id, body, err := protocol.ReadFrame(f.r, MaxRequestBytes, nil)
+	if errors.Is(err, protocol.ErrFrameTooLarge) {
+		// invalid_argument, as a request over the limit is (limits.go):
+		// resending it cannot help.
+		return streamCall{id: id, refused: connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("publish request %v; nothing was published: send fewer or smaller events per call", err))}, nil
+	}
+	if err != nil {
+		return streamCall{}, err
+	}
+	return streamCall{id: id, size: len(body), request: func() (*heraldv1.PublishRequest, *connect.Error) {
+		var req heraldv1.PublishRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("publish request is not a herald.v1.PublishRequest: "+err.Error()))
+		}
+		return &req, nil
+	}}, nil
+}
+
+func (f *frameWire) answer(id uint64, ids []string, forwarded bool, ce *connect.Error) {
+	var flags uint64
+	if forwarded {
+		flags |= protocol.ResponseForwarded
+	}
+	if ce != nil {
+		f.out.Send(protocol.AppendResponse(nil, id, uint64(ce.Code()), flags, []byte(ce.Message()))...)
+		return
+	}
 	payload, err := proto.Marshal(&heraldv1.PublishResponse{Ids: ids})
 	if err != nil {
-		return protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), flags, []byte("encode the response: "+err.Error()))
+		f.out.Send(protocol.AppendResponse(nil, id, uint64(connect.CodeInternal), flags, []byte("encode the response: "+err.Error()))...)
+		return
 	}
-	return protocol.AppendResponse(nil, id, protocol.CodeOK, flags, payload)
+	f.out.Send(protocol.AppendResponse(nil, id, protocol.CodeOK, flags, payload)...)
 }
+
+func (f *frameWire) flush() error { return f.out.Run() }
+
+func (f *frameWire) close(end *connect.Error) {
+	if end != nil {
+		f.out.Send(protocol.AppendResponse(nil, 0, uint64(end.Code()), 0, []byte(end.Message()))...)
+	}
+	f.out.Close()
+}
+
+func (f *frameWire) wake() { f.conn.SetReadDeadline(time.Now()) }
+
+// PublishStream serves the PublishStream RPC: the publish stream for gRPC
+// clients.
+func (s *service) PublishStream(ctx context.Context, stream *connect.BidiStream[heraldv1.PublishStreamRequest, heraldv1.PublishStreamResponse]) error {
+	w := &rpcWire{stream: stream, resp: streamResponseOf(ctx)}
+	send := func(answers []*heraldv1.PublishStreamResponse) error {
+		for _, a := range answers {
+			if err := stream.Send(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w.out = protocol.NewWriter(func(answers []*heraldv1.PublishStreamResponse) error {
+		if w.resp == nil {
+			return send(answers)
+		}
+		return w.resp.send(func() error { return send(answers) })
+	})
+	if end := s.serveStream(ctx, stream.Spec().Procedure, w, tokenRecheck(ctx)); end != nil {
+		return end
+	}
+	return nil
+}
+
+// rpcWire is the PublishStream RPC's wire. Its last word is the status
+// the RPC returns.
+type rpcWire struct {
+	stream *connect.BidiStream[heraldv1.PublishStreamRequest, heraldv1.PublishStreamResponse]
+	out    *protocol.Writer[*heraldv1.PublishStreamResponse]
+	resp   *streamResponse // nil: not served through streamResponses
+}
+
+func (w *rpcWire) read() (streamCall, error) {
+	msg, err := w.stream.Receive()
+	var ce *connect.Error
+	switch {
+	case errors.Is(err, io.EOF):
+		return streamCall{}, errEndOfCalls
+	case errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted:
+		// A request over WithReadMaxBytes: skipped unread, so its
+		// sequence is unknown, and the stream ends. invalid_argument, as
+		// a Publish over the limit is (limits.go).
+		return streamCall{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
+			"%s; the publish stream is closed, and the calls not answered were not read: send fewer or smaller events per call", ce.Message()))
+	case err != nil:
+		return streamCall{}, err
+	}
+	req := msg.GetRequest()
+	if req == nil {
+		req = &heraldv1.PublishRequest{} // refused for want of a topic, as Publish would
+	}
+	return streamCall{id: msg.GetSequence(), size: proto.Size(msg), request: func() (*heraldv1.PublishRequest, *connect.Error) {
+		return req, nil
+	}}, nil
+}
+
+func (w *rpcWire) answer(id uint64, ids []string, forwarded bool, ce *connect.Error) {
+	a := &heraldv1.PublishStreamResponse{Sequence: id, Forwarded: forwarded}
+	if ce != nil {
+		a.Result = &heraldv1.PublishStreamResponse_Error{Error: &heraldv1.PublishStreamError{Code: uint32(ce.Code()), Message: ce.Message()}}
+	} else {
+		a.Result = &heraldv1.PublishStreamResponse_Response{Response: &heraldv1.PublishResponse{Ids: ids}}
+	}
+	w.out.Send(a)
+}
+
+func (w *rpcWire) flush() error { return w.out.Run() }
+
+func (w *rpcWire) close(*connect.Error) { w.out.Close() }
+
+func (w *rpcWire) wake() {
+	if w.resp != nil {
+		w.resp.wake()
+	}
+}
+
+type streamResponseKey struct{}
+
+// streamResponses gives the requests to h a streamResponse in place of
+// their ResponseWriter, found in their context by streamResponseOf.
+func streamResponses(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sr := &streamResponse{ResponseWriter: w, rc: http.NewResponseController(w)}
+		h.ServeHTTP(sr, r.WithContext(context.WithValue(r.Context(), streamResponseKey{}, sr)))
+	})
+}
+
+// streamResponseOf returns the streamResponse of the request of ctx, or
+// nil.
+func streamResponseOf(ctx context.Context) *streamResponse {
+	sr, _ := ctx.Value(streamResponseKey{}).(*streamResponse)
+	return sr
+}
+
+// streamResponse is the response of a PublishStream RPC, which the
+// stream's writer and reader control: gRPC's Receive and Send have no
+// deadlines of their own, a stopping stream must stop reading while it
+// answers, and connect flushes every message it sends, which over HTTP/2
+// is a hand-off to the connection's goroutine each: the answers one
+// commit gives should share one.
+type streamResponse struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	// held makes Flush do nothing; only the stream's writer sets it, and
+	// only its Sends flush.
+	held bool
+}
+
+func (s *streamResponse) Flush() {
+	if !s.held {
+		s.rc.Flush()
+	}
+}
+
+func (s *streamResponse) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// send sends with send, within streamWriteTimeout, and flushes once.
+func (s *streamResponse) send(send func() error) error {
+	s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	s.held = true
+	err := send()
+	s.held = false
+	if err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// wake makes a read of the request's body in progress, and every later
+// one, fail.
+func (s *streamResponse) wake() { s.rc.SetReadDeadline(time.Now()) }
 
 func isStop(stop <-chan struct{}) bool {
 	select {

@@ -102,9 +102,13 @@ func TestPublishStream(t *testing.T) {
 // the code and message the same call gets as a request, and that the
 // stream goes on serving after it.
 func TestPublishStreamErrors(t *testing.T) {
+	forEachStream(t, testPublishStreamErrors)
+}
+
+func testPublishStreamErrors(t *testing.T, stream client.Option) {
 	url, n := serveOrders(t, Options{}, 1)
 	ctx := context.Background()
-	streamed := client.New(url, client.WithPublishStream())
+	streamed := client.New(url, stream)
 	defer streamed.Close()
 	plain := client.New(url)
 	for name, tc := range map[string]struct {
@@ -138,6 +142,10 @@ func TestPublishStreamErrors(t *testing.T) {
 // TestPublishStreamNeedsAPublishToken checks that the stream opens only
 // with a token of the publish scope.
 func TestPublishStreamNeedsAPublishToken(t *testing.T) {
+	forEachStream(t, testPublishStreamNeedsAPublishToken)
+}
+
+func testPublishStreamNeedsAPublishToken(t *testing.T, stream client.Option) {
 	tt := makeTokens(t, time.Now())
 	url, n := serveOrders(t, Options{Tokens: tt.store}, 1)
 	ctx := context.Background()
@@ -151,7 +159,7 @@ func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 		if token == "not-real" {
 			secret = "hrld_not-a-token"
 		}
-		c := client.New(url, client.WithToken(secret), client.WithPublishStream())
+		c := client.New(url, client.WithToken(secret), stream)
 		_, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("x")})
 		c.Close()
 		if connect.CodeOf(err) != code || !strings.Contains(err.Error(), "publish scope") {
@@ -160,6 +168,17 @@ func TestPublishStreamNeedsAPublishToken(t *testing.T) {
 	}
 	if pending := totals(t, n, "orders").Events; pending != 0 {
 		t.Errorf("%d events were published without a publish token", pending)
+	}
+}
+
+// forEachStream runs test with the Go client on each publish stream: the
+// custom one, and the PublishStream RPC.
+func forEachStream(t *testing.T, test func(*testing.T, client.Option)) {
+	for name, opt := range map[string]client.Option{
+		"custom": client.WithPublishStream(),
+		"rpc":    client.WithPublishStreamRPC(),
+	} {
+		t.Run(name, func(t *testing.T) { test(t, opt) })
 	}
 }
 
@@ -321,22 +340,19 @@ func TestPublishStreamStop(t *testing.T) {
 // stream: within the recheck interval its calls are refused, the stream
 // ends, and nothing refused was published.
 func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	forEachStream(t, testPublishStreamEndsWhenItsTokenIsRevoked)
+}
+
+func testPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T, stream client.Option) {
 	tt := makeTokens(t, time.Now())
 	url, n := serveOrders(t, Options{Tokens: tt.store}, 1)
 	ctx := context.Background()
-	c := client.New(url, client.WithToken(tt.secrets["publish"]), client.WithPublishStream())
+	c := client.New(url, client.WithToken(tt.secrets["publish"]), stream)
 	defer c.Close()
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
-	publish, _ := tt.store.Lookup(tokenID(t, tt, "publish"))
-	var others []auth.Token
-	for name := range tt.secrets {
-		if tok, ok := tt.store.Lookup(tokenID(t, tt, name)); ok && tok.ID != publish.ID {
-			others = append(others, tok)
-		}
-	}
-	tt.store.Replace(others)
+	revoke(t, tt, "publish")
 
 	ok := 1
 	deadline := time.Now().Add(time.Minute)
@@ -361,6 +377,19 @@ func TestPublishStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	if _, err := c.Publish(ctx, "orders", client.Event{Key: "k", Payload: []byte("again")}); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("reopening with the revoked token: %v; want unauthenticated", err)
 	}
+}
+
+// revoke takes the test token name out of the store.
+func revoke(t *testing.T, tt testTokens, name string) {
+	t.Helper()
+	gone, _ := tt.store.Lookup(tokenID(t, tt, name))
+	var others []auth.Token
+	for name := range tt.secrets {
+		if tok, ok := tt.store.Lookup(tokenID(t, tt, name)); ok && tok.ID != gone.ID {
+			others = append(others, tok)
+		}
+	}
+	tt.store.Replace(others)
 }
 
 // tokenID returns the id of the test token name.

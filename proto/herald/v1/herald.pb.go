@@ -1992,6 +1992,221 @@ func (x *PublishResponse) GetIds() []string {
 	return nil
 }
 
+type PublishStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's name for the call, echoed by its response; unique among
+	// the stream's unanswered calls.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The call, as Publish takes it.
+	Request       *PublishRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishStreamRequest) Reset() {
+	*x = PublishStreamRequest{}
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishStreamRequest) ProtoMessage() {}
+
+func (x *PublishStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishStreamRequest.ProtoReflect.Descriptor instead.
+func (*PublishStreamRequest) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PublishStreamRequest) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *PublishStreamRequest) GetRequest() *PublishRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type PublishStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sequence of the call answered.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*PublishStreamResponse_Response
+	//	*PublishStreamResponse_Error
+	Result isPublishStreamResponse_Result `protobuf_oneof:"result"`
+	// The node passed some of the call to the leader of a shard it does not
+	// lead (the Herald-Forwarded header of a Publish response).
+	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishStreamResponse) Reset() {
+	*x = PublishStreamResponse{}
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishStreamResponse) ProtoMessage() {}
+
+func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
+func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PublishStreamResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *PublishStreamResponse) GetResult() isPublishStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *PublishStreamResponse) GetResponse() *PublishResponse {
+	if x != nil {
+		if x, ok := x.Result.(*PublishStreamResponse_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *PublishStreamResponse) GetError() *PublishStreamError {
+	if x != nil {
+		if x, ok := x.Result.(*PublishStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *PublishStreamResponse) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
+}
+
+type isPublishStreamResponse_Result interface {
+	isPublishStreamResponse_Result()
+}
+
+type PublishStreamResponse_Response struct {
+	// The call succeeded: what Publish returns.
+	Response *PublishResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+type PublishStreamResponse_Error struct {
+	// The call failed, with the code and message Publish would fail
+	// with.
+	Error *PublishStreamError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*PublishStreamResponse_Response) isPublishStreamResponse_Result() {}
+
+func (*PublishStreamResponse_Error) isPublishStreamResponse_Result() {}
+
+// PublishStreamError is a failed call's status.
+type PublishStreamError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A gRPC status code (google.rpc.Code), as Publish's: 8
+	// (resource_exhausted) and 14 (unavailable) are worth retrying after a
+	// second; 3 (invalid_argument) and 5 (not_found), say, are not.
+	Code          uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishStreamError) Reset() {
+	*x = PublishStreamError{}
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishStreamError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishStreamError) ProtoMessage() {}
+
+func (x *PublishStreamError) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishStreamError.ProtoReflect.Descriptor instead.
+func (*PublishStreamError) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PublishStreamError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *PublishStreamError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type ReserveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -2007,7 +2222,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2234,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[33]
+	mi := &file_herald_v1_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2247,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReserveRequest) GetTopic() string {
@@ -2073,7 +2288,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2300,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[34]
+	mi := &file_herald_v1_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2313,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -2127,7 +2342,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2354,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[35]
+	mi := &file_herald_v1_herald_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2367,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -2178,7 +2393,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2405,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[36]
+	mi := &file_herald_v1_herald_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2418,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommitResponse) GetIds() []string {
@@ -2222,7 +2437,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2449,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[37]
+	mi := &file_herald_v1_herald_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2462,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{37}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AbortRequest) GetReservationId() string {
@@ -2265,7 +2480,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2492,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[38]
+	mi := &file_herald_v1_herald_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2505,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{38}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
 }
 
 type Event struct {
@@ -2319,7 +2534,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2546,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[39]
+	mi := &file_herald_v1_herald_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2559,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{39}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Event) GetId() string {
@@ -2438,7 +2653,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2450,7 +2665,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[40]
+	mi := &file_herald_v1_herald_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2463,7 +2678,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{40}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -2516,7 +2731,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2743,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[41]
+	mi := &file_herald_v1_herald_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2756,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{41}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FetchResponse) GetEvents() []*Event {
@@ -2572,7 +2787,7 @@ type UnreadableShard struct {
 
 func (x *UnreadableShard) Reset() {
 	*x = UnreadableShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2799,7 @@ func (x *UnreadableShard) String() string {
 func (*UnreadableShard) ProtoMessage() {}
 
 func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[42]
+	mi := &file_herald_v1_herald_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2812,7 @@ func (x *UnreadableShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreadableShard.ProtoReflect.Descriptor instead.
 func (*UnreadableShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{42}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UnreadableShard) GetShard() uint32 {
@@ -2636,7 +2851,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2863,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[43]
+	mi := &file_herald_v1_herald_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2876,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{43}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AckRequest) GetIds() []string {
@@ -2691,7 +2906,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2918,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[44]
+	mi := &file_herald_v1_herald_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2931,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{44}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AckResponse) GetAcked() uint32 {
@@ -2746,7 +2961,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2973,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[45]
+	mi := &file_herald_v1_herald_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2986,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{45}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NackRequest) GetIds() []string {
@@ -2796,7 +3011,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +3023,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[46]
+	mi := &file_herald_v1_herald_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +3036,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{46}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
 }
 
 type DeadLetter struct {
@@ -2838,7 +3053,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3065,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[47]
+	mi := &file_herald_v1_herald_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3078,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{47}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeadLetter) GetEvent() *Event {
@@ -2907,7 +3122,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3134,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[48]
+	mi := &file_herald_v1_herald_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3147,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{48}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListDeadLettersRequest) GetTopic() string {
@@ -2965,7 +3180,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3192,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[49]
+	mi := &file_herald_v1_herald_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3205,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{49}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -3014,7 +3229,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3241,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[50]
+	mi := &file_herald_v1_herald_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3254,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{50}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReplayDeadLettersRequest) GetTopic() string {
@@ -3072,7 +3287,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3299,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[51]
+	mi := &file_herald_v1_herald_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3312,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{51}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplayDeadLettersResponse) GetReplayed() uint32 {
@@ -3120,7 +3335,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[52]
+	mi := &file_herald_v1_herald_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3347,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[52]
+	mi := &file_herald_v1_herald_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3360,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{52}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PurgeDeadLettersRequest) GetTopic() string {
@@ -3178,7 +3393,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[53]
+	mi := &file_herald_v1_herald_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3405,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[53]
+	mi := &file_herald_v1_herald_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3418,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{53}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint32 {
@@ -3221,7 +3436,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[54]
+	mi := &file_herald_v1_herald_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3448,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[54]
+	mi := &file_herald_v1_herald_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3461,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{54}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{57}
 }
 
 type ClusterNode struct {
@@ -3270,7 +3485,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_herald_v1_herald_proto_msgTypes[55]
+	mi := &file_herald_v1_herald_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3497,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[55]
+	mi := &file_herald_v1_herald_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3510,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{55}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -3360,7 +3575,7 @@ type ClusterReplica struct {
 
 func (x *ClusterReplica) Reset() {
 	*x = ClusterReplica{}
-	mi := &file_herald_v1_herald_proto_msgTypes[56]
+	mi := &file_herald_v1_herald_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3587,7 @@ func (x *ClusterReplica) String() string {
 func (*ClusterReplica) ProtoMessage() {}
 
 func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[56]
+	mi := &file_herald_v1_herald_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3600,7 @@ func (x *ClusterReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReplica.ProtoReflect.Descriptor instead.
 func (*ClusterReplica) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{56}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterReplica) GetNode() uint64 {
@@ -3428,7 +3643,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_herald_v1_herald_proto_msgTypes[57]
+	mi := &file_herald_v1_herald_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3655,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[57]
+	mi := &file_herald_v1_herald_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3668,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{57}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterShard) GetTopic() string {
@@ -3520,7 +3735,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[58]
+	mi := &file_herald_v1_herald_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3747,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[58]
+	mi := &file_herald_v1_herald_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3760,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{58}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -3594,7 +3809,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[59]
+	mi := &file_herald_v1_herald_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3821,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[59]
+	mi := &file_herald_v1_herald_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3834,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{59}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AddNodeRequest) GetId() uint64 {
@@ -3644,7 +3859,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[60]
+	mi := &file_herald_v1_herald_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +3871,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[60]
+	mi := &file_herald_v1_herald_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +3884,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{60}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{63}
 }
 
 type RemoveNodeRequest struct {
@@ -3681,7 +3896,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[61]
+	mi := &file_herald_v1_herald_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3908,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[61]
+	mi := &file_herald_v1_herald_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3921,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{61}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RemoveNodeRequest) GetId() uint64 {
@@ -3724,7 +3939,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[62]
+	mi := &file_herald_v1_herald_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3951,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[62]
+	mi := &file_herald_v1_herald_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3964,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{62}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{65}
 }
 
 type RebalanceRequest struct {
@@ -3760,7 +3975,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[63]
+	mi := &file_herald_v1_herald_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +3987,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[63]
+	mi := &file_herald_v1_herald_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +4000,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{63}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{66}
 }
 
 type RebalanceResponse struct {
@@ -3796,7 +4011,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[64]
+	mi := &file_herald_v1_herald_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4023,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[64]
+	mi := &file_herald_v1_herald_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4036,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{64}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{67}
 }
 
 type ShardLeadersRequest struct {
@@ -3833,7 +4048,7 @@ type ShardLeadersRequest struct {
 
 func (x *ShardLeadersRequest) Reset() {
 	*x = ShardLeadersRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[65]
+	mi := &file_herald_v1_herald_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +4060,7 @@ func (x *ShardLeadersRequest) String() string {
 func (*ShardLeadersRequest) ProtoMessage() {}
 
 func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[65]
+	mi := &file_herald_v1_herald_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +4073,7 @@ func (x *ShardLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ShardLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{65}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ShardLeadersRequest) GetTopic() string {
@@ -3884,7 +4099,7 @@ type ShardLeader struct {
 
 func (x *ShardLeader) Reset() {
 	*x = ShardLeader{}
-	mi := &file_herald_v1_herald_proto_msgTypes[66]
+	mi := &file_herald_v1_herald_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4111,7 @@ func (x *ShardLeader) String() string {
 func (*ShardLeader) ProtoMessage() {}
 
 func (x *ShardLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[66]
+	mi := &file_herald_v1_herald_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4124,7 @@ func (x *ShardLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeader.ProtoReflect.Descriptor instead.
 func (*ShardLeader) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{66}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ShardLeader) GetShard() uint32 {
@@ -3952,7 +4167,7 @@ type ShardLeadersResponse struct {
 
 func (x *ShardLeadersResponse) Reset() {
 	*x = ShardLeadersResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[67]
+	mi := &file_herald_v1_herald_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +4179,7 @@ func (x *ShardLeadersResponse) String() string {
 func (*ShardLeadersResponse) ProtoMessage() {}
 
 func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[67]
+	mi := &file_herald_v1_herald_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +4192,7 @@ func (x *ShardLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ShardLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{67}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ShardLeadersResponse) GetNodeId() uint64 {
@@ -4012,7 +4227,7 @@ type SeekSubscriptionRequest struct {
 
 func (x *SeekSubscriptionRequest) Reset() {
 	*x = SeekSubscriptionRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[68]
+	mi := &file_herald_v1_herald_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4239,7 @@ func (x *SeekSubscriptionRequest) String() string {
 func (*SeekSubscriptionRequest) ProtoMessage() {}
 
 func (x *SeekSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[68]
+	mi := &file_herald_v1_herald_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4252,7 @@ func (x *SeekSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*SeekSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{68}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SeekSubscriptionRequest) GetTopic() string {
@@ -4124,7 +4339,7 @@ type SeekSubscriptionResponse struct {
 
 func (x *SeekSubscriptionResponse) Reset() {
 	*x = SeekSubscriptionResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[69]
+	mi := &file_herald_v1_herald_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4351,7 @@ func (x *SeekSubscriptionResponse) String() string {
 func (*SeekSubscriptionResponse) ProtoMessage() {}
 
 func (x *SeekSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[69]
+	mi := &file_herald_v1_herald_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4364,7 @@ func (x *SeekSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*SeekSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{69}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SeekSubscriptionResponse) GetReplayed() int64 {
@@ -4333,7 +4548,19 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12/\n" +
 	"\x06events\x18\x02 \x03(\v2\x17.herald.v1.PublishEventR\x06events\"#\n" +
 	"\x0fPublishResponse\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"d\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"g\n" +
+	"\x14PublishStreamRequest\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x123\n" +
+	"\arequest\x18\x02 \x01(\v2\x19.herald.v1.PublishRequestR\arequest\"\xcc\x01\n" +
+	"\x15PublishStreamResponse\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x128\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1a.herald.v1.PublishResponseH\x00R\bresponse\x125\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.herald.v1.PublishStreamErrorH\x00R\x05error\x12\x1c\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwardedB\b\n" +
+	"\x06result\"B\n" +
+	"\x12PublishStreamError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"d\n" +
 	"\x0eReserveRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
@@ -4470,7 +4697,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\bearliest\x18\x05 \x01(\bH\x00R\bearliestB\b\n" +
 	"\x06target\"6\n" +
 	"\x18SeekSubscriptionResponse\x12\x1a\n" +
-	"\breplayed\x18\x01 \x01(\x03R\breplayed2\xc2\x12\n" +
+	"\breplayed\x18\x01 \x01(\x03R\breplayed2\x9a\x13\n" +
 	"\rHeraldService\x12L\n" +
 	"\vCreateTopic\x12\x1d.herald.v1.CreateTopicRequest\x1a\x1e.herald.v1.CreateTopicResponse\x12C\n" +
 	"\bGetTopic\x12\x1a.herald.v1.GetTopicRequest\x1a\x1b.herald.v1.GetTopicResponse\x12I\n" +
@@ -4487,7 +4714,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x12DeleteSubscription\x12$.herald.v1.DeleteSubscriptionRequest\x1a%.herald.v1.DeleteSubscriptionResponse\x12a\n" +
 	"\x12EnableSubscription\x12$.herald.v1.EnableSubscriptionRequest\x1a%.herald.v1.EnableSubscriptionResponse\x12d\n" +
 	"\x13DisableSubscription\x12%.herald.v1.DisableSubscriptionRequest\x1a&.herald.v1.DisableSubscriptionResponse\x12@\n" +
-	"\aPublish\x12\x19.herald.v1.PublishRequest\x1a\x1a.herald.v1.PublishResponse\x12@\n" +
+	"\aPublish\x12\x19.herald.v1.PublishRequest\x1a\x1a.herald.v1.PublishResponse\x12V\n" +
+	"\rPublishStream\x12\x1f.herald.v1.PublishStreamRequest\x1a .herald.v1.PublishStreamResponse(\x010\x01\x12@\n" +
 	"\aReserve\x12\x19.herald.v1.ReserveRequest\x1a\x1a.herald.v1.ReserveResponse\x12=\n" +
 	"\x06Commit\x12\x18.herald.v1.CommitRequest\x1a\x19.herald.v1.CommitResponse\x12:\n" +
 	"\x05Abort\x12\x17.herald.v1.AbortRequest\x1a\x18.herald.v1.AbortResponse\x12:\n" +
@@ -4517,7 +4745,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*Topic)(nil),                             // 0: herald.v1.Topic
 	(*CreateTopicRequest)(nil),                // 1: herald.v1.CreateTopicRequest
@@ -4552,167 +4780,175 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*PublishEvent)(nil),                      // 30: herald.v1.PublishEvent
 	(*PublishRequest)(nil),                    // 31: herald.v1.PublishRequest
 	(*PublishResponse)(nil),                   // 32: herald.v1.PublishResponse
-	(*ReserveRequest)(nil),                    // 33: herald.v1.ReserveRequest
-	(*ReserveResponse)(nil),                   // 34: herald.v1.ReserveResponse
-	(*CommitRequest)(nil),                     // 35: herald.v1.CommitRequest
-	(*CommitResponse)(nil),                    // 36: herald.v1.CommitResponse
-	(*AbortRequest)(nil),                      // 37: herald.v1.AbortRequest
-	(*AbortResponse)(nil),                     // 38: herald.v1.AbortResponse
-	(*Event)(nil),                             // 39: herald.v1.Event
-	(*FetchRequest)(nil),                      // 40: herald.v1.FetchRequest
-	(*FetchResponse)(nil),                     // 41: herald.v1.FetchResponse
-	(*UnreadableShard)(nil),                   // 42: herald.v1.UnreadableShard
-	(*AckRequest)(nil),                        // 43: herald.v1.AckRequest
-	(*AckResponse)(nil),                       // 44: herald.v1.AckResponse
-	(*NackRequest)(nil),                       // 45: herald.v1.NackRequest
-	(*NackResponse)(nil),                      // 46: herald.v1.NackResponse
-	(*DeadLetter)(nil),                        // 47: herald.v1.DeadLetter
-	(*ListDeadLettersRequest)(nil),            // 48: herald.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),           // 49: herald.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),          // 50: herald.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil),         // 51: herald.v1.ReplayDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),           // 52: herald.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),          // 53: herald.v1.PurgeDeadLettersResponse
-	(*ClusterStatusRequest)(nil),              // 54: herald.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),                       // 55: herald.v1.ClusterNode
-	(*ClusterReplica)(nil),                    // 56: herald.v1.ClusterReplica
-	(*ClusterShard)(nil),                      // 57: herald.v1.ClusterShard
-	(*ClusterStatusResponse)(nil),             // 58: herald.v1.ClusterStatusResponse
-	(*AddNodeRequest)(nil),                    // 59: herald.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),                   // 60: herald.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),                 // 61: herald.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                // 62: herald.v1.RemoveNodeResponse
-	(*RebalanceRequest)(nil),                  // 63: herald.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),                 // 64: herald.v1.RebalanceResponse
-	(*ShardLeadersRequest)(nil),               // 65: herald.v1.ShardLeadersRequest
-	(*ShardLeader)(nil),                       // 66: herald.v1.ShardLeader
-	(*ShardLeadersResponse)(nil),              // 67: herald.v1.ShardLeadersResponse
-	(*SeekSubscriptionRequest)(nil),           // 68: herald.v1.SeekSubscriptionRequest
-	(*SeekSubscriptionResponse)(nil),          // 69: herald.v1.SeekSubscriptionResponse
-	nil,                                       // 70: herald.v1.Topic.AttributesEntry
-	nil,                                       // 71: herald.v1.CreateTopicRequest.AttributesEntry
-	nil,                                       // 72: herald.v1.SetTopicAttributesRequest.AttributesEntry
-	nil,                                       // 73: herald.v1.Subscription.AttributesEntry
-	nil,                                       // 74: herald.v1.CreateSubscriptionRequest.AttributesEntry
-	nil,                                       // 75: herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
-	nil,                                       // 76: herald.v1.PublishEvent.HeadersEntry
-	nil,                                       // 77: herald.v1.Event.HeadersEntry
-	(*timestamppb.Timestamp)(nil),             // 78: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),               // 79: google.protobuf.Duration
+	(*PublishStreamRequest)(nil),              // 33: herald.v1.PublishStreamRequest
+	(*PublishStreamResponse)(nil),             // 34: herald.v1.PublishStreamResponse
+	(*PublishStreamError)(nil),                // 35: herald.v1.PublishStreamError
+	(*ReserveRequest)(nil),                    // 36: herald.v1.ReserveRequest
+	(*ReserveResponse)(nil),                   // 37: herald.v1.ReserveResponse
+	(*CommitRequest)(nil),                     // 38: herald.v1.CommitRequest
+	(*CommitResponse)(nil),                    // 39: herald.v1.CommitResponse
+	(*AbortRequest)(nil),                      // 40: herald.v1.AbortRequest
+	(*AbortResponse)(nil),                     // 41: herald.v1.AbortResponse
+	(*Event)(nil),                             // 42: herald.v1.Event
+	(*FetchRequest)(nil),                      // 43: herald.v1.FetchRequest
+	(*FetchResponse)(nil),                     // 44: herald.v1.FetchResponse
+	(*UnreadableShard)(nil),                   // 45: herald.v1.UnreadableShard
+	(*AckRequest)(nil),                        // 46: herald.v1.AckRequest
+	(*AckResponse)(nil),                       // 47: herald.v1.AckResponse
+	(*NackRequest)(nil),                       // 48: herald.v1.NackRequest
+	(*NackResponse)(nil),                      // 49: herald.v1.NackResponse
+	(*DeadLetter)(nil),                        // 50: herald.v1.DeadLetter
+	(*ListDeadLettersRequest)(nil),            // 51: herald.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),           // 52: herald.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),          // 53: herald.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil),         // 54: herald.v1.ReplayDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),           // 55: herald.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),          // 56: herald.v1.PurgeDeadLettersResponse
+	(*ClusterStatusRequest)(nil),              // 57: herald.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),                       // 58: herald.v1.ClusterNode
+	(*ClusterReplica)(nil),                    // 59: herald.v1.ClusterReplica
+	(*ClusterShard)(nil),                      // 60: herald.v1.ClusterShard
+	(*ClusterStatusResponse)(nil),             // 61: herald.v1.ClusterStatusResponse
+	(*AddNodeRequest)(nil),                    // 62: herald.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),                   // 63: herald.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),                 // 64: herald.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                // 65: herald.v1.RemoveNodeResponse
+	(*RebalanceRequest)(nil),                  // 66: herald.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                 // 67: herald.v1.RebalanceResponse
+	(*ShardLeadersRequest)(nil),               // 68: herald.v1.ShardLeadersRequest
+	(*ShardLeader)(nil),                       // 69: herald.v1.ShardLeader
+	(*ShardLeadersResponse)(nil),              // 70: herald.v1.ShardLeadersResponse
+	(*SeekSubscriptionRequest)(nil),           // 71: herald.v1.SeekSubscriptionRequest
+	(*SeekSubscriptionResponse)(nil),          // 72: herald.v1.SeekSubscriptionResponse
+	nil,                                       // 73: herald.v1.Topic.AttributesEntry
+	nil,                                       // 74: herald.v1.CreateTopicRequest.AttributesEntry
+	nil,                                       // 75: herald.v1.SetTopicAttributesRequest.AttributesEntry
+	nil,                                       // 76: herald.v1.Subscription.AttributesEntry
+	nil,                                       // 77: herald.v1.CreateSubscriptionRequest.AttributesEntry
+	nil,                                       // 78: herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	nil,                                       // 79: herald.v1.PublishEvent.HeadersEntry
+	nil,                                       // 80: herald.v1.Event.HeadersEntry
+	(*timestamppb.Timestamp)(nil),             // 81: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),               // 82: google.protobuf.Duration
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	70, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
-	78, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
-	78, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
-	71, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
+	73, // 0: herald.v1.Topic.attributes:type_name -> herald.v1.Topic.AttributesEntry
+	81, // 1: herald.v1.Topic.created_at:type_name -> google.protobuf.Timestamp
+	81, // 2: herald.v1.Topic.updated_at:type_name -> google.protobuf.Timestamp
+	74, // 3: herald.v1.CreateTopicRequest.attributes:type_name -> herald.v1.CreateTopicRequest.AttributesEntry
 	0,  // 4: herald.v1.CreateTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 5: herald.v1.GetTopicResponse.topic:type_name -> herald.v1.Topic
 	0,  // 6: herald.v1.ListTopicsResponse.topics:type_name -> herald.v1.Topic
-	72, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
+	75, // 7: herald.v1.SetTopicAttributesRequest.attributes:type_name -> herald.v1.SetTopicAttributesRequest.AttributesEntry
 	0,  // 8: herald.v1.SetTopicAttributesResponse.topic:type_name -> herald.v1.Topic
-	73, // 9: herald.v1.Subscription.attributes:type_name -> herald.v1.Subscription.AttributesEntry
-	78, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
-	78, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
-	78, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
+	76, // 9: herald.v1.Subscription.attributes:type_name -> herald.v1.Subscription.AttributesEntry
+	81, // 10: herald.v1.Subscription.disabled_at:type_name -> google.protobuf.Timestamp
+	81, // 11: herald.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
+	81, // 12: herald.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
 	27, // 13: herald.v1.Subscription.stats:type_name -> herald.v1.ShardStats
 	27, // 14: herald.v1.Subscription.shard_stats:type_name -> herald.v1.ShardStats
-	74, // 15: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
+	77, // 15: herald.v1.CreateSubscriptionRequest.attributes:type_name -> herald.v1.CreateSubscriptionRequest.AttributesEntry
 	11, // 16: herald.v1.CreateSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 17: herald.v1.GetSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 18: herald.v1.ListSubscriptionsResponse.subscriptions:type_name -> herald.v1.Subscription
-	75, // 19: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
+	78, // 19: herald.v1.SetSubscriptionAttributesRequest.attributes:type_name -> herald.v1.SetSubscriptionAttributesRequest.AttributesEntry
 	11, // 20: herald.v1.SetSubscriptionAttributesResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 21: herald.v1.EnableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
 	11, // 22: herald.v1.DisableSubscriptionResponse.subscription:type_name -> herald.v1.Subscription
-	78, // 23: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
+	81, // 23: herald.v1.ShardStats.oldest_event_time:type_name -> google.protobuf.Timestamp
 	28, // 24: herald.v1.ShardStats.delivery:type_name -> herald.v1.DeliveryHealth
-	78, // 25: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
-	78, // 26: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
-	78, // 27: herald.v1.DeliveryHealth.failing_since:type_name -> google.protobuf.Timestamp
-	78, // 28: herald.v1.DeliveryHealth.paused_until:type_name -> google.protobuf.Timestamp
+	81, // 25: herald.v1.DeliveryHealth.last_error_time:type_name -> google.protobuf.Timestamp
+	81, // 26: herald.v1.DeliveryHealth.last_success:type_name -> google.protobuf.Timestamp
+	81, // 27: herald.v1.DeliveryHealth.failing_since:type_name -> google.protobuf.Timestamp
+	81, // 28: herald.v1.DeliveryHealth.paused_until:type_name -> google.protobuf.Timestamp
 	27, // 29: herald.v1.TopicStatsResponse.total:type_name -> herald.v1.ShardStats
 	27, // 30: herald.v1.TopicStatsResponse.shards:type_name -> herald.v1.ShardStats
-	76, // 31: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
+	79, // 31: herald.v1.PublishEvent.headers:type_name -> herald.v1.PublishEvent.HeadersEntry
 	30, // 32: herald.v1.PublishRequest.events:type_name -> herald.v1.PublishEvent
-	78, // 33: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	30, // 34: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
-	77, // 35: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
-	78, // 36: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
-	79, // 37: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	79, // 38: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
-	39, // 39: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
-	42, // 40: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
-	39, // 41: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
-	78, // 42: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	47, // 43: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
-	56, // 44: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
-	55, // 45: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
-	57, // 46: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
-	66, // 47: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
-	78, // 48: herald.v1.SeekSubscriptionRequest.time:type_name -> google.protobuf.Timestamp
-	1,  // 49: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
-	3,  // 50: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
-	5,  // 51: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
-	7,  // 52: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
-	9,  // 53: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
-	26, // 54: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
-	12, // 55: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
-	14, // 56: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
-	16, // 57: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
-	18, // 58: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
-	20, // 59: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
-	22, // 60: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
-	24, // 61: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
-	31, // 62: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
-	33, // 63: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
-	35, // 64: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
-	37, // 65: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
-	40, // 66: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
-	43, // 67: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
-	45, // 68: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
-	48, // 69: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
-	50, // 70: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
-	52, // 71: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
-	54, // 72: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
-	59, // 73: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
-	61, // 74: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
-	63, // 75: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
-	65, // 76: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
-	68, // 77: herald.v1.HeraldService.SeekSubscription:input_type -> herald.v1.SeekSubscriptionRequest
-	2,  // 78: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
-	4,  // 79: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
-	6,  // 80: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
-	8,  // 81: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
-	10, // 82: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
-	29, // 83: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
-	13, // 84: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
-	15, // 85: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
-	17, // 86: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
-	19, // 87: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
-	21, // 88: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
-	23, // 89: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
-	25, // 90: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
-	32, // 91: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
-	34, // 92: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
-	36, // 93: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
-	38, // 94: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
-	41, // 95: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
-	44, // 96: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
-	46, // 97: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
-	49, // 98: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
-	51, // 99: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
-	53, // 100: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
-	58, // 101: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
-	60, // 102: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
-	62, // 103: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
-	64, // 104: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
-	67, // 105: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
-	69, // 106: herald.v1.HeraldService.SeekSubscription:output_type -> herald.v1.SeekSubscriptionResponse
-	78, // [78:107] is the sub-list for method output_type
-	49, // [49:78] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	31, // 33: herald.v1.PublishStreamRequest.request:type_name -> herald.v1.PublishRequest
+	32, // 34: herald.v1.PublishStreamResponse.response:type_name -> herald.v1.PublishResponse
+	35, // 35: herald.v1.PublishStreamResponse.error:type_name -> herald.v1.PublishStreamError
+	81, // 36: herald.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	30, // 37: herald.v1.CommitRequest.events:type_name -> herald.v1.PublishEvent
+	80, // 38: herald.v1.Event.headers:type_name -> herald.v1.Event.HeadersEntry
+	81, // 39: herald.v1.Event.time:type_name -> google.protobuf.Timestamp
+	82, // 40: herald.v1.FetchRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	82, // 41: herald.v1.FetchRequest.wait:type_name -> google.protobuf.Duration
+	42, // 42: herald.v1.FetchResponse.events:type_name -> herald.v1.Event
+	45, // 43: herald.v1.FetchResponse.unreadable_shards:type_name -> herald.v1.UnreadableShard
+	42, // 44: herald.v1.DeadLetter.event:type_name -> herald.v1.Event
+	81, // 45: herald.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	50, // 46: herald.v1.ListDeadLettersResponse.dead_letters:type_name -> herald.v1.DeadLetter
+	59, // 47: herald.v1.ClusterShard.replicas:type_name -> herald.v1.ClusterReplica
+	58, // 48: herald.v1.ClusterStatusResponse.nodes:type_name -> herald.v1.ClusterNode
+	60, // 49: herald.v1.ClusterStatusResponse.shards:type_name -> herald.v1.ClusterShard
+	69, // 50: herald.v1.ShardLeadersResponse.shards:type_name -> herald.v1.ShardLeader
+	81, // 51: herald.v1.SeekSubscriptionRequest.time:type_name -> google.protobuf.Timestamp
+	1,  // 52: herald.v1.HeraldService.CreateTopic:input_type -> herald.v1.CreateTopicRequest
+	3,  // 53: herald.v1.HeraldService.GetTopic:input_type -> herald.v1.GetTopicRequest
+	5,  // 54: herald.v1.HeraldService.ListTopics:input_type -> herald.v1.ListTopicsRequest
+	7,  // 55: herald.v1.HeraldService.SetTopicAttributes:input_type -> herald.v1.SetTopicAttributesRequest
+	9,  // 56: herald.v1.HeraldService.DeleteTopic:input_type -> herald.v1.DeleteTopicRequest
+	26, // 57: herald.v1.HeraldService.TopicStats:input_type -> herald.v1.TopicStatsRequest
+	12, // 58: herald.v1.HeraldService.CreateSubscription:input_type -> herald.v1.CreateSubscriptionRequest
+	14, // 59: herald.v1.HeraldService.GetSubscription:input_type -> herald.v1.GetSubscriptionRequest
+	16, // 60: herald.v1.HeraldService.ListSubscriptions:input_type -> herald.v1.ListSubscriptionsRequest
+	18, // 61: herald.v1.HeraldService.SetSubscriptionAttributes:input_type -> herald.v1.SetSubscriptionAttributesRequest
+	20, // 62: herald.v1.HeraldService.DeleteSubscription:input_type -> herald.v1.DeleteSubscriptionRequest
+	22, // 63: herald.v1.HeraldService.EnableSubscription:input_type -> herald.v1.EnableSubscriptionRequest
+	24, // 64: herald.v1.HeraldService.DisableSubscription:input_type -> herald.v1.DisableSubscriptionRequest
+	31, // 65: herald.v1.HeraldService.Publish:input_type -> herald.v1.PublishRequest
+	33, // 66: herald.v1.HeraldService.PublishStream:input_type -> herald.v1.PublishStreamRequest
+	36, // 67: herald.v1.HeraldService.Reserve:input_type -> herald.v1.ReserveRequest
+	38, // 68: herald.v1.HeraldService.Commit:input_type -> herald.v1.CommitRequest
+	40, // 69: herald.v1.HeraldService.Abort:input_type -> herald.v1.AbortRequest
+	43, // 70: herald.v1.HeraldService.Fetch:input_type -> herald.v1.FetchRequest
+	46, // 71: herald.v1.HeraldService.Ack:input_type -> herald.v1.AckRequest
+	48, // 72: herald.v1.HeraldService.Nack:input_type -> herald.v1.NackRequest
+	51, // 73: herald.v1.HeraldService.ListDeadLetters:input_type -> herald.v1.ListDeadLettersRequest
+	53, // 74: herald.v1.HeraldService.ReplayDeadLetters:input_type -> herald.v1.ReplayDeadLettersRequest
+	55, // 75: herald.v1.HeraldService.PurgeDeadLetters:input_type -> herald.v1.PurgeDeadLettersRequest
+	57, // 76: herald.v1.HeraldService.ClusterStatus:input_type -> herald.v1.ClusterStatusRequest
+	62, // 77: herald.v1.HeraldService.AddNode:input_type -> herald.v1.AddNodeRequest
+	64, // 78: herald.v1.HeraldService.RemoveNode:input_type -> herald.v1.RemoveNodeRequest
+	66, // 79: herald.v1.HeraldService.Rebalance:input_type -> herald.v1.RebalanceRequest
+	68, // 80: herald.v1.HeraldService.ShardLeaders:input_type -> herald.v1.ShardLeadersRequest
+	71, // 81: herald.v1.HeraldService.SeekSubscription:input_type -> herald.v1.SeekSubscriptionRequest
+	2,  // 82: herald.v1.HeraldService.CreateTopic:output_type -> herald.v1.CreateTopicResponse
+	4,  // 83: herald.v1.HeraldService.GetTopic:output_type -> herald.v1.GetTopicResponse
+	6,  // 84: herald.v1.HeraldService.ListTopics:output_type -> herald.v1.ListTopicsResponse
+	8,  // 85: herald.v1.HeraldService.SetTopicAttributes:output_type -> herald.v1.SetTopicAttributesResponse
+	10, // 86: herald.v1.HeraldService.DeleteTopic:output_type -> herald.v1.DeleteTopicResponse
+	29, // 87: herald.v1.HeraldService.TopicStats:output_type -> herald.v1.TopicStatsResponse
+	13, // 88: herald.v1.HeraldService.CreateSubscription:output_type -> herald.v1.CreateSubscriptionResponse
+	15, // 89: herald.v1.HeraldService.GetSubscription:output_type -> herald.v1.GetSubscriptionResponse
+	17, // 90: herald.v1.HeraldService.ListSubscriptions:output_type -> herald.v1.ListSubscriptionsResponse
+	19, // 91: herald.v1.HeraldService.SetSubscriptionAttributes:output_type -> herald.v1.SetSubscriptionAttributesResponse
+	21, // 92: herald.v1.HeraldService.DeleteSubscription:output_type -> herald.v1.DeleteSubscriptionResponse
+	23, // 93: herald.v1.HeraldService.EnableSubscription:output_type -> herald.v1.EnableSubscriptionResponse
+	25, // 94: herald.v1.HeraldService.DisableSubscription:output_type -> herald.v1.DisableSubscriptionResponse
+	32, // 95: herald.v1.HeraldService.Publish:output_type -> herald.v1.PublishResponse
+	34, // 96: herald.v1.HeraldService.PublishStream:output_type -> herald.v1.PublishStreamResponse
+	37, // 97: herald.v1.HeraldService.Reserve:output_type -> herald.v1.ReserveResponse
+	39, // 98: herald.v1.HeraldService.Commit:output_type -> herald.v1.CommitResponse
+	41, // 99: herald.v1.HeraldService.Abort:output_type -> herald.v1.AbortResponse
+	44, // 100: herald.v1.HeraldService.Fetch:output_type -> herald.v1.FetchResponse
+	47, // 101: herald.v1.HeraldService.Ack:output_type -> herald.v1.AckResponse
+	49, // 102: herald.v1.HeraldService.Nack:output_type -> herald.v1.NackResponse
+	52, // 103: herald.v1.HeraldService.ListDeadLetters:output_type -> herald.v1.ListDeadLettersResponse
+	54, // 104: herald.v1.HeraldService.ReplayDeadLetters:output_type -> herald.v1.ReplayDeadLettersResponse
+	56, // 105: herald.v1.HeraldService.PurgeDeadLetters:output_type -> herald.v1.PurgeDeadLettersResponse
+	61, // 106: herald.v1.HeraldService.ClusterStatus:output_type -> herald.v1.ClusterStatusResponse
+	63, // 107: herald.v1.HeraldService.AddNode:output_type -> herald.v1.AddNodeResponse
+	65, // 108: herald.v1.HeraldService.RemoveNode:output_type -> herald.v1.RemoveNodeResponse
+	67, // 109: herald.v1.HeraldService.Rebalance:output_type -> herald.v1.RebalanceResponse
+	70, // 110: herald.v1.HeraldService.ShardLeaders:output_type -> herald.v1.ShardLeadersResponse
+	72, // 111: herald.v1.HeraldService.SeekSubscription:output_type -> herald.v1.SeekSubscriptionResponse
+	82, // [82:112] is the sub-list for method output_type
+	52, // [52:82] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -4720,7 +4956,11 @@ func file_herald_v1_herald_proto_init() {
 	if File_herald_v1_herald_proto != nil {
 		return
 	}
-	file_herald_v1_herald_proto_msgTypes[68].OneofWrappers = []any{
+	file_herald_v1_herald_proto_msgTypes[34].OneofWrappers = []any{
+		(*PublishStreamResponse_Response)(nil),
+		(*PublishStreamResponse_Error)(nil),
+	}
+	file_herald_v1_herald_proto_msgTypes[71].OneofWrappers = []any{
 		(*SeekSubscriptionRequest_Time)(nil),
 		(*SeekSubscriptionRequest_EventId)(nil),
 		(*SeekSubscriptionRequest_Earliest)(nil),
@@ -4731,7 +4971,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

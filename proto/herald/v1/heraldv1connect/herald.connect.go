@@ -80,6 +80,9 @@ const (
 	HeraldServiceDisableSubscriptionProcedure = "/herald.v1.HeraldService/DisableSubscription"
 	// HeraldServicePublishProcedure is the fully-qualified name of the HeraldService's Publish RPC.
 	HeraldServicePublishProcedure = "/herald.v1.HeraldService/Publish"
+	// HeraldServicePublishStreamProcedure is the fully-qualified name of the HeraldService's
+	// PublishStream RPC.
+	HeraldServicePublishStreamProcedure = "/herald.v1.HeraldService/PublishStream"
 	// HeraldServiceReserveProcedure is the fully-qualified name of the HeraldService's Reserve RPC.
 	HeraldServiceReserveProcedure = "/herald.v1.HeraldService/Reserve"
 	// HeraldServiceCommitProcedure is the fully-qualified name of the HeraldService's Commit RPC.
@@ -153,6 +156,21 @@ type HeraldServiceClient interface {
 	// Publish appends a batch of events; each is routed to its shard by key.
 	// It returns once every event is committed (fsynced on a quorum).
 	Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error)
+	// PublishStream carries many Publish calls on one stream, any number in
+	// flight at once: a unary call per event costs the client and the
+	// server several times what storing it does. Each request is a Publish
+	// call named by a sequence the client picks; each response answers one
+	// call, carrying its sequence, in the order calls commit (not the order
+	// they were sent). A call's error is its response's alone: the stream
+	// goes on. The node stops reading while 64 MiB of requests are
+	// unanswered (HTTP/2 flow control then holds the client's writes). The
+	// stream ends with a status when the client half-closes it (OK, once
+	// every call read is answered), when its token expires or is revoked
+	// (unauthenticated or permission_denied), when a request is over the
+	// 64 MiB limit (invalid_argument), or when the node shuts down
+	// (unavailable): calls not answered by then were not read, and nothing
+	// of them was published.
+	PublishStream(context.Context) *connect.BidiStreamForClient[v1.PublishStreamRequest, v1.PublishStreamResponse]
 	// Reserve holds space in the key's shard for a later Commit.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Commit appends events into a reservation's space.
@@ -298,6 +316,12 @@ func NewHeraldServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(heraldServiceMethods.ByName("Publish")),
 			connect.WithClientOptions(opts...),
 		),
+		publishStream: connect.NewClient[v1.PublishStreamRequest, v1.PublishStreamResponse](
+			httpClient,
+			baseURL+HeraldServicePublishStreamProcedure,
+			connect.WithSchema(heraldServiceMethods.ByName("PublishStream")),
+			connect.WithClientOptions(opts...),
+		),
 		reserve: connect.NewClient[v1.ReserveRequest, v1.ReserveResponse](
 			httpClient,
 			baseURL+HeraldServiceReserveProcedure,
@@ -407,6 +431,7 @@ type heraldServiceClient struct {
 	enableSubscription        *connect.Client[v1.EnableSubscriptionRequest, v1.EnableSubscriptionResponse]
 	disableSubscription       *connect.Client[v1.DisableSubscriptionRequest, v1.DisableSubscriptionResponse]
 	publish                   *connect.Client[v1.PublishRequest, v1.PublishResponse]
+	publishStream             *connect.Client[v1.PublishStreamRequest, v1.PublishStreamResponse]
 	reserve                   *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
 	commit                    *connect.Client[v1.CommitRequest, v1.CommitResponse]
 	abort                     *connect.Client[v1.AbortRequest, v1.AbortResponse]
@@ -492,6 +517,11 @@ func (c *heraldServiceClient) DisableSubscription(ctx context.Context, req *conn
 // Publish calls herald.v1.HeraldService.Publish.
 func (c *heraldServiceClient) Publish(ctx context.Context, req *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error) {
 	return c.publish.CallUnary(ctx, req)
+}
+
+// PublishStream calls herald.v1.HeraldService.PublishStream.
+func (c *heraldServiceClient) PublishStream(ctx context.Context) *connect.BidiStreamForClient[v1.PublishStreamRequest, v1.PublishStreamResponse] {
+	return c.publishStream.CallBidiStream(ctx)
 }
 
 // Reserve calls herald.v1.HeraldService.Reserve.
@@ -603,6 +633,21 @@ type HeraldServiceHandler interface {
 	// Publish appends a batch of events; each is routed to its shard by key.
 	// It returns once every event is committed (fsynced on a quorum).
 	Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error)
+	// PublishStream carries many Publish calls on one stream, any number in
+	// flight at once: a unary call per event costs the client and the
+	// server several times what storing it does. Each request is a Publish
+	// call named by a sequence the client picks; each response answers one
+	// call, carrying its sequence, in the order calls commit (not the order
+	// they were sent). A call's error is its response's alone: the stream
+	// goes on. The node stops reading while 64 MiB of requests are
+	// unanswered (HTTP/2 flow control then holds the client's writes). The
+	// stream ends with a status when the client half-closes it (OK, once
+	// every call read is answered), when its token expires or is revoked
+	// (unauthenticated or permission_denied), when a request is over the
+	// 64 MiB limit (invalid_argument), or when the node shuts down
+	// (unavailable): calls not answered by then were not read, and nothing
+	// of them was published.
+	PublishStream(context.Context, *connect.BidiStream[v1.PublishStreamRequest, v1.PublishStreamResponse]) error
 	// Reserve holds space in the key's shard for a later Commit.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Commit appends events into a reservation's space.
@@ -744,6 +789,12 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(heraldServiceMethods.ByName("Publish")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldServicePublishStreamHandler := connect.NewBidiStreamHandler(
+		HeraldServicePublishStreamProcedure,
+		svc.PublishStream,
+		connect.WithSchema(heraldServiceMethods.ByName("PublishStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	heraldServiceReserveHandler := connect.NewUnaryHandler(
 		HeraldServiceReserveProcedure,
 		svc.Reserve,
@@ -864,6 +915,8 @@ func NewHeraldServiceHandler(svc HeraldServiceHandler, opts ...connect.HandlerOp
 			heraldServiceDisableSubscriptionHandler.ServeHTTP(w, r)
 		case HeraldServicePublishProcedure:
 			heraldServicePublishHandler.ServeHTTP(w, r)
+		case HeraldServicePublishStreamProcedure:
+			heraldServicePublishStreamHandler.ServeHTTP(w, r)
 		case HeraldServiceReserveProcedure:
 			heraldServiceReserveHandler.ServeHTTP(w, r)
 		case HeraldServiceCommitProcedure:
@@ -957,6 +1010,10 @@ func (UnimplementedHeraldServiceHandler) DisableSubscription(context.Context, *c
 
 func (UnimplementedHeraldServiceHandler) Publish(context.Context, *connect.Request[v1.PublishRequest]) (*connect.Response[v1.PublishResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.Publish is not implemented"))
+}
+
+func (UnimplementedHeraldServiceHandler) PublishStream(context.Context, *connect.BidiStream[v1.PublishStreamRequest, v1.PublishStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.HeraldService.PublishStream is not implemented"))
 }
 
 func (UnimplementedHeraldServiceHandler) Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error) {
