@@ -208,8 +208,14 @@ func (r *Reconciler) Cycle(ctx context.Context) (CycleStats, error) {
 		st.Swept, err = r.Sweep(ctx, time.Now())
 		errs = append(errs, err)
 	}
-	r.cfg.Metrics.cycle(st, plans, time.Since(start))
+	took := time.Since(start)
+	r.cfg.Metrics.cycle(st, plans, took)
 	err = errors.Join(errs...)
+	// The LRO phase histogram gives a mean, not a median: this line gives
+	// each cycle's figures, for herald bench tier and for an operator who
+	// wants them.
+	r.cfg.Logger.Debug("tiering cycle", "shards", st.Shards, "objects", st.Objects, "bytes", st.Bytes,
+		"advanced", st.Advanced, "lro_phase", st.LROPhase, "took", took, "forgot", st.Forgot, "swept", st.Swept, "err", err)
 	r.mu.Lock()
 	r.lastErr = err
 	r.mu.Unlock()
