@@ -13,7 +13,8 @@
 # each setting, the order reversed every other round. Settings, from the
 # environment: HERALD (the binary, default: built into $OUT/bin), OUT
 # (/tmp/tier-bench), ROUNDS (3), SEGMENT (--segment-size, 1 MiB),
-# INTERVAL (--tier-interval, 10s); publish: DURATION (20s), PRODUCERS
+# INTERVAL (--tier-interval, 10s), STORE (moto, or file: a directory,
+# which leaves moto_server's own CPU out of a 2-core machine); publish: DURATION (20s), PRODUCERS
 # (32), SHARDS (11); consume: BACKLOG (200000), DRAIN_AFTER (20s).
 # Take /tmp/herald-test.lock around it on a shared machine.
 set -euo pipefail
@@ -28,6 +29,7 @@ PRODUCERS=${PRODUCERS:-32}
 SHARDS=${SHARDS:-11}
 BACKLOG=${BACKLOG:-200000}
 DRAIN_AFTER=${DRAIN_AFTER:-20s}
+STORE=${STORE:-moto}
 mkdir -p "$OUT/bin"
 if [[ -z ${HERALD:-} ]]; then
 	HERALD=$OUT/bin/herald
@@ -41,9 +43,15 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done; wait
 trap cleanup EXIT
 stop_all() { cleanup; pids=(); }
 
-# start_moto: a fresh moto_server with a bucket "tier"; sets tier_url.
+# start_moto: a fresh moto_server with a bucket "tier" (or with STORE=file
+# a fresh directory); sets tier_url.
 start_moto() {
 	local port
+	if [[ $STORE == file ]]; then
+		rm -rf "$OUT/store" && mkdir -p "$OUT/store"
+		tier_url=file://$OUT/store
+		return
+	fi
 	port=$(free_port)
 	moto_server -H 127.0.0.1 -p "$port" > "$OUT/moto-$port.log" 2>&1 &
 	pids+=($!)
@@ -75,14 +83,14 @@ publish_run() { # publish_run ROUND SETTING
 		flags=(--tier-url "$tier_url" --tier-interval "$INTERVAL")
 	fi
 	start_herald "$OUT/data-publish-$setting" "${flags[@]}"
-	res=$OUT/publish-r$round-$setting.json
+	res=$OUT/publish-$STORE-r$round-$setting.json
 	before=$(metric herald_tier_uploaded_bytes_total)
 	t0=$(date +%s.%N)
 	"$HERALD" --server "$url" bench publish --topic bench --fresh --shards "$SHARDS" --producers "$PRODUCERS" \
 		--event-bytes 1024 --duration "$DURATION" --warmup 3s -o json --results "$res" > /dev/null
 	t1=$(date +%s.%N)
 	after=$(metric herald_tier_uploaded_bytes_total)
-	python3 - "$res" "$round" "$setting" "${before:-}" "${after:-}" "$t0" "$t1" << 'PY' | tee -a "$OUT/publish-rounds.txt"
+	python3 - "$res" "$round" "$setting" "${before:-}" "${after:-}" "$t0" "$t1" << 'PY' | tee -a "$OUT/publish-rounds-$STORE.txt"
 import json, sys
 res, rnd, setting, before, after, t0, t1 = sys.argv[1:]
 r = json.load(open(res))
@@ -100,10 +108,10 @@ consume_run() { # consume_run ROUND SETTING
 	start_moto
 	if [[ $setting == tiered ]]; then retention=4096; else retention=$((4 << 30)); fi
 	start_herald "$OUT/data-consume-$setting" --tier-url "$tier_url" --tier-interval 1s --tier-local-retention "$retention"
-	res=$OUT/consume-r$round-$setting.json
+	res=$OUT/consume-$STORE-r$round-$setting.json
 	"$HERALD" --server "$url" bench consume --topic backlog --shards 4 --backlog "$BACKLOG" --keys 1024 \
 		--consumers 4 --batch 1000 --event-bytes 1024 --drain-after "$DRAIN_AFTER" -o json --results "$res" > /dev/null
-	python3 - "$res" "$round" "$setting" "$(metric herald_tier_read_bytes_total)" "$(metric herald_tier_uploaded_bytes_total)" "$(du -sb "$OUT/data-consume-$setting" | cut -f1)" << 'PY' | tee -a "$OUT/consume-rounds.txt"
+	python3 - "$res" "$round" "$setting" "$(metric herald_tier_read_bytes_total)" "$(metric herald_tier_uploaded_bytes_total)" "$(du -sb "$OUT/data-consume-$setting" | cut -f1)" << 'PY' | tee -a "$OUT/consume-rounds-$STORE.txt"
 import json, sys
 res, rnd, setting, read, up, disk = sys.argv[1:]
 r = json.load(open(res))
@@ -119,7 +127,7 @@ publish) settings=(off on) run=publish_run ;;
 consume) settings=(local tiered) run=consume_run ;;
 *) echo "bench-tier-io: publish or consume, not $mode" >&2; exit 2 ;;
 esac
-log "$mode: $ROUNDS rounds of ${settings[*]}, segment $SEGMENT, herald $HERALD"
+log "$mode: $ROUNDS rounds of ${settings[*]}, store $STORE, segment $SEGMENT, herald $HERALD"
 for round in $(seq "$ROUNDS"); do
 	order=("${settings[@]}")
 	if ((round % 2 == 0)); then order=("${settings[1]}" "${settings[0]}"); fi
