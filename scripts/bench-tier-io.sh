@@ -80,7 +80,8 @@ publish_run() { # publish_run ROUND SETTING
 	local round=$1 setting=$2 flags=() res before after t0 t1
 	if [[ $setting == on ]]; then
 		start_moto
-		flags=(--tier-url "$tier_url" --tier-interval "$INTERVAL")
+		# debug: the reconciler's line per cycle, with its bytes and time.
+		flags=(--tier-url "$tier_url" --tier-interval "$INTERVAL" --log-level debug)
 	fi
 	start_herald "$OUT/data-publish-$setting" "${flags[@]}"
 	res=$OUT/publish-$STORE-r$round-$setting.json
@@ -90,13 +91,21 @@ publish_run() { # publish_run ROUND SETTING
 		--event-bytes 1024 --duration "$DURATION" --warmup 3s -o json --results "$res" > /dev/null
 	t1=$(date +%s.%N)
 	after=$(metric herald_tier_uploaded_bytes_total)
-	python3 - "$res" "$round" "$setting" "${before:-}" "${after:-}" "$t0" "$t1" << 'PY' | tee -a "$OUT/publish-rounds-$STORE.txt"
-import json, sys
-res, rnd, setting, before, after, t0, t1 = sys.argv[1:]
+	python3 - "$res" "$round" "$setting" "${before:-}" "${after:-}" "$t0" "$t1" "$OUT/data-publish-$setting.log" << 'PY' | tee -a "$OUT/publish-rounds-$STORE.txt"
+import json, re, sys
+res, rnd, setting, before, after, t0, t1, log = sys.argv[1:]
 r = json.load(open(res))
 up = ""
 if before and after:
     up = "uploaded %.1f MB in %.1f s: %.2f MB/s" % ((float(after) - float(before)) / 1e6, float(t1) - float(t0), (float(after) - float(before)) / 1e6 / (float(t1) - float(t0)))
+    # The cycles that uploaded: their bytes over their own time.
+    unit = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    def secs(d):
+        return sum(float(v) * (60.0 if u == "m" else unit[u]) for v, u in re.findall(r"([0-9.]+)(ns|µs|us|ms|m(?!s)|s)", d))
+    cyc = [(int(m.group(1)), secs(m.group(2))) for m in re.finditer(r'msg="tiering cycle".* bytes=(\d+) .* took=(\S+)', open(log, encoding="utf-8", errors="replace").read())]
+    cyc = [c for c in cyc if c[0] > 0]
+    if cyc:
+        up += "; %d cycles uploaded %.1f MB in %.1f s of cycle time: %.1f MB/s while cycling" % (len(cyc), sum(b for b, _ in cyc) / 1e6, sum(t for _, t in cyc), sum(b for b, _ in cyc) / 1e6 / sum(t for _, t in cyc))
 print("round %s tiering %-3s: %.0f events/s, %.2f MB/s published, p50 %.2f ms, p99 %.2f ms, errors %d; %s" % (
     rnd, setting, r["events_per_second"], r["mb_per_second"], r["latency_ms"]["p50"], r["latency_ms"]["p99"], r["errors"], up))
 PY
