@@ -14,7 +14,8 @@
 # environment: HERALD (the binary, default: built into $OUT/bin), OUT
 # (/tmp/tier-bench), ROUNDS (3), SEGMENT (--segment-size, 1 MiB),
 # INTERVAL (--tier-interval, 10s), STORE (moto, or file: a directory,
-# which leaves moto_server's own CPU out of a 2-core machine); publish: DURATION (20s), PRODUCERS
+# which leaves moto_server's own CPU out of a 2-core machine), SERVE_ARGS
+# (more flags for herald serve, split on spaces); publish: DURATION (20s), PRODUCERS
 # (32), SHARDS (11); consume: BACKLOG (200000), DRAIN_AFTER (20s).
 # Take /tmp/herald-test.lock around it on a shared machine.
 set -euo pipefail
@@ -66,7 +67,8 @@ start_herald() {
 	shift
 	port=$(free_port)
 	rm -rf "$dir"
-	"$HERALD" serve --data-dir "$dir" --listen "127.0.0.1:$port" --log-level warn --segment-size "$SEGMENT" "$@" > "$dir.log" 2>&1 &
+	# shellcheck disable=SC2086 # SERVE_ARGS is a list
+	"$HERALD" serve --data-dir "$dir" --listen "127.0.0.1:$port" --log-level warn --segment-size "$SEGMENT" "$@" ${SERVE_ARGS:-} > "$dir.log" 2>&1 &
 	pids+=($!)
 	url=http://127.0.0.1:$port
 	for _ in $(seq 600); do "$HERALD" --server "$url" topic list > /dev/null 2>&1 && return; sleep 0.1; done
@@ -120,13 +122,13 @@ consume_run() { # consume_run ROUND SETTING
 	res=$OUT/consume-$STORE-r$round-$setting.json
 	"$HERALD" --server "$url" bench consume --topic backlog --shards 4 --backlog "$BACKLOG" --keys 1024 \
 		--consumers 4 --batch 1000 --event-bytes 1024 --drain-after "$DRAIN_AFTER" -o json --results "$res" > /dev/null
-	python3 - "$res" "$round" "$setting" "$(metric herald_tier_read_bytes_total)" "$(metric herald_tier_uploaded_bytes_total)" "$(du -sb "$OUT/data-consume-$setting" | cut -f1)" << 'PY' | tee -a "$OUT/consume-rounds-$STORE.txt"
+	python3 - "$res" "$round" "$setting" "$(metric herald_tier_read_bytes_total)" "$(metric herald_tier_uploaded_bytes_total)" "$(metric herald_tier_reads_total)" "$(metric herald_tier_cache_hits_total)" << 'PY' | tee -a "$OUT/consume-rounds-$STORE.txt"
 import json, sys
-res, rnd, setting, read, up, disk = sys.argv[1:]
+res, rnd, setting, read, up, reads, hits = sys.argv[1:]
 r = json.load(open(res))
-print("round %s backlog %-6s: %.0f events/s, %.2f MB/s drained, fetch p50 %.2f ms, p99 %.2f ms; %.1f MB uploaded, %.1f MB read from the store, data dir %.1f MB after" % (
+print("round %s backlog %-6s: %.0f events/s, %.2f MB/s drained, fetch p50 %.2f ms, p99 %.2f ms; %.1f MB uploaded, %.1f MB read from the store in %s runs, %s cache hits" % (
     rnd, setting, r["events_per_second"], r["mb_per_second"], r["fetch_latency_ms"]["p50"], r["fetch_latency_ms"]["p99"],
-    float(up or 0) / 1e6, float(read or 0) / 1e6, float(disk) / 1e6))
+    float(up or 0) / 1e6, float(read or 0) / 1e6, reads, hits))
 PY
 	stop_all
 }

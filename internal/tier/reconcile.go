@@ -302,7 +302,7 @@ upload:
 			if budget <= 0 {
 				break upload
 			}
-			room := max(1, min(r.cfg.MaxObjectBytes-b.Len(), budget))
+			room := max(1, min(r.cfg.MaxObjectBytes-b.Len(), budget, MaxRunBytes))
 			ents, rerr := p.shard.Entries(next, p.to, uint64(room))
 			if rerr != nil {
 				err = fmt.Errorf("shard %s: %w", p.shard.Name(), rerr)
@@ -338,6 +338,17 @@ upload:
 	}
 	return moved, err
 }
+
+// MaxRunBytes bounds the entries of one run: a shard's range in an object
+// is cut into runs of about this much. The reader fetches and caches
+// whole runs, and a drain of a tiered backlog hands out runs of many
+// keys' events, so it reads a stretch of log megabytes long at once; with
+// a run per shard per object (up to MaxObjectBytes) a few such stretches
+// filled the read cache and runs were fetched again and again (a backlog
+// of 205 MB read 1.8 to 2.9 GB back from the store; bench-tier-io.sh
+// consume). Smaller runs cache what the drain reads, and its first event
+// waits for a megabyte, not sixteen.
+const MaxRunBytes = 1 << 20
 
 func runBytes(ents []*pb.Entry) int64 {
 	var n int64

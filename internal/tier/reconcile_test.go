@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // freedShard is a shard whose closed entries are all delivered: a cycle
@@ -102,5 +103,82 @@ func TestCycleAdvancesWithinParallelismAndLogsItsStats(t *testing.T) {
 				t.Errorf("parallelism %d: the cycle's log line lacks %s:\n%s", parallelism, want, line)
 			}
 		}
+	}
+}
+
+// backlogShard is a shard whose closed entries 1 to len(ents) are all
+// still needed: a cycle uploads them.
+type backlogShard struct {
+	ents []*pb.Entry
+	lro  uint64
+}
+
+func (s *backlogShard) Name() string { return "backlog#1" }
+
+func (s *backlogShard) Progress(context.Context) (Progress, error) {
+	return Progress{LRO: s.lro, Needed: 1, Closed: uint64(len(s.ents))}, nil
+}
+
+func (s *backlogShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
+	var out []*pb.Entry
+	var n uint64
+	for i := lo; i <= hi; i++ {
+		e := s.ents[i-1]
+		if len(out) > 0 && n+uint64(len(e.Data)) > maxBytes {
+			break
+		}
+		out, n = append(out, e), n+uint64(len(e.Data))
+	}
+	return out, nil
+}
+
+func (s *backlogShard) Advance(_ context.Context, lro uint64) error {
+	s.lro = max(s.lro, lro)
+	return nil
+}
+
+type recordingManifest struct {
+	emptyManifest
+	runs []Run
+}
+
+func (m *recordingManifest) Record(_ context.Context, _ string, runs []Run) error {
+	m.runs = append(m.runs, runs...)
+	return nil
+}
+
+func TestCycleCutsAShardsRangeIntoRunsOfMaxRunBytes(t *testing.T) {
+	ctx := context.Background()
+	store, err := OpenStore(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s := &backlogShard{}
+	for i := range 40 {
+		s.ents = append(s.ents, &pb.Entry{Index: proto.Uint64(uint64(i + 1)), Term: proto.Uint64(1), Type: pb.EntryNormal.Enum(), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
+	}
+	m := &recordingManifest{}
+	r := NewReconciler(ReconcilerConfig{Store: store, Manifest: m, Shards: func() []Shard { return []Shard{s} },
+		Logger: slog.New(slog.DiscardHandler)})
+	st, err := r.Cycle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Objects != 1 || st.Advanced != 1 || s.lro != 40 {
+		t.Fatalf("stats %+v, LRO %d; want one object and the LRO at 40", st, s.lro)
+	}
+	if len(m.runs) < 4 {
+		t.Errorf("%d runs for 4 MB of entries, want at least 4", len(m.runs))
+	}
+	next := uint64(1)
+	for _, run := range m.runs {
+		if run.First != next || run.Length > MaxRunBytes+(200<<10) {
+			t.Errorf("run %+v: want one from %d of at most about %d bytes", run, next, MaxRunBytes)
+		}
+		next = run.Last + 1
+	}
+	if next != 41 {
+		t.Errorf("the runs end at %d, want 40", next-1)
 	}
 }
