@@ -182,3 +182,37 @@ func TestCycleCutsAShardsRangeIntoRunsOfMaxRunBytes(t *testing.T) {
 		t.Errorf("the runs end at %d, want 40", next-1)
 	}
 }
+
+func TestRunCyclesUntilItsContextEnds(t *testing.T) {
+	store, err := OpenStore(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	f := &advances{lros: make(map[string]uint64)}
+	var mu sync.Mutex
+	cycles := 0
+	r := NewReconciler(ReconcilerConfig{
+		Store: store, Manifest: emptyManifest{}, Interval: 20 * time.Millisecond,
+		Shards: func() []Shard {
+			mu.Lock()
+			cycles++
+			mu.Unlock()
+			return []Shard{freedShard{name: "s", closed: 5, inFlight: f}}
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r.Run(ctx) // returns when ctx ends
+	mu.Lock()
+	defer mu.Unlock()
+	// The first at once, the second within an interval, then one per
+	// interval: at least 10 in 300ms, allowing for a slow machine.
+	if cycles < 5 || cycles > 17 {
+		t.Errorf("%d cycles in 300ms at an interval of 20ms", cycles)
+	}
+	if f.lros["s"] != 5 {
+		t.Errorf("LRO %d, want 5", f.lros["s"])
+	}
+}
