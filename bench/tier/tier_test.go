@@ -41,7 +41,7 @@ func TestSummarizeDropsCyclesThatAdvancedFew(t *testing.T) {
 		{Shards: 10, Advanced: 8, LROPhase: 40 * ms, Took: 50 * ms},
 		{Shards: 10, Advanced: 6, LROPhase: 30 * ms, Took: 40 * ms},
 		{Shards: 10, Advanced: 2, LROPhase: 1 * ms, Took: 2 * ms}, // too few
-		{Shards: 0, Advanced: 0},                                 // none
+		{Shards: 0, Advanced: 0},                                  // none
 	}, 0.5)
 	want := Summary{Cycles: 3, Dropped: 2, MedianLRO: 30 * ms, MeanLRO: 80 * ms / 3, MaxLRO: 40 * ms,
 		MedianPerLRO: 5 * ms, MedianAdvanced: 8, MedianCycle: 40 * ms}
