@@ -38,7 +38,7 @@ acknowledgement. The same load generator drives the peer clients under bench/
 		Example: `  herald bench publish --producers 64 --event-bytes 1024 --duration 20s
   herald bench consume --backlog 100000 --consumers 4 --batch 100`,
 	}
-	cmd.AddCommand(newBenchPublishCommand(g), newBenchConsumeCommand(g), newBenchShardsCommand(g))
+	cmd.AddCommand(newBenchPublishCommand(g), newBenchConsumeCommand(g), newBenchShardsCommand(g), newBenchTierCommand(g))
 	return cmd
 }
 

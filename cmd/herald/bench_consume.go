@@ -20,6 +20,10 @@ type benchConsumeFlags struct {
 	grpc    bool
 	label   string
 	results string
+	// drainAfter is a pause between the fill and the drain: time for the
+	// tiering reconciler to move the backlog to the object store, so that
+	// the drain reads it from there.
+	drainAfter time.Duration
 }
 
 func newBenchConsumeCommand(g *globals) *cobra.Command {
@@ -47,6 +51,11 @@ topic's push_endpoint to it; the drain lasts until every event has arrived
 (counted once each, by X-Herald-Event-Id). The server must allow the
 loopback endpoint: herald serve --push-allow 127.0.0.1/32.
 
+--drain-after waits that long between the fill and the drain: with herald
+serve --tier-url and a small --tier-local-retention, time for the reconciler
+to move the backlog to the object store, so that the drain reads it back
+from there.
+
 It gives up after --timeout. With --output json the result is printed as
 JSON; --results FILE writes the JSON to FILE as well.`,
 		Example: `  herald bench consume --backlog 100000 --keys 40 --consumers 4 --batch 100
@@ -72,6 +81,7 @@ JSON; --results FILE writes the JSON to FILE as well.`,
 	f.BoolVar(&p.grpc, "grpc", false, "use gRPC over HTTP/2 instead of the Connect protocol over HTTP/1.1")
 	f.StringVar(&p.label, "label", "", `label of the result (default: "N shards, pull" or "N shards, push")`)
 	f.StringVar(&p.results, "results", "", "also write the result as JSON to this file")
+	f.DurationVar(&p.drainAfter, "drain-after", 0, "wait this long between the fill and the drain (time for tiering to move the backlog to the object store)")
 	return cmd
 }
 
@@ -84,7 +94,7 @@ func (g *globals) benchConsume(cmd *cobra.Command, p *benchConsumeFlags, attrs m
 	if err != nil {
 		return g.explain(err)
 	}
-	res, err := fillAndDrain(ctx, c, t, p.cc, func() (float64, error) {
+	res, err := fillAndDrain(ctx, c, t, p.cc, p.drainAfter, func() (float64, error) {
 		return load.ServerCPU(ctx, &http.Client{Transport: &http.Transport{TLSClientConfig: g.tls}, Timeout: 10 * time.Second}, g.server)
 	})
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -102,17 +112,27 @@ func (g *globals) benchConsume(cmd *cobra.Command, p *benchConsumeFlags, attrs m
 	if p.grpc {
 		res.Settings["protocol"] = "grpc"
 	}
+	if p.drainAfter > 0 {
+		res.Settings["drain_after"] = p.drainAfter.String()
+	}
 	return writeBenchResult(cmd, g, p.results, res)
 }
 
-// fillAndDrain publishes the backlog of cc to t, then drains it as
-// cc.Mode says, and records the server's CPU time over the drain, read
+// fillAndDrain publishes the backlog of cc to t, waits drainAfter, then
+// drains it as cc.Mode says, and records the server's CPU time over the drain, read
 // with cpu, in the result's settings: in all, per event delivered, and
 // per event of the backlog (which, fanned out to several subscriptions,
 // is delivered once to each).
-func fillAndDrain(ctx context.Context, c *client.Client, t *client.Topic, cc load.ConsumeConfig, cpu func() (float64, error)) (*load.Result, error) {
+func fillAndDrain(ctx context.Context, c *client.Client, t *client.Topic, cc load.ConsumeConfig, drainAfter time.Duration, cpu func() (float64, error)) (*load.Result, error) {
 	if err := load.FillHerald(ctx, c, t, cc); err != nil {
 		return nil, err
+	}
+	if drainAfter > 0 {
+		select {
+		case <-time.After(drainAfter):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	before, err := cpu()
 	if err != nil {

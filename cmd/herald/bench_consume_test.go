@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/bench/load"
 	"herald/client"
@@ -70,5 +71,22 @@ func TestBenchConsumeBadFlags(t *testing.T) {
 		if !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: stderr %q, want %q", tc.args, stderr, tc.want)
 		}
+	}
+}
+
+func TestBenchConsumeDrainAfter(t *testing.T) {
+	url := startInProcessServer(t)
+	start := time.Now()
+	out := cli(t, url, "", "bench", "consume", "--topic", "d", "--shards", "1", "--backlog", "20",
+		"--keys", "4", "--drain-after", "300ms", "-o", "json")
+	var res load.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not a result: %v\n%s", err, out)
+	}
+	if res.Events != 20 || res.Settings["drain_after"] != "300ms" {
+		t.Errorf("events %d, settings %v; want 20 events and drain_after 300ms", res.Events, res.Settings)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("the run took %s, less than its pause", took)
 	}
 }

@@ -211,3 +211,29 @@ func TestBenchShardsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchTierBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes 0"},
+		{[]string{"--topics", "0"}, "--topics"},
+		{[]string{"--parallelism", "1,0"}, "--parallelism 0"},
+		{[]string{"--rounds", "0"}, "--rounds"},
+		{[]string{"--warmup", "-1"}, "--warmup"},
+		{[]string{"--interval", "0s"}, "--interval 0s"},
+		{[]string{"--events", "0"}, "--events"},
+		{[]string{"--min-advanced", "1.5"}, "--min-advanced 1.5"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"bench", "tier"}, tc.args...))
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench tier %v: err %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}

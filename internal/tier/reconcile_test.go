@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +22,6 @@ type fakeShard struct {
 	last                 uint64
 	mu                   sync.Mutex
 	advances             []uint64
-	inFlight, maxFlight  *atomic.Int64
-	advanceDelay         time.Duration
 	failProgress, failAd bool
 }
 
@@ -56,21 +53,10 @@ func (s *fakeShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
 
 func (s *fakeShard) Advance(context.Context, uint64) error { return nil }
 
-// advancingShard records its advances and how many run at once.
+// advancingShard records its advances.
 type advancingShard struct{ *fakeShard }
 
 func (s advancingShard) Advance(_ context.Context, lro uint64) error {
-	if s.inFlight != nil {
-		n := s.inFlight.Add(1)
-		for {
-			m := s.maxFlight.Load()
-			if n <= m || s.maxFlight.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		time.Sleep(s.advanceDelay)
-		s.inFlight.Add(-1)
-	}
 	if s.failAd {
 		return fmt.Errorf("%s: leadership lost", s.name)
 	}
@@ -217,30 +203,6 @@ func TestReconcilerCarriesOnFromTheManifest(t *testing.T) {
 	st, err := r.Cycle(context.Background())
 	if err != nil || st.Objects != 0 || st.Advanced != 1 || a.lro != 10 {
 		t.Fatalf("cycle %+v, %v, LRO %d: want no upload and the LRO advanced to 10", st, err, a.lro)
-	}
-}
-
-// TestReconcilerAdvancesInParallelWithinItsBound: the advances of a
-// cycle run at once, never more than Parallelism; with 1, one by one.
-func TestReconcilerAdvancesInParallelWithinItsBound(t *testing.T) {
-	for _, bound := range []int{1, 4} {
-		t.Run(fmt.Sprint(bound), func(t *testing.T) {
-			store, m := openMem(t), &memManifest{objects: map[string][]Run{}}
-			var inFlight, maxFlight atomic.Int64
-			var shards []Shard
-			for i := range 12 {
-				shards = append(shards, advancingShard{&fakeShard{name: fmt.Sprintf("s%d#%d", i, i+1), needed: 9, closed: 8, last: 9,
-					inFlight: &inFlight, maxFlight: &maxFlight, advanceDelay: 5 * time.Millisecond}})
-			}
-			r := newTestReconciler(store, m, shards, func(c *ReconcilerConfig) { c.Parallelism = bound })
-			st, err := r.Cycle(context.Background())
-			if err != nil || st.Advanced != 12 {
-				t.Fatalf("cycle %+v, %v", st, err)
-			}
-			if got := maxFlight.Load(); got != int64(bound) {
-				t.Fatalf("%d advances ran at once, want %d", got, bound)
-			}
-		})
 	}
 }
 
