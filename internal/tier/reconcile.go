@@ -95,8 +95,10 @@ type ReconcilerConfig struct {
 	SweepGrace time.Duration
 	// SweepEvery is how many cycles pass between sweeps (30).
 	SweepEvery int
-	Metrics    *Metrics     // nil: none
-	Logger     *slog.Logger // slog.Default()
+	// UploadTimeout bounds one attempt to upload an object (2m).
+	UploadTimeout time.Duration
+	Metrics       *Metrics     // nil: none
+	Logger        *slog.Logger // slog.Default()
 	// AfterStep, if set, is called after each step that changes
 	// something outside the node: "upload" (an object is in the store),
 	// "record" (it is in the manifest) and "advance" (the LROs moved). A
@@ -126,6 +128,9 @@ func (c *ReconcilerConfig) setDefaults() {
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 30
 	}
+	if c.UploadTimeout <= 0 {
+		c.UploadTimeout = 2 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -145,7 +150,7 @@ type Reconciler struct {
 	cycles int
 
 	mu      sync.Mutex
-	lastErr error // the last cycle's, nil if it went well
+	lastErr error // the last cycle's or failed attempt's, nil if it went well
 }
 
 // NewReconciler returns a reconciler; Run runs its cycles.
@@ -232,10 +237,17 @@ func (r *Reconciler) Cycle(ctx context.Context) (CycleStats, error) {
 	// wants them; the cycle's error, if any, is logged as a warning.
 	r.cfg.Logger.Debug("tiering cycle", "shards", st.Shards, "objects", st.Objects, "bytes", st.Bytes,
 		"advanced", st.Advanced, "lro_phase", st.LROPhase, "took", took, "forgot", st.Forgot, "swept", st.Swept, "failed", err != nil)
+	r.setErr(err)
+	return st, err
+}
+
+// setErr records the error LastError reports: a cycle's at its end, and
+// a failed attempt's at once, so that a store down for hours shows while
+// the cycle waits for it.
+func (r *Reconciler) setErr(err error) {
 	r.mu.Lock()
 	r.lastErr = err
 	r.mu.Unlock()
-	return st, err
 }
 
 // LastError returns the error of the last cycle, nil if it went well:
@@ -384,12 +396,17 @@ func (r *Reconciler) put(ctx context.Context, data []byte) (string, error) {
 	b := backoff.New(r.retry)
 	for {
 		start := time.Now()
-		err := r.cfg.Store.Put(ctx, name, data)
+		// A store that holds a request open forever (a dead connection)
+		// must fail the attempt, not the whole of tiering.
+		actx, cancel := context.WithTimeout(ctx, r.cfg.UploadTimeout)
+		err := r.cfg.Store.Put(actx, name, data)
+		cancel()
 		if err == nil {
 			r.cfg.Metrics.uploaded(len(data), time.Since(start))
 			return name, nil
 		}
 		r.cfg.Metrics.failed("upload")
+		r.setErr(fmt.Errorf("upload %s (retrying): %w", name, err)) // err names the store
 		r.cfg.Logger.Warn("tiering: upload failed; retrying", "object", name, "store", r.cfg.Store.URL(), "err", err)
 		if serr := backoff.Sleep(ctx, b.Next()); serr != nil {
 			return "", fmt.Errorf("upload %s: %w", name, errors.Join(err, serr))
@@ -406,6 +423,7 @@ func (r *Reconciler) record(ctx context.Context, name string, runs []Run) error 
 			return nil
 		}
 		r.cfg.Metrics.failed("record")
+		r.setErr(fmt.Errorf("record %s in the manifest (retrying): %w", name, err))
 		r.cfg.Logger.Warn("tiering: recording an object in the manifest failed; retrying", "object", name, "err", err)
 		if serr := backoff.Sleep(ctx, b.Next()); serr != nil {
 			return fmt.Errorf("record %s: %w", name, errors.Join(err, serr))

@@ -14,6 +14,7 @@ import (
 
 	"herald/client"
 	"herald/internal/testkit"
+	"herald/internal/testkit/faultproxy"
 	"herald/internal/testkit/heraldproc"
 	"herald/tests/framework"
 )
@@ -515,4 +516,53 @@ func (c *cluster) launch(i int, env ...string) *heraldproc.Server {
 		t.Fatalf("node %d: %v\n%s", i+1, err, s.Output())
 	}
 	return s
+}
+
+// TestE2ETierStoreOutage cuts the server off from its object store while
+// a backlog grows: the failing uploads are retried, the shard's stats say
+// why tiering is stuck, and nothing not uploaded and recorded leaves the
+// local disk. Once the store is back, tiering catches up on its own and a
+// consumer gets every event once, each key's in order.
+func TestE2ETierStoreOutage(t *testing.T) {
+	moto := testkit.StartMoto(t)
+	proxy, err := faultproxy.Listen(testkit.FreeAddr(t), strings.TrimPrefix(moto, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	bucket := framework.NewTierBucket(t, "http://"+proxy.Addr(), "outage")
+	addr := testkit.FreeAddr(t)
+	framework.StartServer(t, t.TempDir(), addr, tierFlags(bucket, "200ms")...)
+	c := client.New("http://"+addr, client.WithTimeout(10*time.Second))
+	createTieredTopic(t, c, "orders")
+
+	acked := publishBacklog(t, c, "orders", 0, tierPerKey/3, paddedEvent)
+	before := waitTiered(t, c, "orders", 1)
+
+	proxy.Cut()
+	acked = append(acked, publishBacklog(t, c, "orders", tierPerKey/3, 2*tierPerKey/3, paddedEvent)...)
+	var st client.ShardStats
+	waitFor(t, time.Minute, "the stats to say that tiering fails", func() bool {
+		st = shardStats(t, c, "orders")
+		return st.TierError != ""
+	})
+	t.Logf("while the store is cut off: %s", st.TierError)
+	if st.LRO > before.LRO+1 {
+		// One cycle may have been past its upload when the store went.
+		t.Errorf("the LRO moved from %d to %d while the store was cut off", before.LRO, st.LRO)
+	}
+	if st.LocalBytes+before.TieredBytes < st.Bytes {
+		t.Errorf("%d bytes local and %d in the store hold less than the %d bytes pending: the node deleted what it had not uploaded", st.LocalBytes, before.TieredBytes, st.Bytes)
+	}
+
+	proxy.Heal()
+	st = waitTiered(t, c, "orders", st.LRO+1)
+	if st.LocalBytes > tierLocalLimit {
+		t.Errorf("%d bytes local once the store is back, want at most %d", st.LocalBytes, tierLocalLimit)
+	}
+	byShard, unreadable := framework.DrainTopic(t, c, "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
 }
