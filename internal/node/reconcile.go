@@ -34,11 +34,14 @@ type reconciler struct {
 	rejoin  bool          // the node rejoins its cluster (see membership.rejoining)
 	// newMachine is the state machine of a shard's group.
 	newMachine func(group uint64, leases *consume.Leases) host.StateMachine
-	connect    func([]controller.Member) // connects the transport to the members (membership.connect)
-	syncPush   func()                    // starts and stops push dispatchers (push.Supervisor.Sync)
-	identity   *clusterIdentity          // learns the cluster's id as the controller changes
-	log        *slog.Logger
-	stop       <-chan struct{} // closed when the node stops
+	// entries caches the log entries fetches read, of every shard (see
+	// consume.EntryCache).
+	entries  *consume.EntryCache
+	connect  func([]controller.Member) // connects the transport to the members (membership.connect)
+	syncPush func()                    // starts and stops push dispatchers (push.Supervisor.Sync)
+	identity *clusterIdentity          // learns the cluster's id as the controller changes
+	log      *slog.Logger
+	stop     <-chan struct{} // closed when the node stops
 
 	booted atomic.Bool   // every shard the node had at its start has opened, or failed to
 	opened chan struct{} // closed when booted is set, or the boot was cut short by stop
@@ -135,7 +138,7 @@ func (r *reconciler) plan(ctx context.Context) (*reconcilePlan, error) {
 	for _, t := range topics {
 		tr := r.reg.topics[t.Name]
 		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
-			tr = newTopicRuntime(t, r.self)
+			tr = newTopicRuntime(t, r.self, r.entries)
 		} else {
 			tr = tr.withInfo(t, r.self)
 		}
