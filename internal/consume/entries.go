@@ -69,13 +69,14 @@ func (c *EntryCache) get(k entryKey) (shard.Command, bool) {
 }
 
 // put caches cmd, the command of the entry at k, and drops the least
-// recently used entries beyond the bound. A command larger than the whole
-// bound is not cached.
-func (c *EntryCache) put(k entryKey, cmd shard.Command) {
+// recently used entries beyond the bound; or, unless evict, caches it
+// only if it fits without. A command larger than the whole bound is not
+// cached.
+func (c *EntryCache) put(k entryKey, cmd shard.Command, evict bool) {
 	size := commandSize(cmd)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if size > c.max {
+	if size > c.max || !evict && c.size+size > c.max {
 		return
 	}
 	if _, ok := c.entries[k]; ok {
@@ -144,17 +145,20 @@ type entryReader struct {
 	g      Group
 	shared *EntryCache // nil: none
 	shard  *Leases
-	// fill caches the entries read in shared. A read far ahead of the
-	// fetches, such as the index's scan of the whole backlog, does not:
-	// it would push out the entries the fetches are about to read again.
-	fill  bool
+	// evict has the entries read pushed out others from shared, the
+	// least recently used. A read far ahead of the fetches, such as the
+	// index's scan of a whole backlog, does not: it would push out the
+	// entries the fetches are about to read again. It caches those it
+	// reads while there is room, the oldest first, which the fetches
+	// read first.
+	evict bool
 	local map[uint64]shard.Command
 }
 
-// entries returns a reader of s's log entries; fill says whether those it
-// reads go into the node's cache.
-func (s Shard) entries(fill bool) *entryReader {
-	r := &entryReader{g: s.Group, fill: fill, local: make(map[uint64]shard.Command)}
+// entries returns a reader of s's log entries; evict says whether those
+// it reads may push others out of the node's cache.
+func (s Shard) entries(evict bool) *entryReader {
+	r := &entryReader{g: s.Group, evict: evict, local: make(map[uint64]shard.Command)}
 	if s.Leases != nil && s.Leases.entries != nil {
 		r.shared, r.shard = s.Leases.entries, s.Leases
 	}
@@ -178,8 +182,8 @@ func (r *entryReader) command(l location) (shard.Command, error) {
 		return shard.Command{}, err
 	}
 	r.local[l.index] = cmd
-	if r.shared != nil && r.fill {
-		r.shared.put(k, cmd)
+	if r.shared != nil {
+		r.shared.put(k, cmd, r.evict)
 	}
 	return cmd, nil
 }

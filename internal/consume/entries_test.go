@@ -31,7 +31,7 @@ func TestEntryCacheBound(t *testing.T) {
 	l := NewLeases(c)
 	key := func(i uint64) entryKey { return entryKey{l, i} }
 	for i := range uint64(3) {
-		c.put(key(i), cmd(1000))
+		c.put(key(i), cmd(1000), true)
 	}
 	if got := c.Bytes(); got != 3*size {
 		t.Fatalf("3 entries: %d bytes, want %d", got, 3*size)
@@ -39,7 +39,11 @@ func TestEntryCacheBound(t *testing.T) {
 	if _, ok := c.get(key(0)); !ok { // 0 is now the most recently used
 		t.Fatal("entry 0 not cached")
 	}
-	c.put(key(3), cmd(1000)) // drops 1, the least recently used
+	c.put(key(3), cmd(1000), false) // no room without evicting
+	if _, ok := c.get(key(3)); ok {
+		t.Error("entry 3 cached by a put that may not evict, with no room")
+	}
+	c.put(key(3), cmd(1000), true) // drops 1, the least recently used
 	if _, ok := c.get(key(1)); ok {
 		t.Error("entry 1, the least recently used, is still cached past the bound")
 	}
@@ -51,7 +55,7 @@ func TestEntryCacheBound(t *testing.T) {
 	if got := c.Bytes(); got > 3*size+size/2 {
 		t.Fatalf("%d bytes cached, over the bound of %d", got, 3*size+size/2)
 	}
-	c.put(key(4), cmd(10*1000)) // larger than the bound
+	c.put(key(4), cmd(10*1000), true) // larger than the bound
 	if _, ok := c.get(key(4)); ok {
 		t.Error("an entry larger than the bound was cached")
 	}
@@ -65,7 +69,7 @@ func TestEntryCacheBound(t *testing.T) {
 	if _, ok := c.get(entryKey{other, 3}); ok {
 		t.Error("entry 3 of another shard found")
 	}
-	c.put(entryKey{other, 3}, cmd(10))
+	c.put(entryKey{other, 3}, cmd(10), true)
 	c.drop(l)
 	if _, ok := c.get(entryKey{other, 3}); !ok {
 		t.Error("dropping a shard's entries dropped another's")
@@ -98,10 +102,9 @@ func TestFetchesShareEntries(t *testing.T) {
 		}
 		got += len(ls)
 	}
-	// The index's scan reads the entry, then the first fetch; the scan
-	// does not fill the cache (see entryReader).
-	if g.reads != 2 {
-		t.Fatalf("%d fetches of the events of one entry read it %d times, want 2 (the index's scan, the first fetch)", fetches, g.reads)
+	// The index's scan reads the entry, and caches it: there is room.
+	if g.reads != 1 {
+		t.Fatalf("%d fetches of the events of one entry read it %d times, want once (the index's scan)", fetches, g.reads)
 	}
 }
 
