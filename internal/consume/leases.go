@@ -103,9 +103,7 @@ func (l *Leases) drop(sub uint64) {
 // elected again still keeps its consumers' events from others. It drops
 // the shard's entries from the node's cache too, for the same reason.
 func (l *Leases) DropIdle(now time.Time) {
-	if l.entries != nil {
-		l.entries.drop(l)
-	}
+	l.DropEntries()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for sub, t := range l.tables {
@@ -145,6 +143,15 @@ func (l *Leases) Count(now time.Time) int {
 		n += t.count(now)
 	}
 	return n
+}
+
+// DropEntries drops the shard's entries from the node's cache. The node
+// calls it when it removes the shard (its topic was deleted, or its
+// replica moved off the node): nothing reads them there any more.
+func (l *Leases) DropEntries() {
+	if l.entries != nil {
+		l.entries.drop(l)
+	}
 }
 
 // Applied tells the leases of a command the shard applied with result r.
@@ -223,9 +230,7 @@ func (l *Leases) Seeks(sub uint64) (n uint64, changed <-chan struct{}) {
 // restored, but nothing read before a restore then needs to be reasoned
 // about after it. It runs on the group's goroutine.
 func (l *Leases) Restored() {
-	if l.entries != nil {
-		l.entries.drop(l)
-	}
+	l.DropEntries()
 	l.mu.Lock()
 	l.restores++
 	for _, ch := range l.seeked {

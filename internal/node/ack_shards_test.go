@@ -84,3 +84,28 @@ func TestAckAcrossShardsOneFails(t *testing.T) {
 			st.Shards[0].Stats.Acked, st.Shards[1].Stats.Acked, st.Shards[2].Stats.Acked, good)
 	}
 }
+
+// TestDeletedTopicLeavesNoCachedEntries: the entries fetches cached of a
+// topic's shards are dropped once the topic is deleted.
+func TestDeletedTopicLeavesNoCachedEntries(t *testing.T) {
+	n := openNode(t, testConfig(t.TempDir()))
+	mustCreate(t, n, "t", map[string]string{"shards": "2"})
+	publish(t, n, "t", ev("a", "1"), ev("b", "2"), ev("c", "3"))
+	if ds := fetch(t, n, "t", 10, time.Minute); len(ds) != 3 {
+		t.Fatalf("fetched %d events, want 3", len(ds))
+	}
+	cache := n.reconciler.entries
+	if cache.Bytes() == 0 {
+		t.Fatal("the fetch cached no entry")
+	}
+	if err := n.DeleteTopic(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for cache.Bytes() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of a deleted topic's entries still cached", cache.Bytes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

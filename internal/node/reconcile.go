@@ -209,6 +209,11 @@ func (r *reconciler) finish(ctx context.Context, p *reconcilePlan) {
 		s.open.forget()
 	}
 	r.reg.mu.Unlock()
+	for _, s := range p.toRemove {
+		// Of a deleted topic, or a replica moved off this node: nothing
+		// reads them here any more.
+		s.leases.DropEntries()
+	}
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,
 	// and once per start for what a crash left between deleting a topic
