@@ -98,10 +98,11 @@ func (g *limitedGzip) Reset(r io.Reader) error {
 }
 
 // gzipOption serves gzip with limitedGzip in place of connect's own, and
-// compresses responses at gzip.BestSpeed: the large ones are Fetch batches,
-// whose payloads are often incompressible, and at the default level
-// deflating them took about half the server's CPU while draining a backlog
-// of 1 KiB random events, for nothing saved.
+// compresses responses at gzip.BestSpeed: large responses are mostly of
+// event payloads (dead letters; Fetch batches are not compressed at all,
+// see NewHandler), which are often incompressible, and at the default
+// level deflating Fetch batches took about half the server's CPU while
+// draining a backlog of 1 KiB random events, for nothing saved.
 func gzipOption() connect.HandlerOption {
 	return connect.WithCompression("gzip", newLimitedGzip, newFastGzip)
 }

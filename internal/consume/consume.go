@@ -120,10 +120,10 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 	if err != nil {
 		return nil, from, head, err
 	}
-	entries := make(entryCache)
+	entries := s.entries(false)
 	evs = make([]delivery.Event, 0, len(locs))
 	for _, l := range locs {
-		ev, at, ok, err := entries.event(s.Group, l)
+		ev, at, ok, err := entries.event(l)
 		if err != nil {
 			return nil, from, 0, err
 		}
@@ -139,27 +139,6 @@ type location struct {
 	offset, index uint64
 	slot          int
 	attempts      uint32
-}
-
-// An entryCache holds the commands of the log entries a read decoded, by
-// index: an entry holds many events.
-type entryCache map[uint64]shard.Command
-
-// event returns the event at l and its publish time; ok is false if its
-// entry has no such slot.
-func (c entryCache) event(g Group, l location) (_ shard.Event, _ time.Time, ok bool, _ error) {
-	cmd, cached := c[l.index]
-	if !cached {
-		var err error
-		if cmd, err = g.Entry(l.offset, l.index); err != nil {
-			return shard.Event{}, time.Time{}, false, err
-		}
-		c[l.index] = cmd
-	}
-	if l.slot >= len(cmd.Events) {
-		return shard.Event{}, time.Time{}, false, nil
-	}
-	return cmd.Events[l.slot], time.Unix(0, cmd.Time), true, nil
 }
 
 // Fetch leases up to max events of the shard for visibility, in offset
@@ -242,12 +221,14 @@ func (s Shard) index(ctx context.Context, t *table) (bool, error) {
 	}
 }
 
-// read reads the events of picks from the log, as leases.
+// read reads the events of picks from the log, as leases, through the
+// node's cache of entries: the fetches that follow, handing out the runs
+// of other keys, read the same entries again.
 func (s Shard) read(picks []pick) ([]Lease, error) {
-	entries := make(entryCache)
+	entries := s.entries(true)
 	out := make([]Lease, len(picks))
 	for i, p := range picks {
-		ev, at, ok, err := entries.event(s.Group, location{offset: p.lease.Offset, index: p.index, slot: p.slot})
+		ev, at, ok, err := entries.event(location{offset: p.lease.Offset, index: p.index, slot: p.slot})
 		if err != nil {
 			return nil, err
 		}

@@ -116,7 +116,7 @@ func (g *fakeGroup) ReadBarrier(context.Context) error {
 }
 
 func newShard() (Shard, *fakeGroup) {
-	l := NewLeases()
+	l := NewLeases(nil)
 	g := newFakeGroup(l)
 	return Shard{Topic: "orders", Index: 0, Group: g, Leases: l}, g
 }

@@ -257,7 +257,7 @@ func fetchMatchesScan(t *testing.T, sub, seed uint64) {
 		case op < 17:
 			g.restore(t)
 		case op < 18: // a new leader, without the leases
-			s.Leases = NewLeases()
+			s.Leases = NewLeases(nil)
 			g.leases = s.Leases
 			out = nil
 		case op < 19:
@@ -283,7 +283,7 @@ func TestFetchRebuildsTheIndex(t *testing.T) {
 		t.Fatalf("fetch = %v, %v; want 0 to 4", offsets(got), err)
 	}
 	g.ack(t, 0)
-	s.Leases = NewLeases() // failover: the leases are lost
+	s.Leases = NewLeases(nil) // failover: the leases are lost
 	g.leases = s.Leases
 	got, err := s.Fetch(ctx, 10, time.Hour)
 	if err != nil || !slices.Equal(offsets(got), []uint64{1, 2, 3, 4}) {

@@ -39,11 +39,17 @@ type Leases struct {
 	seeks    map[uint64]uint64
 	restores uint64
 	seeked   map[uint64]chan struct{}
+
+	// entries, if not nil, caches the log entries the shard's fetches
+	// read, with other shards' of the node.
+	entries *EntryCache
 }
 
-// NewLeases returns a shard's lease tables, none made yet.
-func NewLeases() *Leases {
-	return &Leases{tables: make(map[uint64]*table)}
+// NewLeases returns a shard's lease tables, none made yet. Its fetches
+// read the shard's log through entries, the node's cache, unless it is
+// nil.
+func NewLeases(entries *EntryCache) *Leases {
+	return &Leases{tables: make(map[uint64]*table), entries: entries}
 }
 
 // table returns subscription sub's table, made empty if it has none.
@@ -94,8 +100,10 @@ func (l *Leases) drop(sub uint64) {
 // leading, whose consumers fetch from the new leader now: the tables of
 // a shard it no longer leads would only hold memory, for as long as their
 // subscriptions live. Tables with live leases stay, so that a leader
-// elected again still keeps its consumers' events from others.
+// elected again still keeps its consumers' events from others. It drops
+// the shard's entries from the node's cache too, for the same reason.
 func (l *Leases) DropIdle(now time.Time) {
+	l.DropEntries()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for sub, t := range l.tables {
@@ -135,6 +143,15 @@ func (l *Leases) Count(now time.Time) int {
 		n += t.count(now)
 	}
 	return n
+}
+
+// DropEntries drops the shard's entries from the node's cache. The node
+// calls it when it removes the shard (its topic was deleted, or its
+// replica moved off the node): nothing reads them there any more.
+func (l *Leases) DropEntries() {
+	if l.entries != nil {
+		l.entries.drop(l)
+	}
 }
 
 // Applied tells the leases of a command the shard applied with result r.
@@ -208,8 +225,12 @@ func (l *Leases) Seeks(sub uint64) (n uint64, changed <-chan struct{}) {
 // Restored tells the leases that the shard's state was replaced by a
 // snapshot: the acks it brought dropped no lease, so every index, which
 // learns of acknowledged fronts from ended leases, is rebuilt before the
-// next fetch reads it. It runs on the group's goroutine.
+// next fetch reads it. The shard's entries are dropped from the node's
+// cache as well: being of committed events, none can differ from the log
+// restored, but nothing read before a restore then needs to be reasoned
+// about after it. It runs on the group's goroutine.
 func (l *Leases) Restored() {
+	l.DropEntries()
 	l.mu.Lock()
 	l.restores++
 	for _, ch := range l.seeked {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"herald/internal/consume"
@@ -257,26 +258,56 @@ func (n *Node) AckSubscription(ctx context.Context, subscription string, ids []s
 	if err != nil {
 		return 0, err
 	}
+	// Each shard's acks are a proposal to its own group, committed and
+	// synced on their own: made one after the other, an ack of a batch
+	// fetched from several shards would wait for as many commits in turn.
+	// They are made concurrently, and all of them, even once one failed:
+	// a proposal abandoned midway would leave its outcome unknown.
+	type outcome struct {
+		count  int
+		lapsed []string
+		err    error
+	}
+	outcomes := make([]outcome, len(groups))
+	var wg sync.WaitGroup
+	i := 0
+	for s, g := range groups {
+		o := &outcomes[i]
+		i++
+		wg.Go(func() {
+			if len(g.offsets) > 0 {
+				count, err := n.ackOffsets(ctx, s.rt, s.sub, g.offsets)
+				if err != nil {
+					o.err = err
+					return
+				}
+				o.count += count
+			}
+			if len(g.leased) > 0 {
+				res, err := n.relay.ack(ctx, s.rt, s.sub, g.leased, g.numbers)
+				if err != nil {
+					o.err = err
+					return
+				}
+				o.count += res.Count
+				for _, i := range res.Lapsed {
+					o.lapsed = append(o.lapsed, g.receipts[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
 	total := 0
 	var lapsed []string
-	for s, g := range groups {
-		if len(g.offsets) > 0 {
-			count, err := n.ackOffsets(ctx, s.rt, s.sub, g.offsets)
-			if err != nil {
-				return total, err
-			}
-			total += count
+	for _, o := range outcomes {
+		total += o.count
+		lapsed = append(lapsed, o.lapsed...)
+		if o.err != nil && err == nil {
+			err = o.err
 		}
-		if len(g.leased) > 0 {
-			res, err := n.relay.ack(ctx, s.rt, s.sub, g.leased, g.numbers)
-			if err != nil {
-				return total, err
-			}
-			total += res.Count
-			for _, i := range res.Lapsed {
-				lapsed = append(lapsed, g.receipts[i])
-			}
-		}
+	}
+	if err != nil {
+		return total, err
 	}
 	if len(lapsed) > 0 {
 		return total, &LapsedError{Receipts: lapsed}

@@ -407,6 +407,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.reconciler = &reconciler{self: cfg.NodeID, host: h, ctrl: n.ctrlGroup, changed: n.ctrl.changed, reg: n.reg,
 		opening: &n.opening, rejoin: rejoin, connect: n.membership.connect, syncPush: n.syncSubscriptions,
 		identity: n.identity, log: cfg.Logger, stop: n.stop, opened: make(chan struct{}),
+		entries: consume.NewEntryCache(consume.DefaultEntryCacheBytes),
 		newMachine: func(group uint64, leases *consume.Leases) host.StateMachine {
 			return newShardMachine(group, leases, n.reserving, n.retaining, n.tier, cfg.BeforeShardOpen)
 		}}

@@ -34,11 +34,14 @@ type reconciler struct {
 	rejoin  bool          // the node rejoins its cluster (see membership.rejoining)
 	// newMachine is the state machine of a shard's group.
 	newMachine func(group uint64, leases *consume.Leases) host.StateMachine
-	connect    func([]controller.Member) // connects the transport to the members (membership.connect)
-	syncPush   func()                    // starts and stops push dispatchers (push.Supervisor.Sync)
-	identity   *clusterIdentity          // learns the cluster's id as the controller changes
-	log        *slog.Logger
-	stop       <-chan struct{} // closed when the node stops
+	// entries caches the log entries fetches read, of every shard (see
+	// consume.EntryCache).
+	entries  *consume.EntryCache
+	connect  func([]controller.Member) // connects the transport to the members (membership.connect)
+	syncPush func()                    // starts and stops push dispatchers (push.Supervisor.Sync)
+	identity *clusterIdentity          // learns the cluster's id as the controller changes
+	log      *slog.Logger
+	stop     <-chan struct{} // closed when the node stops
 
 	booted atomic.Bool   // every shard the node had at its start has opened, or failed to
 	opened chan struct{} // closed when booted is set, or the boot was cut short by stop
@@ -135,7 +138,7 @@ func (r *reconciler) plan(ctx context.Context) (*reconcilePlan, error) {
 	for _, t := range topics {
 		tr := r.reg.topics[t.Name]
 		if tr == nil || tr.info.FirstGroup != t.FirstGroup {
-			tr = newTopicRuntime(t, r.self)
+			tr = newTopicRuntime(t, r.self, r.entries)
 		} else {
 			tr = tr.withInfo(t, r.self)
 		}
@@ -206,6 +209,11 @@ func (r *reconciler) finish(ctx context.Context, p *reconcilePlan) {
 		s.open.forget()
 	}
 	r.reg.mu.Unlock()
+	for _, s := range p.toRemove {
+		// Of a deleted topic, or a replica moved off this node: nothing
+		// reads them here any more.
+		s.leases.DropEntries()
+	}
 	// Deleted shards that were open lost their data with RemoveGroup; the
 	// sweep (a directory listing) is for those that could not be opened,
 	// and once per start for what a crash left between deleting a topic

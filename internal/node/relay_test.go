@@ -99,7 +99,7 @@ func (o oneShard) shardOf(topicName string, idx int) (resolvedShard, error) {
 func newRelayTest(self, leader uint64) (*relay, *fakePeers, *fakeWork, *shardRuntime) {
 	replicas := []uint64{2, 3}
 	local := self == 2 || self == 3
-	s := &shardRuntime{topic: "t", name: "t", group: 7, replicas: replicas, local: local, leases: consume.NewLeases()}
+	s := &shardRuntime{topic: "t", name: "t", group: 7, replicas: replicas, local: local, leases: consume.NewLeases(nil)}
 	if local {
 		var p openProgress
 		s.open = p.start()

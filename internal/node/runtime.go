@@ -52,14 +52,16 @@ type topicRuntime struct {
 	rr     *atomic.Uint32
 }
 
-func newTopicRuntime(t controller.Topic, self uint64) *topicRuntime {
+// newTopicRuntime returns the runtime of topic t on node self, whose
+// fetches read the shards' logs through entries.
+func newTopicRuntime(t controller.Topic, self uint64, entries *consume.EntryCache) *topicRuntime {
 	tr := &topicRuntime{info: t, events: newBroadcast(), rr: new(atomic.Uint32)}
 	for i := range t.Attributes.Shards {
 		replicas := t.Replicas(i)
 		tr.shards = append(tr.shards, &shardRuntime{
 			topic: t.Name, index: i, name: topic.ShardName(t.Name, i),
 			group: t.Group(i), replicas: replicas, local: slices.Contains(replicas, self),
-			leases: consume.NewLeases(), stats: new(statsCache),
+			leases: consume.NewLeases(entries), stats: new(statsCache),
 		})
 	}
 	return tr
