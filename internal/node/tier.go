@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"herald/internal/shard"
 	"herald/internal/tier"
 	"herald/internal/topic"
+	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
 // TierConfig configures tiering to object storage: off unless URL is set.
@@ -132,6 +134,10 @@ func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, er
 		return nil, err
 	}
 	ents, err := t.reader.Read(ctx, r.object, r.run)
+	var corrupt *tier.CorruptError
+	if errors.As(err, &corrupt) {
+		return t.fromReplica(ctx, group, index, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +150,34 @@ func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, er
 			Reason: fmt.Sprintf("the run recorded for entries %d to %d of %s does not hold entry %d", r.run.First, r.run.Last, r.run.Shard, index)}
 	}
 	return ents[i], nil
+}
+
+// fromReplica reads the entry at index of group from the local log of
+// another replica, for an object that failed its checksum (damaged): the
+// other replicas delete their local segments by their own retention, and
+// one may still hold it. It returns damaged, naming the object, if none
+// does.
+func (t *tiering) fromReplica(ctx context.Context, group, index uint64, damaged error) (*pb.Entry, error) {
+	s, ok := t.n.reg.shard(group)
+	if !ok || t.n.cfg.Transport == nil {
+		return nil, damaged
+	}
+	errs := []error{damaged}
+	for _, peer := range s.replicas {
+		if peer == t.n.cfg.NodeID {
+			continue
+		}
+		resp, err := t.n.cfg.Transport.Entries(ctx, peer, &clusterv1.EntriesRequest{Group: group, Lo: index, Hi: index + 1, MaxBytes: 1})
+		if err == nil && len(resp.GetEntries()) > 0 && resp.GetEntries()[0].GetIndex() == index {
+			t.n.log.Warn("a tiered object failed its checksum; the entry was read from another replica's log", "shard", s.name, "index", index, "replica", peer, "err", damaged)
+			return resp.GetEntries()[0], nil
+		}
+		if err == nil {
+			err = fmt.Errorf("replica %d does not hold it", peer)
+		}
+		errs = append(errs, fmt.Errorf("node %d: %w", peer, err))
+	}
+	return nil, errors.Join(errs...)
 }
 
 // runAt returns the recorded run that holds entry index of group.

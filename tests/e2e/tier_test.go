@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -565,4 +566,60 @@ func TestE2ETierStoreOutage(t *testing.T) {
 		t.Fatalf("unreadable shards: %v", unreadable)
 	}
 	checkConsumedOnce(t, byShard, acked)
+}
+
+// TestE2ETierDamagedObjectReadFromAReplica damages every object of a
+// shard in the bucket: the shard's leader, which keeps little of its log
+// locally, reads each entry it needs from another replica that still
+// holds it (they keep more), and a consumer gets every event once, in
+// order; the leader says which object was damaged.
+func TestE2ETierDamagedObjectReadFromAReplica(t *testing.T) {
+	bucket := framework.NewTierBucket(t, testkit.StartMoto(t), "damaged")
+	c := startClusterWith(t, 3, append(tierFlags(bucket, "200ms"), "--tier-local-retention", "1073741824")...)
+	if _, err := c.client(0).CreateTopic(context.Background(), "orders", map[string]string{"shards": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The shard's preferred leader comes back keeping only tierRetention
+	// of its log; the balancer hands it the leadership back.
+	var sh client.ClusterShard
+	leader := func(via int) client.ClusterShard {
+		st, err := c.client(via).ClusterStatus(context.Background())
+		if err != nil {
+			return client.ClusterShard{}
+		}
+		for _, s := range st.Shards {
+			if s.Topic == "orders" {
+				return s
+			}
+		}
+		return client.ClusterShard{}
+	}
+	waitFor(t, time.Minute, "the shard to have a leader", func() bool { sh = leader(0); return sh.Leader != 0 })
+	p := int(sh.PreferredLeader) - 1
+	other := (p + 1) % 3
+	if err := c.nodes[p].Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.extra = append(slices.Clone(c.extra), "--tier-local-retention", fmt.Sprint(tierRetention))
+	c.launch(p)
+	waitFor(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool { return int(leader(other).Leader) == p+1 })
+
+	acked := publishBacklog(t, c.client(other), "orders", 0, tierPerKey, paddedEvent)
+	st := waitTiered(t, c.client(p), "orders", 1)
+	if st.TieredBytes == 0 {
+		t.Fatalf("the leader's log is not tiered: %+v", st)
+	}
+	objs := bucket.Objects(t)
+	for _, o := range objs {
+		bucket.Damage(t, o)
+	}
+
+	byShard, unreadable := framework.DrainTopic(t, c.client(p), "orders")
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
+	if out := c.nodes[p].Output(); !strings.Contains(out, "failed its checksum") || !strings.Contains(out, objs[0].Name) {
+		t.Errorf("node %d did not say that object %s was damaged:\n%s", p+1, objs[0].Name, out)
+	}
 }

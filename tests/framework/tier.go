@@ -81,6 +81,24 @@ func (b *TierBucket) Objects(t testing.TB) []TierObject {
 	return out
 }
 
+// Damage flips one bit in each run of object name, as a store that
+// returns damaged data would.
+func (b *TierBucket) Damage(t testing.TB, o TierObject) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := b.store.ReadRange(ctx, o.Name, 0, o.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range o.Runs {
+		data[r.Offset+r.Length/2] ^= 0x10
+	}
+	if err := b.store.Put(ctx, o.Name, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Delete deletes object name from the bucket.
 func (b *TierBucket) Delete(t testing.TB, name string) {
 	t.Helper()
