@@ -34,6 +34,14 @@ type Result struct {
 	// only expiry. A consumer that skips ids it has already handled still
 	// sees each key in order.
 	LateCopies int
+	// Rewound counts events handed out again after later events of their
+	// key that came in the same fetch, none of whose acks had been
+	// confirmed: a fetch leases a run of a key's events, and a run whose
+	// lease ended unacknowledged (its consumer's ack failed, its leader
+	// died) is handed out again from its first event, in order. Allowed:
+	// the consumer sees the key go back to its first unacknowledged event,
+	// never skip ahead.
+	Rewound int
 	// Violations says what broke a guarantee, one line per case.
 	Violations []string
 }
@@ -44,9 +52,9 @@ func (r *Result) violate(format string, args ...any) {
 
 // String is the counts on one line.
 func (r Result) String() string {
-	return fmt.Sprintf("published ok %d / unknown %d / failed %d; consumed %d (%d deliveries, %d duplicates); acks %d (%d failed, %d receipts lapsed); lost %d, reordered %d, unknown-outcome events that came late %d, in-flight copies that came late %d; %d violations",
+	return fmt.Sprintf("published ok %d / unknown %d / failed %d; consumed %d (%d deliveries, %d duplicates); acks %d (%d failed, %d receipts lapsed); lost %d, reordered %d, unknown-outcome events that came late %d, in-flight copies that came late %d, runs handed out again %d; %d violations",
 		r.PublishedOK, r.PublishedUnknown, r.PublishedFailed, r.Consumed, r.Deliveries, r.Duplicates,
-		r.AckCalls, r.AckFailed, r.AckLapsed, r.Lost, r.Reordered, r.UnknownLate, r.LateCopies, len(r.Violations))
+		r.AckCalls, r.AckFailed, r.AckLapsed, r.Lost, r.Reordered, r.UnknownLate, r.LateCopies, r.Rewound, len(r.Violations))
 }
 
 type keySeq struct {
@@ -83,8 +91,10 @@ func (h *History) Check() Result {
 	slices.SortStableFunc(ds, func(a, b delivery) int { return int(a.received - b.received) })
 	idOf := make(map[keySeq]string) // the id each delivered publish got
 	seen := make(map[string]bool)
-	maxSeq := make(map[string]int) // the highest seq of each key handed out so far
-	maxAt := make(map[string]Tick) // when the fetch that handed out maxSeq returned
+	maxSeq := make(map[string]int)       // the highest seq of each key handed out so far
+	maxAt := make(map[string]Tick)       // when the fetch that handed out maxSeq returned
+	maxFetch := make(map[string]Tick)    // when the fetch that handed out maxSeq started: it names the fetch
+	fetchesOf := make(map[keySeq][]Tick) // the fetches that handed out each event, by their start
 	for _, d := range ds {
 		r.Deliveries++
 		key, seq, err := parsePayload(d.Payload)
@@ -128,6 +138,10 @@ func (h *History) Check() Result {
 				// A copy of an event in flight (one whose ack was
 				// confirmed before the fetch is a violation above).
 				r.LateCopies++
+			case dup && slices.Contains(fetchesOf[ks], maxFetch[key]) && !h.ackedBetween(idOf, key, seq, last, d.fetched):
+				// The run that took the key furthest held this event too:
+				// handed out again, the run starts over from it.
+				r.Rewound++
 			default:
 				r.Reordered++
 				again := "for the first time"
@@ -139,8 +153,9 @@ func (h *History) Check() Result {
 			}
 		}
 		if last, ok := maxSeq[key]; !ok || seq > last {
-			maxSeq[key], maxAt[key] = seq, d.received
+			maxSeq[key], maxAt[key], maxFetch[key] = seq, d.received, d.fetched
 		}
+		fetchesOf[ks] = append(fetchesOf[ks], d.fetched)
 	}
 	r.Consumed = len(seen)
 
@@ -151,4 +166,19 @@ func (h *History) Check() Result {
 		}
 	}
 	return r
+}
+
+// ackedBetween reports whether the ack of an event of key after seq, up
+// to last, was confirmed before the tick before: a run handed out again
+// from seq after that would take the key back past an event its consumer
+// was told was done.
+func (h *History) ackedBetween(idOf map[keySeq]string, key string, seq, last int, before Tick) bool {
+	for s := seq + 1; s <= last; s++ {
+		if id, ok := idOf[keySeq{key, s}]; ok {
+			if at, acked := h.acked[id]; acked && at < before {
+				return true
+			}
+		}
+	}
+	return false
 }

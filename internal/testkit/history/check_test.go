@@ -241,3 +241,31 @@ func TestPaddedPayloads(t *testing.T) {
 		t.Errorf("PaddedPayload shorter than its text: %q", got)
 	}
 }
+
+// A run of a key's events whose ack failed is handed out again from its
+// first event: allowed, and counted; a run handed out again after the
+// ack of one of its later events was confirmed is a violation.
+func TestRunHandedOutAgain(t *testing.T) {
+	for _, laterAcked := range []bool{false, true} {
+		h := New()
+		ok(h, "a", 0, "t/0/0")
+		ok(h, "a", 1, "t/0/1")
+		fetch(h, ev{"t/0/0", "a", 0}, ev{"t/0/1", "a", 1})
+		if laterAcked {
+			ack(h, "t/0/1")
+		} else {
+			h.Acked([]string{"t/0/0", "t/0/1"}, errors.New("the leader died"))
+		}
+		fetch(h, ev{"t/0/0", "a", 0}, ev{"t/0/1", "a", 1})
+		ack(h, "t/0/0", "t/0/1")
+		r := h.Check()
+		if laterAcked {
+			wantViolation(t, r, "key a: event t/0/0 (seq 0) came after seq 1, again")
+			continue
+		}
+		wantClean(t, r)
+		if r.Rewound != 1 {
+			t.Errorf("Rewound = %d, want 1", r.Rewound)
+		}
+	}
+}
