@@ -43,13 +43,11 @@ least recently used idle ones, so any number of shards fits in the limit.`,
 			if err := checkBenchShards(cfg); err != nil {
 				return err
 			}
-			if cfg.Binary == "" {
-				bin, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this binary to run as the server: %w; pass --binary", err)
-				}
-				cfg.Binary = bin
+			bin, err := serverBinary(cfg.Binary)
+			if err != nil {
+				return err
 			}
+			cfg.Binary = bin
 			results, err := shards.Measure(cmd.Context(), cmd.ErrOrStderr(), cfg)
 			if err != nil {
 				return err
@@ -92,4 +90,17 @@ func checkBenchShards(cfg shards.Config) error {
 		return fmt.Errorf("--settle %s: want zero or a positive duration", cfg.Settle)
 	}
 	return nil
+}
+
+// serverBinary is the herald binary a benchmark runs its servers from:
+// binary if set (--binary), else this one.
+func serverBinary(binary string) (string, error) {
+	if binary != "" {
+		return binary, nil
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find this binary to run as the server: %w; pass --binary", err)
+	}
+	return bin, nil
 }

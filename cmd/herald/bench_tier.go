@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,13 +53,11 @@ lines against, herald_tier_lro_phase_seconds' sum over count on /metrics
 			if err := checkBenchTier(cfg); err != nil {
 				return err
 			}
-			if cfg.Binary == "" {
-				bin, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this binary to run as the server: %w; pass --binary", err)
-				}
-				cfg.Binary = bin
+			bin, err := serverBinary(cfg.Binary)
+			if err != nil {
+				return err
 			}
+			cfg.Binary = bin
 			res, err := tier.Measure(cmd.Context(), cmd.ErrOrStderr(), cfg)
 			if err != nil {
 				return err
