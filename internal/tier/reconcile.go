@@ -303,7 +303,11 @@ func (r *Reconciler) upload(ctx context.Context, plans []plan, st *CycleStats) (
 		if len(inObject) == 0 {
 			return nil
 		}
+		// The object is taken whether or not it lands: one that fails
+		// (the cycle is being stopped) is made again by a later cycle.
 		data, runs := b.Finish()
+		in, last := inObject, lastIn
+		b, inObject, lastIn = NewBuilder(), nil, nil
 		name, err := r.put(ctx, data)
 		if err != nil {
 			return err
@@ -315,10 +319,9 @@ func (r *Reconciler) upload(ctx context.Context, plans []plan, st *CycleStats) (
 		r.after("record")
 		st.Objects++
 		st.Bytes += int64(len(data))
-		for i, p := range inObject {
-			plans[p].lro = max(plans[p].lro, lastIn[i])
+		for i, p := range in {
+			plans[p].lro = max(plans[p].lro, last[i])
 		}
-		b, inObject, lastIn = NewBuilder(), nil, nil
 		return nil
 	}
 	var err error

@@ -281,3 +281,18 @@ func TestReconcilerCollectsAndSweeps(t *testing.T) {
 		t.Fatalf("sweep past the grace deleted %d (%v), want the orphan", n, err)
 	}
 }
+
+// TestReconcilerStoppedMidUpload: a cycle whose context ends while it
+// uploads (the node is stopping) records nothing, advances nothing, and
+// returns its error.
+func TestReconcilerStoppedMidUpload(t *testing.T) {
+	store, m := openMem(t), &memManifest{objects: map[string][]Run{}}
+	a := &fakeShard{name: "a#1", needed: 1, closed: 100, last: 100}
+	r := newTestReconciler(store, m, []Shard{advancingShard{a}}, func(c *ReconcilerConfig) { c.MaxObjectBytes = 100 })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := r.Cycle(ctx)
+	if err == nil || st.Objects != 0 || a.lro != 0 || len(m.Objects()) != 0 {
+		t.Fatalf("cycle %+v, %v, LRO %d, %d objects recorded: want an error and nothing done", st, err, a.lro, len(m.Objects()))
+	}
+}
