@@ -126,8 +126,8 @@ func splitTierKey(key string) (name string, group uint64, ok bool) {
 }
 
 // Entry reads the entry at index of group from the object store
-// (host.Archive): it finds the run holding it in the manifest, reads the
-// run through the cache, and starts reading the shard's next run ahead.
+// (host.Archive): it finds the run holding it in the manifest and reads
+// the run through the cache.
 func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, error) {
 	r, err := t.runAt(ctx, group, index)
 	if err != nil {
@@ -140,9 +140,6 @@ func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, er
 	}
 	if err != nil {
 		return nil, err
-	}
-	if next, ok := t.nextRun(ctx, group, r); ok {
-		t.reader.Prefetch(next.object, next.run)
 	}
 	i := int(index - r.run.First)
 	if i < 0 || i >= len(ents) || ents[i].GetIndex() != index {
@@ -205,6 +202,11 @@ func (t *tiering) runAt(ctx context.Context, group, index uint64) (tierRun, erro
 	t.mu.Lock()
 	t.last[group] = r
 	t.mu.Unlock()
+	// Readers go on in order: read the shard's next run ahead, once per
+	// run they move to.
+	if next, ok := t.nextRun(ctx, group, r); ok {
+		t.reader.Prefetch(next.object, next.run)
+	}
 	return r, nil
 }
 
