@@ -38,9 +38,8 @@ func (h *Host) archived(g *group, index uint64) ([]*pb.Entry, error) {
 }
 
 // LogBounds describes a group's local log, for the reconciler that
-// tiers it.
+// tiers it and the stats.
 type LogBounds struct {
-	First, Last uint64 // the indexes of the first and last entries held
 	// ClosedThrough is the last index in a segment no longer written
 	// (0 if none): entries up to it are settled on disk.
 	ClosedThrough uint64
@@ -54,7 +53,7 @@ func (h *Host) LogBounds(id uint64) (LogBounds, error) {
 		return LogBounds{}, err
 	}
 	l := g.storage.Log()
-	return LogBounds{First: l.FirstIndex(), Last: l.LastIndex(), ClosedThrough: l.ClosedThrough(), Bytes: l.SizeBytes()}, nil
+	return LogBounds{ClosedThrough: l.ClosedThrough(), Bytes: l.SizeBytes()}, nil
 }
 
 // Entries returns the entries of group id's local log from lo up to hi

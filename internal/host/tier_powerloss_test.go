@@ -82,7 +82,11 @@ func tierPowerLossTrial(t *testing.T, seed uint64) {
 			if err != nil || b.ClosedThrough <= lro {
 				continue
 			}
-			from := max(lro+1, b.First)
+			g, err := h.group(queue)
+			if err != nil {
+				continue
+			}
+			from := max(lro+1, g.storage.Log().FirstIndex())
 			ents, err := h.Entries(queue, from, b.ClosedThrough+1, 1<<30)
 			if err != nil || len(ents) == 0 {
 				continue

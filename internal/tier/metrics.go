@@ -90,7 +90,7 @@ func (m *Metrics) lroPhase(took time.Duration) {
 	}
 }
 
-func (m *Metrics) cycle(_ CycleStats, plans []plan, took time.Duration) {
+func (m *Metrics) cycle(plans []plan, took time.Duration) {
 	if m == nil {
 		return
 	}

@@ -230,7 +230,7 @@ func (r *Reconciler) Cycle(ctx context.Context) (CycleStats, error) {
 		errs = append(errs, err)
 	}
 	took := time.Since(start)
-	r.cfg.Metrics.cycle(st, plans, took)
+	r.cfg.Metrics.cycle(plans, took)
 	err = errors.Join(errs...)
 	// The LRO phase histogram gives a mean, not a median: this line gives
 	// each cycle's figures, for herald bench tier and for an operator who
