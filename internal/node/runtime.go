@@ -117,18 +117,19 @@ type statsCache struct {
 	valid   bool
 	applied uint64
 	stats   QueueStats
+	lro     uint64 // the shard's LRO (tiering)
 }
 
-// get returns the counters if they are of applied.
-func (c *statsCache) get(applied uint64) (QueueStats, bool) {
+// get returns the counters and the LRO if they are of applied.
+func (c *statsCache) get(applied uint64) (QueueStats, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stats, c.valid && c.applied == applied
+	return c.stats, c.lro, c.valid && c.applied == applied
 }
 
-func (c *statsCache) put(applied uint64, st QueueStats) {
+func (c *statsCache) put(applied uint64, st QueueStats, lro uint64) {
 	c.mu.Lock()
-	c.valid, c.applied, c.stats = true, applied, st
+	c.valid, c.applied, c.stats, c.lro = true, applied, st, lro
 	c.mu.Unlock()
 }
 

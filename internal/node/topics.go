@@ -170,9 +170,10 @@ func (n *Node) TopicStats(ctx context.Context, name string) (_ TopicStats, err e
 	}
 	out := TopicStats{Name: name, Total: ShardStats{Shard: -1, Name: name}}
 	now := time.Now()
+	tiered := n.tieredBytes(ctx, tr)
 	for _, s := range tr.shards {
 		ss := n.shardStats(ctx, s, now)
-		n.addTierStats(ctx, s, &ss)
+		n.addTierStats(s, &ss, tiered)
 		out.Shards = append(out.Shards, ss)
 		addStats(&out.Total, ss)
 	}
@@ -189,14 +190,15 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 	}
 	ss.Leased = s.leases.Count(now)
 	if applied, err := n.host.Applied(s.group); err == nil {
-		if st, ok := s.stats.get(applied); ok {
-			ss.Stats = st
+		if st, lro, ok := s.stats.get(applied); ok {
+			ss.Stats, ss.LRO = st, lro
 			return ss
 		}
 	}
 	err := n.host.View(ctx, s.group, func(sm host.StateMachine, applied uint64) {
-		ss.Stats = QueueStats(machineOf(sm).Stats())
-		s.stats.put(applied, ss.Stats)
+		m := machineOf(sm)
+		ss.Stats, ss.LRO = QueueStats(m.Stats()), m.LRO()
+		s.stats.put(applied, ss.Stats, ss.LRO)
 	})
 	if err != nil {
 		ss.Err, ss.Leased = err, 0
@@ -204,8 +206,10 @@ func (n *Node) shardStats(ctx context.Context, s *shardRuntime, now time.Time) S
 	return ss
 }
 
-// addTierStats adds what tiering knows of shard s to ss.
-func (n *Node) addTierStats(ctx context.Context, s *shardRuntime, ss *ShardStats) {
+// addTierStats adds what tiering knows of shard s to ss, which has its
+// LRO already; tiered is the bytes the manifest records of each of the
+// topic's shards (tieredBytes).
+func (n *Node) addTierStats(s *shardRuntime, ss *ShardStats, tiered map[uint64]int64) {
 	if n.tier == nil || ss.Err != nil {
 		return
 	}
@@ -215,12 +219,25 @@ func (n *Node) addTierStats(ctx context.Context, s *shardRuntime, ss *ShardStats
 	if err := n.tier.rec.LastError(); err != nil && n.relay.leads(s) {
 		ss.TierError = err.Error()
 	}
-	_ = n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) { ss.LRO = machineOf(sm).LRO() })
+	ss.TieredBytes = tiered[s.group]
+}
+
+// tieredBytes returns, by group, the bytes the manifest records of the
+// shards of tr, in one look at the controller; nil on a node that does
+// not tier.
+func (n *Node) tieredBytes(ctx context.Context, tr *topicRuntime) map[uint64]int64 {
+	if n.tier == nil {
+		return nil
+	}
+	out := make(map[uint64]int64, len(tr.shards))
 	_ = n.ctrlGroup.view(ctx, func(m *controllerMachine) {
-		for _, ref := range m.TierRunsOfGroup(s.group) {
-			ss.TieredBytes += ref.Run.Length
+		for _, s := range tr.shards {
+			for _, ref := range m.TierRunsOfGroup(s.group) {
+				out[s.group] += ref.Run.Length
+			}
 		}
 	})
+	return out
 }
 
 func addStats(total *ShardStats, s ShardStats) {
