@@ -63,11 +63,7 @@ func TestE2EClusterRebuildsDamagedAndLostReplicas(t *testing.T) {
 
 	c.nodes[1].Kill()
 	publish(0, 2) // waits, with retries, for the shards node 2 led to elect a new leader
-	byShard, unreadable := framework.DrainTopic(t, c.client(0), "orders")
-	if len(unreadable) > 0 {
-		t.Fatalf("unreadable shards: %v", unreadable)
-	}
-	checkConsumedOnce(t, byShard, p.acked)
+	drainConsumedOnce(t, c.client(0), "orders", p.acked)
 }
 
 // shardFile is the path of name in the directory of shard in dataDir.
@@ -115,6 +111,18 @@ func waitRebuilt(t *testing.T, dataDirs ...string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// drainConsumedOnce drains topic through c and checks that every shard
+// was readable and that the events consumed are the acknowledged ones
+// (checkConsumedOnce).
+func drainConsumedOnce(t *testing.T, c *client.Client, topic string, acked []framework.Published) {
+	t.Helper()
+	byShard, unreadable := framework.DrainTopic(t, c, topic)
+	if len(unreadable) > 0 {
+		t.Fatalf("unreadable shards: %v", unreadable)
+	}
+	checkConsumedOnce(t, byShard, acked)
 }
 
 // checkConsumedOnce checks that the events consumed, per shard, are the

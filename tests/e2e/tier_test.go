@@ -100,20 +100,6 @@ func shardStats(t *testing.T, c *client.Client, topic string) client.ShardStats 
 	return st.Shards[0]
 }
 
-// waitFor is framework.WaitFor with a deadline of its own: tiering waits
-// for cycles, snapshots and, in a cluster, an election, on a machine
-// other tests share.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitTiered waits until c's node says that the topic's shard is tiered:
 // its LRO is at least lro, its local log within tierLocalLimit, the
 // store holds some of it, and the last cycle went well. It returns the
@@ -223,15 +209,11 @@ func TestE2ETierBacklogPull(t *testing.T) {
 	}
 	checkBucket(t, bucket.Objects(t), nil, st)
 
-	byShard, unreadable := framework.DrainTopic(t, c, "orders")
-	if len(unreadable) > 0 {
-		t.Fatalf("unreadable shards: %v", unreadable)
-	}
-	checkConsumedOnce(t, byShard, acked)
+	drainConsumedOnce(t, c, "orders", acked)
 	if n := tierReads(t, addr); n == 0 {
 		t.Error("the consumer got the backlog without a read from the store: nothing was below the local log")
 	}
-	waitFor(t, time.Minute, "the reconciler to delete the objects no shard needs", func() bool { return len(bucket.Objects(t)) == 0 })
+	framework.WaitWithin(t, time.Minute, "the reconciler to delete the objects no shard needs", func() bool { return len(bucket.Objects(t)) == 0 })
 }
 
 // TestE2ETierBacklogPush is TestE2ETierBacklogPull with a push
@@ -271,7 +253,7 @@ func TestE2ETierBacklogPush(t *testing.T) {
 	}
 
 	hook.Open()
-	waitFor(t, 2*time.Minute, "the webhook to get the backlog", func() bool { return hook.Arrived() >= len(acked) })
+	framework.WaitWithin(t, 2*time.Minute, "the webhook to get the backlog", func() bool { return hook.Arrived() >= len(acked) })
 	// Nothing was delivered before the kill: a duplicate is a bug.
 	hook.Check(t, "hook", acked, 0)
 	if n := tierReads(t, addr); n == 0 {
@@ -367,11 +349,7 @@ func TestE2ETierCrashBetweenSteps(t *testing.T) {
 				checkBucket(t, after, nil, st)
 			}
 
-			byShard, unreadable := framework.DrainTopic(t, c, "orders")
-			if len(unreadable) > 0 {
-				t.Fatalf("unreadable shards: %v", unreadable)
-			}
-			checkConsumedOnce(t, byShard, acked)
+			drainConsumedOnce(t, c, "orders", acked)
 			if n := tierReads(t, addr); n == 0 {
 				t.Error("the consumer got the backlog without a read from the store: nothing was below the local log")
 			}
@@ -412,7 +390,7 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	// other than node not (-1: any).
 	status := func(via, not int) client.ClusterShard {
 		var sh client.ClusterShard
-		waitFor(t, time.Minute, "the shard to have a leader", func() bool {
+		framework.WaitWithin(t, time.Minute, "the shard to have a leader", func() bool {
 			st, err := c.client(via).ClusterStatus(context.Background())
 			if err != nil {
 				return false
@@ -436,7 +414,7 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	crashing := c.launch(p, "HERALD_TEST_TIER_CRASH_AFTER=record")
-	waitFor(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool {
+	framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool {
 		select {
 		case <-crashing.Done():
 			t.Fatalf("node %d exited before it led the shard: %v\n%s", p+1, crashing.Err(), crashing.Output())
@@ -496,11 +474,7 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	checkBucket(t, bucket.Objects(t), nil, st)
 	t.Logf("node %d led and was killed; node %d carried on to LRO %d", lead+1, next+1, st.LRO)
 
-	byShard, unreadable := framework.DrainTopic(t, c.client(next), "orders")
-	if len(unreadable) > 0 {
-		t.Fatalf("unreadable shards: %v", unreadable)
-	}
-	checkConsumedOnce(t, byShard, acked)
+	drainConsumedOnce(t, c.client(next), "orders", acked)
 }
 
 // launch starts node i again with env added to its environment, and
@@ -543,7 +517,7 @@ func TestE2ETierStoreOutage(t *testing.T) {
 	proxy.Cut()
 	acked = append(acked, publishBacklog(t, c, "orders", tierPerKey/3, 2*tierPerKey/3, paddedEvent)...)
 	var st client.ShardStats
-	waitFor(t, time.Minute, "the stats to say that tiering fails", func() bool {
+	framework.WaitWithin(t, time.Minute, "the stats to say that tiering fails", func() bool {
 		st = shardStats(t, c, "orders")
 		return st.TierError != ""
 	})
@@ -561,11 +535,7 @@ func TestE2ETierStoreOutage(t *testing.T) {
 	if st.LocalBytes > tierLocalLimit {
 		t.Errorf("%d bytes local once the store is back, want at most %d", st.LocalBytes, tierLocalLimit)
 	}
-	byShard, unreadable := framework.DrainTopic(t, c, "orders")
-	if len(unreadable) > 0 {
-		t.Fatalf("unreadable shards: %v", unreadable)
-	}
-	checkConsumedOnce(t, byShard, acked)
+	drainConsumedOnce(t, c, "orders", acked)
 }
 
 // TestE2ETierDamagedObjectReadFromAReplica damages every object of a
@@ -594,7 +564,7 @@ func TestE2ETierDamagedObjectReadFromAReplica(t *testing.T) {
 		}
 		return client.ClusterShard{}
 	}
-	waitFor(t, time.Minute, "the shard to have a leader", func() bool { sh = leader(0); return sh.Leader != 0 })
+	framework.WaitWithin(t, time.Minute, "the shard to have a leader", func() bool { sh = leader(0); return sh.Leader != 0 })
 	p := int(sh.PreferredLeader) - 1
 	other := (p + 1) % 3
 	if err := c.nodes[p].Stop(30 * time.Second); err != nil {
@@ -602,7 +572,7 @@ func TestE2ETierDamagedObjectReadFromAReplica(t *testing.T) {
 	}
 	c.extra = append(slices.Clone(c.extra), "--tier-local-retention", fmt.Sprint(tierRetention))
 	c.launch(p)
-	waitFor(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool { return int(leader(other).Leader) == p+1 })
+	framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool { return int(leader(other).Leader) == p+1 })
 
 	acked := publishBacklog(t, c.client(other), "orders", 0, tierPerKey, paddedEvent)
 	st := waitTiered(t, c.client(p), "orders", 1)
@@ -614,11 +584,7 @@ func TestE2ETierDamagedObjectReadFromAReplica(t *testing.T) {
 		bucket.Damage(t, o)
 	}
 
-	byShard, unreadable := framework.DrainTopic(t, c.client(p), "orders")
-	if len(unreadable) > 0 {
-		t.Fatalf("unreadable shards: %v", unreadable)
-	}
-	checkConsumedOnce(t, byShard, acked)
+	drainConsumedOnce(t, c.client(p), "orders", acked)
 	if out := c.nodes[p].Output(); !strings.Contains(out, "failed its checksum") || !strings.Contains(out, objs[0].Name) {
 		t.Errorf("node %d did not say that object %s was damaged:\n%s", p+1, objs[0].Name, out)
 	}

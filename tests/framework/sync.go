@@ -11,10 +11,17 @@ import (
 // 30 seconds.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	WaitWithin(t, 30*time.Second, what, cond)
+}
+
+// WaitWithin is WaitFor with a deadline of limit: for waits on cycles,
+// snapshots or elections that a machine other tests share may slow.
+func WaitWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
