@@ -513,11 +513,14 @@ func (r *Reconciler) collect(ctx context.Context, plans []plan) (int, error) {
 // that is gone, or lies below what its shard, led here, needs.
 func (r *Reconciler) freed(runs []Run, needed map[string]uint64) bool {
 	for _, run := range runs {
-		if r.cfg.Gone != nil && r.cfg.Gone(run.Shard) {
+		if n, led := needed[run.Shard]; led {
+			if run.Last >= n {
+				return false
+			}
 			continue
 		}
-		n, ok := needed[run.Shard]
-		if !ok || run.Last >= n {
+		// Asked only of shards not led here: Gone looks at the controller.
+		if r.cfg.Gone == nil || !r.cfg.Gone(run.Shard) {
 			return false
 		}
 	}
