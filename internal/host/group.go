@@ -81,7 +81,8 @@ type group struct {
 	tickc   chan struct{}
 	inbox   *inbox
 	reportc chan report
-	viewc   chan func()
+	views   viewQueue
+	sched   schedState // the group's place in the host's scheduler
 
 	// loop
 	applied     uint64
@@ -150,7 +151,6 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		tickc:   make(chan struct{}, 1),
 		inbox:   newInbox(),
 		reportc: make(chan report, reportQueue),
-		viewc:   make(chan func()),
 		stage:   newSnapshotStaging(),
 		life:    newLifecycle(),
 		props:   newProposalTracker(gc.Name),
@@ -173,6 +173,9 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.applied = snap.GetMetadata().GetIndex()
 	g.appliedTerm = snap.GetMetadata().GetTerm()
 	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.GetData())))
+	// The background jobs' results reach the group at its next turn.
+	g.snaps.notify = func() { h.sched.schedule(g) }
+	g.stage.notify = g.snaps.notify
 	g.confState = snap.GetMetadata().GetConfState()
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
@@ -215,51 +218,69 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	return g, nil
 }
 
-// alwaysReady is a closed channel: a select case on it never blocks.
-var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// run is the group's loop. Each turn it takes one event — a proposal, a
-// tick, the messages waiting in its inbox, a view, a finished snapshot —
-// and then handles one Ready. While raft has work pending it does not
-// block on events, but it still takes them, so a busy group keeps ticking
-// and learns that its snapshots finished.
-func (g *group) run() {
-	defer func() {
-		close(g.life.done)
-		g.h.leaders.notify(g.id) // a stopped group leads nothing
-	}()
-	for {
-		var busy <-chan struct{}
-		if g.rn.HasReady() || len(g.propc) > 0 {
-			busy = alwaysReady
-		}
+// takeEvents handles what reached the group since its last turn, but for
+// proposals and messages, which beginReady takes last so that as many as
+// possible share the Ready: a tick, the transport's reports, the finished
+// background jobs (a staged snapshot log, a snapshot written) and the
+// functions to run on the group (views).
+func (g *group) takeEvents() {
+	select {
+	case <-g.tickc:
+		g.tick()
+	default:
+	}
+	for done := false; !done; {
 		select {
-		case <-busy:
-		case <-g.life.stopc:
-			g.props.close(ErrClosed)
-			return
-		case p := <-g.propc:
-			g.wake(true)
-			g.proposeBatch(g.takeProposals(p))
-		case <-g.tickc:
-			g.tick()
-		case <-g.inbox.ready:
-			g.drainMessages()
-		case s := <-g.stage.done:
-			g.stagedDone(s)
 		case r := <-g.reportc:
 			g.wake(true)
 			g.applyReport(r)
-		case fn := <-g.viewc:
-			fn()
-		case r := <-g.snaps.done:
-			g.snapshotFinished(r)
-		}
-		if err := g.handleReady(); err != nil {
-			g.fail(err)
-			return
+		default:
+			done = true
 		}
 	}
+	select {
+	case s := <-g.stage.done:
+		g.stagedDone(s)
+	default:
+	}
+	select {
+	case r := <-g.snaps.done:
+		g.snapshotFinished(r)
+	default:
+	}
+	for _, fn := range g.views.take() {
+		fn()
+	}
+	if len(g.propc) > 0 {
+		g.wake(true)
+	}
+}
+
+// hasWork reports whether the group must have another turn although
+// nothing new reached it: raft has a Ready, or proposals wait (more than
+// one turn takes).
+func (g *group) hasWork() bool {
+	return g.rn.HasReady() || len(g.propc) > 0
+}
+
+// stopping reports whether the group was asked to stop.
+func (g *group) stopping() bool {
+	select {
+	case <-g.life.stopc:
+		return true
+	default:
+		return false
+	}
+}
+
+// exit ends the group's loop: its waiters have been answered (stop or
+// fail), nothing schedules it again, and whoever waits for its end
+// learns of it.
+func (g *group) exit() {
+	g.sched.Store(schedExited)
+	g.views.close()
+	close(g.life.done)
+	g.h.leaders.notify(g.id) // a stopped group leads nothing
 }
 
 func (g *group) applyReport(r report) {
@@ -446,10 +467,26 @@ func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
 	})
 }
 
-// handleReady persists and applies one Ready, following the Ready
-// contract: entries and hard state are durable before messages that depend
-// on them are sent; committed entries are applied in order.
-func (g *group) handleReady() error {
+// A readyTurn is a Ready a group's turn took, on its way through the
+// round (round.go): beginReady wrote its entries and hard state to the
+// WAL and sent what may go early; the round's fdatasync makes them
+// durable; finishReady sends the rest, applies and advances.
+type readyTurn struct {
+	g        *group
+	rd       raft.Ready
+	late     []*pb.Message // sent once the Ready is durable
+	overlap  bool          // its committed entries may be applied while the WAL syncs
+	mustSync bool
+	err      error // of the work done while the WAL synced
+}
+
+// beginReady takes the proposals and messages waiting, and if raft then
+// has a Ready, persists its entries and hard state (without syncing
+// them) and sends the messages that may go before they are durable. It
+// follows the Ready contract with finishReady: entries and hard state are
+// durable before messages that depend on them are sent; committed entries
+// are applied in order. It returns nil if raft has no Ready.
+func (g *group) beginReady() (*readyTurn, error) {
 	// Take proposals and messages that arrived while the last Ready was
 	// persisted, so they share this Ready's fsync with whatever else is
 	// pending.
@@ -457,7 +494,7 @@ func (g *group) handleReady() error {
 	g.drainProposals()
 	g.releaseHeld()
 	if !g.rn.HasReady() {
-		return nil
+		return nil, nil
 	}
 	rd := g.rn.Ready()
 	if raft.IsEmptySnap(rd.Snapshot) {
@@ -469,19 +506,19 @@ func (g *group) handleReady() error {
 	g.h.metrics.countReady(len(rd.Entries), len(rd.Messages))
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		if err := g.installSnapshot(rd.Snapshot); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := g.persist(func() error { return g.storage.Append(rd.Entries) }); err != nil {
-		return err
+		return nil, err
 	}
 	g.props.place(rd.Entries)
 	g.snaps.appended(rd.Entries)
 	// The hard state is a WAL record after the entries, made durable with
-	// them by the sync below.
+	// them by the round's sync.
 	if rd.HardState != nil {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Messages that do not vouch for this Ready's state go out before it
@@ -491,39 +528,51 @@ func (g *group) handleReady() error {
 	// at Advance, so nothing commits on an entry a crash could take back.
 	early, late := splitMessages(rd.Messages)
 	g.send(early)
-	// Entries committed before this Ready were persisted by an earlier
-	// one, so they can be applied while this Ready's fsync runs.
-	overlap := len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
-		rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex()
-	var synced chan error
-	if rd.MustSync && (len(rd.Entries) > 0 || rd.HardState != nil) {
-		synced = make(chan error, 1)
-		go func() { synced <- g.sync() }()
-	}
-	// The segment files are written behind, while the WAL syncs: the
-	// WAL, not they, makes the entries durable; on a full disk they stay
-	// in memory until a later write.
-	err := g.storage.WriteBehind()
+	return &readyTurn{
+		g: g, rd: rd, late: late,
+		// Entries committed before this Ready were persisted by an
+		// earlier one, so they can be applied while this Ready's fsync
+		// runs.
+		overlap: len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
+			rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex(),
+		mustSync: rd.MustSync && (len(rd.Entries) > 0 || rd.HardState != nil),
+	}, nil
+}
+
+// whileSyncing is the work of a Ready done while the round's WAL sync
+// runs: the segment files are written behind (the WAL, not they, makes
+// the entries durable; on a full disk they stay in memory until a later
+// write), and entries committed before the Ready are applied.
+func (t *readyTurn) whileSyncing() {
+	err := t.g.storage.WriteBehind()
 	if vfs.IsNoSpace(err) {
 		err = nil
 	}
-	if overlap && err == nil {
-		err = g.apply(rd.CommittedEntries)
+	if t.overlap && err == nil {
+		err = t.g.apply(t.rd.CommittedEntries)
 	}
-	if synced != nil {
-		if serr := <-synced; vfs.IsNoSpace(serr) {
-			if err := g.persist(g.sync); err != nil {
-				return err
-			}
-		} else if serr != nil {
-			return serr
+	t.err = err
+}
+
+// finishReady ends the Ready once the round's sync returned syncErr (if
+// the Ready needed one): it waits for space if the disk is full, then
+// sends the messages that vouch for the Ready, applies what whileSyncing
+// did not, and advances raft.
+func (g *group) finishReady(t *readyTurn, syncErr error) error {
+	if t.mustSync && syncErr != nil {
+		if !vfs.IsNoSpace(syncErr) {
+			return syncErr
+		}
+		if err := g.persist(g.sync); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
+	if t.err != nil {
+		return t.err
 	}
-	g.send(late)
-	if !overlap {
+	rd := t.rd
+	g.send(t.late)
+	if !t.overlap {
 		if err := g.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
@@ -560,12 +609,8 @@ func (g *group) publishLeader() {
 	}
 }
 
-func (g *group) sync() error {
-	start := time.Now()
-	err := g.storage.Sync()
-	g.h.observeFsync(time.Since(start))
-	return err
-}
+// sync makes the group's appends durable: they are in the node's WAL.
+func (g *group) sync() error { return g.h.syncWAL() }
 
 // splitMessages splits a Ready's messages into those that may be sent
 // before the Ready's entries and hard state are durable and those that
@@ -759,6 +804,7 @@ func (pr *Proposal) send(ctx context.Context) {
 	p.id, p.data = id, encodeEnvelope(id, p.cmd)
 	select {
 	case g.propc <- p:
+		g.h.sched.schedule(g)
 		return
 	case <-g.life.done:
 		pr.err = g.life.closedErr()
@@ -818,30 +864,45 @@ func (g *group) expireForwarded() {
 	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.lead.leads(), g.lead.changed, limit, grace)
 }
 
+// view runs fn on the group's loop and waits for it: fn may not be left
+// half run, since it may write what the caller reads, so once the loop has
+// it the caller waits for it whatever ctx says.
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
 	done := make(chan struct{})
 	if err := g.onLoop(ctx, func() { fn(g.sm, g.applied); close(done) }); err != nil {
 		return err
 	}
-	<-done
-	return nil
-}
-
-// onLoop hands f to the group's loop, which runs it between two Readies.
-// It returns once the loop has taken f, not once f has run.
-func (g *group) onLoop(ctx context.Context, f func()) error {
 	select {
-	case g.viewc <- f:
+	case <-done:
 		return nil
 	case <-g.life.done:
-		return g.life.closedErr()
-	case <-ctx.Done():
-		return ctx.Err()
+		// The loop ended before its turn ran fn, or while it did.
+		select {
+		case <-done:
+			return nil
+		default:
+			return g.life.closedErr()
+		}
 	}
+}
+
+// onLoop queues f for the group's next turn, which runs it before the
+// turn's Ready. It returns without waiting for f to run; if the loop ends
+// first, f never runs.
+func (g *group) onLoop(ctx context.Context, f func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !g.views.put(f) {
+		return g.life.closedErr()
+	}
+	g.h.sched.schedule(g)
+	return nil
 }
 
 func (g *group) stop() {
 	g.life.stop()
+	g.h.sched.schedule(g)
 	<-g.life.done
 	g.snaps.wait()
 	g.rebuild.stop()

@@ -129,6 +129,9 @@ type Config struct {
 	HeartbeatTicks int           // 1
 	StorageConfig
 	ReplayTimeout time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
+	// Workers is how many goroutines run the groups' turns (scheduler.go):
+	// 0 means one per CPU the Go runtime uses (GOMAXPROCS).
+	Workers   int
 	Transport     Transport     // nil: no other nodes
 	Logger        *slog.Logger  // slog.Default()
 	FS            vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
@@ -263,6 +266,7 @@ type Host struct {
 	stats   Stats
 	metrics *metrics
 	leaders leadershipWatchers
+	sched   *scheduler
 
 	mu     sync.RWMutex
 	groups map[uint64]*group
@@ -314,6 +318,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h.nextID.Store(rand.Uint64() >> 1)
+	h.sched = newScheduler(cfg.Workers, h.round)
 	go h.tick()
 	return h, nil
 }
@@ -405,6 +410,7 @@ func (h *Host) tick() {
 			for _, g := range h.ticking {
 				select {
 				case g.tickc <- struct{}{}:
+					h.sched.schedule(g)
 				default: // the group is busy; a missed tick only delays timeouts
 				}
 			}
@@ -455,7 +461,7 @@ func (h *Host) startGroup(gc GroupConfig) (*group, error) {
 		g.storage.Close()
 		return nil, err
 	}
-	go g.run()
+	h.sched.schedule(g) // its first turn, which may campaign
 	return g, nil
 }
 
@@ -695,6 +701,7 @@ func (h *Host) Receive(id uint64, m *pb.Message) error {
 	if !g.inbox.put(m) {
 		return fmt.Errorf("group %s: %w", g.name, ErrOverloaded)
 	}
+	h.sched.schedule(g)
 	return nil
 }
 
@@ -721,6 +728,7 @@ func (h *Host) report(id uint64, r report) {
 	}
 	select {
 	case g.reportc <- r:
+		h.sched.schedule(g)
 	default:
 	}
 }
@@ -804,6 +812,7 @@ func (h *Host) Close() error {
 		wg.Go(g.stop)
 	}
 	wg.Wait()
+	h.sched.stop()
 	if err := h.wal.Close(); err != nil {
 		return fmt.Errorf("close host: %w", err)
 	}

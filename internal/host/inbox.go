@@ -22,13 +22,9 @@ const inboxKeep = 64
 type inbox struct {
 	mu   sync.Mutex
 	msgs []*pb.Message
-	// ready holds a token once a message arrives in an empty inbox; the
-	// loop waits on it. A token may outlive the messages it announced
-	// (taken by a drain meanwhile): the loop then takes nothing.
-	ready chan struct{}
 }
 
-func newInbox() *inbox { return &inbox{ready: make(chan struct{}, 1)} }
+func newInbox() *inbox { return &inbox{} }
 
 // put queues m, and reports false if the inbox is full.
 func (b *inbox) put(m *pb.Message) bool {
@@ -38,12 +34,6 @@ func (b *inbox) put(m *pb.Message) bool {
 		return false
 	}
 	b.msgs = append(b.msgs, m)
-	if len(b.msgs) == 1 {
-		select {
-		case b.ready <- struct{}{}:
-		default:
-		}
-	}
 	return true
 }
 
@@ -70,4 +60,41 @@ func (b *inbox) recycle(msgs []*pb.Message) {
 		b.msgs = msgs[:0]
 	}
 	b.mu.Unlock()
+}
+
+// viewQueue holds the functions to run on a group's loop (onLoop) until
+// its next turn takes them.
+type viewQueue struct {
+	mu     sync.Mutex
+	fns    []func()
+	closed bool
+}
+
+// put queues f, and reports false if the loop has ended.
+func (q *viewQueue) put(f func()) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.fns = append(q.fns, f)
+	return true
+}
+
+// take returns the functions queued, in order.
+func (q *viewQueue) take() []func() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	fns := q.fns
+	q.fns = nil
+	return fns
+}
+
+// close refuses functions from now on, and drops those queued: the loop
+// has ended, and their callers learn it from the group's end.
+func (q *viewQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.fns = nil
 }

@@ -104,11 +104,12 @@ type snapshotStaging struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	done     chan staged
+	notify   func() // called once a result is on done
 	stepped  *staged
 }
 
 func newSnapshotStaging() *snapshotStaging {
-	return &snapshotStaging{done: make(chan staged, 1)}
+	return &snapshotStaging{done: make(chan staged, 1), notify: func() {}}
 }
 
 // busy reports whether a snapshot is being staged, or was staged and
@@ -127,6 +128,7 @@ func (s *snapshotStaging) start(m *pb.Message, fetch func(ctx context.Context) (
 	s.wg.Go(func() {
 		log, err := fetch(ctx)
 		s.done <- staged{msg: m, log: log, err: err}
+		s.notify()
 	})
 }
 

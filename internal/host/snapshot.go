@@ -48,13 +48,14 @@ type snapshotScheduler struct {
 	inFlight   bool
 	wg         sync.WaitGroup
 	done       chan snapResult
+	notify     func() // called once a result is on done
 	at         atomic.Uint64 // index, for other goroutines
 }
 
 // newSnapshotScheduler starts with the snapshot at index, of size bytes,
 // that the group opened with.
 func newSnapshotScheduler(entries uint64, bytes int64, index uint64, size int64) *snapshotScheduler {
-	s := &snapshotScheduler{entries: entries, bytes: bytes, index: index, lastBytes: size, done: make(chan snapResult, 1)}
+	s := &snapshotScheduler{entries: entries, bytes: bytes, index: index, lastBytes: size, done: make(chan snapResult, 1), notify: func() {}}
 	s.at.Store(index)
 	return s
 }
@@ -97,7 +98,10 @@ func (s *snapshotScheduler) start(write func() snapResult) {
 		panic("host: a snapshot started while another is in flight")
 	}
 	s.inFlight = true
-	s.wg.Go(func() { s.done <- write() })
+	s.wg.Go(func() {
+		s.done <- write()
+		s.notify()
+	})
 }
 
 // finished records a snapshot written, and returns its error, if it

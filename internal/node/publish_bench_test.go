@@ -13,7 +13,7 @@ import (
 
 // BenchmarkPublish measures Node.Publish in process, with no HTTP in the
 // way: 64 concurrent publishers of 1 KiB events over 1,024 keys, in
-// batches of 1 and 100, to a topic of one shard and of 11, fsync on (the
+// batches of 1 and 100, to a topic of one shard, of 11 and of 100, fsync on (the
 // node's data directory is a temporary directory on the test machine's
 // disk). b.N counts events; events/s is the rate at which they were
 // acknowledged. What one shard and 11 cost apart, per event, is what
@@ -21,7 +21,7 @@ import (
 // instead of one.
 func BenchmarkPublish(b *testing.B) {
 	for _, batch := range []int{1, 100} {
-		for _, shards := range []int{1, 11} {
+		for _, shards := range []int{1, 11, 100} {
 			b.Run(fmt.Sprintf("batch=%d/shards=%d", batch, shards), func(b *testing.B) {
 				benchPublish(b, shards, batch)
 			})
