@@ -132,10 +132,10 @@ type Config struct {
 	// Workers is how many goroutines run the groups' turns (scheduler.go):
 	// 0 means one per CPU the Go runtime uses (GOMAXPROCS).
 	Workers   int
-	Transport     Transport     // nil: no other nodes
-	Logger        *slog.Logger  // slog.Default()
-	FS            vfs.FS        // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
-	BootID        string        // the machine's: identifies this boot for log recovery
+	Transport Transport    // nil: no other nodes
+	Logger    *slog.Logger // slog.Default()
+	FS        vfs.FS       // vfs.OS: where the groups' files live (tests simulate crashes with vfs.MemFS)
+	BootID    string       // the machine's: identifies this boot for log recovery
 	// PeerAlive says whether a node answers the node-level liveness
 	// checks; a follower whose leader's node does not wakes from
 	// quiescence. nil counts no peer alive: only groups of this node alone

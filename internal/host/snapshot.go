@@ -48,7 +48,7 @@ type snapshotScheduler struct {
 	inFlight   bool
 	wg         sync.WaitGroup
 	done       chan snapResult
-	notify     func() // called once a result is on done
+	notify     func()        // called once a result is on done
 	at         atomic.Uint64 // index, for other goroutines
 }
 
