@@ -48,9 +48,10 @@ type report struct {
 	failed      bool
 }
 
-// group is one Raft group and the goroutine that owns its RawNode and
-// state machine. It keeps the loop and raft's Ready contract (run,
-// handleReady); each concern it serves keeps its state, and the
+// group is one Raft group: its RawNode and state machine, which the
+// host's scheduler hands to one worker at a time for a turn (scheduler.go,
+// round.go). It keeps raft's Ready contract (takeEvents, beginReady,
+// finishReady); each concern it serves keeps its state, and the
 // invariants of that state, in a part of its own, as etcd's raft
 // composes raftLog, tracker and readOnly:
 //
@@ -65,8 +66,9 @@ type report struct {
 //     replayed its log (replay.go); life, how its loop ends
 //     (lifecycle.go).
 //
-// Only the loop's goroutine touches rn, sm, the fields marked "loop" and
-// the parts, but for what a part says other goroutines may use.
+// "The loop" is the sequence of the group's turns: only the worker taking
+// a turn touches rn, sm, the fields marked "loop" and the parts, but for
+// what a part says other goroutines may use.
 type group struct {
 	h       *Host
 	id      uint64

@@ -38,8 +38,8 @@ import (
 	clusterv1 "herald/proto/herald/cluster/v1"
 )
 
-// StateMachine is what a group replicates. All methods are called from the
-// group's own goroutine, one at a time.
+// StateMachine is what a group replicates. All methods are called on the
+// group's loop (its turns on the host's workers), one at a time.
 type StateMachine interface {
 	// Apply applies the command committed at index and returns the result
 	// handed to its proposer. It must be deterministic.
@@ -660,7 +660,7 @@ func (h *Host) ProposeAsLeader(ctx context.Context, id uint64, cmd Command) (any
 	return g.propose(ctx, proposal{cmd: cmd, leaderOnly: true})
 }
 
-// View runs fn on the group's goroutine, between applies, so fn sees a
+// View runs fn on the group's loop, between applies, so fn sees a
 // consistent state machine. fn must be quick and must not keep sm.
 func (h *Host) View(ctx context.Context, id uint64, fn func(sm StateMachine, applied uint64)) error {
 	g, err := h.group(id)

@@ -13,9 +13,9 @@ import (
 )
 
 // Membership changes of a group (which nodes hold a replica, which one
-// leads) are made on the group's goroutine like everything else that
-// touches raft: each method here hands the loop a function through the
-// group's view channel and waits for it.
+// leads) are made on the group's loop like everything else that touches
+// raft: each method here queues a function for the group's next turn
+// (onLoop) and waits for it.
 
 // ErrNotLeader means the operation needs this node to lead the group.
 var ErrNotLeader = errors.New("this node does not lead the group")
@@ -128,7 +128,7 @@ func (h *Host) ChangeMembership(ctx context.Context, id uint64, kind pb.ConfChan
 	})
 }
 
-// onLoop runs fn on the group's goroutine and returns its error.
+// onLoop runs fn on the group's loop and returns its error.
 func (h *Host) onLoop(ctx context.Context, id uint64, fn func(g *group) error) error {
 	g, err := h.group(id)
 	if err != nil {
