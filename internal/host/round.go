@@ -26,6 +26,10 @@ type roundWorker struct {
 
 // round runs the turns of groups, which the calling worker holds.
 func (h *Host) round(w *roundWorker, groups []*group) {
+	h.stats.Rounds.Add(1)
+	h.stats.Turns.Add(uint64(len(groups)))
+	h.metrics.rounds.Inc()
+	h.metrics.turns.Add(float64(len(groups)))
 	turns := w.turns[:0]
 	mustSync := false
 	for _, g := range groups {

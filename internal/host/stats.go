@@ -18,6 +18,10 @@ type Stats struct {
 	Snapshots     atomic.Uint64
 	SnapshotNanos atomic.Uint64
 	Applied       atomic.Uint64
+	// Rounds are the scheduler's rounds, and Turns the groups' turns in
+	// them (round.go): Turns/Rounds is how many groups share a round.
+	Rounds atomic.Uint64
+	Turns  atomic.Uint64
 }
 
 // metrics are the host's Prometheus series.
@@ -31,6 +35,8 @@ type metrics struct {
 	// Ready is how well proposals and appends are batched, which sets
 	// the cost of an event more than anything else at one per request.
 	readies, readyEntries, readyMessages prometheus.Counter
+	// The scheduler's rounds and the groups' turns in them.
+	rounds, turns prometheus.Counter
 }
 
 // durationBuckets span 50µs to about 1.6s: an fdatasync of a fast disk to
@@ -67,11 +73,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		readyMessages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herald_raft_messages_sent_total", Help: "Raft messages the node's groups sent to other nodes (appends, their answers, heartbeats, votes, snapshots).",
 		}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_raft_rounds_total", Help: "Rounds of the node's Raft scheduler: a worker takes the groups with work, persists all their Readies with one WAL fdatasync, then applies.",
+		}),
+		turns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_raft_turns_total", Help: "Turns groups took in the scheduler's rounds; divided by herald_raft_rounds_total, how many groups share a round.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.fsync, m.snapshot, m.snapshotsSent, m.snapshotInstalls, m.snapshotEntries, m.readies, m.readyEntries, m.readyMessages} {
+	for _, c := range []prometheus.Collector{m.fsync, m.snapshot, m.snapshotsSent, m.snapshotInstalls, m.snapshotEntries, m.readies, m.readyEntries, m.readyMessages, m.rounds, m.turns} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register host metrics: %w", err)
 		}

@@ -1,0 +1,77 @@
+package host
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// One worker runs many groups with proposers at work on all of them at
+// once: nothing waits for a turn that never comes (work arriving while a
+// group's turn runs queues it again), every proposal is applied once and
+// in each proposer's order, and the groups share rounds.
+func TestOneWorkerRunsManyBusyGroups(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Workers = 1 })
+	const groups, writers, each = 12, 6, 30
+	for id := uint64(1); id <= groups; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds, turns := h.Stats().Rounds.Load(), h.Stats().Turns.Load()
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= groups; id++ {
+		wg.Go(func() { proposeConcurrently(t, h, id, writers, each) })
+	}
+	wg.Wait()
+	rounds, turns = h.Stats().Rounds.Load()-rounds, h.Stats().Turns.Load()-turns
+	for id := uint64(1); id <= groups; id++ {
+		cmds := machineState(t, h, id)
+		if len(cmds) != writers*each {
+			t.Fatalf("group %d applied %d commands, want %d", id, len(cmds), writers*each)
+		}
+		next := make([]int, writers)
+		for _, c := range cmds {
+			var w, i int
+			if _, err := fmt.Sscanf(strings.Replace(c, "-", " ", 1), "w%d %d", &w, &i); err != nil {
+				t.Fatalf("group %d applied %q: %v", id, c, err)
+			}
+			if i != next[w] {
+				t.Fatalf("group %d applied writer %d's command %d when %d was next", id, w, i, next[w])
+			}
+			next[w]++
+		}
+	}
+	t.Logf("%d turns in %d rounds", turns, rounds)
+	if turns < 2*rounds {
+		t.Errorf("%d turns in %d rounds: groups with work at once do not share rounds", turns, rounds)
+	}
+}
+
+// Idle groups cost nothing: once they are quiet, no group takes a turn,
+// however many ticks pass.
+func TestIdleGroupsTakeNoTurns(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), nil)
+	const groups = 50
+	for id := uint64(1); id <= groups; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+		propose(t, h, id, "one")
+	}
+	for id := uint64(1); id <= groups; id++ {
+		waitFor(t, h, id, func(st Status) bool { return st.Quiesced })
+	}
+	turns := h.Stats().Turns.Load()
+	time.Sleep(30 * h.cfg.TickInterval)
+	if n := h.Stats().Turns.Load() - turns; n != 0 {
+		t.Fatalf("%d quiet groups took %d turns in 30 ticks; an idle group must take none", groups, n)
+	}
+	// A proposal wakes its group, and only it.
+	propose(t, h, 7, "two")
+	if got := machineState(t, h, 7); len(got) != 2 {
+		t.Fatalf("group 7 applied %v after waking", got)
+	}
+}
