@@ -866,26 +866,40 @@ func (g *group) expireForwarded() {
 	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.lead.leads(), g.lead.changed, limit, grace)
 }
 
-// view runs fn on the group's loop and waits for it: fn may not be left
-// half run, since it may write what the caller reads, so once the loop has
-// it the caller waits for it whatever ctx says.
+// view runs fn on the group's loop and waits for it, or until ctx ends
+// or the loop does first: fn then never runs, so it cannot write what the
+// caller reads after view returned. Once fn has started, view waits for it
+// whatever ctx says.
 func (g *group) view(ctx context.Context, fn func(StateMachine, uint64)) error {
+	const (
+		queued = iota
+		started
+		abandoned
+	)
+	var state atomic.Int32
 	done := make(chan struct{})
-	if err := g.onLoop(ctx, func() { fn(g.sm, g.applied); close(done) }); err != nil {
+	err := g.onLoop(ctx, func() {
+		if state.CompareAndSwap(queued, started) {
+			fn(g.sm, g.applied)
+			close(done)
+		}
+	})
+	if err != nil {
 		return err
 	}
 	select {
 	case <-done:
 		return nil
 	case <-g.life.done:
-		// The loop ended before its turn ran fn, or while it did.
-		select {
-		case <-done:
-			return nil
-		default:
-			return g.life.closedErr()
-		}
+		err = g.life.closedErr()
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
+	if state.CompareAndSwap(queued, abandoned) {
+		return err
+	}
+	<-done // fn runs on a turn, which ends before the loop can
+	return nil
 }
 
 // onLoop queues f for the group's next turn, which runs it before the

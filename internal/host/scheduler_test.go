@@ -1,9 +1,12 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -73,5 +76,35 @@ func TestIdleGroupsTakeNoTurns(t *testing.T) {
 	propose(t, h, 7, "two")
 	if got := machineState(t, h, 7); len(got) != 2 {
 		t.Fatalf("group 7 applied %v after waking", got)
+	}
+}
+
+// A view whose context ends before the group's turn comes returns the
+// context's error, and its function never runs: the caller may reuse what
+// the function would have written.
+func TestViewGivenUpNeverRuns(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), nil)
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the group's turn.
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	go h.View(context.Background(), 1, func(StateMachine, uint64) {
+		close(holding)
+		<-release
+	})
+	<-holding
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var ran atomic.Bool
+	err := h.View(ctx, 1, func(StateMachine, uint64) { ran.Store(true) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a view given up returned %v, want the context's deadline", err)
+	}
+	close(release)
+	propose(t, h, 1, "after") // the group has taken turns since
+	if ran.Load() {
+		t.Fatal("a view given up ran after its caller had gone")
 	}
 }
