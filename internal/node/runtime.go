@@ -208,8 +208,9 @@ func (s *shardRuntime) unservable() error {
 
 // broadcast wakes every waiter at once: long-polling fetches wait on it.
 type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu     sync.Mutex
+	ch     chan struct{}
+	waited bool // ch was handed out since the last signal
 }
 
 func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
@@ -218,12 +219,19 @@ func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
 func (b *broadcast) wait() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.waited = true
 	return b.ch
 }
 
+// signal wakes the waiters. With none (the usual case while publishers
+// outpace consumers) it changes nothing: every publish signals, and a
+// new channel each time would be an allocation per publish.
 func (b *broadcast) signal() {
 	b.mu.Lock()
-	close(b.ch)
-	b.ch = make(chan struct{})
+	if b.waited {
+		close(b.ch)
+		b.ch = make(chan struct{})
+		b.waited = false
+	}
 	b.mu.Unlock()
 }
