@@ -195,9 +195,10 @@ type drainer struct {
 	cancel context.CancelFunc // ends the other consumers' waits once drained
 	acked  atomic.Int64
 	end    atomic.Int64 // nanoseconds from start to the completing ack
-	// cpuFrom and cpuTo are the servers' CPU time at the start and at the
-	// completing ack (set by its consumer before cancel).
-	pids           []int // cc.ServerPIDs
+	// pids are cc.ServerPIDs; cpuFrom and cpuTo their CPU time at the
+	// start and at the completing ack (taken by its consumer before
+	// cancel).
+	pids           []int
 	cpuFrom, cpuTo cpuSample
 }
 
