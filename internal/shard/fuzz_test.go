@@ -522,6 +522,16 @@ func compareOffset(t *testing.T, s *State, m *model, start, o uint64) {
 	if got, ok := s.DeadLetter(o); got != wdead || ok != m.isDead(o) {
 		t.Fatalf("DeadLetter(%d) = %+v, %v; model %+v, %v", o, got, ok, wdead, m.isDead(o))
 	}
+	// The key of every event held is recorded: the state was never
+	// restored from a snapshot that did not record keys.
+	var whash uint32
+	held := o >= start && o < uint64(len(m.events))
+	if held {
+		whash = KeyHash(m.events[o].event.Key)
+	}
+	if got, ok := s.KeyHashOf(o); got != whash || ok != held {
+		t.Fatalf("KeyHashOf(%d) = %#x, %v; model %#x, %v", o, got, ok, whash, held)
+	}
 }
 
 // fuzzReader doles out fuzz input, then zeros once it runs out.
