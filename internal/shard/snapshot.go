@@ -39,7 +39,8 @@ const (
 // equal bytes, so replicas can compare snapshots to detect divergence.
 //
 // The snapshot holds only metadata: its size grows with the number of
-// pending events (one varint each), runs, reservations, attempt counts
+// pending events (one varint each per subscription, and a key hash of four
+// bytes), runs, reservations, attempt counts
 // and dead letters (whose reasons and errors are bounded by
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
