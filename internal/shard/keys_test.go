@@ -51,10 +51,12 @@ func checkKeys(t *testing.T, s *State, from uint64, keys int) {
 
 // The key of each event is recorded as it is appended, kept while the
 // shard holds the event, and restored from a snapshot, or rebuilt by
-// replaying the log, alike.
+// replaying the log, alike. (The shard has a second subscription: a
+// snapshot of a shard with the default one alone is written as version 3,
+// which records no keys; see TestVersion3SnapshotRecordsNoKeys.)
 func TestKeysRecordedRestoredAndReplayed(t *testing.T) {
 	const keys = 7
-	var cmds []Command
+	cmds := []Command{{Op: OpSubscribe, Subscription: 2}}
 	for i := range 40 {
 		first := uint64(i * 50)
 		cmds = append(cmds, Command{Op: OpPublish, Time: 1e18 + int64(i), Events: keyedEvents(first, 50, keys)})
@@ -64,7 +66,8 @@ func TestKeysRecordedRestoredAndReplayed(t *testing.T) {
 			for o := first - 100; o < first-40; o++ {
 				offs = append(offs, o)
 			}
-			cmds = append(cmds, Command{Op: OpAck, Offsets: append(offs, first+10, first+30)})
+			offs = append(offs, first+10, first+30)
+			cmds = append(cmds, Command{Op: OpAck, Offsets: offs}, Command{Op: OpAck, Subscription: 2, Offsets: offs})
 		}
 	}
 	h := newHarness(t)
@@ -111,6 +114,7 @@ func TestKeysRecordedRestoredAndReplayed(t *testing.T) {
 		all = append(all, o)
 	}
 	h.ok(Command{Op: OpAck, Offsets: all})
+	h.ok(Command{Op: OpAck, Subscription: 2, Offsets: all})
 	h.ok(Command{Op: OpPublish, Events: keyedEvents(h.s.NextOffset(), 600, keys)})
 	if got, _ := capture(); !bytes.Equal(got, want) {
 		t.Fatal("a capture changed as the state went on")
@@ -165,6 +169,7 @@ func TestKeysAfterOldSnapshot(t *testing.T) {
 // or are cut short, are refused.
 func TestKeysSnapshotRejects(t *testing.T) {
 	h := newHarness(t)
+	h.ok(Command{Op: OpSubscribe, Subscription: 2})
 	h.ok(Command{Op: OpPublish, Events: keyedEvents(0, 3, 3)})
 	good := snapshot(t, h.s)
 	// The last thirteen bytes: the count, 3, and three hashes.
@@ -212,4 +217,25 @@ func BenchmarkPendingMemory(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(s.NextOffset()), "heap-B/pending-event")
 	runtime.KeepAlive(s)
+}
+
+// A shard with the default subscription alone writes version 3, which the
+// release before subscriptions reads, and so records no keys in it: once
+// restored, it knows the keys of the events appended since, and the fetch
+// index reads the others from the log.
+func TestVersion3SnapshotRecordsNoKeys(t *testing.T) {
+	h := newHarness(t)
+	h.ok(Command{Op: OpPublish, Events: keyedEvents(0, 5, 3)})
+	data := snapshot(t, h.s)
+	if data[0] != snapshotVersionV3 {
+		t.Fatalf("version %d, want %d", data[0], snapshotVersionV3)
+	}
+	r := &harness{t: t, s: New()}
+	if err := r.s.UnmarshalBinary(data); err != nil {
+		t.Fatal(err)
+	}
+	r.index = h.index
+	r.ok(Command{Op: OpPublish, Events: keyedEvents(5, 4, 3)})
+	checkKeys(t, r.s, 5, 3)
+	checkInvariants(t, r.s)
 }

@@ -19,13 +19,17 @@ import (
 // de-duplication table; version 2 snapshots are read as having an empty
 // one.
 //
-// A state that holds nothing versions 4 to 7 added (the default
+// A state that holds nothing versions 4 to 6 added (the default
 // subscription alone, attached, with nothing skipped, excluded or
-// replayed, no retention, nothing tiered and no key hashes) is written as
-// version 3: the release before subscriptions can read it. Since version
-// 7 that is a state holding no event whose key it recorded: an empty
-// queue, or the events of a version 6 (or earlier) snapshot. Any other
-// state is written as version 7; versions 4 to 6 are only read.
+// replayed, no retention and nothing tiered) is written as version 3,
+// without the key hashes version 7 added: the release before
+// subscriptions can read it, so that until the first subscription (or
+// retention, or tiering) a node of that release can still follow an
+// upgraded leader, or the node be downgraded (docs/operations.md,
+// Upgrading). The hashes are a cache of what the log holds: a state
+// restored from such a snapshot reads the keys of the events it held from
+// the log, as one restored from version 6 does. Any other state is
+// written as version 7; versions 4 to 6 are only read.
 const (
 	snapshotVersion   = 7
 	snapshotVersionV6 = 6
@@ -54,7 +58,7 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	}
 	b := make([]byte, 0, size)
 	v := byte(snapshotVersion)
-	if !s.beyondV3() && s.keys.len() == 0 {
+	if !s.beyondV3() {
 		v = snapshotVersionV3
 	}
 	b = append(b, v)

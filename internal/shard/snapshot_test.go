@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -473,10 +474,12 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		case data[0] == snapshotVersionV6:
 			// No key hashes.
 			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
-		case data[0] == snapshotVersion && !s.beyondV3() && s.keys.len() == 0:
-			// Nothing but the zero bytes of versions 4 (four), 5 (two),
-			// 6 (one) and 7 (one): written as version 3.
-			want = append([]byte{snapshotVersionV3}, data[1:len(data)-8]...)
+		case data[0] == snapshotVersion && !s.beyondV3():
+			// Nothing but the zero bytes of versions 4 (four), 5 (two)
+			// and 6 (one), and the key hashes: written as version 3,
+			// without them.
+			keys := len(binary.AppendUvarint(nil, uint64(s.keys.len()))) + 4*s.keys.len()
+			want = append([]byte{snapshotVersionV3}, data[1:len(data)-7-keys]...)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
@@ -646,14 +649,14 @@ func checkPendingList(t *testing.T, l *pendingList) {
 	}
 }
 
-// A state with nothing version 4 added (nor the later versions, key
-// hashes included) is written as version 3, which the release before
-// subscriptions reads. Anything of a subscription's makes it version 7.
+// A state with nothing version 4 added (nor versions 5 and 6) is written
+// as version 3, which the release before subscriptions reads, without its
+// key hashes. Anything of a subscription's makes it version 7.
 func TestSnapshotVersionFollowsSubscriptions(t *testing.T) {
 	version := func(h *harness) byte { return snapshot(t, h.s)[0] }
 	h := history(t)
-	if v := version(h); v != snapshotVersion {
-		t.Fatalf("with key hashes: version %d, want %d", v, snapshotVersion)
+	if v := version(h); v != snapshotVersionV3 {
+		t.Fatalf("with key hashes and no subscription: version %d, want %d", v, snapshotVersionV3)
 	}
 	keyless(h.s)
 	if v := version(h); v != snapshotVersionV3 {
