@@ -2,15 +2,13 @@ package load
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"herald/bench/proccpu"
 )
 
 // ProcessesCPU is the CPU time the server processes of the system measured
@@ -64,7 +62,7 @@ type cpuSample struct {
 func sampleCPU(pids []int) cpuSample {
 	var s cpuSample
 	for _, pid := range pids {
-		d, err := processCPU(pid)
+		d, err := proccpu.Of(pid)
 		if err != nil {
 			s.err = err
 			break
@@ -92,63 +90,6 @@ func serverCPU(pids []int, from, to cpuSample, events int64) (*ProcessesCPU, err
 		c.Cores = sec / wall
 	}
 	return c, nil
-}
-
-var (
-	clockTicksOnce sync.Once
-	clockTicks     int64
-)
-
-// ticksPerSecond returns the unit of the CPU times in /proc/PID/stat,
-// getconf CLK_TCK (USER_HZ), 100 if getconf cannot say.
-func ticksPerSecond() int64 {
-	clockTicksOnce.Do(func() {
-		clockTicks = 100
-		out, err := exec.Command("getconf", "CLK_TCK").Output()
-		if err != nil {
-			return
-		}
-		if v, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && v > 0 {
-			clockTicks = v
-		}
-	})
-	return clockTicks
-}
-
-// processCPU returns the user plus system CPU time process pid has used.
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, fmt.Errorf("read process %d's CPU time (Linux's /proc): %w", pid, err)
-	}
-	ticks, err := parseStatTicks(string(b))
-	if err != nil {
-		return 0, fmt.Errorf("process %d: %w", pid, err)
-	}
-	return time.Duration(ticks) * time.Second / time.Duration(ticksPerSecond()), nil
-}
-
-// parseStatTicks returns utime + stime, fields 14 and 15 of /proc/PID/stat,
-// in clock ticks. The command name, field 2, is in parentheses and may
-// hold spaces, so fields are counted from the last ')'.
-func parseStatTicks(stat string) (uint64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/PID/stat %q: no command name in parentheses", stat)
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/PID/stat: %d fields after the command name, want at least 13", len(f))
-	}
-	var ticks uint64
-	for _, s := range f[11:13] { // fields 14 and 15, counting the pid and the name as 1 and 2
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/PID/stat: CPU time %q: %w", s, err)
-		}
-		ticks += v
-	}
-	return ticks, nil
 }
 
 // medianServerCPU is the median of the runs' server CPU figures, nil

@@ -8,18 +8,6 @@ import (
 	"time"
 )
 
-func TestParseStatTicks(t *testing.T) {
-	// A command name with spaces and a parenthesis, utime 1234, stime 56.
-	stat := "4242 (my (odd) proc) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 8 0 100 0 0"
-	got, err := parseStatTicks(stat)
-	if err != nil || got != 1290 {
-		t.Fatalf("parseStatTicks = %d, %v; want 1290", got, err)
-	}
-	if _, err := parseStatTicks("4242 no name"); err == nil {
-		t.Error("a stat line without a command name parsed")
-	}
-}
-
 func TestParsePIDs(t *testing.T) {
 	got, err := parsePIDs(" 12, 34 ,,56")
 	if err != nil || len(got) != 3 || got[0] != 12 || got[2] != 56 {
