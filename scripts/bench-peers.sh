@@ -33,6 +33,15 @@
 # /tmp/herald-bench.lock (flock) so that heavy runs on a shared machine do
 # not overlap.
 #
+# Every table also has the servers' CPU per acknowledged event: the user
+# plus system CPU time (utime + stime of /proc/PID/stat) of all the server
+# processes of the system measured (herald serve, nats-server, RabbitMQ's
+# beam.smp; the three nodes of a cluster summed), read by the load
+# generator (--server-pids) just before the measured interval (after the
+# warm-up; in the consume phase, after the fill) and just after its last
+# acknowledgement, divided by the events acknowledged in it, in µs. The load
+# generator's own CPU is not in it.
+#
 # Output: the raw results (one JSON file per run), summary.json (medians)
 # and table.md in OUT; the table is printed too. scripts/plot-bench.py draws
 # the plots from summary.json.
@@ -285,6 +294,7 @@ start_herald_cluster() {
 			die "$name-$i does not serve; its log: $(tail -n 20 "$tmp/$name-$i.log")"
 	done
 	printf -v "${name//-/_}_urls" '%s' "$(join_by , "${urls[@]}")"
+	printf -v "${name//-/_}_pids" '%s' "$(join_by , "${pids[@]: -3}")"
 	log "$name: three nodes on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3}), flags: --snapshot-entries $SNAPSHOT_ENTRIES $*"
 }
 
@@ -341,6 +351,7 @@ start_nats_cluster() {
 	done
 	printf -v "${name//-/_}_url" '%s' "$(join_by , "${urls[@]}")"
 	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "${mons[0]}"
+	printf -v "${name//-/_}_pids" '%s' "$(join_by , "${pids[@]: -3}")"
 	log "$name: three nats-servers on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3})"
 }
 
@@ -364,6 +375,30 @@ rabbitmqctl_on() {
 	shift
 	# shellcheck disable=SC2046 # rabbit_env's words are NAME=value pairs
 	env $(rabbit_env "$i") /usr/lib/rabbitmq/bin/rabbitmqctl -n "herald-bench-$i@localhost" "$@"
+}
+
+# beam_pid PIDFILE SCRIPT: the pid of the Erlang VM (beam.smp) that the
+# rabbitmq-server script with pid SCRIPT started: the pid in PIDFILE if
+# that is a beam.smp, else the beam.smp among SCRIPT's descendants. Its CPU
+# time is the broker's.
+beam_pid() {
+	local pid
+	pid=$(cat "$1" 2>/dev/null || true)
+	if [[ -n $pid && $(cat "/proc/$pid/comm" 2>/dev/null) == beam.smp ]]; then
+		echo "$pid"
+		return
+	fi
+	local todo=("$2") p c
+	while ((${#todo[@]})); do
+		p=${todo[0]}
+		todo=("${todo[@]:1}")
+		if [[ $(cat "/proc/$p/comm" 2>/dev/null) == beam.smp ]]; then
+			echo "$p"
+			return
+		fi
+		for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do todo+=("$c"); done
+	done
+	die "no beam.smp process under the rabbitmq-server script (pid $2)"
 }
 
 # start_rabbitmq_cluster: three RabbitMQ nodes with one private epmd on
@@ -392,7 +427,7 @@ start_rabbitmq_cluster() {
 	epmd -address 127.0.0.1 -port "$rabbit_epmd_port" > "$tmp/epmd.log" 2>&1 &
 	pids+=($!)
 	wait_port "$rabbit_epmd_port" epmd $!
-	local scripts=()
+	local scripts=() beams=()
 	for i in 1 2 3; do
 		# shellcheck disable=SC2046
 		env $(rabbit_env "$i") RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
@@ -405,6 +440,8 @@ start_rabbitmq_cluster() {
 		# The script's erl replaces neither it nor its PID; stop the VM itself too.
 		for _ in $(seq 100); do [[ -s $r/pid-$i ]] && break; sleep 0.1; done
 		[[ -s $r/pid-$i ]] && pids+=("$(cat "$r/pid-$i")")
+		beams+=("$(beam_pid "$r/pid-$i" "${scripts[i - 1]}")")
+		[[ -n ${beams[-1]} ]] || die "rabbitmq-$i: no beam.smp process found"
 	done
 	for i in 2 3; do
 		{
@@ -418,6 +455,7 @@ start_rabbitmq_cluster() {
 		python3 -c 'import json, sys; print(len(json.load(sys.stdin)["running_nodes"]))')
 	[[ $vm == 3 ]] || die "the RabbitMQ cluster has $vm running nodes, not 3: $(rabbitmqctl_on 1 cluster_status 2>&1 | tail -n 20)"
 	rabbit_url=$(join_by , "${urls[@]}")
+	rabbit_pids=$(join_by , "${beams[@]}")
 	log "rabbitmq: three nodes herald-bench-{1,2,3}@localhost on 127.0.0.1:$(join_by , "${rabbit_ports[@]}"), one cluster"
 }
 
@@ -440,6 +478,7 @@ if [[ $MODE != r3 ]] && { has herald || has herald-push; }; then
 	"$tmp/bin/herald" serve --data-dir "$tmp/herald" --listen "127.0.0.1:$herald_port" \
 		--push-allow 127.0.0.1/32 --log-level warn > "$tmp/herald.log" 2>&1 &
 	pids+=($!)
+	herald_pids=$!
 	wait_port "$herald_port" herald $!
 	log "herald serving on 127.0.0.1:$herald_port (pid ${pids[-1]})"
 fi
@@ -464,6 +503,7 @@ start_nats() {
 	wait_port "$mon" "$name" $!
 	printf -v "${name//-/_}_url" 'nats://127.0.0.1:%s' "$port"
 	printf -v "${name//-/_}_mon" 'http://127.0.0.1:%s' "$mon"
+	printf -v "${name//-/_}_pids" '%s' "${pids[-1]}"
 	log "$name serving on 127.0.0.1:$port, monitoring on 127.0.0.1:$mon (pid ${pids[-1]})"
 }
 if [[ $MODE != r3 ]] && has nats-always; then start_nats nats-always "sync_interval: always"; fi
@@ -504,6 +544,8 @@ if [[ $MODE != r3 ]] && has rabbitmq; then
 	# The script's erl replaces neither it nor its PID; stop the VM itself too.
 	for _ in $(seq 100); do [[ -s $r/pid ]] && break; sleep 0.1; done
 	[[ -s $r/pid ]] && pids+=("$(cat "$r/pid")")
+	rabbit_pids=$(beam_pid "$r/pid" "$rabbit_sh")
+	[[ -n $rabbit_pids ]] || die "rabbitmq: no beam.smp process found"
 	rabbit_url="amqp://guest:guest@127.0.0.1:$rabbit_port/"
 	log "rabbitmq node herald-bench@localhost serving on 127.0.0.1:$rabbit_port (pids ${pids[*]: -2})"
 fi
@@ -514,7 +556,7 @@ rm -f "$OUT"/raw/*.json
 
 # print_result FILE: one line of a run's result, on stderr.
 print_result() {
-	python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, errors %d" % (r["events_per_second"], l["p50"], l["p99"], r["errors"]))' "$1" >&2
+	python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_ms"]; c = r.get("server_cpu"); print("  %.0f events/s, p50 %.2f ms, p99 %.2f ms, server CPU %s µs/event, errors %d" % (r["events_per_second"], l["p50"], l["p99"], "%.1f" % c["us_per_event"] if c else "?", r["errors"]))' "$1" >&2
 }
 
 # run_consume SYSTEM BACKLOG KEYS FILE: fill SYSTEM with a backlog of
@@ -522,7 +564,7 @@ print_result() {
 run_consume() {
 	local system=$1 backlog=$2 keys=$3 file=$4
 	local flags=(--backlog "$backlog" --keys "$keys" --event-bytes "$EVENT_BYTES"
-		--consumers "$CONSUMERS" --batch "$CONSUME_BATCH" --results "$file")
+		--consumers "$CONSUMERS" --batch "$CONSUME_BATCH" --results "$file" --server-pids "$(server_pids "$system")")
 	case $system in
 	herald | herald-push)
 		local mode=pull
@@ -543,6 +585,18 @@ run_consume() {
 		;;
 	esac
 }
+# server_pids SYSTEM: the pids of SYSTEM's server processes (of its three
+# nodes in r3 mode), comma-separated, for --server-pids.
+server_pids() {
+	case $1 in
+	herald-sync:*) echo "$herald_sync_pids" ;;
+	herald* | herald-push) echo "$herald_pids" ;;
+	nats-always) echo "$nats_always_pids" ;;
+	nats-default) echo "$nats_default_pids" ;;
+	rabbitmq) echo "$rabbit_pids" ;;
+	*) die "no server processes known for $1" ;;
+	esac
+}
 load_flags=(--producers "$PRODUCERS" --event-bytes "$EVENT_BYTES" --keys "$KEYS"
 	--duration "$DURATION" --warmup "$WARMUP")
 
@@ -555,21 +609,21 @@ run_one() {
 		[[ $system == herald-cb:* ]] && extra=(--client-batching "$HERALD_CLIENT_BATCHING")
 		[[ $system == herald-st:* ]] && extra=(--stream)
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "http://127.0.0.1:$herald_port" \
-			--topic peers --fresh --shards "${system#*:}" "${load_flags[@]}" --batch "$batch" \
+			--topic peers --fresh --shards "${system#*:}" "${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" \
 			"${extra[@]}" --results "$file" > /dev/null
-		"$tmp/bin/herald" --server "http://127.0.0.1:$herald_port" topic delete peers > /dev/null
+		"$tmp/bin/herald" --server "http://127.0.0.1:$herald_port" topic delete --force peers > /dev/null
 		;;
 	nats-always)
 		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_always_url" --monitor "$nats_always_mon" \
-			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			"${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	nats-default)
 		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_default_url" --monitor "$nats_default_mon" \
-			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			"${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	rabbitmq)
 		flock "$LOCK" "$tmp/bin/rabbitmq-bench" --url "$rabbit_url" \
-			"${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			"${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	esac
 }
@@ -600,21 +654,21 @@ run_one_r3() {
 			label+=", publish stream, leader routing"
 		fi
 		flock "$LOCK" "$tmp/bin/herald" bench publish --server "${urls%%,*}" --through "${urls#*,}" \
-			--topic peers --fresh --shards "$shards" "${load_flags[@]}" --batch "$batch" \
+			--topic peers --fresh --shards "$shards" "${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" \
 			--label "$label" "${extra[@]}" --results "$file" > /dev/null
-		"$tmp/bin/herald" --server "${urls%%,*}" topic delete peers > /dev/null
+		"$tmp/bin/herald" --server "${urls%%,*}" topic delete --force peers > /dev/null
 		;;
 	nats-always)
 		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_always_url" --monitor "$nats_always_mon" \
-			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	nats-default)
 		flock "$LOCK" "$tmp/bin/natsjs-bench" --url "$nats_default_url" --monitor "$nats_default_mon" \
-			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	rabbitmq)
 		flock "$LOCK" "$tmp/bin/rabbitmq-bench" --url "$rabbit_url" \
-			--replicas 3 "${load_flags[@]}" --batch "$batch" --results "$file" > /dev/null
+			--replicas 3 "${load_flags[@]}" --batch "$batch" --server-pids "$(server_pids "$system")" --results "$file" > /dev/null
 		;;
 	esac
 }

@@ -11,7 +11,8 @@ here: give bench-table's medians.
 
 Output: PREFIX-throughput.png (events/s per setting, grouped by batch size)
 and PREFIX-latency.png (p50, p90, p99, p99.9 and max per setting, one panel
-per batch size, logarithmic scale) in OUT_DIR. Settings that acknowledge
+per batch size, logarithmic scale) in OUT_DIR, and PREFIX-cpu.png (the
+servers' CPU per acknowledged event, when the results have it). Settings that acknowledge
 without fsync are hatched and marked "no fsync".
 
 matplotlib is installed with pip if it is missing.
@@ -116,12 +117,27 @@ def find(results, batch, name):
 
 
 def plot_throughput(plt, results, path):
+    plot_bars(plt, results, path, lambda r: r["events_per_second"], "{:,.0f}",
+              "events/s (acknowledged)", "Publish throughput: ")
+
+
+def server_cpu(r):
+    c = r.get("server_cpu")
+    return c["us_per_event"] if c else None
+
+
+def plot_cpu(plt, results, path):
+    plot_bars(plt, [r for r in results if server_cpu(r) is not None], path, server_cpu, "{:.1f}",
+              "server CPU per acknowledged event (µs)", "Server CPU (user+system) per event: ")
+
+
+def plot_bars(plt, results, path, value, fmt, ylabel, title):
     names = settings_in_order(results)
     batches = batches_of(results)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(names) * len(batches)), 4.8))
     width = 0.8 / len(names)
-    top = max(r["events_per_second"] for r in results)
+    top = max(value(r) for r in results)
     labelled = set()
     for i, name in enumerate(names):
         for j, batch in enumerate(batches):
@@ -129,7 +145,7 @@ def plot_throughput(plt, results, path):
             if r is None:
                 continue
             x = j + (i - (len(names) - 1) / 2) * width
-            v = r["events_per_second"]
+            v = value(r)
             ax.bar(
                 x,
                 v,
@@ -140,12 +156,12 @@ def plot_throughput(plt, results, path):
                 label=None if name in labelled else name,
             )
             labelled.add(name)
-            ax.text(x, v + top * 0.01, f"{v:,.0f}", ha="center", va="bottom", fontsize=7, rotation=90)
+            ax.text(x, v + top * 0.01, fmt.format(v), ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks(range(len(batches)))
     ax.set_xticklabels([f"batch {b}" for b in batches])
-    ax.set_ylabel("events/s (acknowledged)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, top * 1.25)
-    ax.set_title("Publish throughput: " + load_title(results) + " (medians)", fontsize=10)
+    ax.set_title(title + load_title(results) + " (medians)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
@@ -200,6 +216,9 @@ def main():
     out = [f"{args.out_dir}/{args.prefix}-throughput.png", f"{args.out_dir}/{args.prefix}-latency.png"]
     plot_throughput(plt, results, out[0])
     plot_latency(plt, results, out[1])
+    if any(server_cpu(r) is not None for r in results):
+        out.append(f"{args.out_dir}/{args.prefix}-cpu.png")
+        plot_cpu(plt, results, out[2])
     for o in out:
         print(o)
 

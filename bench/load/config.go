@@ -33,6 +33,10 @@ type Config struct {
 	// Warmup is a period of load before the measured run whose events are
 	// not counted.
 	Warmup time.Duration `json:"-"`
+	// ServerPIDs are the system's server processes whose CPU time the run
+	// measures over the measured interval (Result.ServerCPU); none: not
+	// measured.
+	ServerPIDs string `json:"-"`
 }
 
 // DefaultConfig returns the defaults of the command-line flags.
@@ -56,6 +60,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measure for this long (with --count only: no time limit)")
 	fs.Int64Var(&c.Count, "count", c.Count, "measure this many events, then stop (0: no count limit)")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "load before the measured run, not counted")
+	addServerPIDsFlag(fs, &c.ServerPIDs)
 }
 
 // addEventFlags defines the flags of the events' shape, shared by the
@@ -94,7 +99,8 @@ func (c *Config) Validate() error {
 	case c.Duration == 0 && c.Count == 0:
 		return errors.New("give --duration or --count: the run needs an end")
 	}
-	return nil
+	_, err := parsePIDs(c.ServerPIDs)
+	return err
 }
 
 // configJSON is Config with its durations as strings such as "20s".

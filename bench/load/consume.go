@@ -41,6 +41,10 @@ type ConsumeConfig struct {
 	// Timeout bounds the drain: a run that has not drained the backlog by
 	// then fails.
 	Timeout time.Duration `json:"-"`
+	// ServerPIDs are the system's server processes whose CPU time the
+	// drain measures (Result.ServerCPU), not the fill's; none: not
+	// measured.
+	ServerPIDs string `json:"-"`
 }
 
 // DefaultConsumeConfig returns the defaults of the command-line flags.
@@ -69,6 +73,7 @@ func (c *ConsumeConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.FillBatch, "fill-batch", c.FillBatch, "events per publish of the backlog")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "give up if the backlog is not drained within this long")
 	fs.IntVar(&c.Subscriptions, "subscriptions", c.Subscriptions, "push mode: webhook subscriptions the backlog fans out to, each getting every event (0: the topic's push_endpoint)")
+	addServerPIDsFlag(fs, &c.ServerPIDs)
 }
 
 // Validate reports the first setting that makes no sense.
@@ -88,6 +93,9 @@ func (c *ConsumeConfig) Validate() error {
 		return fmt.Errorf("--fill-batch %d: want at least 1", c.FillBatch)
 	case c.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: want a positive duration", c.Timeout)
+	}
+	if _, err := parsePIDs(c.ServerPIDs); err != nil {
+		return err
 	}
 	// The rest shapes the backlog, checked as a publish load is.
 	fill := c.Fill()
@@ -163,7 +171,12 @@ func Drain(ctx context.Context, cc ConsumeConfig, newConsumer NewConsumer) (*Res
 
 	dctx, cancel := context.WithTimeout(ctx, cc.Timeout)
 	defer cancel()
-	d := &drainer{cc: cc, start: time.Now(), cancel: cancel}
+	d := &drainer{cc: cc, cancel: cancel}
+	d.pids, _ = parsePIDs(cc.ServerPIDs) // checked by Validate
+	if len(d.pids) > 0 {
+		d.cpuFrom = sampleCPU(d.pids)
+	}
+	d.start = time.Now()
 	stats := make([]consumerStats, len(consumers))
 	var wg sync.WaitGroup
 	for i, c := range consumers {
@@ -182,6 +195,11 @@ type drainer struct {
 	cancel context.CancelFunc // ends the other consumers' waits once drained
 	acked  atomic.Int64
 	end    atomic.Int64 // nanoseconds from start to the completing ack
+	// pids are cc.ServerPIDs; cpuFrom and cpuTo their CPU time at the
+	// start and at the completing ack (taken by its consumer before
+	// cancel).
+	pids           []int
+	cpuFrom, cpuTo cpuSample
 }
 
 // consumerStats is what one consumer measured; only its goroutine writes it.
@@ -231,6 +249,9 @@ func (d *drainer) consume(ctx context.Context, c Consumer, s *consumerStats) {
 		s.batches++
 		if after := d.acked.Add(int64(n)); after >= d.cc.Backlog && after-int64(n) < d.cc.Backlog {
 			d.end.Store(int64(t2.Sub(d.start)))
+			if len(d.pids) > 0 {
+				d.cpuTo = sampleCPU(d.pids)
+			}
 			d.cancel()
 		}
 	}
@@ -262,6 +283,12 @@ func (d *drainer) result(stats []consumerStats) (*Result, error) {
 	res.finishConsume(both)
 	fl, al := latencyOf(&fetch), latencyOf(&ack)
 	res.FetchLatency, res.AckLatency = &fl, &al
+	if len(d.pids) > 0 {
+		var err error
+		if res.ServerCPU, err = serverCPU(d.pids, d.cpuFrom, d.cpuTo, res.Events); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 

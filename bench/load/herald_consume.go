@@ -82,6 +82,11 @@ func PushHerald(ctx context.Context, c *client.Client, t *client.Topic, cc Consu
 	defer r.close()
 	ctx, cancel := context.WithTimeout(ctx, cc.Timeout)
 	defer cancel()
+	pids, _ := parsePIDs(cc.ServerPIDs) // checked by Validate
+	var cpuFrom cpuSample
+	if len(pids) > 0 {
+		cpuFrom = sampleCPU(pids)
+	}
 	start := time.Now()
 	if cc.Subscriptions > 0 {
 		err = pushSubscriptions(ctx, c, t.Name, r.url, cc.Subscriptions)
@@ -96,9 +101,18 @@ func PushHerald(ctx context.Context, c *client.Client, t *client.Topic, cc Consu
 	case <-ctx.Done():
 		return nil, fmt.Errorf("received %d of %d events: %w", r.received(), want, ctx.Err())
 	}
+	var cpuTo cpuSample
+	if len(pids) > 0 {
+		cpuTo = sampleCPU(pids)
+	}
 	res := &Result{Config: cc.Fill(), Consume: &cc, Start: start.UTC(), Events: want, Batches: r.requests()}
 	res.Seconds = r.last.Sub(start).Seconds()
 	res.finishConsume(Histogram{})
+	if len(pids) > 0 {
+		if res.ServerCPU, err = serverCPU(pids, cpuFrom, cpuTo, want); err != nil {
+			return nil, err
+		}
+	}
 	describeHerald(res, t)
 	res.Label += ", push"
 	if cc.Subscriptions > 0 {

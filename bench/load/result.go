@@ -55,6 +55,10 @@ type Result struct {
 	// confirmation.
 	FetchLatency *Latency `json:"fetch_latency_ms,omitempty"`
 	AckLatency   *Latency `json:"ack_latency_ms,omitempty"`
+	// ServerCPU is the CPU time of the system's server processes in the
+	// measured interval, when the run was given their PIDs
+	// (--server-pids): per event acknowledged in it.
+	ServerCPU *ProcessesCPU `json:"server_cpu,omitempty"`
 	// Rounds is set on a median of several runs: how many there were.
 	Rounds int `json:"rounds,omitempty"`
 }
@@ -127,6 +131,7 @@ func Median(runs []Result) Result {
 		ack := medLatency(func(r *Result) *Latency { return r.AckLatency })
 		m.FetchLatency, m.AckLatency = &fetch, &ack
 	}
+	m.ServerCPU = medianServerCPU(runs)
 	m.Errors, m.FirstError = 0, ""
 	for i := range runs {
 		m.Errors += runs[i].Errors
@@ -193,6 +198,7 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Consume != nil {
 		fmt.Fprintf(&b, "%s\n", name)
 		writeConsumeText(&b, r)
+		writeServerCPU(&b, r)
 		return writeErrors(w, &b, r)
 	}
 	fmt.Fprintf(&b, "%s: %s\n", name, durability)
@@ -202,7 +208,16 @@ func WriteText(w io.Writer, r *Result) error {
 	l := r.Latency
 	fmt.Fprintf(&b, "latency:    p50 %s  p90 %s  p99 %s  p99.9 %s  max %s ms (per batch, send to ack)\n",
 		FormatMS(l.P50), FormatMS(l.P90), FormatMS(l.P99), FormatMS(l.P999), FormatMS(l.Max))
+	writeServerCPU(&b, r)
 	return writeErrors(w, &b, r)
+}
+
+// writeServerCPU adds r's server CPU, if measured, to b.
+func writeServerCPU(b *strings.Builder, r *Result) {
+	if c := r.ServerCPU; c != nil {
+		fmt.Fprintf(b, "server CPU: %s µs per acknowledged event (%.2f s user+system, %.2f cores busy on average; processes %v)\n",
+			FormatCPU(r), c.Seconds, c.Cores, c.PIDs)
+	}
 }
 
 // writeErrors adds r's errors, if any, to b and writes b to w.

@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config, newProducer NewProducer) (*Result, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	pids, _ := parsePIDs(cfg.ServerPIDs) // checked by Validate
 	producers := make([]Producer, cfg.Producers)
 	defer func() {
 		for _, p := range producers {
@@ -79,6 +80,15 @@ func Run(ctx context.Context, cfg Config, newProducer NewProducer) (*Result, err
 	r := &runner{cfg: cfg, keys: keys}
 	start := time.Now()
 	r.measureFrom = start.Add(cfg.Warmup)
+	// The servers' CPU time is read when the measured run begins, after
+	// the warm-up, and once its last batch is acknowledged.
+	var cpuFrom cpuSample
+	var cpuStarted sync.WaitGroup
+	if len(pids) > 0 {
+		cpuStarted.Add(1)
+		t := time.AfterFunc(cfg.Warmup, func() { cpuFrom = sampleCPU(pids); cpuStarted.Done() })
+		defer t.Stop()
+	}
 	var stopTimer *time.Timer
 	if cfg.Duration > 0 {
 		stopTimer = time.AfterFunc(cfg.Warmup+cfg.Duration, func() { r.stop.Store(true) })
@@ -91,6 +101,10 @@ func Run(ctx context.Context, cfg Config, newProducer NewProducer) (*Result, err
 	}
 	wg.Wait()
 	end := time.Now()
+	var cpuTo cpuSample
+	if len(pids) > 0 {
+		cpuTo = sampleCPU(pids)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -118,6 +132,13 @@ func Run(ctx context.Context, cfg Config, newProducer NewProducer) (*Result, err
 	res.EventsPerSecond = float64(res.Events) / res.Seconds
 	res.MBPerSecond = float64(res.Bytes) / 1e6 / res.Seconds
 	res.Latency = latencyOf(&h)
+	if len(pids) > 0 {
+		cpuStarted.Wait() // a run ends after its warm-up: the first sample is taken
+		var err error
+		if res.ServerCPU, err = serverCPU(pids, cpuFrom, cpuTo, res.Events); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"herald/bench/proccpu"
 	"herald/client"
 	"herald/internal/testkit/heraldproc"
 )
@@ -177,7 +178,7 @@ func measureRestart(ctx context.Context, srv *heraldproc.Server, cfg Config) (Ru
 	case <-ctx.Done():
 		return run, ctx.Err()
 	}
-	before, err := cpuTime(srv.Pid())
+	before, err := proccpu.Of(srv.Pid())
 	if err != nil {
 		return run, err
 	}
@@ -186,7 +187,7 @@ func measureRestart(ctx context.Context, srv *heraldproc.Server, cfg Config) (Ru
 	case <-ctx.Done():
 		return run, ctx.Err()
 	}
-	after, err := cpuTime(srv.Pid())
+	after, err := proccpu.Of(srv.Pid())
 	if err != nil {
 		return run, err
 	}
@@ -238,42 +239,6 @@ func WriteTable(w io.Writer, results []Result) error {
 func brokenShardsError(broken map[string]string) error {
 	names := slices.Sorted(maps.Keys(broken))
 	return fmt.Errorf("%d shards could not be opened, %s first: %s", len(names), names[0], broken[names[0]])
-}
-
-// clockTicks is Linux's USER_HZ, the unit of the CPU times in
-// /proc/PID/stat: 100 on every architecture Go supports.
-const clockTicks = 100
-
-// cpuTime returns the user plus system CPU time process pid has used.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, fmt.Errorf("read the server's CPU time (bench shards needs Linux's /proc): %w", err)
-	}
-	return parseCPUTime(string(b))
-}
-
-// parseCPUTime reads utime and stime, fields 14 and 15 of /proc/PID/stat.
-// The command name, field 2, is in parentheses and may hold spaces, so
-// fields are counted from the last ')'.
-func parseCPUTime(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/PID/stat %q: no command name in parentheses", stat)
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/PID/stat: %d fields after the command name, want at least 13", len(f))
-	}
-	var ticks uint64
-	for _, s := range f[11:13] { // fields 14 and 15, counting the pid and the name as 1 and 2
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/PID/stat: CPU time %q: %w", s, err)
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // openFiles returns how many files process pid has open.

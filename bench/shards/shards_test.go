@@ -7,23 +7,6 @@ import (
 	"time"
 )
 
-func TestParseCPUTime(t *testing.T) {
-	// A command name with spaces and parentheses must not shift the fields.
-	stat := "4242 (herald (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 130 0 0 20 0 12 0 100 2000000 5000 18446744073709551615"
-	got, err := parseCPUTime(stat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 3800 * time.Millisecond; got != want { // (250+130) ticks of 10ms
-		t.Errorf("parseCPUTime = %s, want %s", got, want)
-	}
-	for _, bad := range []string{"4242 herald S 1", "4242 (herald) S 1 2 3", "4242 (herald) S 1 4242 4242 0 -1 4194560 1000 0 0 0 x 130 0"} {
-		if _, err := parseCPUTime(bad); err == nil {
-			t.Errorf("parseCPUTime(%q) succeeded, want an error", bad)
-		}
-	}
-}
-
 func TestParseVmRSS(t *testing.T) {
 	status := "Name:\therald\nVmPeak:\t  900000 kB\nVmRSS:\t  204800 kB\nThreads:\t12\n"
 	got, err := parseVmRSS(status)

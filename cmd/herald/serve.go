@@ -52,6 +52,7 @@ type serveConfig struct {
 	MaxPayloadBytes     int           `yaml:"max_payload_bytes"`
 	ReservationTimeout  time.Duration `yaml:"reservation_timeout"`
 	SnapshotEntries     uint64        `yaml:"snapshot_entries"`
+	Snapshots           bool          `yaml:"snapshots"`
 	SegmentSize         int           `yaml:"segment_size"`
 	DeliveryConcurrency int           `yaml:"delivery_concurrency"`
 	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
@@ -89,6 +90,7 @@ func defaultServeConfig() serveConfig {
 		MaxPayloadBytes:     n.MaxPayloadBytes,
 		ReservationTimeout:  n.ReservationTimeout,
 		SnapshotEntries:     n.SnapshotEntries,
+		Snapshots:           true,
 		DeliveryConcurrency: n.DeliveryConcurrency,
 		ShutdownTimeout:     30 * time.Second,
 		LogLevel:            "info",
@@ -112,7 +114,7 @@ the API (gRPC, gRPC-Web and JSON over HTTP), Prometheus /metrics, /healthz and
 
 Settings come from flags, then environment variables (HERALD_DATA_DIR,
 HERALD_LISTEN, HERALD_NODE_ID, HERALD_PEERS, HERALD_JOIN, HERALD_MAX_PAYLOAD_BYTES, HERALD_RESERVATION_TIMEOUT,
-HERALD_SNAPSHOT_ENTRIES, HERALD_SEGMENT_SIZE, HERALD_DELIVERY_CONCURRENCY,
+HERALD_SNAPSHOT_ENTRIES, HERALD_SNAPSHOTS, HERALD_SEGMENT_SIZE, HERALD_DELIVERY_CONCURRENCY,
 HERALD_SHUTDOWN_TIMEOUT,
 HERALD_LOG_LEVEL, HERALD_TLS_CERT_FILE, HERALD_TLS_KEY_FILE, HERALD_PEER_CA_FILE, HERALD_TOKENS_FILE,
 HERALD_INSECURE_NO_AUTH, HERALD_METRICS_NEED_TOKEN, HERALD_PUSH_ALLOW,
@@ -155,6 +157,7 @@ TLS certificate (which is also reloaded when its files change).`,
 	f.Int("max-payload-bytes", d.MaxPayloadBytes, "largest event payload accepted")
 	f.Duration("reservation-timeout", d.ReservationTimeout, "reservations not committed within this time expire")
 	f.Uint64("snapshot-entries", d.SnapshotEntries, "snapshot a shard after this many log entries")
+	f.Bool("snapshots", d.Snapshots, "snapshot shards by log entries and bytes (--snapshot-entries, 64 MiB); false: never by those, so a shard's log is never compacted while its events are unacknowledged (a shard whose consumers acknowledged a whole log segment still snapshots to free it); for measuring what snapshots cost")
 	f.Int("segment-size", d.SegmentSize, "bytes at which a shard's log file is closed and the next begun; acknowledged events free disk a whole file at a time (0: 64 MiB)")
 	f.Int("delivery-concurrency", d.DeliveryConcurrency, "concurrent pushes per shard (events of one key are always pushed one at a time)")
 	f.Duration("shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may take on shutdown")
@@ -525,12 +528,12 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 		Transport:          tr,
 		MaxPayloadBytes:    cfg.MaxPayloadBytes,
 		ReservationTimeout: cfg.ReservationTimeout,
-		StorageConfig: host.StorageConfig{
+		StorageConfig: snapshotConfig(cfg, host.StorageConfig{
 			SnapshotEntries: cfg.SnapshotEntries,
 			SyncSnapshots:   os.Getenv(BenchSyncSnapshotsEnv) == "1",
 			SegmentSize:     int64(cfg.SegmentSize),
 			BootParallelism: cfg.BootParallelism,
-		},
+		}),
 		DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DedupWindow:         cfg.DedupWindow,
 		DiskFreeLimit:       diskFreeLimit(cfg.DiskFreeLimit),
@@ -588,4 +591,14 @@ func serve(ctx context.Context, cfg serveConfig, stderr interface{ Write([]byte)
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// snapshotConfig applies --snapshots=false to sc: thresholds of entries and
+// bytes that a log never reaches, so that no snapshot is due by them.
+func snapshotConfig(cfg serveConfig, sc host.StorageConfig) host.StorageConfig {
+	if !cfg.Snapshots {
+		sc.SnapshotEntries = math.MaxUint64
+		sc.SnapshotBytes = math.MaxInt64
+	}
+	return sc
 }

@@ -75,7 +75,9 @@ func TestServeConfigEveryFieldFromEverySource(t *testing.T) {
 		}
 		sources := map[string]func(t *testing.T) (serveConfig, error){
 			"flag": func(t *testing.T) (serveConfig, error) {
-				return loadServeArgs(t, "--"+flagName(key), s.text)
+				// --name=value: "--name value" would not set a boolean
+				// flag to false.
+				return loadServeArgs(t, "--"+flagName(key)+"="+s.text)
 			},
 			"environment": func(t *testing.T) (serveConfig, error) {
 				t.Setenv(envName(key), s.text)

@@ -141,8 +141,12 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[heraldv1.Fetch
 		Events:           make([]*heraldv1.Event, len(res.Deliveries)),
 		UnreadableShards: unreadableProto(res.Unreadable),
 	}
+	// The events and their times in one allocation each, rather than two
+	// per event: a fetch hands out hundreds.
+	events := make([]heraldv1.Event, len(res.Deliveries))
+	times := make([]timestamppb.Timestamp, len(res.Deliveries))
 	for i, d := range res.Deliveries {
-		resp.Events[i] = deliveryProto(m.Topic, d)
+		resp.Events[i] = fillDeliveryProto(&events[i], &times[i], m.Topic, d)
 	}
 	s.metrics.fetched(m.Topic, len(res.Deliveries))
 	return connect.NewResponse(resp), nil
@@ -236,11 +240,16 @@ func eventsFromProto(in []*heraldv1.PublishEvent) []node.Event {
 }
 
 func deliveryProto(topicName string, d node.Delivery) *heraldv1.Event {
-	e := &heraldv1.Event{
-		Id: d.ID, Receipt: d.Receipt, Topic: topicName, Shard: uint32(d.Shard), Offset: d.Offset,
-		Key: d.Event.Key, Payload: d.Event.Payload, Time: timestamppb.New(d.Time),
-		DeliveryAttempt: d.Attempt, Headers: d.Event.Headers,
-	}
+	return fillDeliveryProto(new(heraldv1.Event), new(timestamppb.Timestamp), topicName, d)
+}
+
+// fillDeliveryProto is deliveryProto into e, a zero message, with its time
+// in ts, also zero.
+func fillDeliveryProto(e *heraldv1.Event, ts *timestamppb.Timestamp, topicName string, d node.Delivery) *heraldv1.Event {
+	ts.Seconds, ts.Nanos = d.Time.Unix(), int32(d.Time.Nanosecond())
+	e.Id, e.Receipt, e.Topic, e.Shard, e.Offset = d.ID, d.Receipt, topicName, uint32(d.Shard), d.Offset
+	e.Key, e.Payload, e.Time = d.Event.Key, d.Event.Payload, ts
+	e.DeliveryAttempt, e.Headers = d.Attempt, d.Event.Headers
 	return e
 }
 

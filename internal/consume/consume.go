@@ -25,9 +25,9 @@ import (
 // held as long.
 const DefaultVisibility = 30 * time.Second
 
-// MaxScan is how many pending events a fetch reads from the shard's log
-// at most, to index those appended since the fetch before (see keyIndex):
-// it bounds the first fetches of a new leader over a long backlog.
+// MaxScan is how many pending events a fetch indexes at most, of those
+// appended since the fetch before (see keyIndex): it bounds the first
+// fetches of a new leader over a long backlog.
 const MaxScan = 20000
 
 // Group is a shard's Raft group as this node holds it. Its errors are the
@@ -77,23 +77,15 @@ var ErrNoCursor = errors.New("the subscription has not started on this shard yet
 // neither acknowledged, skipped nor dead-lettered — with offsets >= from,
 // in offset order, and the offset to continue from; ErrNoCursor if the
 // shard holds no cursor of the subscription. It is how push dispatchers
-// read the queue, and how pull consumers' fetches index it.
+// read the queue.
 //
 // A push dispatcher takes ErrNoCursor as it takes any failure to read:
 // it tries again a little later. So one started when its subscription was
 // recorded, before the shard's leader started its cursor, begins once it
 // has, wherever the leader is.
-func (s Shard) ReadPending(ctx context.Context, from uint64, limit int) ([]delivery.Event, uint64, error) {
-	evs, next, _, err := s.readPending(ctx, from, limit)
-	return evs, next, err
-}
-
-// readPending is ReadPending that also returns the subscription's head as
-// it read. Without a cursor it reads nothing, the head is from, and the
-// error ErrNoCursor.
-func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []delivery.Event, next, head uint64, err error) {
+func (s Shard) ReadPending(ctx context.Context, from uint64, limit int) (evs []delivery.Event, next uint64, err error) {
 	var locs []location
-	next, head = from, from
+	next = from
 	verr := s.Group.View(ctx, func(m *shard.Machine) {
 		c, ok := m.Cursor(s.Sub)
 		if !ok {
@@ -102,8 +94,7 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 			err = ErrNoCursor
 			return
 		}
-		head = c.Head()
-		o := max(from, head)
+		o := max(from, c.Head())
 		for ; o < m.NextOffset() && len(locs) < limit; o++ {
 			if c.IsAcked(o) { // done, or never the subscription's
 				continue
@@ -115,23 +106,23 @@ func (s Shard) readPending(ctx context.Context, from uint64, limit int) (evs []d
 		next = o
 	})
 	if verr != nil {
-		return nil, from, 0, verr
+		return nil, from, verr
 	}
 	if err != nil {
-		return nil, from, head, err
+		return nil, from, err
 	}
 	entries := s.entries(false)
 	evs = make([]delivery.Event, 0, len(locs))
 	for _, l := range locs {
 		ev, at, ok, err := entries.event(l)
 		if err != nil {
-			return nil, from, 0, err
+			return nil, from, err
 		}
 		if ok {
 			evs = append(evs, delivery.Event{Offset: l.offset, Event: ev, Time: at, Attempts: l.attempts})
 		}
 	}
-	return evs, next, head, nil
+	return evs, next, nil
 }
 
 // A location is where a pending event is in the shard's log.
@@ -189,7 +180,7 @@ func (s Shard) Fetch(ctx context.Context, max int, visibility time.Duration) ([]
 	return out, nil
 }
 
-// index brings t's index up to date with the shard's log: it reads the
+// index brings t's index up to date with the shard's log: it indexes the
 // events appended since the last fetch, after rebuilding the index from
 // the subscription's head if it is stale or wasteful. It reports whether
 // any key is waiting to hand out an event.
@@ -200,7 +191,7 @@ func (s Shard) index(ctx context.Context, t *table) (bool, error) {
 		t.mu.Lock()
 		from := t.index.indexed
 		t.mu.Unlock()
-		evs, next, head, err := s.readPending(ctx, from, MaxScan)
+		evs, next, head, err := s.pendingKeys(ctx, from, MaxScan)
 		if errors.Is(err, ErrNoCursor) {
 			return false, nil // nothing to hand out here yet
 		}
@@ -219,6 +210,67 @@ func (s Shard) index(ctx context.Context, t *table) (bool, error) {
 		t.mu.Unlock()
 		return waiting, nil
 	}
+}
+
+// pendingKeys returns up to limit pending events of the subscription with
+// offsets >= from, in offset order, as the index knows them: offsets and
+// key hashes; the offset to continue from; and the subscription's head
+// as it read. It is ReadPending without reading the log, but for the
+// events whose keys the shard did not record (those of a snapshot written
+// before it did), whose keys it reads from their entries. Without a
+// cursor it reads nothing, the head is from, and the error ErrNoCursor.
+func (s Shard) pendingKeys(ctx context.Context, from uint64, limit int) (evs []keyedOffset, next, head uint64, err error) {
+	var unknown []location // of events whose keys are not recorded
+	var at []int           // their places in evs
+	next, head = from, from
+	verr := s.Group.View(ctx, func(m *shard.Machine) {
+		c, ok := m.Cursor(s.Sub)
+		if !ok {
+			err = ErrNoCursor
+			return
+		}
+		head = c.Head()
+		o := max(from, head)
+		for ; o < m.NextOffset() && len(evs) < limit; o++ {
+			if c.IsAcked(o) { // done, or never the subscription's
+				continue
+			}
+			if h, ok := m.KeyHashOf(o); ok {
+				evs = append(evs, keyedOffset{o, h})
+			} else if idx, slot, ok := m.Locate(o); ok {
+				unknown = append(unknown, location{offset: o, index: idx, slot: slot})
+				at = append(at, len(evs))
+				evs = append(evs, keyedOffset{offset: o})
+			}
+		}
+		next = o
+	})
+	if verr != nil {
+		return nil, from, 0, verr
+	}
+	if err != nil {
+		return nil, from, head, err
+	}
+	if len(unknown) == 0 {
+		return evs, next, head, nil
+	}
+	entries := s.entries(false)
+	kept := evs[:0]
+	for i, e := range evs {
+		if len(at) > 0 && at[0] == i {
+			ev, _, ok, err := entries.event(unknown[0])
+			if err != nil {
+				return nil, from, 0, err
+			}
+			at, unknown = at[1:], unknown[1:]
+			if !ok {
+				continue // as ReadPending: an entry without the slot holds no event
+			}
+			e.key = shard.KeyHash(ev.Key)
+		}
+		kept = append(kept, e)
+	}
+	return kept, next, head, nil
 }
 
 // read reads the events of picks from the log, as leases, through the

@@ -147,7 +147,8 @@ type entryReader struct {
 	shard  *Leases
 	// evict has the entries read pushed out others from shared, the
 	// least recently used. A read far ahead of the fetches, such as the
-	// index's scan of a whole backlog, does not: it would push out the
+	// index's scan of a backlog whose keys the shard did not record (see
+	// Shard.pendingKeys), does not: it would push out the
 	// entries the fetches are about to read again. It caches those it
 	// reads while there is room, the oldest first, which the fetches
 	// read first.

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"herald/internal/delivery"
 	"herald/internal/shard"
 )
 
@@ -23,11 +22,16 @@ import (
 // same run, holds it again. A fetch so costs O(log keys) per key it
 // visits, and O(1) per event of a run, whatever the backlog behind them.
 //
-// The index is derived from the shard's log and state, and lives beside
-// the pull leases it is read with, in this node's memory. It is extended
-// lazily: each fetch first reads the events appended since it last looked
-// (at most MaxScan of them), so a new leader builds it from the head over
-// its first fetches, and every event is read from the log once. It is not
+// Keys are told apart by the hash the shard records of each event's key
+// (shard.KeyHash): two keys hashed alike share a queue, which holds back
+// each for the other but keeps the order of both.
+//
+// The index is derived from the shard's state, and lives beside the pull
+// leases it is read with, in this node's memory. It is extended lazily:
+// each fetch first indexes the events appended since it last looked (at
+// most MaxScan of them), so a new leader builds it from the head over its
+// first fetches. It learns their keys from the shard's state, or, for the
+// events of a snapshot that did not record keys, from the log. It is not
 // told of acks, only of ended leases: an event acknowledged or
 // dead-lettered stays in its key's queue until it reaches the front, where
 // a fetch, which reads the shard's state, drops it. The hints it keeps
@@ -37,9 +41,9 @@ import (
 //
 // Memory: 8 bytes per indexed event (up to 3 times that while a queue's
 // front is consumed, see dropOffsets), and per key with pending events
-// about 120 bytes and its name.
+// about 120 bytes.
 type keyIndex struct {
-	keys   map[string]*keyQueue
+	keys   map[uint32]*keyQueue // by key hash
 	ready  keyHeap              // by front offset
 	leased keyHeap              // by until
 	fronts map[uint64]*keyQueue // the keys in leased, by their front
@@ -53,9 +57,10 @@ type keyIndex struct {
 	stale bool
 }
 
-// A keyQueue is one key's indexed events.
+// A keyQueue is one key's indexed events (or, should their hashes be
+// equal, several keys').
 type keyQueue struct {
-	key     string
+	key     uint32   // shard.KeyHash of the key
 	offsets []uint64 // ascending; offsets[0] is the front; done ones are dropped lazily
 	dropped int      // see dropOffsets
 	pos     int      // in its heap
@@ -64,26 +69,33 @@ type keyQueue struct {
 
 func newKeyIndex(indexed uint64) *keyIndex {
 	return &keyIndex{
-		keys: make(map[string]*keyQueue), fronts: make(map[uint64]*keyQueue), indexed: indexed,
+		keys: make(map[uint32]*keyQueue), fronts: make(map[uint64]*keyQueue), indexed: indexed,
 		ready:  keyHeap{less: func(a, b *keyQueue) bool { return a.offsets[0] < b.offsets[0] }},
 		leased: keyHeap{less: func(a, b *keyQueue) bool { return a.until < b.until }},
 	}
 }
 
-// add indexes pending events read from x.indexed on, in offset order, and
-// moves x.indexed to next.
-func (x *keyIndex) add(events []delivery.Event, next uint64) {
+// A keyedOffset is a pending event as the index knows it: its offset and
+// the hash of its key.
+type keyedOffset struct {
+	offset uint64
+	key    uint32 // shard.KeyHash
+}
+
+// add indexes pending events found from x.indexed on, in offset order,
+// and moves x.indexed to next.
+func (x *keyIndex) add(events []keyedOffset, next uint64) {
 	for _, e := range events {
-		if e.Offset < x.indexed {
-			panic(fmt.Sprintf("consume: offset %d indexed again (index at %d)", e.Offset, x.indexed))
+		if e.offset < x.indexed {
+			panic(fmt.Sprintf("consume: offset %d indexed again (index at %d)", e.offset, x.indexed))
 		}
-		k, ok := x.keys[e.Event.Key]
+		k, ok := x.keys[e.key]
 		if !ok {
-			k = &keyQueue{key: e.Event.Key}
+			k = &keyQueue{key: e.key}
 			x.keys[k.key] = k
 			x.peak = max(x.peak, len(x.keys))
 		}
-		k.offsets = append(k.offsets, e.Offset)
+		k.offsets = append(k.offsets, e.offset)
 		x.entries++
 		if !ok {
 			heap.Push(&x.ready, k)

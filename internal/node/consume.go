@@ -205,9 +205,9 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max 
 	}
 	out := make([]Delivery, len(leases))
 	for i, l := range leases {
-		id := topic.EventID(s.topic, s.index, l.Offset)
+		id, receipt := topic.DeliveryNames(s.topic, s.index, l.Offset, l.Number, sub)
 		out[i] = Delivery{
-			ID: id, Receipt: topic.SubscriptionReceipt(id, l.Number, sub), Shard: s.index, Offset: l.Offset,
+			ID: id, Receipt: receipt, Shard: s.index, Offset: l.Offset,
 			Event: eventOf(l.Event), Time: l.Time, Attempt: l.Attempt,
 		}
 	}

@@ -167,7 +167,7 @@ func (s *State) advance(c *cursor) {
 }
 
 // dropRuns drops the runs wholly below every cursor's head and the
-// retained events.
+// retained events, and the key hashes of the events below them.
 func (s *State) dropRuns() {
 	h := s.logStart()
 	j := 0
@@ -175,6 +175,7 @@ func (s *State) dropRuns() {
 		j++
 	}
 	s.runs = dropFront(s.runs, &s.runsDead, j)
+	s.dropKeys(h)
 }
 
 // heldSize returns the size of the event at offset if some cursor still

@@ -28,8 +28,10 @@
 // The shard's Raft log is the queue. Events live only in the log entries
 // that carry Commit, Publish and ReplayDead commands; State keeps just the
 // metadata needed to find them again (which log entry holds which offsets),
-// which of them are still pending, attempt counts, dead-letter records, and
-// byte accounting for flow control. Snapshots therefore grow with the number
+// which of them are still pending, attempt counts, dead-letter records, byte
+// accounting for flow control, and a 4-byte hash of each held event's key
+// (KeyHashOf), with which a pull consumer's fetch tells keys apart without
+// reading the log. Snapshots therefore grow with the number
 // of pending events, reservations and dead letters, not with payload bytes.
 // To read an event back, the host asks Locate for the log index of the entry
 // holding it and the event's slot within that entry, and decodes just that

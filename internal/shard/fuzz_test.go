@@ -522,6 +522,17 @@ func compareOffset(t *testing.T, s *State, m *model, start, o uint64) {
 	if got, ok := s.DeadLetter(o); got != wdead || ok != m.isDead(o) {
 		t.Fatalf("DeadLetter(%d) = %+v, %v; model %+v, %v", o, got, ok, wdead, m.isDead(o))
 	}
+	// A key recorded is the event's; every event appended since the
+	// state was last restored is recorded (a snapshot of version 3 records
+	// none, and checkKeyInvariants holds the rest).
+	held := o >= start && o < uint64(len(m.events))
+	got, ok := s.KeyHashOf(o)
+	if ok && (!held || got != KeyHash(m.events[o].event.Key)) {
+		t.Fatalf("KeyHashOf(%d) = %#x, %v; model holds it: %v", o, got, ok, held)
+	}
+	if held && !ok && o >= s.keysFrom {
+		t.Fatalf("KeyHashOf(%d) unknown, but keys are recorded from %d", o, s.keysFrom)
+	}
 }
 
 // fuzzReader doles out fuzz input, then zeros once it runs out.

@@ -388,17 +388,17 @@ func TestSeekRandomly(t *testing.T) {
 // past the lowest head, is rejected.
 func TestRetentionSnapshotRejects(t *testing.T) {
 	h := retentionHistory(t)
-	good := snapshot(t, h.s)
+	good := snapshot(t, keyless(h.s))
 	if !h.s.cursorOf(t, 0).isPending(h.s.nextOffset-1, h.s.nextOffset) {
 		t.Fatal("the history's last event is not pending")
 	}
-	// The byte before the last (the LRO, 0) is the last event's
-	// retained size plus one.
-	if good[len(good)-1] != 0 {
-		t.Fatal("the history is tiered")
+	// The byte before the last two (the LRO, 0, and the count of key
+	// hashes, 0) is the last event's retained size plus one.
+	if good[len(good)-2] != 0 || good[len(good)-1] != 0 {
+		t.Fatal("the history is tiered, or holds key hashes")
 	}
 	bad := bytes.Clone(good)
-	bad[len(bad)-2]++
+	bad[len(bad)-3]++
 	var s State
 	if err := s.UnmarshalBinary(bad); !errors.Is(err, ErrInvalidSnapshot) {
 		t.Errorf("a retained size that disagrees: %v, want ErrInvalidSnapshot", err)

@@ -309,13 +309,15 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["subscriptions"] = snapshot(t, subscriptionHistory(t).s)
 	seeds["retention"] = snapshot(t, retentionHistory(t).s)
 	seeds["tiered"] = snapshot(t, tieredHistory(t).s)
-	// The same history, which holds nothing versions 4 to 6 added and so
-	// is written as version 3, as written before the dedup table (version
-	// 2) and as versions 4 to 6 would have it. Version 3 appended one
-	// byte, the empty table's count; version 4 four, all zero with the
-	// default subscription alone; version 5 two, zero with no replays and
-	// no retention; version 6 one, the zero LRO.
-	old := snapshot(t, history(t).s)
+	// The same history without its key hashes, which holds nothing
+	// versions 4 to 7 added and so is written as version 3, as written
+	// before the dedup table (version 2) and as versions 4 to 7 would have
+	// it. Version 3 appended one byte, the empty table's count; version 4
+	// four, all zero with the default subscription alone; version 5 two,
+	// zero with no replays and no retention; version 6 one, the zero LRO;
+	// version 7 one, the count of no key hashes.
+	seeds["keys"] = snapshot(t, history(t).s)
+	old := snapshot(t, keyless(history(t).s))
 	if old[0] != snapshotVersionV3 {
 		t.Fatalf("history written as version %d, want %d", old[0], snapshotVersionV3)
 	}
@@ -323,7 +325,8 @@ func unmarshalBinarySeeds(t *testing.T) map[string][]byte {
 	seeds["v2-history"] = append([]byte{snapshotVersionV2}, old[1:len(old)-1]...)
 	seeds["v4-history"] = append(append([]byte{snapshotVersionV4}, old[1:]...), 0, 0, 0, 0)
 	seeds["v5-history"] = append(append([]byte{snapshotVersionV5}, old[1:]...), 0, 0, 0, 0, 0, 0)
-	seeds["v6-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0, 0, 0, 0)
+	seeds["v6-history"] = append(append([]byte{snapshotVersionV6}, old[1:]...), 0, 0, 0, 0, 0, 0, 0)
+	seeds["v7-history"] = append(append([]byte{snapshotVersion}, old[1:]...), 0, 0, 0, 0, 0, 0, 0, 0)
 	return seeds
 }
 

@@ -7,7 +7,10 @@ import (
 )
 
 // snapshotVersion is the first byte of the snapshots MarshalBinary
-// writes. Version 6 added the LRO (see tier.go) at the end; version 5
+// writes. Version 7 added the key hashes of the events held (see
+// KeyHashOf) at the end; version 6 snapshots are read as having recorded
+// none, and their readers read the keys of the events they hold from the
+// log. Version 6 added the LRO (see tier.go) at the end; version 5
 // snapshots are read as having nothing tiered. Version 5 added the
 // cursors' replay counts and the retained events at the end; version 4
 // snapshots are read as having no replays and no retention. Version 4
@@ -18,13 +21,18 @@ import (
 //
 // A state that holds nothing versions 4 to 6 added (the default
 // subscription alone, attached, with nothing skipped, excluded or
-// replayed, no retention and nothing tiered) is written as version 3: the
-// release before subscriptions can read it, so that until the first
-// subscription (or retention, or tiering) a node of that release can
-// still follow an upgraded leader, or the node be downgraded. Any other
-// state is written as version 6; versions 4 and 5 are only read.
+// replayed, no retention and nothing tiered) is written as version 3,
+// without the key hashes version 7 added: the release before
+// subscriptions can read it, so that until the first subscription (or
+// retention, or tiering) a node of that release can still follow an
+// upgraded leader, or the node be downgraded (docs/operations.md,
+// Upgrading). The hashes are a cache of what the log holds: a state
+// restored from such a snapshot reads the keys of the events it held from
+// the log, as one restored from version 6 does. Any other state is
+// written as version 7; versions 4 to 6 are only read.
 const (
-	snapshotVersion   = 6
+	snapshotVersion   = 7
+	snapshotVersionV6 = 6
 	snapshotVersionV5 = 5
 	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
@@ -35,12 +43,13 @@ const (
 // equal bytes, so replicas can compare snapshots to detect divergence.
 //
 // The snapshot holds only metadata: its size grows with the number of
-// pending events (one varint each), runs, reservations, attempt counts
+// pending events (one varint each per subscription, and a key hash of four
+// bytes), runs, reservations, attempt counts
 // and dead letters (whose reasons and errors are bounded by
 // MaxDeadLetterText). Quantities that follow from others, such as byte
 // totals, are recomputed on load rather than stored.
 func (s *State) MarshalBinary() ([]byte, error) {
-	size := 64 + len(s.runs)*8 + len(s.reservations)*12 + s.retained.len()*2
+	size := 64 + len(s.runs)*8 + len(s.reservations)*12 + s.retained.len()*2 + s.keys.len()*4
 	for c := range s.active {
 		size += 32 + c.pending.len()*2 + c.pending.natt*4
 		for i := range c.dead {
@@ -100,7 +109,21 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	b = s.appendSubscriptions(b)
 	b = s.appendRetention(b)
 	// Version 6: the LRO.
-	return binary.AppendUvarint(b, s.lro), nil
+	b = binary.AppendUvarint(b, s.lro)
+	return s.appendKeys(b), nil
+}
+
+// appendKeys appends what version 7 added: the number of key hashes, those
+// of the events from the next offset less that number on, and each hash
+// in four bytes, little-endian (they do not compress).
+func (s *State) appendKeys(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(s.keys.len()))
+	for ci := range s.keys.chunks {
+		for _, h := range s.keys.segment(ci) {
+			b = binary.LittleEndian.AppendUint32(b, h)
+		}
+	}
+	return b
 }
 
 // appendRetention appends what version 5 added: each cursor's replay
@@ -257,6 +280,7 @@ func (s *State) freeze() *State {
 	}
 	f.dedupIndex = nil // MarshalBinary reads only the table
 	f.retained = s.retained.freeze()
+	f.keys = s.keys.freeze()
 	s.resShared = true
 	return &f
 }
@@ -293,7 +317,7 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	if v >= snapshotVersionV5 {
 		t.decodeRetention(&d)
 	}
-	if v >= snapshotVersion {
+	if v >= snapshotVersionV6 {
 		t.lro = d.uvarint("last reconciled log index")
 		// An advance never goes beyond its own entry, so never beyond
 		// what was applied.
@@ -305,6 +329,10 @@ func (s *State) UnmarshalBinary(data []byte) error {
 		t.checkCursor(&d, c)
 	}
 	t.checkRuns(&d)
+	t.keysFrom = t.nextOffset // none recorded, unless version 7 says
+	if v >= snapshotVersion {
+		t.decodeKeys(&d)
+	}
 	d.end("snapshot")
 	if d.err != nil {
 		return d.err
@@ -445,6 +473,29 @@ func (t *State) decodeRetention(d *decoder) {
 				return
 			}
 		}
+	}
+}
+
+// decodeKeys decodes what appendKeys appends, once the cursors and the
+// retention are known: the hashes may be those of the events from
+// logStart on, or of fewer.
+func (t *State) decodeKeys(d *decoder) {
+	n := d.uvarint("key hash count")
+	if d.err != nil {
+		return
+	}
+	if n > t.nextOffset-t.logStart() {
+		d.fail("%d key hashes for %d events held", n, t.nextOffset-t.logStart())
+		return
+	}
+	if n > uint64(len(d.buf)/4) {
+		d.fail("truncated key hashes")
+		return
+	}
+	t.keysFrom = t.nextOffset - n
+	for range n {
+		t.keys.push(binary.LittleEndian.Uint32(d.buf))
+		d.buf = d.buf[4:]
 	}
 }
 

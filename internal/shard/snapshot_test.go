@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -147,8 +148,9 @@ func TestSnapshotCompact(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		h.ok(Command{Op: OpPublish, Time: 1.7e18 + int64(i)*1e6, Events: []Event{{Payload: payload}, {Payload: payload}}})
 	}
-	// 200 pending events of 1 KiB: two bytes each, plus about six per run.
-	if n := len(snapshot(t, h.s)); n > 200*2+100*6+32 {
+	// 200 pending events of 1 KiB: two bytes each and four of key hash,
+	// plus about six per run.
+	if n := len(snapshot(t, h.s)); n > 200*(2+4)+100*6+32 {
 		t.Errorf("snapshot of 200 pending events takes %d bytes", n)
 	}
 }
@@ -444,6 +446,7 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			return
 		}
 		want := data
+		// Snapshots before version 7 are read with no key hashes.
 		switch {
 		case data[0] == snapshotVersionV2:
 			// Read with an empty dedup table and the default subscription
@@ -454,20 +457,29 @@ func FuzzUnmarshalBinary(f *testing.F) {
 			// version 3.
 			want = append([]byte{snapshotVersionV3}, data[1:len(data)-4]...)
 		case data[0] == snapshotVersionV4:
-			// No replays, one count per cursor, no retention, and
-			// nothing tiered.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), make([]byte, len(s.subs)+3)...)
+			// No replays, one count per cursor, no retention, nothing
+			// tiered, and no key hashes.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), make([]byte, len(s.subs)+4)...)
 		case data[0] == snapshotVersionV5 && !s.beyondV3():
 			// Nothing but the zero bytes of versions 4 (four) and 5 (two,
 			// with the default subscription alone): written as version 3.
 			want = append([]byte{snapshotVersionV3}, data[1:len(data)-6]...)
 		case data[0] == snapshotVersionV5:
-			// Nothing tiered.
-			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
-		case data[0] == snapshotVersion && !s.beyondV3():
+			// Nothing tiered, and no key hashes.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0, 0)
+		case data[0] == snapshotVersionV6 && !s.beyondV3():
 			// Nothing but the zero bytes of versions 4 (four), 5 (two)
 			// and 6 (one): written as version 3.
 			want = append([]byte{snapshotVersionV3}, data[1:len(data)-7]...)
+		case data[0] == snapshotVersionV6:
+			// No key hashes.
+			want = append(append([]byte{snapshotVersion}, data[1:]...), 0)
+		case data[0] == snapshotVersion && !s.beyondV3():
+			// Nothing but the zero bytes of versions 4 (four), 5 (two)
+			// and 6 (one), and the key hashes: written as version 3,
+			// without them.
+			keys := len(binary.AppendUvarint(nil, uint64(s.keys.len()))) + 4*s.keys.len()
+			want = append([]byte{snapshotVersionV3}, data[1:len(data)-7-keys]...)
 		}
 		if got := snapshot(t, &s); !bytes.Equal(got, want) {
 			t.Fatalf("accepted snapshot re-marshals differently:\n%x\n%x", want, got)
@@ -517,6 +529,28 @@ func checkInvariants(t *testing.T, s *State) {
 	}
 	if next != s.nextOffset {
 		t.Fatalf("runs end at %d, next offset is %d", next, s.nextOffset)
+	}
+	checkKeyInvariants(t, s)
+}
+
+// checkKeyInvariants checks that the key hashes are those of the events
+// from keysFrom, at least logStart, to the next offset, and that their
+// chunks hold them and no more.
+func checkKeyInvariants(t *testing.T, s *State) {
+	t.Helper()
+	l := &s.keys
+	if s.keysFrom < s.logStart() || s.keysFrom+uint64(l.len()) != s.nextOffset {
+		t.Fatalf("%d key hashes from offset %d, for the events of [%d, %d)", l.len(), s.keysFrom, s.logStart(), s.nextOffset)
+	}
+	if l.start >= chunkLen || l.start+l.n > len(l.chunks)*chunkLen || len(l.chunks) > (l.start+l.n+chunkMask)>>chunkShift+1 {
+		t.Fatalf("%d key hashes from position %d in %d chunks", l.n, l.start, len(l.chunks))
+	}
+	n := 0
+	for ci := range l.chunks {
+		n += len(l.segment(ci))
+	}
+	if n != l.n {
+		t.Fatalf("chunks hold %d key hashes, not %d", n, l.n)
 	}
 }
 
@@ -615,13 +649,16 @@ func checkPendingList(t *testing.T, l *pendingList) {
 	}
 }
 
-// A state with nothing version 4 added is written as version 3, which the
-// release before subscriptions reads: a node of that release can follow
-// an upgraded leader, or a node be downgraded, until the first
-// subscription. Anything of a subscription's makes it version 4.
+// A state with nothing version 4 added (nor versions 5 and 6) is written
+// as version 3, which the release before subscriptions reads, without its
+// key hashes. Anything of a subscription's makes it version 7.
 func TestSnapshotVersionFollowsSubscriptions(t *testing.T) {
 	version := func(h *harness) byte { return snapshot(t, h.s)[0] }
 	h := history(t)
+	if v := version(h); v != snapshotVersionV3 {
+		t.Fatalf("with key hashes and no subscription: version %d, want %d", v, snapshotVersionV3)
+	}
+	keyless(h.s)
 	if v := version(h); v != snapshotVersionV3 {
 		t.Fatalf("without subscriptions: version %d, want %d", v, snapshotVersionV3)
 	}

@@ -47,6 +47,16 @@ type State struct {
 	runs     []run
 	runsDead int // see dropFront
 
+	// keys holds the KeyHash of the event at each offset from keysFrom
+	// to nextOffset, so that readers that tell keys apart need not read
+	// the events (see KeyHashOf). keysFrom is logStart, the keys of the
+	// events no longer held being dropped with their runs, except in a
+	// state restored from a snapshot that did not record keys: then it
+	// starts at that snapshot's next offset. Like runs, keys is only
+	// appended to and dropped from the front.
+	keys     keyList
+	keysFrom uint64
+
 	// dedup is the de-duplication table: the dedup ids of recent
 	// publishes, in the order they were recorded (see dedup.go). Like
 	// runs it is only appended to and dropped from the front, so frozen
@@ -363,6 +373,11 @@ func (s *State) appendEvents(index uint64, time int64, events []Event, only *cur
 	s.nextOffset += n
 	if held {
 		s.runs = append(s.runs, run{first: first, count: n, index: index, time: time})
+		s.pushKeys(events)
+	} else {
+		// Nothing holds the events: the shard keeps neither their runs
+		// nor their keys, of which it held none before them either.
+		s.keysFrom = s.nextOffset
 	}
 	if s.detached {
 		s.def.head, s.def.excluded = s.nextOffset, s.nextOffset

@@ -68,6 +68,14 @@ func snapshot(t *testing.T, s *State) []byte {
 	return b
 }
 
+// keyless returns s as a state restored from a snapshot written before
+// keys were recorded (version 6 or earlier) would have it: with no key
+// hashes. It changes s.
+func keyless(s *State) *State {
+	s.keys, s.keysFrom = keyList{}, s.nextOffset
+	return s
+}
+
 func clone(t *testing.T, s *State) *State {
 	t.Helper()
 	var c State

@@ -107,8 +107,10 @@ func TestMachineTierAdvance(t *testing.T) {
 func TestTierSnapshot(t *testing.T) {
 	version := func(s *State) byte { return snapshot(t, s)[0] }
 
-	// Nothing tiered and nothing else beyond version 3: version 3.
+	// Nothing tiered and nothing else beyond version 3 (no key hashes
+	// either): version 3.
 	h := history(t)
+	keyless(h.s)
 	if v := version(h.s); v != snapshotVersionV3 {
 		t.Fatalf("untiered history: version %d, want %d", v, snapshotVersionV3)
 	}
@@ -117,7 +119,7 @@ func TestTierSnapshot(t *testing.T) {
 		t.Fatalf("after an advance to 0: version %d, want %d", v, snapshotVersionV3)
 	}
 
-	// Tiered: version 6, and the LRO round-trips, through MarshalBinary
+	// Tiered: version 6 or later, and the LRO round-trips, through MarshalBinary
 	// and through a capture taken before further advances.
 	h = tieredHistory(t)
 	lro := h.s.LRO()
@@ -125,8 +127,8 @@ func TestTierSnapshot(t *testing.T) {
 		t.Fatal("tiered history has nothing tiered")
 	}
 	data := snapshot(t, h.s)
-	if data[0] != snapshotVersion || snapshotVersion != 6 {
-		t.Fatalf("tiered history: version %d, want 6", data[0])
+	if data[0] != snapshotVersion {
+		t.Fatalf("tiered history: version %d, want %d", data[0], snapshotVersion)
 	}
 	capture := h.s.SnapshotFunc()
 	h.ok(Command{Op: OpTierAdvance, From: h.index})
@@ -145,8 +147,10 @@ func TestTierSnapshot(t *testing.T) {
 		t.Fatalf("LRO read back as %d, want %d", s.LRO(), lro)
 	}
 
-	// Tiering on top of something else version 4 or 5 added.
+	// Tiering on top of something else version 4 or 5 added. Without
+	// key hashes, the snapshots end in the LRO and a zero count of them.
 	r := retentionHistory(t)
+	keyless(r.s)
 	untiered := snapshot(t, r.s)
 	r.ok(Command{Op: OpTierAdvance, From: 2})
 	tiered := snapshot(t, r.s)
@@ -154,9 +158,10 @@ func TestTierSnapshot(t *testing.T) {
 		t.Fatalf("retention history: versions %d and %d, want %d", untiered[0], tiered[0], snapshotVersion)
 	}
 
-	// A version 5 snapshot (version 6 less the LRO's byte) still loads,
-	// with nothing tiered, and is written back as version 6.
-	v5 := append([]byte{snapshotVersionV5}, untiered[1:len(untiered)-1]...)
+	// A version 5 snapshot (version 7 less the LRO's byte and the key
+	// hashes' count) still loads, with nothing tiered, and is written back
+	// as version 7.
+	v5 := append([]byte{snapshotVersionV5}, untiered[1:len(untiered)-2]...)
 	var old State
 	if err := old.UnmarshalBinary(v5); err != nil {
 		t.Fatalf("version 5 snapshot: %v", err)
@@ -165,17 +170,17 @@ func TestTierSnapshot(t *testing.T) {
 		t.Fatalf("version 5 snapshot read as LRO %d, retaining %v", old.LRO(), old.Retaining())
 	}
 	if !bytes.Equal(snapshot(t, &old), untiered) {
-		t.Fatal("version 5 snapshot re-marshals differently from version 6")
+		t.Fatal("version 5 snapshot re-marshals differently from version 7")
 	}
 	checkInvariants(t, &old)
 
 	// An LRO beyond the applied index cannot have been advanced to.
-	bad := appendUvarint(append([]byte(nil), tiered[:len(tiered)-1]...), r.s.Applied()+1)
+	bad := append(appendUvarint(append([]byte(nil), tiered[:len(tiered)-2]...), r.s.Applied()+1), 0)
 	if err := s.UnmarshalBinary(bad); !errors.Is(err, ErrInvalidSnapshot) {
 		t.Fatalf("LRO beyond applied: %v, want ErrInvalidSnapshot", err)
 	}
 	// A truncated LRO is refused too.
-	if err := s.UnmarshalBinary(tiered[:len(tiered)-1]); !errors.Is(err, ErrInvalidSnapshot) {
+	if err := s.UnmarshalBinary(tiered[:len(tiered)-2]); !errors.Is(err, ErrInvalidSnapshot) {
 		t.Fatalf("snapshot without its LRO: %v, want ErrInvalidSnapshot", err)
 	}
 }

@@ -141,6 +141,31 @@ func SubscriptionReceipt(eventID string, lease, sub uint64) string {
 	return r + "." + strconv.FormatUint(sub, 10)
 }
 
+// DeliveryNames returns what names one delivery of the event at offset
+// in shard of topic to a pull consumer of subscription sub under lease:
+// its EventID and its SubscriptionReceipt. The id is the start of the
+// receipt, so both take one allocation; a fetch names every event it
+// hands out.
+func DeliveryNames(topic string, shard int, offset, lease, sub uint64) (id, receipt string) {
+	// Room for the longest topic name and three 20-digit numbers: the
+	// buffer stays on the stack.
+	var buf [MaxNameLen + 72]byte
+	b := append(buf[:0], topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(shard), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, offset, 10)
+	n := len(b)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, lease, 10)
+	if sub != 0 {
+		b = append(b, '.')
+		b = strconv.AppendUint(b, sub, 10)
+	}
+	receipt = string(b)
+	return receipt[:n], receipt
+}
+
 // An AckID is what an ack or a nack names: an event, and for a receipt
 // the lease and the subscription of the delivery it names.
 type AckID struct {

@@ -211,6 +211,33 @@ func TestSubscriptionReceipt(t *testing.T) {
 	}
 }
 
+// DeliveryNames names a delivery as EventID and SubscriptionReceipt do,
+// in one allocation, whatever the lengths of its parts.
+func TestDeliveryNames(t *testing.T) {
+	long := strings.Repeat("t", MaxNameLen)
+	for _, tc := range []struct {
+		topic              string
+		shard              int
+		offset, lease, sub uint64
+	}{
+		{"orders", 3, 1042, 7, 0},
+		{"orders", 0, 0, 1, 5},
+		{long, MaxShards - 1, ^uint64(0), ^uint64(0), ^uint64(0)},
+	} {
+		id, receipt := DeliveryNames(tc.topic, tc.shard, tc.offset, tc.lease, tc.sub)
+		wantID := EventID(tc.topic, tc.shard, tc.offset)
+		if want := SubscriptionReceipt(wantID, tc.lease, tc.sub); id != wantID || receipt != want {
+			t.Errorf("DeliveryNames(%+v) = %q, %q; want %q, %q", tc, id, receipt, wantID, want)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			id, receipt = DeliveryNames(tc.topic, tc.shard, tc.offset, tc.lease, tc.sub)
+		})
+		if allocs != 1 {
+			t.Errorf("DeliveryNames(%+v) takes %v allocations, want 1", tc, allocs)
+		}
+	}
+}
+
 func TestNonPersistentEventID(t *testing.T) {
 	for _, tc := range []struct {
 		epoch, n uint64

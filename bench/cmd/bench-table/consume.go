@@ -42,8 +42,8 @@ func summarizeConsume(runs []load.Result) ([]load.Result, error) {
 }
 
 func writeConsumeTable(w io.Writer, medians []load.Result) {
-	fmt.Fprintln(w, "| system | setting | keys | backlog | consumers | batch | events/s | MB/s | fetch p50 ms | fetch p99 ms | ack p50 ms | ack p99 ms | runs | errors |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| system | setting | keys | backlog | consumers | batch | events/s | MB/s | fetch p50 ms | fetch p99 ms | ack p50 ms | ack p99 ms | server CPU µs/event | runs | errors |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, m := range medians {
 		c := m.Consume
 		fetch, ack := "–", "–"
@@ -56,9 +56,9 @@ func writeConsumeTable(w io.Writer, medians []load.Result) {
 		if c.Mode == "push" {
 			consumers, batch = "push", "–"
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %.0f | %.1f | %s | %s | %s | %s | %d | %d |\n",
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %.0f | %.1f | %s | %s | %s | %s | %s | %d | %d |\n",
 			m.System, m.Label, c.Keys, c.Backlog, consumers, batch, m.EventsPerSecond, m.MBPerSecond,
-			fetch, fetch99, ack, ack99, max(m.Rounds, 1), m.Errors)
+			fetch, fetch99, ack, ack99, load.FormatCPU(&m), max(m.Rounds, 1), m.Errors)
 	}
 }
 

@@ -39,7 +39,7 @@ func TestConsumeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| herald | pull | 40 | 10000 | 4 | 100 | 2000 | 0.0 | 1.00 | 2.00 | 3.00 | 4.00 | 2 | 0 |",
+		"| herald | pull | 40 | 10000 | 4 | 100 | 2000 | 0.0 | 1.00 | 2.00 | 3.00 | 4.00 | – | 2 | 0 |",
 		"| nats-jetstream | pull | 40 | 100000 | 4 | 100 | 400 |",
 		"- 40 keys, backlog 10000: herald (pull) 1.33× JetStream (pull) (target ≥ 1×: met)",
 		"- 40 keys, backlog 100000: herald (pull) 1.25× JetStream (pull) (target ≥ 1×: met)",

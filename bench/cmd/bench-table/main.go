@@ -185,18 +185,18 @@ func cmpBool(a, b bool) int {
 }
 
 func writeTable(w io.Writer, medians []load.Result) {
-	fmt.Fprintln(w, "| system | setting | fsync before ack | producers | batch | event bytes | events/s | MB/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | runs | errors |")
-	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| system | setting | fsync before ack | producers | batch | event bytes | events/s | MB/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | server CPU µs/event | runs | errors |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, m := range medians {
 		c, l := m.Config, m.Latency
 		fsync := "yes"
 		if !m.FsyncBeforeAck {
 			fsync = "**no**"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %d | %d |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s | %d | %d |\n",
 			m.System, m.Label, fsync, c.Producers, c.Batch, c.EventBytes, m.EventsPerSecond, m.MBPerSecond,
 			load.FormatMS(l.P50), load.FormatMS(l.P90), load.FormatMS(l.P99), load.FormatMS(l.P999),
-			load.FormatMS(l.Max), max(m.Rounds, 1), m.Errors)
+			load.FormatMS(l.Max), load.FormatCPU(&m), max(m.Rounds, 1), m.Errors)
 	}
 }
 

@@ -27,9 +27,9 @@ func TestTable(t *testing.T) {
 	}
 	files := []string{
 		write("r1.json", load.Result{System: "rabbitmq", Label: "quorum", FsyncBeforeAck: true, EventsPerSecond: 500}),
-		write("h1.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 30000, Latency: load.Latency{P99: 4}}),
-		write("h2.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 10000, Latency: load.Latency{P99: 8}}),
-		write("h3.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 20000, Latency: load.Latency{P99: 6}}),
+		write("h1.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 30000, Latency: load.Latency{P99: 4}, ServerCPU: &load.ProcessesCPU{MicrosPerEvent: 30}}),
+		write("h2.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 10000, Latency: load.Latency{P99: 8}, ServerCPU: &load.ProcessesCPU{MicrosPerEvent: 50}}),
+		write("h3.json", load.Result{System: "herald", Label: "11 shards", FsyncBeforeAck: true, EventsPerSecond: 20000, Latency: load.Latency{P99: 6}, ServerCPU: &load.ProcessesCPU{MicrosPerEvent: 40.5}}),
 		write("na.json", load.Result{System: "nats-jetstream", Label: "sync_interval: always", FsyncBeforeAck: true, EventsPerSecond: 1000}),
 		write("nd.json", load.Result{System: "nats-jetstream", Label: "default", EventsPerSecond: 25000}),
 	}
@@ -47,8 +47,11 @@ func TestTable(t *testing.T) {
 			t.Errorf("row %d = %q, want it to start with %q", i, lines[2+i], want)
 		}
 	}
-	if !strings.Contains(lines[2], "| 20000 |") || !strings.Contains(lines[2], "| 6.00 |") || !strings.Contains(lines[2], "| 3 | 0 |") {
+	if !strings.Contains(lines[2], "| 20000 |") || !strings.Contains(lines[2], "| 6.00 |") || !strings.Contains(lines[2], "| 40.5 | 3 | 0 |") {
 		t.Errorf("herald row should hold the medians of 3 runs: %q", lines[2])
+	}
+	if !strings.Contains(lines[5], "| – | 1 | 0 |") {
+		t.Errorf("a row without server CPU should show –: %q", lines[5])
 	}
 	for _, want := range []string{
 		"20.0× JetStream sync_interval: always (target ≥ 10×: met)",

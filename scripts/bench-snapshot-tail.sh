@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# bench-snapshot-tail.sh: what snapshots cost publish latency. The same
+# publish load through herald with snapshots every SNAPSHOT_ENTRIES entries
+# (default 10000, herald's default) and with snapshots off (herald serve
+# --snapshots=false), side by side in one run, on a topic of one shard that
+# starts empty or holding BACKLOG (default 1000000) undelivered events (so
+# that its snapshot, an entry per pending event, is then largest).
+#
+#   scripts/bench-snapshot-tail.sh               # single nodes
+#   NODES=3 scripts/bench-snapshot-tail.sh       # three-node clusters
+#
+# Two servers (or clusters) run side by side, snapshots on and off, each
+# on 127.0.0.1 with its data in a temporary directory. For each BATCH in
+# BATCHES (default "1 500") and each starting backlog (0 and BACKLOG), each
+# run makes its topic afresh (herald bench publish --fresh --shards 1),
+# fills the backlog if any (FILL_BATCH events per publish, not measured),
+# then publishes PRODUCERS producers' batches of EVENT_BYTES-byte events
+# for DURATION after WARMUP. Nothing consumes: the shard's backlog grows
+# during the run too. ROUNDS rounds, the order of the runs rotated and
+# reversed each round; the table shows medians, and each run's snapshots
+# (herald_snapshot_duration_seconds_count over the run, warm-up included).
+#
+# Output in OUT (default /tmp/herald-snapshot-tail): raw/ (one JSON per
+# run, with the snapshots taken in its settings), table.md.
+set -euo pipefail
+
+NODES=${NODES:-1}
+BATCHES=${BATCHES:-"1 500"}
+BACKLOG=${BACKLOG:-1000000}
+SNAPSHOT_ENTRIES=${SNAPSHOT_ENTRIES:-10000}
+DURATION=${DURATION:-15s}
+WARMUP=${WARMUP:-2s}
+ROUNDS=${ROUNDS:-3}
+PRODUCERS=${PRODUCERS:-64}
+EVENT_BYTES=${EVENT_BYTES:-1024}
+KEYS=${KEYS:-1024}
+FILL_BATCH=${FILL_BATCH:-500}
+SERVE_ARGS=${SERVE_ARGS:-}
+OUT=${OUT:-/tmp/herald-snapshot-tail}
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+log() { printf '%s bench-snapshot-tail: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+tmp=$(mktemp -d /tmp/herald-snapshot-tail.XXXXXX)
+pids=()
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do
+		for _ in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+join_by() {
+	local IFS=$1
+	shift
+	echo "$*"
+}
+
+log "building herald and bench-table"
+mkdir -p "$tmp/bin"
+go build -o "$tmp/bin/herald" ./cmd/herald
+go build -o "$tmp/bin/bench-table" ./bench/cmd/bench-table
+version=$(git rev-parse --short HEAD)
+[[ -z $(git status --porcelain --untracked-files=no) ]] || version+=" with uncommitted changes"
+
+# start NAME FLAG...: NODES herald serve processes with FLAGs; sets
+# NAME_urls (comma-separated) and NAME_pids (comma-separated).
+start() {
+	local name=$1 i ports=() spec=() urls=() mine=()
+	shift
+	for ((i = 1; i <= NODES; i++)); do
+		ports+=("$(free_port)")
+		spec+=("$i=127.0.0.1:${ports[i - 1]}")
+		urls+=("http://127.0.0.1:${ports[i - 1]}")
+	done
+	for ((i = 1; i <= NODES; i++)); do
+		local cluster=()
+		((NODES > 1)) && cluster=(--node-id "$i" --peers "$(join_by , "${spec[@]}")")
+		# shellcheck disable=SC2086 # SERVE_ARGS is words
+		"$tmp/bin/herald" serve "${cluster[@]}" --listen "127.0.0.1:${ports[i - 1]}" \
+			--data-dir "$tmp/$name-$i" --log-level warn "$@" $SERVE_ARGS > "$tmp/$name-$i.log" 2>&1 &
+		pids+=($!)
+		mine+=($!)
+	done
+	for ((i = 1; i <= NODES; i++)); do
+		for _ in $(seq 600); do
+			"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null 2>&1 && break
+			kill -0 "${mine[i - 1]}" 2>/dev/null || die "$name-$i exited: $(tail -n 20 "$tmp/$name-$i.log")"
+			sleep 0.1
+		done
+		"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null ||
+			die "$name-$i does not serve: $(tail -n 20 "$tmp/$name-$i.log")"
+	done
+	printf -v "${name}_urls" '%s' "$(join_by , "${urls[@]}")"
+	printf -v "${name}_pids" '%s' "$(join_by , "${mine[@]}")"
+	log "$name: $NODES node(s) on $(join_by , "${urls[@]}") (pids ${mine[*]}), flags: $* $SERVE_ARGS"
+}
+start on --snapshot-entries "$SNAPSHOT_ENTRIES"
+start off --snapshots=false
+
+# snapshots URLS: snapshots taken so far, summed over the nodes.
+snapshots() {
+	local u n=0 v
+	for u in ${1//,/ }; do
+		v=$(curl -fsS "$u/metrics" | awk '$1 == "herald_snapshot_duration_seconds_count" {print $2}')
+		n=$((n + ${v:-0}))
+	done
+	echo "$n"
+}
+
+# run_one SERVER BATCH BACKLOG FILE
+run_one() {
+	local server=$1 batch=$2 backlog=$3 file=$4 urls pidlist label through=()
+	urls=${server}_urls
+	urls=${!urls}
+	pidlist=${server}_pids
+	pidlist=${!pidlist}
+	((NODES > 1)) && through=(--through "${urls#*,}")
+	label="1 shard, snapshots $server"
+	[[ $server == on ]] && label+=" (every $SNAPSHOT_ENTRIES entries)"
+	label+=", backlog $backlog"
+	local common=(--server "${urls%%,*}" "${through[@]}" --topic tail --shards 1 --event-bytes "$EVENT_BYTES" --keys "$KEYS")
+	local fresh=(--fresh)
+	if ((backlog > 0)); then
+		"$tmp/bin/herald" bench publish "${common[@]}" --fresh --producers 16 --batch "$FILL_BATCH" \
+			--count "$backlog" > /dev/null
+		fresh=()
+	fi
+	local before after
+	before=$(snapshots "$urls")
+	"$tmp/bin/herald" bench publish "${common[@]}" "${fresh[@]}" --producers "$PRODUCERS" --batch "$batch" \
+		--duration "$DURATION" --warmup "$WARMUP" --label "$label" --server-pids "$pidlist" \
+		--results "$file" > /dev/null
+	after=$(snapshots "$urls")
+	python3 - "$file" "$((after - before))" <<-'PY'
+		import json, sys
+		f, n = sys.argv[1], int(sys.argv[2])
+		r = json.load(open(f))
+		r.setdefault("settings", {})["snapshots_taken"] = str(n)
+		json.dump(r, open(f, "w"), indent=2)
+		l = r["latency_ms"]
+		print("  %.0f events/s, p99 %.2f p99.9 %.2f max %.2f ms, %d snapshots, server CPU %.1f µs/event" % (
+		    r["events_per_second"], l["p99"], l["p99_9"], l["max"], n, r["server_cpu"]["us_per_event"]), file=sys.stderr)
+	PY
+	"$tmp/bin/herald" --server "${urls%%,*}" topic delete --force tail > /dev/null
+}
+
+runs=()
+for batch in $BATCHES; do
+	for backlog in 0 "$BACKLOG"; do
+		for server in on off; do runs+=("$server $batch $backlog"); done
+	done
+done
+mkdir -p "$OUT/raw"
+rm -f "$OUT"/raw/*.json
+log "${#runs[@]} runs per round, $ROUNDS rounds"
+for ((round = 1; round <= ROUNDS; round++)); do
+	n=${#runs[@]} order=()
+	for ((i = 0; i < n; i++)); do order+=("${runs[(i + round - 1) % n]}"); done
+	if ((round % 2 == 0)); then
+		rev=()
+		for ((i = n - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+		order=("${rev[@]}")
+	fi
+	for item in "${order[@]}"; do
+		read -r server batch backlog <<< "$item"
+		log "round $round of $ROUNDS: snapshots $server, batch $batch, backlog $backlog"
+		run_one "$server" "$batch" "$backlog" "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json"
+	done
+done
+
+{
+	echo "Machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(uname -sr); herald $version; $NODES node(s)"
+	echo "Load: $PRODUCERS producers, $EVENT_BYTES-byte events, $KEYS keys, one shard; $DURATION measured after $WARMUP warm-up; median of $ROUNDS rounds"
+	echo
+	"$tmp/bin/bench-table" --targets none "$OUT"/raw/*.json
+	echo
+	echo "Snapshots taken per run (warm-up included), rounds in order:"
+	echo
+	for item in "${runs[@]}"; do
+		read -r server batch backlog <<< "$item"
+		printf -- '- snapshots %s, batch %s, backlog %s:' "$server" "$batch" "$backlog"
+		for ((round = 1; round <= ROUNDS; round++)); do
+			printf ' %s' "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"]["snapshots_taken"])' "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json")"
+		done
+		echo
+	done
+} > "$OUT/table.md"
+cat "$OUT/table.md"
