@@ -38,8 +38,7 @@ const (
 // scheduler owns the queue of groups with work and the workers that
 // handle them.
 type scheduler struct {
-	round   func(w *roundWorker, groups []*group)
-	workers int
+	round func(w *roundWorker, groups []*group)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -54,7 +53,7 @@ func newScheduler(workers int, round func(w *roundWorker, groups []*group)) *sch
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	s := &scheduler{round: round, workers: workers}
+	s := &scheduler{round: round}
 	s.cond = sync.NewCond(&s.mu)
 	for range workers {
 		s.wg.Go(s.work)
@@ -90,13 +89,8 @@ func (s *scheduler) push(g *group) {
 	s.cond.Signal()
 }
 
-// take waits for queued groups and takes its share of them, appending
-// them to into; it returns false once the scheduler stops. A worker takes
-// no more than its share of the queue (and at most maxRoundGroups), so
-// that the groups with work are spread over the workers: one worker's
-// round then runs its CPU work while another's waits for its fdatasync,
-// as the groups did when each had a goroutine, and the WAL still
-// group-commits the rounds that sync at once.
+// take waits for queued groups and takes up to maxRoundGroups of them,
+// appending them to into; it returns false once the scheduler stops.
 func (s *scheduler) take(into []*group) ([]*group, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,7 +100,7 @@ func (s *scheduler) take(into []*group) ([]*group, bool) {
 	if s.stopped {
 		return into, false
 	}
-	n := min((len(s.queue)+s.workers-1)/s.workers, maxRoundGroups)
+	n := min(len(s.queue), maxRoundGroups)
 	into = append(into, s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
