@@ -34,7 +34,7 @@ const MaxScan = 20000
 // node's, ready to return.
 type Group interface {
 	// View runs f on the shard's state as this node has applied it, on
-	// the group's goroutine.
+	// the group's loop.
 	View(ctx context.Context, f func(m *shard.Machine)) error
 	// Entry returns the command of the log entry at index, which holds
 	// the event at offset (for the error).

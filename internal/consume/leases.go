@@ -159,7 +159,7 @@ func (l *Leases) DropEntries() {
 // done for its subscription. A subscription whose cursor starts, ends or
 // seeks loses its table: a cursor started again (a default subscription
 // attached again) starts where the old table's index knows nothing of. It
-// runs on the group's goroutine.
+// runs on the group's loop.
 func (l *Leases) Applied(cmd *shard.Command, r shard.Result) {
 	if r.Err != nil {
 		return // a rejected command changes nothing
@@ -228,7 +228,7 @@ func (l *Leases) Seeks(sub uint64) (n uint64, changed <-chan struct{}) {
 // next fetch reads it. The shard's entries are dropped from the node's
 // cache as well: being of committed events, none can differ from the log
 // restored, but nothing read before a restore then needs to be reasoned
-// about after it. It runs on the group's goroutine.
+// about after it. It runs on the group's loop.
 func (l *Leases) Restored() {
 	l.DropEntries()
 	l.mu.Lock()
@@ -248,7 +248,7 @@ func (l *Leases) Restored() {
 type table struct {
 	// indexing serializes the reads of the log that extend the index; see
 	// Shard.Fetch. It is held across reads of the group's state, which is
-	// why the group's goroutine, applying acks, takes only mu.
+	// why the group's loop, applying acks, takes only mu.
 	indexing sync.Mutex
 
 	mu       sync.Mutex

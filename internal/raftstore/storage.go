@@ -97,7 +97,7 @@ type Options struct {
 }
 
 // Storage is the durable state of one Raft group. It is safe for use by the
-// group's goroutine and by concurrent readers and a background snapshotter.
+// group's loop and by concurrent readers and a background snapshotter.
 type Storage struct {
 	fs         vfs.FS
 	dir        string
@@ -107,7 +107,7 @@ type Storage struct {
 	// closedClean is set once Close has synced and closed the log.
 	closedClean atomic.Bool
 	// log is replaced, under mu, when a snapshot install swaps in a
-	// staged log; readers outside the group's goroutine take it under mu.
+	// staged log; readers outside the group's loop take it under mu.
 	log *hlog.Log
 
 	// saveMu serializes snapshot file writes, so that a background save
