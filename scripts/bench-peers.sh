@@ -158,32 +158,17 @@ else
 	OUT=${OUT:-$repo/docs/bench/peers-results}
 fi
 
-log() { printf '%s bench-peers: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH_NAME=bench-peers
+. "$repo/scripts/bench-lib.sh"
 
 tmp=$(mktemp -d /tmp/herald-bench-peers.XXXXXX)
 pids=()
 cleanup() {
-	local pid
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		# Give each up to 30 s to stop, then kill it.
-		for _ in $(seq 300); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+	stop_pids
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 
 # wait_port PORT NAME PID: wait up to 60 s for 127.0.0.1:PORT to accept.
 wait_port() {
@@ -258,13 +243,6 @@ if has rabbitmq; then
 fi
 
 # --- R3: three-node clusters -------------------------------------------------
-# join_by SEP WORD...: the words joined by SEP.
-join_by() {
-	local IFS=$1
-	shift
-	echo "$*"
-}
-
 # start_herald_cluster NAME FLAG...: three herald serve processes, one
 # cluster, with FLAGs; sets NAME_urls (the nodes' base URLs, comma-separated).
 start_herald_cluster() {

@@ -40,34 +40,18 @@ OUT=${OUT:-/tmp/herald-snapshot-tail}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-log() { printf '%s bench-snapshot-tail: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH_NAME=bench-snapshot-tail
+. "$repo/scripts/bench-lib.sh"
 
 tmp=$(mktemp -d /tmp/herald-snapshot-tail.XXXXXX)
 pids=()
 cleanup() {
-	local pid
-	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do
-		for _ in $(seq 300); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+	stop_pids
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-join_by() {
-	local IFS=$1
-	shift
-	echo "$*"
-}
 
 log "building herald and bench-table"
 mkdir -p "$tmp/bin"

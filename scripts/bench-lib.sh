@@ -1,0 +1,34 @@
+# bench-lib.sh: what the benchmark scripts share. Source it after setting
+# BENCH_NAME (the prefix of log lines); the script keeps the server pids
+# it starts in the array pids, and its scratch directory in tmp.
+
+log() { printf '%s %s: %s\n' "$(date +%H:%M:%S)" "$BENCH_NAME" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# stop_pids: SIGTERM every process in pids, give each up to 30 s to stop,
+# then SIGKILL it.
+stop_pids() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		for _ in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+}
+
+# free_port: a TCP port of 127.0.0.1 free at the moment.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# join_by SEP WORD...: the words joined by SEP.
+join_by() {
+	local IFS=$1
+	shift
+	echo "$*"
+}
