@@ -22,6 +22,9 @@ func TestE2EClusterNodeWithoutAReplicaServes(t *testing.T) {
 	p := newKeyedPublisher(c, "orders")
 	p.publish(t, 4, 12, 0, 1, 2, 3)
 	acked := p.acked
+	// A new topic's shards hand their leadership to their preferred
+	// leaders; a fetch meanwhile may find a shard between two.
+	waitStatus(t, c.client(0), "every shard led by its preferred leader", ledByPreferred)
 	all := make(map[int][]client.Delivery)
 	for i := range 4 {
 		// Each node consumes a share; whatever it fetches and acks is gone
