@@ -47,18 +47,7 @@ func (g *fakeGroup) apply(t testing.TB, cmd shard.Command) shard.Result {
 // restore replaces the state machine with one restored from its snapshot.
 func (g *fakeGroup) restore(t testing.TB) {
 	t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	data, err := g.m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := shard.NewMachine()
-	if err := m.Restore(data); err != nil {
-		t.Fatal(err)
-	}
-	g.m = m
-	g.leases.Restored()
+	g.restoreAs(t, func(data []byte) []byte { return data })
 }
 
 // restoreKeyless replaces the state machine with one restored from its
@@ -68,37 +57,47 @@ func (g *fakeGroup) restore(t testing.TB) {
 // alone writes version 3, which records no keys in any release.
 func (g *fakeGroup) restoreKeyless(t testing.TB) {
 	t.Helper()
+	m := g.restoreAs(t, func(data []byte) []byte {
+		var n uint64 // the keys recorded: those of the events from some offset on
+		for o := g.m.Earliest(); o < g.m.NextOffset(); o++ {
+			if _, ok := g.m.KeyHashOf(o); ok {
+				n = g.m.NextOffset() - o
+				break
+			}
+		}
+		switch data[0] {
+		case 7:
+			return append([]byte{6}, data[1:len(data)-4*int(n)-len(binary.AppendUvarint(nil, n))]...)
+		case 3:
+			return data
+		}
+		t.Fatalf("snapshot written as version %d", data[0])
+		return nil
+	})
+	for o := m.Earliest(); o < m.NextOffset(); o++ {
+		if _, ok := m.KeyHashOf(o); ok {
+			t.Fatalf("a version 6 snapshot restored with the key of event %d", o)
+		}
+	}
+}
+
+// restoreAs replaces the state machine with one restored from its
+// snapshot as rewrite makes it, and returns the new one.
+func (g *fakeGroup) restoreAs(t testing.TB, rewrite func(data []byte) []byte) *shard.Machine {
+	t.Helper()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	data, err := g.m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n uint64 // the keys recorded: those of the events from some offset on
-	for o := g.m.Earliest(); o < g.m.NextOffset(); o++ {
-		if _, ok := g.m.KeyHashOf(o); ok {
-			n = g.m.NextOffset() - o
-			break
-		}
-	}
-	switch data[0] {
-	case 7:
-		data = append([]byte{6}, data[1:len(data)-4*int(n)-len(binary.AppendUvarint(nil, n))]...)
-	case 3:
-	default:
-		t.Fatalf("snapshot written as version %d", data[0])
-	}
 	m := shard.NewMachine()
-	if err := m.Restore(data); err != nil {
+	if err := m.Restore(rewrite(data)); err != nil {
 		t.Fatal(err)
-	}
-	for o := m.Earliest(); o < m.NextOffset(); o++ {
-		if _, ok := m.KeyHashOf(o); ok {
-			t.Fatalf("a version 6 snapshot restored with the key of event %d", o)
-		}
 	}
 	g.m = m
 	g.leases.Restored()
+	return m
 }
 
 func (g *fakeGroup) publish(t testing.TB, keys ...string) {
