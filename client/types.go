@@ -98,9 +98,12 @@ type ShardStats struct {
 	// without a push endpoint.
 	Delivery *DeliveryHealth `json:"delivery,omitempty"`
 	// Tiering (serve --tier-url): the shard's last reconciled log index
-	// (0 in a total), the bytes of its log on the answering node's disk,
-	// and the bytes of its entries in the object store.
+	// (0 in a total), the first index of its log on the answering node's
+	// disk (0 in a total: entries below it are read from the object
+	// store), the bytes of that log, and the bytes of its entries in the
+	// object store.
 	LRO         uint64 `json:"lro"`
+	LocalFirst  uint64 `json:"local_first"`
 	LocalBytes  uint64 `json:"local_bytes"`
 	TieredBytes uint64 `json:"tiered_bytes"`
 	// TierError says why the last tiering cycle of the shard's leader
@@ -245,6 +248,7 @@ func shardStatsFromProto(s *heraldv1.ShardStats) ShardStats {
 		Error:           s.GetError(),
 		Delivery:        deliveryHealthFromProto(s.GetDelivery()),
 		LRO:             s.GetLro(),
+		LocalFirst:      s.GetLocalFirst(),
 		LocalBytes:      s.GetLocalBytes(),
 		TieredBytes:     s.GetTieredBytes(),
 		TierError:       s.GetTierError(),

@@ -194,7 +194,7 @@ func shardStatsProto(s node.ShardStats) *heraldv1.ShardStats {
 		Delivered: st.Delivered, Retried: st.Retried, DeadLettered: st.DeadLettered,
 		DeadLetters: uint64(st.DeadLetters), DeadLetterBytes: uint64(st.DeadLetterBytes),
 		Skipped: st.Skipped,
-		Lro:     s.LRO, LocalBytes: uint64(s.LocalBytes), TieredBytes: uint64(s.TieredBytes), TierError: s.TierError,
+		Lro:     s.LRO, LocalFirst: s.LocalFirst, LocalBytes: uint64(s.LocalBytes), TieredBytes: uint64(s.TieredBytes), TierError: s.TierError,
 	}
 	if s.Shard >= 0 {
 		p.Shard = uint32(s.Shard)

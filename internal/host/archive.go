@@ -43,7 +43,10 @@ type LogBounds struct {
 	// ClosedThrough is the last index in a segment no longer written
 	// (0 if none): entries up to it are settled on disk.
 	ClosedThrough uint64
-	Bytes         int64 // the size of its segment files
+	// First is the first index it holds: entries below it are read from
+	// the Archive.
+	First uint64
+	Bytes int64 // the size of its segment files
 }
 
 // LogBounds returns the bounds of group id's local log.
@@ -53,7 +56,7 @@ func (h *Host) LogBounds(id uint64) (LogBounds, error) {
 		return LogBounds{}, err
 	}
 	l := g.storage.Log()
-	return LogBounds{ClosedThrough: l.ClosedThrough(), Bytes: l.SizeBytes()}, nil
+	return LogBounds{ClosedThrough: l.ClosedThrough(), First: l.FirstIndex(), Bytes: l.SizeBytes()}, nil
 }
 
 // Entries returns the entries of group id's local log from lo up to hi

@@ -139,9 +139,12 @@ type ShardStats struct {
 	// shards': the newest error and success, failures added up.
 	Delivery *DeliveryHealth
 	// Tiering, on a node that tiers (serve --tier-url): the shard's LRO
-	// (0 in a total), the bytes of its log on this node's disk, and the
-	// bytes of its entries the manifest records in the object store.
+	// (0 in a total), the first index of its log on this node's disk (0
+	// in a total; what it needs below it is read from the object store),
+	// the bytes of that log, and the bytes of its entries the manifest
+	// records in the object store.
 	LRO         uint64
+	LocalFirst  uint64
 	LocalBytes  int64
 	TieredBytes int64
 	// TierError is why the last tiering cycle failed, on the node that
@@ -214,7 +217,7 @@ func (n *Node) addTierStats(s *shardRuntime, ss *ShardStats, tiered map[uint64]i
 		return
 	}
 	if b, err := n.host.LogBounds(s.group); err == nil {
-		ss.LocalBytes = b.Bytes
+		ss.LocalFirst, ss.LocalBytes = b.First, b.Bytes
 	}
 	if err := n.tier.rec.LastError(); err != nil && n.relay.leads(s) {
 		ss.TierError = err.Error()

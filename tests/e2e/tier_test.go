@@ -431,9 +431,23 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	})
 
 	// Published through another node, the backlog survives the leader's
-	// death halfway: the client retries through the election.
+	// death halfway: the client retries through the election. It grows
+	// until p has recorded an object and died: should the leadership
+	// move while p waits for closed segments to tier, the next leader
+	// may tier everything there is before p leads again.
 	pub := c.client(other)
-	acked := publishBacklog(t, pub, "orders", 0, tierPerKey, paddedEvent)
+	var acked []framework.Published
+	for seq := 0; ; seq += tierPerKey / 4 {
+		select {
+		case <-crashing.Done():
+		default:
+			if seq < 4*tierPerKey {
+				acked = append(acked, publishBacklog(t, pub, "orders", seq, tierPerKey/4, paddedEvent)...)
+				continue
+			}
+		}
+		break
+	}
 	waitKilled(t, crashing)
 	// The new leader may have tiered more of the backlog already; the
 	// dead node's one object is there too.
@@ -461,7 +475,8 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	if c.nodes[p], err = c.tryStart(p); err != nil {
 		t.Fatalf("restart node %d: %v", p+1, err)
 	}
-	acked = append(acked, publishBacklog(t, pub, "orders", tierPerKey, tierPerKey/2, paddedEvent)...)
+	seq := len(acked) / tierKeys
+	acked = append(acked, publishBacklog(t, pub, "orders", seq, tierPerKey/2, paddedEvent)...)
 	lead := int(status(other, -1).Leader) - 1
 	st = waitTiered(t, c.client(lead), "orders", st.LRO+1)
 	c.nodes[lead].Kill()
@@ -475,7 +490,7 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	// memory before they reach its segments (host's WriteBehind), and only
 	// closed segments are tiered.
 	via := (lead + 1) % 3
-	acked = append(acked, publishBacklog(t, c.client(via), "orders", tierPerKey+tierPerKey/2, tierPerKey, paddedEvent)...)
+	acked = append(acked, publishBacklog(t, c.client(via), "orders", seq+tierPerKey/2, tierPerKey, paddedEvent)...)
 	next = int(status(via, lead).Leader) - 1
 	st = waitTiered(t, c.client(next), "orders", through2+1)
 	checkBucket(t, bucket.Objects(t), nil, st)
@@ -582,17 +597,36 @@ func TestE2ETierDamagedObjectReadFromAReplica(t *testing.T) {
 	framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool { return int(leader(other).Leader) == p+1 })
 
 	acked := publishBacklog(t, c.client(other), "orders", 0, tierPerKey, paddedEvent)
-	st := waitTiered(t, c.client(p), "orders", 1)
-	if st.TieredBytes == 0 {
-		t.Fatalf("the leader's log is not tiered: %+v", st)
-	}
+	waitTiered(t, c.client(p), "orders", 1)
+	// The leader deletes the tiered part of its log beyond its retention
+	// once the log is written out (the newest entries are held in memory
+	// first) and a snapshot lets it: until its disk no longer holds the
+	// oldest object's first entry, the consumer would read it there.
 	objs := bucket.Objects(t)
+	oldest := objs[0]
 	for _, o := range objs {
+		if firstIndex(o) < firstIndex(oldest) {
+			oldest = o
+		}
+	}
+	framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d's disk to no longer hold entry %d", p+1, firstIndex(oldest)), func() bool {
+		return shardStats(t, c.client(p), "orders").LocalFirst > firstIndex(oldest)
+	})
+	for _, o := range bucket.Objects(t) {
 		bucket.Damage(t, o)
 	}
 
 	drainConsumedOnce(t, c.client(p), "orders", acked)
-	if out := c.nodes[p].Output(); !strings.Contains(out, "failed its checksum") || !strings.Contains(out, objs[0].Name) {
-		t.Errorf("node %d did not say that object %s was damaged:\n%s", p+1, objs[0].Name, out)
+	if out := c.nodes[p].Output(); !strings.Contains(out, "failed its checksum") || !strings.Contains(out, oldest.Name) {
+		t.Errorf("node %d did not say that object %s was damaged:\n%s", p+1, oldest.Name, out)
 	}
+}
+
+// firstIndex returns the first log index o holds.
+func firstIndex(o framework.TierObject) uint64 {
+	first := o.Runs[0].First
+	for _, r := range o.Runs {
+		first = min(first, r.First)
+	}
+	return first
 }

@@ -1462,6 +1462,9 @@ type ShardStats struct {
 	Lro         uint64 `protobuf:"varint,21,opt,name=lro,proto3" json:"lro,omitempty"`
 	LocalBytes  uint64 `protobuf:"varint,22,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
 	TieredBytes uint64 `protobuf:"varint,23,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	// The first log index this node's disk holds of the shard (unset in a
+	// total): entries below it are read from the object store.
+	LocalFirst uint64 `protobuf:"varint,25,opt,name=local_first,json=localFirst,proto3" json:"local_first,omitempty"`
 	// Why the last tiering cycle of the node that leads the shard failed
 	// (the store unreachable, its credentials refused); empty if it went
 	// well, and in other nodes' answers.
@@ -1657,6 +1660,13 @@ func (x *ShardStats) GetLocalBytes() uint64 {
 func (x *ShardStats) GetTieredBytes() uint64 {
 	if x != nil {
 		return x.TieredBytes
+	}
+	return 0
+}
+
+func (x *ShardStats) GetLocalFirst() uint64 {
+	if x != nil {
+		return x.LocalFirst
 	}
 	return 0
 }
@@ -4493,7 +4503,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x1bDisableSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.herald.v1.SubscriptionR\fsubscription\"'\n" +
 	"\x11TopicStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x06\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa1\x06\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
@@ -4521,7 +4531,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x03lro\x18\x15 \x01(\x04R\x03lro\x12\x1f\n" +
 	"\vlocal_bytes\x18\x16 \x01(\x04R\n" +
 	"localBytes\x12!\n" +
-	"\ftiered_bytes\x18\x17 \x01(\x04R\vtieredBytes\x12\x1d\n" +
+	"\ftiered_bytes\x18\x17 \x01(\x04R\vtieredBytes\x12\x1f\n" +
+	"\vlocal_first\x18\x19 \x01(\x04R\n" +
+	"localFirst\x12\x1d\n" +
 	"\n" +
 	"tier_error\x18\x18 \x01(\tR\ttierError\"\xe5\x02\n" +
 	"\x0eDeliveryHealth\x12\x1d\n" +
