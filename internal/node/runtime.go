@@ -110,14 +110,19 @@ type shardRuntime struct {
 // statsCache holds a shard's last counters and the applied index they are
 // of. The counters change only as the group applies entries (or a
 // snapshot), so while that index stays put they are read without waking
-// the group: the dashboard reads every shard every few seconds, and most
-// of ten thousand shards are idle.
+// the group: the dashboard reads every shard, and every subscription's
+// view of it, every few seconds, and most of ten thousand shards are idle.
 type statsCache struct {
 	mu      sync.Mutex
 	valid   bool
 	applied uint64
 	stats   QueueStats
 	lro     uint64 // the shard's LRO (tiering)
+	// cursors are the counters of each subscription (by ID) at
+	// cursorsAt, kept apart from stats: the two are read by different
+	// calls, each filling its own.
+	cursors   map[uint64]QueueStats
+	cursorsAt uint64
 }
 
 // get returns the counters and the LRO if they are of applied.
@@ -131,6 +136,42 @@ func (c *statsCache) put(applied uint64, st QueueStats, lro uint64) {
 	c.mu.Lock()
 	c.valid, c.applied, c.stats, c.lro = true, applied, st, lro
 	c.mu.Unlock()
+}
+
+// getCursors fills out[i].Stats with the counters of subscription ids[i]
+// and reports true if it holds them all as of applied; otherwise it
+// leaves out alone.
+func (c *statsCache) getCursors(applied uint64, ids []uint64, out []ShardStats) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cursors == nil || c.cursorsAt != applied {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := c.cursors[id]; !ok {
+			return false
+		}
+	}
+	for i, id := range ids {
+		out[i].Stats = c.cursors[id]
+	}
+	return true
+}
+
+// putCursors records the counters of the subscriptions ids, read at
+// applied, where out[i] are those of ids[i]; a read at another index
+// replaces what the cache held.
+func (c *statsCache) putCursors(applied uint64, ids []uint64, out []ShardStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cursors == nil || c.cursorsAt != applied {
+		c.cursors, c.cursorsAt = make(map[uint64]QueueStats, len(ids)), applied
+	}
+	for i, id := range ids {
+		if out[i].Err == nil {
+			c.cursors[id] = out[i].Stats
+		}
+	}
 }
 
 // shardOpen is the opening of a local shard's group, which runs in the

@@ -75,7 +75,10 @@ func (n *Node) cursorsStats(ctx context.Context, s *shardRuntime, ids []uint64) 
 	if s.unservable() != nil {
 		return out
 	}
-	err := n.host.View(ctx, s.group, func(sm host.StateMachine, _ uint64) {
+	if applied, err := n.host.Applied(s.group); err == nil && s.stats.getCursors(applied, ids, out) {
+		return out
+	}
+	err := n.host.View(ctx, s.group, func(sm host.StateMachine, applied uint64) {
 		m := machineOf(sm)
 		for i, sub := range ids {
 			c, ok := m.Cursor(sub)
@@ -86,6 +89,7 @@ func (n *Node) cursorsStats(ctx context.Context, s *shardRuntime, ids []uint64) 
 			}
 			out[i].Stats = QueueStats(c.Stats())
 		}
+		s.stats.putCursors(applied, ids, out)
 	})
 	if err != nil {
 		for i := range out {
