@@ -29,6 +29,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -95,7 +96,18 @@ func New(n *node.Node, cfg Config) *Dashboard {
 // series are the samples of one topic, oldest first.
 type series struct {
 	samples []sample
+	// version is the node's StatsVersion of the topic when its counters
+	// were last read, delivered its subscriptions' delivered counts then,
+	// and stale the samples taken since without reading them.
+	version   uint64
+	delivered map[uint64]uint64
+	stale     int
 }
+
+// rereadEvery bounds how many samples in a row repeat a topic's counters
+// because its StatsVersion held: a read that failed in part (a shard
+// busy, a shard of another node) is not repeated for longer than that.
+const rereadEvery = 12
 
 // sample is a topic's counters at one moment.
 type sample struct {
@@ -119,61 +131,110 @@ func (d *Dashboard) Run(ctx context.Context) {
 }
 
 // sample records one sample of every topic and subscription, and forgets
-// deleted ones.
+// deleted ones. A topic whose counters have not changed since they were
+// last read (node.StatsVersion) is not read again, up to rereadEvery
+// samples: its last sample and its subscriptions' are repeated, so that
+// an idle node of many shards costs next to nothing to chart.
 func (d *Dashboard) sample(ctx context.Context, now time.Time) {
-	topics := d.node.ListTopics()
+	topics := d.node.TopicNames()
+	reads := make(map[string]*topicRead, len(topics))
 	taken := make(map[string]sample, len(topics))
-	for _, t := range topics {
-		st, err := d.node.TopicStats(ctx, t.Name)
+	var toRead []string
+	d.mu.Lock()
+	for _, name := range topics {
+		v, err := d.node.StatsVersion(name)
 		if err != nil {
-			if ctx.Err() == nil {
-				d.cfg.Logger.Debug("dashboard: sample topic statistics", "topic", t.Name, "err", err)
-			}
+			continue // deleted since the list
+		}
+		h := d.history[name]
+		if h == nil || h.version != v || h.stale >= rereadEvery || len(h.samples) == 0 {
+			reads[name] = &topicRead{version: v, delivered: make(map[uint64]uint64)}
+			toRead = append(toRead, name)
 			continue
 		}
-		taken[t.Name] = sampleOf(now, st.Total.Stats)
+		h.stale++
+		s := h.samples[len(h.samples)-1]
+		s.at = now
+		taken[name] = s
 	}
-	subs := d.sampleSubscriptions(ctx, topics, now)
+	d.mu.Unlock()
+
+	for _, name := range toRead {
+		st, err := d.node.TopicStats(ctx, name)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Debug("dashboard: sample topic statistics", "topic", name, "err", err)
+			}
+			delete(reads, name)
+			continue
+		}
+		taken[name] = sampleOf(now, st.Total.Stats)
+	}
+	d.sampleSubscriptions(ctx, toRead, reads)
+
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.recordSubscriptions(subs)
 	for name := range d.history {
-		if _, ok := taken[name]; !ok && !slices.ContainsFunc(topics, func(t node.Topic) bool { return t.Name == name }) {
+		if _, ok := taken[name]; !ok && !slices.Contains(topics, name) {
 			delete(d.history, name)
 		}
 	}
+	subs := make(map[subKey]subSample)
 	for name, s := range taken {
 		h := d.history[name]
 		if h == nil {
-			h = &series{}
+			// Topics first charted together are read again at different
+			// samples, not all at once.
+			h = &series{stale: rand.IntN(rereadEvery)}
 			d.history[name] = h
 		}
 		h.samples = append(h.samples, s)
 		if over := len(h.samples) - d.cfg.Keep; over > 0 {
 			h.samples = slices.Delete(h.samples, 0, over)
 		}
+		if r := reads[name]; r != nil {
+			h.version, h.delivered, h.stale = r.version, r.delivered, 0
+			if r.failed {
+				h.stale = rereadEvery // read again at the next sample
+			}
+		}
+		for id, n := range h.delivered {
+			subs[subKey{name, id}] = subSample{at: now, delivered: n}
+		}
 	}
+	d.recordSubscriptions(subs)
 }
 
-// sampleSubscriptions takes the delivered count of every subscription of
-// topics, reading each topic's shards once for all its subscriptions.
-func (d *Dashboard) sampleSubscriptions(ctx context.Context, topics []node.Topic, now time.Time) map[subKey]subSample {
-	taken := make(map[subKey]subSample)
-	for _, t := range topics {
-		subs, stats, err := d.subscriptionStats(ctx, t.Name)
+// topicRead is what one sample read of a topic's counters.
+type topicRead struct {
+	version   uint64            // the topic's StatsVersion before the read
+	delivered map[uint64]uint64 // by subscription id
+	failed    bool              // the subscriptions could not be read
+}
+
+// sampleSubscriptions reads the delivered count of every subscription of
+// topics into reads, reading each topic's shards once for all its
+// subscriptions.
+func (d *Dashboard) sampleSubscriptions(ctx context.Context, topics []string, reads map[string]*topicRead) {
+	for _, name := range topics {
+		r := reads[name]
+		if r == nil {
+			continue
+		}
+		subs, stats, err := d.subscriptionStats(ctx, name)
 		if err != nil {
 			if ctx.Err() == nil {
-				d.cfg.Logger.Debug("dashboard: sample subscription statistics", "topic", t.Name, "err", err)
+				d.cfg.Logger.Debug("dashboard: sample subscription statistics", "topic", name, "err", err)
 			}
+			r.failed = true
 			continue
 		}
 		for i, sub := range subs {
 			if stats[i].Total.Err == nil {
-				taken[subKey{t.Name, sub.ID}] = subSample{at: now, delivered: stats[i].Total.Stats.Delivered}
+				r.delivered[sub.ID] = stats[i].Total.Stats.Delivered
 			}
 		}
 	}
-	return taken
 }
 
 // subscriptionStats returns a topic's subscriptions and their statistics.

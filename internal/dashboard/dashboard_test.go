@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,13 @@ type server struct {
 
 func startServer(t *testing.T) server {
 	t.Helper()
+	return startServerSampling(t, 200*time.Millisecond)
+}
+
+// startServerSampling is startServer with the dashboard sampling every
+// interval.
+func startServerSampling(t *testing.T, interval time.Duration) server {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
 	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Logger: logger, Registerer: reg,
@@ -52,7 +60,7 @@ func startServer(t *testing.T) server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := dashboard.New(n, dashboard.Config{Interval: 200 * time.Millisecond, Logger: logger})
+	d := dashboard.New(n, dashboard.Config{Interval: interval, Logger: logger})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { d.Run(ctx) })
@@ -609,4 +617,133 @@ func status(b context.Context) string {
 		return err.Error()
 	}
 	return s
+}
+
+// TestDashboardChartsIdleAndBusy: the charts go on while a topic is idle
+// (its counters are then repeated, not read again), with rates of zero,
+// and a change shows in the first sample taken after it, for the topic and
+// for its subscriptions.
+func TestDashboardChartsIdleAndBusy(t *testing.T) {
+	// A rate shows for one interval: long enough here for the test's
+	// polling to see it on a busy machine.
+	s := startServerSampling(t, time.Second)
+	accepting := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer accepting.Close()
+	ctx := context.Background()
+	c := s.client()
+	if _, err := c.CreateTopic(ctx, connect.NewRequest(&heraldv1.CreateTopicRequest{Name: "orders", Attributes: map[string]string{"shards": "2"}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSubscription(ctx, connect.NewRequest(&heraldv1.CreateSubscriptionRequest{Topic: "orders", Name: "hook",
+		Attributes: map[string]string{"push_endpoint": accepting.URL}})); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(n int) {
+		t.Helper()
+		var events []*heraldv1.PublishEvent
+		for i := range n {
+			events = append(events, &heraldv1.PublishEvent{Key: fmt.Sprint("k", i), Payload: []byte("{}")})
+		}
+		if _, err := c.Publish(ctx, connect.NewRequest(&heraldv1.PublishRequest{Topic: "orders", Events: events})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st struct {
+		Topics []struct {
+			Name    string
+			History struct {
+				Time         []int64   `json:"time"`
+				PublishRate  []float64 `json:"publish_rate"`
+				DeliveryRate []float64 `json:"delivery_rate"`
+				Backlog      []int64
+			}
+			Subscriptions []struct {
+				Name         string
+				Delivered    uint64
+				DeliveryRate float64 `json:"delivery_rate"`
+			}
+		}
+	}
+	orders := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/dashboard/data/state", nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		for i, tp := range st.Topics {
+			if tp.Name == "orders" {
+				return i
+			}
+		}
+		t.Fatal("the dashboard does not show topic orders")
+		return 0
+	}
+	hookRate := func(i int) float64 {
+		for _, sub := range st.Topics[i].Subscriptions {
+			if sub.Name == "hook" {
+				return sub.DeliveryRate
+			}
+		}
+		return -1
+	}
+	// lastTime is the time of the newest sample.
+	lastTime := func(i int) int64 {
+		if h := st.Topics[i].History.Time; len(h) > 0 {
+			return h[len(h)-1]
+		}
+		return 0
+	}
+
+	var backlog int64 // the default subscription's: nothing pulls
+	for round, n := range []int{3, 2} {
+		publish(n)
+		backlog += int64(n)
+		i := orders()
+		published := lastTime(i)
+		// The sample under way as the publish was acknowledged may have
+		// read before it; every sample begun after shows it. hook's
+		// deliveries show in its rate for the interval they fell in, once
+		// it has a sample before them (not so in the first round: it may
+		// have started on its shards after the sample that followed its
+		// creation).
+		sawRate := round == 0
+		waitFor(t, "two samples after the publish, and hook's deliveries in its rate", func() bool {
+			i = orders()
+			sawRate = sawRate || hookRate(i) > 0
+			n := 0
+			for _, at := range st.Topics[i].History.Time {
+				if at > published {
+					n++
+				}
+			}
+			return n >= 2 && sawRate
+		})
+		h := st.Topics[i].History
+		seen := 0
+		for k, at := range h.Time {
+			if at <= published {
+				continue
+			}
+			if seen++; seen > 1 && h.Backlog[k] != backlog {
+				t.Fatalf("round %d: a sample begun after the publish shows a backlog of %d, want %d: %+v", round, h.Backlog[k], backlog, h)
+			}
+		}
+		// Idle: the samples go on, with rates of zero.
+		before := len(st.Topics[i].History.Time)
+		waitFor(t, "idle samples with rates of zero", func() bool {
+			i = orders()
+			h := st.Topics[i].History
+			n := len(h.Time)
+			return n >= before+3 && h.PublishRate[n-1] == 0 && hookRate(i) == 0
+		})
+		if h := st.Topics[i].History; h.Backlog[len(h.Backlog)-1] != backlog {
+			t.Fatalf("round %d: an idle topic's samples show a backlog of %d, want %d", round, h.Backlog[len(h.Backlog)-1], backlog)
+		}
+	}
 }
