@@ -240,7 +240,7 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 	x := t.index
 	x.wake(now.UnixNano())
 	limit := runCap(max, len(x.keys))
-	var out []pick
+	out := make([]pick, 0, min(max, x.entries))
 	for len(out) < max && x.ready.Len() > 0 {
 		k := x.ready.items[0]
 		if !x.settle(k, c) {
@@ -265,7 +265,11 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 // it would hand out the key's later events while an earlier one is out.
 // The caller holds t.mu.
 func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now, then time.Time) []pick {
-	r := &run{}
+	// The run's offsets and numbers in one allocation, of the size the
+	// run can reach, rather than grown by appends event by event.
+	size := min(n, len(k.offsets))
+	buf := make([]uint64, 2*size)
+	r := &run{offsets: buf[:0:size], numbers: buf[size:size]}
 	for _, o := range k.offsets {
 		if len(r.offsets) == n {
 			break
