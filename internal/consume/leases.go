@@ -3,6 +3,7 @@ package consume
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/shard"
@@ -43,6 +44,12 @@ type Leases struct {
 	// entries, if not nil, caches the log entries the shard's fetches
 	// read, with other shards' of the node.
 	entries *EntryCache
+	// leading is whether this node leads the shard, as the node last
+	// told (Lead): only a leader's fetches read the entries it applies.
+	leading atomic.Bool
+	// needed is the shard's CompactIndex as Cached last saw it; only the
+	// group's loop uses it.
+	needed uint64
 }
 
 // NewLeases returns a shard's lease tables, none made yet. Its fetches
@@ -151,6 +158,33 @@ func (l *Leases) Count(now time.Time) int {
 func (l *Leases) DropEntries() {
 	if l.entries != nil {
 		l.entries.drop(l)
+	}
+}
+
+// Lead tells the leases whether this node leads the shard now, which
+// decides whether Cached caches the entries it applies. A node that
+// stops leading drops the shard's entries with DropIdle.
+func (l *Leases) Lead(leading bool) { l.leading.Store(leading) }
+
+// Cached tells the node's cache of entries of the entry the shard
+// applied at index, decoded as cmd, and of the lowest index the shard
+// still needs, needed (shard.State's CompactIndex). On the leader, it
+// caches an entry of events while the cache has room without pushing
+// others out: the fetches of a consumer that keeps up read them moments
+// later, and those of a backlog read its oldest first, which are cached
+// first. It drops the shard's entries below needed, read by every
+// subscription, so that the room they took goes to the entries still
+// to be read. It runs on the group's loop.
+func (l *Leases) Cached(index uint64, cmd shard.Command, r shard.Result, needed uint64) {
+	if l.entries == nil {
+		return
+	}
+	if needed > l.needed {
+		l.needed = needed
+		l.entries.dropBelow(l, needed)
+	}
+	if r.Err == nil && len(cmd.Events) > 0 && index >= needed && l.leading.Load() {
+		l.entries.put(entryKey{l, index}, cmd, false)
 	}
 }
 

@@ -214,10 +214,12 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max 
 	return out, nil
 }
 
-// forgetLeases drops the idle pull lease tables of the shards this node
-// stops leading (consume.Leases.DropIdle) until stop: their consumers
-// fetch from the new leader, and every subscription's table would
-// otherwise hold its index here for as long as the subscription lives.
+// forgetLeases tells the shards' leases whether this node leads them
+// (consume.Leases.Lead: a leader caches the entries it applies), and
+// drops the idle pull lease tables of the shards this node stops leading
+// (consume.Leases.DropIdle) until stop: their consumers fetch from the
+// new leader, and every subscription's table would otherwise hold its
+// index here for as long as the subscription lives.
 func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
 	defer w.Stop()
 	for {
@@ -228,7 +230,16 @@ func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
 		}
 		now := time.Now()
 		for _, group := range w.Changed() {
-			if s, ok := n.reg.shard(group); ok && !n.relay.leads(s) {
+			s, ok := n.reg.shard(group)
+			if !ok {
+				continue
+			}
+			// Whether the group elected this node, serving or not yet: a
+			// shard elects its leader while it opens, before it serves,
+			// and hears of no change after.
+			leader, err := n.host.Leader(group)
+			s.leases.Lead(err == nil && leader == n.relay.self)
+			if !n.relay.leads(s) {
 				s.leases.DropIdle(now)
 			}
 		}

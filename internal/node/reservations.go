@@ -70,6 +70,7 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
 	m.leases.Applied(&cmd, r)
+	m.leases.Cached(index, cmd, r, m.CompactIndex())
 	return r
 }
 
