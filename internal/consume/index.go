@@ -64,7 +64,7 @@ type keyQueue struct {
 	offsets []uint64 // ascending; offsets[0] is the front; done ones are dropped lazily
 	dropped int      // see dropOffsets
 	pos     int      // in its heap
-	until   int64    // in the leased heap: when the front's lease expires, Unix ns
+	until   int64    // in the leased heap: when the front's lease expires (table.clock)
 }
 
 func newKeyIndex(indexed uint64) *keyIndex {
@@ -238,7 +238,8 @@ func runCap(n, keys int) int {
 // caller holds t.mu.
 func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then time.Time) []pick {
 	x := t.index
-	x.wake(now.UnixNano())
+	nowNs := t.clock(now)
+	x.wake(nowNs)
 	limit := runCap(max, len(x.keys))
 	out := make([]pick, 0, min(max, x.entries))
 	for len(out) < max && x.ready.Len() > 0 {
@@ -246,13 +247,12 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 		if !x.settle(k, c) {
 			continue
 		}
-		front := k.offsets[0]
-		if u, ok := t.until[front]; ok && u.After(now) {
-			x.hold(k, u.UnixNano())
+		if e := t.events[k.offsets[0]]; e.leased(nowNs) {
+			x.hold(k, e.until)
 			continue
 		}
-		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), now, then)
-		x.hold(k, then.UnixNano())
+		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), nowNs, then)
+		x.hold(k, t.clock(then))
 	}
 	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.lease.Offset, b.lease.Offset) })
 	return out
@@ -264,7 +264,7 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 // now (held for an ack, or by a lease that outlived its run's); leasing
 // it would hand out the key's later events while an earlier one is out.
 // The caller holds t.mu.
-func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now, then time.Time) []pick {
+func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now int64, then time.Time) []pick {
 	// The run's offsets and numbers in one allocation, of the size the
 	// run can reach, rather than grown by appends event by event.
 	size := min(n, len(k.offsets))
@@ -277,18 +277,17 @@ func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pi
 		if c.IsAcked(o) {
 			continue
 		}
-		if u, ok := t.until[o]; ok && u.After(now) {
+		if t.events[o].leased(now) {
 			break
 		}
 		index, slot, ok := m.Locate(o)
 		if !ok {
 			panic(fmt.Sprintf("consume: pending offset %d has no log entry", o))
 		}
-		number := t.lease(o, then)
-		t.runs[o] = runMember{r, len(r.offsets)}
+		number, attempts := t.lease(o, then, r, len(r.offsets))
 		r.offsets = append(r.offsets, o)
 		r.numbers = append(r.numbers, number)
-		out = append(out, pick{Lease{Offset: o, Number: number, Attempt: t.attempts[o]}, index, slot})
+		out = append(out, pick{Lease{Offset: o, Number: number, Attempt: attempts}, index, slot})
 	}
 	return out
 }
