@@ -300,15 +300,18 @@ type table struct {
 	// swept is the head below which no lease is held, as of the last
 	// sweep (see forgetBelow).
 	swept uint64
-	// epoch is when the table was made: lease expiries are kept as
-	// nanoseconds since (clock), on the monotonic clock, so that a step
-	// of the wall clock neither ends leases early nor prolongs them.
+	// epoch is an hour before the table was made: lease expiries are kept
+	// as nanoseconds since (clock), on the monotonic clock, so that a step
+	// of the wall clock neither ends leases early nor prolongs them. The
+	// hour puts after it the times taken just before the table was made,
+	// such as the now of the fetch or ack that makes it.
 	epoch time.Time
 }
 
 // clock returns the time at as the table keeps expiries: nanoseconds
-// since its epoch, by the monotonic clock. Every lease expires after the
-// epoch, so 0 is never an expiry.
+// since its epoch, by the monotonic clock. Every time the table is given
+// is after the epoch, so 0 is never an expiry, and no lease looks held
+// beyond a now.
 func (t *table) clock(at time.Time) int64 { return int64(at.Sub(t.epoch)) }
 
 // An eventLease is what a table knows of an event: its lease, if it has
@@ -331,7 +334,7 @@ func newTable() *table {
 		events: make(map[uint64]eventLease),
 		last:   rand.Uint64() >> 2, // room for 2^62 leases before wrapping
 		index:  newKeyIndex(0),
-		epoch:  time.Now(),
+		epoch:  time.Now().Add(-time.Hour),
 	}
 }
 
