@@ -200,17 +200,17 @@ func (s Shard) entries(evict bool) *entryReader {
 	return r
 }
 
-// command returns the command of the entry at l.index.
-func (r *entryReader) command(l location) (shard.Command, error) {
-	if r.read && r.lastIndex == l.index {
-		return r.last, nil
+// command returns the command of the entry at l.index, which stays the
+// reader's until it reads another entry.
+func (r *entryReader) command(l location) (*shard.Command, error) {
+	if !r.read || r.lastIndex != l.index {
+		cmd, err := r.load(l)
+		if err != nil {
+			return nil, err
+		}
+		r.last, r.lastIndex, r.read = cmd, l.index, true
 	}
-	cmd, err := r.load(l)
-	if err != nil {
-		return shard.Command{}, err
-	}
-	r.last, r.lastIndex, r.read = cmd, l.index, true
-	return cmd, nil
+	return &r.last, nil
 }
 
 // load returns the command of the entry at l.index from the cache, or

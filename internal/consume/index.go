@@ -206,12 +206,14 @@ func (h *keyHeap) Pop() any {
 	return k
 }
 
-// A pick is an event a fetch leased, found in the index: the lease, and
-// where its event is in the log.
+// A pick is an event a fetch leased, found in the index: its lease, and
+// where the event is in the log. It holds no event, which the fetch reads
+// after: picks are sorted, and a Lease is thrice their size.
 type pick struct {
-	lease Lease
-	index uint64 // of the log entry holding the event
-	slot  int
+	offset, number uint64 // of the event, of its lease
+	index          uint64 // of the log entry holding the event
+	slot           int
+	attempt        uint32
 }
 
 // Spread is how many consumers a fetch leaves room for: it takes runs of
@@ -254,7 +256,7 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), nowNs, then)
 		x.hold(k, t.clock(then))
 	}
-	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.lease.Offset, b.lease.Offset) })
+	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.offset, b.offset) })
 	return out
 }
 
@@ -287,7 +289,7 @@ func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pi
 		number, attempts := t.lease(o, then, r, len(r.offsets))
 		r.offsets = append(r.offsets, o)
 		r.numbers = append(r.numbers, number)
-		out = append(out, pick{Lease{Offset: o, Number: number, Attempt: attempts}, index, slot})
+		out = append(out, pick{offset: o, number: number, index: index, slot: slot, attempt: attempts})
 	}
 	return out
 }

@@ -441,9 +441,9 @@ func (t *table) unlease(picks []pick) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range picks {
-		o := p.lease.Offset
+		o := p.offset
 		e := t.events[o]
-		if e.until == 0 || e.number != p.lease.Number {
+		if e.until == 0 || e.number != p.number {
 			continue // ended, or replaced, since
 		}
 		t.events[o] = eventLease{attempts: e.attempts - 1}
