@@ -272,14 +272,15 @@ func parseDecimal(s string, max uint64) (uint64, bool) {
 	if s == "" || len(s) > 1 && s[0] == '0' {
 		return 0, false
 	}
+	// One pass, checking the digits and the bound together: an ack parses
+	// three numbers of each of a hundred receipts.
+	var n uint64
 	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
+		d := uint64(s[i] - '0')
+		if d > 9 || d > max || n > (max-d)/10 { // n*10+d > max
 			return 0, false
 		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > max {
-		return 0, false
+		n = n*10 + d
 	}
 	return n, true
 }
