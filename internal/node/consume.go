@@ -423,6 +423,16 @@ type shardIDs struct {
 	receipts []string // and the receipts
 }
 
+// newShardIDs returns a shard's ids with room for n more of the kind of
+// the first: most acks name the receipts of one fetch, from one shard, so
+// its arrays are made once rather than grown id by id.
+func newShardIDs(n int, receipts bool) *shardIDs {
+	if !receipts {
+		return &shardIDs{offsets: make([]uint64, 0, n)}
+	}
+	return &shardIDs{leased: make([]uint64, 0, n), numbers: make([]uint64, 0, n), receipts: make([]string, 0, n)}
+}
+
 // subscriptionShard is a shard, and a subscription whose cursor in it an
 // ack or a nack is about.
 type subscriptionShard struct {
@@ -437,7 +447,7 @@ func (r *registry) groupIDs(subscription string, ids []string) (map[subscription
 		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
 	groups := make(map[subscriptionShard]*shardIDs)
-	for _, id := range ids {
+	for i, id := range ids {
 		a, err := topic.ParseAck(id)
 		if err != nil {
 			return nil, err
@@ -453,7 +463,7 @@ func (r *registry) groupIDs(subscription string, ids []string) (map[subscription
 		key := subscriptionShard{s, sub}
 		g := groups[key]
 		if g == nil {
-			g = new(shardIDs)
+			g = newShardIDs(len(ids)-i, a.Lease != 0)
 			groups[key] = g
 		}
 		if a.Lease == 0 {
