@@ -167,14 +167,15 @@ func (l *Leases) DropEntries() {
 func (l *Leases) Lead(leading bool) { l.leading.Store(leading) }
 
 // Cached tells the node's cache of entries of the entry the shard
-// applied at index, decoded as cmd, and of the lowest index the shard
-// still needs, needed (shard.State's CompactIndex). On the leader, it
-// caches an entry of events while the cache has room without pushing
-// others out: the fetches of a consumer that keeps up read them moments
-// later, and those of a backlog read its oldest first, which are cached
-// first. It drops the shard's entries below needed, read by every
-// subscription, so that the room they took goes to the entries still
-// to be read. It runs on the group's loop.
+// applied at index, decoded as cmd, and of the lowest index worth
+// caching, needed: the shard's CompactIndex (below it, every
+// subscription has read the entries), or higher (see the node's
+// shardMachine.cachedFrom). On the leader, it caches an entry of events
+// while the cache has room without pushing others out: the fetches of a
+// consumer that keeps up read them moments later, and those of a backlog
+// read its oldest first, which are cached first. It drops the shard's
+// entries below needed, so that the room they took goes to the entries
+// still to be read. It runs on the group's loop.
 func (l *Leases) Cached(index uint64, cmd shard.Command, r shard.Result, needed uint64) {
 	if l.entries == nil {
 		return
