@@ -280,15 +280,14 @@ func (s Shard) read(picks []pick) ([]Lease, error) {
 	entries := s.entries(true)
 	out := make([]Lease, len(picks))
 	for i, p := range picks {
-		ev, at, ok, err := entries.event(location{offset: p.lease.Offset, index: p.index, slot: p.slot})
+		ev, at, ok, err := entries.event(location{offset: p.offset, index: p.index, slot: p.slot})
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("consume: event %d of shard %d of %s: log entry %d has no slot %d", p.lease.Offset, s.Index, s.Topic, p.index, p.slot)
+			return nil, fmt.Errorf("consume: event %d of shard %d of %s: log entry %d has no slot %d", p.offset, s.Index, s.Topic, p.index, p.slot)
 		}
-		out[i] = p.lease
-		out[i].Event, out[i].Time = ev, at
+		out[i] = Lease{Offset: p.offset, Number: p.number, Event: ev, Time: at, Attempt: p.attempt}
 	}
 	return out, nil
 }

@@ -324,6 +324,13 @@ func TestHoldForAck(t *testing.T) {
 	if !slices.Equal(held, []uint64{7}) || !slices.Equal(fresh, []uint64{7}) || len(lapsed) != 0 {
 		t.Errorf("HoldForAck of an event no one holds = held %v, fresh %v, lapsed %v; want it held, fresh", held, fresh, lapsed)
 	}
+	// The first ack of a subscription makes its table, after taking its
+	// now: that now holds no lease either.
+	before := time.Now()
+	held, fresh, lapsed = s.Leases.HoldForAck(9, []uint64{0}, []uint64{42}, before)
+	if !slices.Equal(held, []uint64{0}) || !slices.Equal(fresh, []uint64{0}) || len(lapsed) != 0 {
+		t.Errorf("HoldForAck making its table = held %v, fresh %v, lapsed %v; want it held, fresh", held, fresh, lapsed)
+	}
 }
 
 func TestAckedNow(t *testing.T) {

@@ -35,6 +35,9 @@ type EntryCache struct {
 	size    int
 	entries map[entryKey]*list.Element // of *cachedEntry, in lru
 	lru     list.List                  // the most recently used first
+	// floors holds, for each shard with entries cached, an index below
+	// which it has none: where dropBelow starts looking.
+	floors map[*Leases]uint64
 }
 
 // An entryKey names a log entry of a shard: the shard is known by its
@@ -53,7 +56,7 @@ type cachedEntry struct {
 // NewEntryCache returns an empty cache of entries of up to maxBytes in all
 // (as commandSize counts them).
 func NewEntryCache(maxBytes int) *EntryCache {
-	return &EntryCache{max: maxBytes, entries: make(map[entryKey]*list.Element)}
+	return &EntryCache{max: maxBytes, entries: make(map[entryKey]*list.Element), floors: make(map[*Leases]uint64)}
 }
 
 // get returns the command of the entry at k, if cached.
@@ -84,15 +87,40 @@ func (c *EntryCache) put(k entryKey, cmd shard.Command, evict bool) {
 	}
 	c.entries[k] = c.lru.PushFront(&cachedEntry{key: k, cmd: cmd, size: size})
 	c.size += size
+	if f, ok := c.floors[k.shard]; !ok || k.index < f {
+		c.floors[k.shard] = k.index
+	}
 	for c.size > c.max {
 		c.remove(c.lru.Back())
 	}
+}
+
+// dropBelow forgets the entries of the shard of l below index: no
+// subscription has an event in them left to read (shard.State's
+// CompactIndex), so they only take room from the entries still to be
+// read. Each index is looked at once, from the shard's floor up, and the
+// floor moves to index: its cost is that of the log entries the shard's
+// subscriptions passed.
+func (c *EntryCache) dropBelow(l *Leases, index uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.floors[l]
+	if !ok || f >= index {
+		return
+	}
+	for i := f; i < index; i++ {
+		if e, ok := c.entries[entryKey{l, i}]; ok {
+			c.remove(e)
+		}
+	}
+	c.floors[l] = index
 }
 
 // drop forgets every entry of the shard of l.
 func (c *EntryCache) drop(l *Leases) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.floors, l)
 	for e := c.lru.Front(); e != nil; {
 		next := e.Next()
 		if e.Value.(*cachedEntry).key.shard == l {
@@ -138,9 +166,12 @@ func commandSize(cmd shard.Command) int {
 	return n
 }
 
-// An entryReader reads the log entries of one read of a shard, each once:
-// through the node's EntryCache if the shard has one, and else, or for the
-// entries a read does not cache, through a map of its own.
+// An entryReader reads the log entries of one read of a shard: through
+// the node's EntryCache if the shard has one, and else, or for the
+// entries a read does not cache, from the log. Every read goes in offset
+// order, so the events of one entry come one after the other: the reader
+// keeps the entry it read last, which spares those events a look in the
+// cache (a lock, a map) or another read of the log.
 type entryReader struct {
 	g      Group
 	shared *EntryCache // nil: none
@@ -153,28 +184,41 @@ type entryReader struct {
 	// reads while there is room, the oldest first, which the fetches
 	// read first.
 	evict bool
-	local map[uint64]shard.Command
+	// last is the command of the entry at lastIndex, if read is set.
+	last      shard.Command
+	lastIndex uint64
+	read      bool
 }
 
 // entries returns a reader of s's log entries; evict says whether those
 // it reads may push others out of the node's cache.
 func (s Shard) entries(evict bool) *entryReader {
-	r := &entryReader{g: s.Group, evict: evict, local: make(map[uint64]shard.Command)}
+	r := &entryReader{g: s.Group, evict: evict}
 	if s.Leases != nil && s.Leases.entries != nil {
 		r.shared, r.shard = s.Leases.entries, s.Leases
 	}
 	return r
 }
 
-// command returns the command of the entry at l.index.
-func (r *entryReader) command(l location) (shard.Command, error) {
-	if cmd, ok := r.local[l.index]; ok {
-		return cmd, nil
+// command returns the command of the entry at l.index, which stays the
+// reader's until it reads another entry.
+func (r *entryReader) command(l location) (*shard.Command, error) {
+	if !r.read || r.lastIndex != l.index {
+		cmd, err := r.load(l)
+		if err != nil {
+			return nil, err
+		}
+		r.last, r.lastIndex, r.read = cmd, l.index, true
 	}
+	return &r.last, nil
+}
+
+// load returns the command of the entry at l.index from the cache, or
+// else from the log, caching it.
+func (r *entryReader) load(l location) (shard.Command, error) {
 	k := entryKey{r.shard, l.index}
 	if r.shared != nil {
 		if cmd, ok := r.shared.get(k); ok {
-			r.local[l.index] = cmd
 			return cmd, nil
 		}
 	}
@@ -182,7 +226,6 @@ func (r *entryReader) command(l location) (shard.Command, error) {
 	if err != nil {
 		return shard.Command{}, err
 	}
-	r.local[l.index] = cmd
 	if r.shared != nil {
 		r.shared.put(k, cmd, r.evict)
 	}

@@ -173,3 +173,46 @@ func TestDropIdleDropsEntries(t *testing.T) {
 		t.Fatalf("%d bytes cached after the shard's leader stepped down, want none", got)
 	}
 }
+
+// TestCachedOnApply: the entries of events a shard applies are cached on
+// its leader alone, only while there is room, and dropped once the shard
+// no longer needs them (its CompactIndex passed them).
+func TestCachedOnApply(t *testing.T) {
+	cmd := shard.Command{Op: shard.OpPublish, Events: []shard.Event{{Key: "k", Payload: make([]byte, 1000)}}}
+	size := commandSize(cmd)
+	c := NewEntryCache(3*size + size/2) // room for 3
+	l := NewLeases(c)
+	cached := func(i uint64) bool { _, ok := c.get(entryKey{l, i}); return ok }
+
+	l.Cached(1, cmd, shard.Result{}, 1)
+	if cached(1) {
+		t.Fatal("a follower cached an entry it applied")
+	}
+	l.Lead(true)
+	l.Cached(2, cmd, shard.Result{Err: shard.ErrUnknownOffset}, 1)
+	l.Cached(3, shard.Command{Op: shard.OpAck, Offsets: []uint64{0}}, shard.Result{}, 1)
+	if cached(2) || cached(3) {
+		t.Fatal("a rejected command, or one without events, was cached")
+	}
+	for i := uint64(4); i <= 7; i++ {
+		l.Cached(i, cmd, shard.Result{}, 4)
+	}
+	for i, want := range map[uint64]bool{4: true, 5: true, 6: true, 7: false} {
+		if cached(i) != want {
+			t.Errorf("entry %d cached: %v, want %v (room for 3, applies push nothing out)", i, cached(i), want)
+		}
+	}
+	l.Cached(8, cmd, shard.Result{}, 6) // entries 4 and 5 are read by all
+	for i, want := range map[uint64]bool{4: false, 5: false, 6: true, 8: true} {
+		if cached(i) != want {
+			t.Errorf("after the shard needs entries from 6 on, entry %d cached: %v, want %v", i, cached(i), want)
+		}
+	}
+	l.Cached(9, cmd, shard.Result{}, 10) // applied, but needed by none
+	if cached(9) {
+		t.Error("an entry below the index the shard needs was cached")
+	}
+	if got := c.Bytes(); got != 0 {
+		t.Errorf("%d bytes cached once the shard needs nothing below 10, want 0", got)
+	}
+}

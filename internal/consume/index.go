@@ -64,7 +64,7 @@ type keyQueue struct {
 	offsets []uint64 // ascending; offsets[0] is the front; done ones are dropped lazily
 	dropped int      // see dropOffsets
 	pos     int      // in its heap
-	until   int64    // in the leased heap: when the front's lease expires, Unix ns
+	until   int64    // in the leased heap: when the front's lease expires (table.clock)
 }
 
 func newKeyIndex(indexed uint64) *keyIndex {
@@ -206,12 +206,14 @@ func (h *keyHeap) Pop() any {
 	return k
 }
 
-// A pick is an event a fetch leased, found in the index: the lease, and
-// where its event is in the log.
+// A pick is an event a fetch leased, found in the index: its lease, and
+// where the event is in the log. It holds no event, which the fetch reads
+// after: picks are sorted, and a Lease is thrice their size.
 type pick struct {
-	lease Lease
-	index uint64 // of the log entry holding the event
-	slot  int
+	offset, number uint64 // of the event, of its lease
+	index          uint64 // of the log entry holding the event
+	slot           int
+	attempt        uint32
 }
 
 // Spread is how many consumers a fetch leaves room for: it takes runs of
@@ -238,23 +240,23 @@ func runCap(n, keys int) int {
 // caller holds t.mu.
 func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then time.Time) []pick {
 	x := t.index
-	x.wake(now.UnixNano())
+	nowNs := t.clock(now)
+	x.wake(nowNs)
 	limit := runCap(max, len(x.keys))
-	var out []pick
+	out := make([]pick, 0, min(max, x.entries))
 	for len(out) < max && x.ready.Len() > 0 {
 		k := x.ready.items[0]
 		if !x.settle(k, c) {
 			continue
 		}
-		front := k.offsets[0]
-		if u, ok := t.until[front]; ok && u.After(now) {
-			x.hold(k, u.UnixNano())
+		if e := t.events[k.offsets[0]]; e.leased(nowNs) {
+			x.hold(k, e.until)
 			continue
 		}
-		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), now, then)
-		x.hold(k, then.UnixNano())
+		out = t.leaseRun(m, c, k, out, min(limit, max-len(out)), nowNs, then)
+		x.hold(k, t.clock(then))
 	}
-	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.lease.Offset, b.lease.Offset) })
+	slices.SortFunc(out, func(a, b pick) int { return cmp.Compare(a.offset, b.offset) })
 	return out
 }
 
@@ -264,8 +266,12 @@ func (t *table) handOut(m *shard.Machine, c shard.Cursor, max int, now, then tim
 // now (held for an ack, or by a lease that outlived its run's); leasing
 // it would hand out the key's later events while an earlier one is out.
 // The caller holds t.mu.
-func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now, then time.Time) []pick {
-	r := &run{}
+func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pick, n int, now int64, then time.Time) []pick {
+	// The run's offsets and numbers in one allocation, of the size the
+	// run can reach, rather than grown by appends event by event.
+	size := min(n, len(k.offsets))
+	buf := make([]uint64, 2*size)
+	r := &run{offsets: buf[:0:size], numbers: buf[size:size]}
 	for _, o := range k.offsets {
 		if len(r.offsets) == n {
 			break
@@ -273,18 +279,17 @@ func (t *table) leaseRun(m *shard.Machine, c shard.Cursor, k *keyQueue, out []pi
 		if c.IsAcked(o) {
 			continue
 		}
-		if u, ok := t.until[o]; ok && u.After(now) {
+		if t.events[o].leased(now) {
 			break
 		}
 		index, slot, ok := m.Locate(o)
 		if !ok {
 			panic(fmt.Sprintf("consume: pending offset %d has no log entry", o))
 		}
-		number := t.lease(o, then)
-		t.runs[o] = runMember{r, len(r.offsets)}
+		number, attempts := t.lease(o, then, r, len(r.offsets))
 		r.offsets = append(r.offsets, o)
 		r.numbers = append(r.numbers, number)
-		out = append(out, pick{Lease{Offset: o, Number: number, Attempt: t.attempts[o]}, index, slot})
+		out = append(out, pick{offset: o, number: number, index: index, slot: slot, attempt: attempts})
 	}
 	return out
 }

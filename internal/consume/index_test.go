@@ -63,11 +63,11 @@ func fetchByScan(ctx context.Context, s Shard, max int, visibility time.Duration
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	leased := func(o uint64) bool { u, ok := t.until[o]; return ok && u.After(now) }
+	leased := func(o uint64) bool { return t.events[o].leased(t.clock(now)) }
 	var out []Lease
 	for _, p := range scanPick(pending, func(o uint64) bool { return acked[o] }, leased, max, 1) {
-		number := t.lease(p.Offset, now.Add(visibility))
-		out = append(out, Lease{Offset: p.Offset, Number: number, Event: p.Event, Time: p.Time, Attempt: t.attempts[p.Offset]})
+		number, attempts := t.lease(p.Offset, now.Add(visibility), nil, 0)
+		out = append(out, Lease{Offset: p.Offset, Number: number, Event: p.Event, Time: p.Time, Attempt: attempts})
 	}
 	return out, nil
 }
@@ -89,7 +89,7 @@ func expectedFetch(t *testing.T, s Shard, g *fakeGroup, max int) []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	leased := func(o uint64) bool { u, ok := l.until[o]; return ok && u.After(now) }
+	leased := func(o uint64) bool { return l.events[o].leased(l.clock(now)) }
 	return offsets2(scanPick(pending, s.isAcked(g), leased, max, runCap(max, len(l.index.keys))))
 }
 

@@ -3,6 +3,7 @@ package consume
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/shard"
@@ -43,6 +44,12 @@ type Leases struct {
 	// entries, if not nil, caches the log entries the shard's fetches
 	// read, with other shards' of the node.
 	entries *EntryCache
+	// leading is whether this node leads the shard, as the node last
+	// told (Lead): only a leader's fetches read the entries it applies.
+	leading atomic.Bool
+	// needed is the shard's CompactIndex as Cached last saw it; only the
+	// group's loop uses it.
+	needed uint64
 }
 
 // NewLeases returns a shard's lease tables, none made yet. Its fetches
@@ -154,6 +161,34 @@ func (l *Leases) DropEntries() {
 	}
 }
 
+// Lead tells the leases whether this node leads the shard now, which
+// decides whether Cached caches the entries it applies. A node that
+// stops leading drops the shard's entries with DropIdle.
+func (l *Leases) Lead(leading bool) { l.leading.Store(leading) }
+
+// Cached tells the node's cache of entries of the entry the shard
+// applied at index, decoded as cmd, and of the lowest index worth
+// caching, needed: the shard's CompactIndex (below it, every
+// subscription has read the entries), or higher (see the node's
+// shardMachine.cachedFrom). On the leader, it caches an entry of events
+// while the cache has room without pushing others out: the fetches of a
+// consumer that keeps up read them moments later, and those of a backlog
+// read its oldest first, which are cached first. It drops the shard's
+// entries below needed, so that the room they took goes to the entries
+// still to be read. It runs on the group's loop.
+func (l *Leases) Cached(index uint64, cmd shard.Command, r shard.Result, needed uint64) {
+	if l.entries == nil {
+		return
+	}
+	if needed > l.needed {
+		l.needed = needed
+		l.entries.dropBelow(l, needed)
+	}
+	if r.Err == nil && len(cmd.Events) > 0 && index >= needed && l.leading.Load() {
+		l.entries.put(entryKey{l, index}, cmd, false)
+	}
+}
+
 // Applied tells the leases of a command the shard applied with result r.
 // An ack, a skip or a dead letter drops the leases of the events it made
 // done for its subscription. A subscription whose cursor starts, ends or
@@ -251,11 +286,12 @@ type table struct {
 	// why the group's loop, applying acks, takes only mu.
 	indexing sync.Mutex
 
-	mu       sync.Mutex
-	until    map[uint64]time.Time // offset → lease expiry
-	attempts map[uint64]uint32    // offset → times handed out
-	number   map[uint64]uint64    // offset → number of its lease
-	runs     map[uint64]runMember // offset → the run its lease is of
+	mu sync.Mutex
+	// events holds, by offset, what the table knows of each event it
+	// leased and that is not done: one map rather than one for each of
+	// the lease's expiry, number, run and attempts, since a fetch and the
+	// ack of each event it hands out reach all of them.
+	events map[uint64]eventLease
 	// last is the number of the latest lease. It starts at random, so that
 	// the numbers of leases handed out by different leaders of the shard
 	// do not meet.
@@ -265,14 +301,41 @@ type table struct {
 	// swept is the head below which no lease is held, as of the last
 	// sweep (see forgetBelow).
 	swept uint64
+	// epoch is an hour before the table was made: lease expiries are kept
+	// as nanoseconds since (clock), on the monotonic clock, so that a step
+	// of the wall clock neither ends leases early nor prolongs them. The
+	// hour puts after it the times taken just before the table was made,
+	// such as the now of the fetch or ack that makes it.
+	epoch time.Time
 }
+
+// clock returns the time at as the table keeps expiries: nanoseconds
+// since its epoch, by the monotonic clock. Every time the table is given
+// is after the epoch, so 0 is never an expiry, and no lease looks held
+// beyond a now.
+func (t *table) clock(at time.Time) int64 { return int64(at.Sub(t.epoch)) }
+
+// An eventLease is what a table knows of an event: its lease, if it has
+// one (expired or not), and how many times it was handed out, which
+// outlives the leases.
+type eventLease struct {
+	until    int64  // when the lease expires (table.clock); 0: no lease
+	number   uint64 // the lease's number
+	attempts uint32 // times handed out
+	// run is the run the lease is of, and i its place there; nil if none.
+	run *run
+	i   int
+}
+
+// leased reports whether e holds a lease beyond now (table.clock).
+func (e eventLease) leased(now int64) bool { return e.until > now }
 
 func newTable() *table {
 	return &table{
-		until: make(map[uint64]time.Time), attempts: make(map[uint64]uint32), number: make(map[uint64]uint64),
-		runs:  make(map[uint64]runMember),
-		last:  rand.Uint64() >> 2, // room for 2^62 leases before wrapping
-		index: newKeyIndex(0),
+		events: make(map[uint64]eventLease),
+		last:   rand.Uint64() >> 2, // room for 2^62 leases before wrapping
+		index:  newKeyIndex(0),
+		epoch:  time.Now().Add(-time.Hour),
 	}
 }
 
@@ -288,24 +351,19 @@ type run struct {
 	numbers []uint64
 }
 
-// A runMember is the place of an event's lease in its run.
-type runMember struct {
-	run *run
-	i   int
-}
-
-// lease leases the event at offset until then and returns the lease's
-// number. The caller holds t.mu.
-func (t *table) lease(offset uint64, then time.Time) uint64 {
+// lease leases the event at offset until then, as the i-th of run r
+// (none if nil), and returns the lease's number and the times the event
+// has been handed out, this one included. The caller holds t.mu.
+func (t *table) lease(offset uint64, then time.Time, r *run, i int) (number uint64, attempts uint32) {
 	t.last++
 	if t.last == 0 {
 		t.last++ // 0 means no lease in a receipt
 	}
-	t.until[offset] = then
-	t.attempts[offset]++
-	t.number[offset] = t.last
-	delete(t.runs, offset) // the caller puts it in its run, if any
-	return t.last
+	e := t.events[offset]
+	e.until, e.number, e.run, e.i = t.clock(then), t.last, r, i
+	e.attempts++
+	t.events[offset] = e
+	return e.number, e.attempts
 }
 
 // holdForAck is Leases.HoldForAck in the table.
@@ -314,35 +372,31 @@ func (t *table) holdForAck(offsets, numbers []uint64, now time.Time) (held, fres
 	defer t.mu.Unlock()
 	// Long enough for the ack to commit, short enough that an ack that
 	// never does only delays the event's next delivery.
-	hold := now.Add(DefaultVisibility)
+	nowNs, hold := t.clock(now), t.clock(now.Add(DefaultVisibility))
 	for i, o := range offsets {
-		u, leased := t.until[o]
-		own := leased && t.number[o] == numbers[i]
-		if leased && u.After(now) && !own {
+		e := t.events[o]
+		own := e.until != 0 && e.number == numbers[i]
+		if e.leased(nowNs) && !own {
 			lapsed = append(lapsed, i)
 			continue
 		}
 		if !own {
 			fresh = append(fresh, o)
 		}
-		t.leaveRun(o)
-		if !own || u.Before(hold) {
-			t.until[o] = hold
+		// Held for its ack now, the event leaves its run: a nack of an
+		// earlier event of the run must not end that hold.
+		if e.run != nil {
+			e.run.numbers[e.i] = 0
+			e.run = nil
 		}
-		t.number[o] = numbers[i]
+		if !own || e.until < hold {
+			e.until = hold
+		}
+		e.number = numbers[i]
+		t.events[o] = e
 		held = append(held, o)
 	}
 	return held, fresh, lapsed
-}
-
-// leaveRun takes the event at offset out of its run, if its lease is of
-// one: it is held for its ack now, and a nack of an earlier event of the
-// run must not end that hold. The caller holds t.mu.
-func (t *table) leaveRun(offset uint64) {
-	if m, ok := t.runs[offset]; ok {
-		m.run.numbers[m.i] = 0
-		delete(t.runs, offset)
-	}
 }
 
 // nack is Leases.Nack in the table. A lease of a run ends with the
@@ -352,16 +406,17 @@ func (t *table) nack(offsets, numbers []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, o := range offsets {
-		if numbers != nil && numbers[i] != 0 && t.number[o] != numbers[i] {
+		e := t.events[o]
+		if numbers != nil && numbers[i] != 0 && e.number != numbers[i] {
 			continue
 		}
-		m, inRun := t.runs[o]
 		t.end(o)
-		if !inRun {
+		if e.run == nil {
 			continue
 		}
-		for j := m.i + 1; j < len(m.run.offsets); j++ {
-			if later := m.run.offsets[j]; m.run.numbers[j] != 0 && t.number[later] == m.run.numbers[j] {
+		r := e.run
+		for j := e.i + 1; j < len(r.offsets); j++ {
+			if later := r.offsets[j]; r.numbers[j] != 0 && t.events[later].number == r.numbers[j] {
 				t.end(later)
 			}
 		}
@@ -371,9 +426,13 @@ func (t *table) nack(offsets, numbers []uint64) {
 // end ends the lease of the event at offset, if it has one. The caller
 // holds t.mu.
 func (t *table) end(offset uint64) {
-	delete(t.until, offset)
-	delete(t.number, offset)
-	delete(t.runs, offset)
+	if e, ok := t.events[offset]; ok {
+		if e.attempts == 0 {
+			delete(t.events, offset)
+		} else {
+			t.events[offset] = eventLease{attempts: e.attempts}
+		}
+	}
 	t.index.released(offset)
 }
 
@@ -383,14 +442,13 @@ func (t *table) unlease(picks []pick) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range picks {
-		o := p.lease.Offset
-		if t.number[o] != p.lease.Number {
+		o := p.offset
+		e := t.events[o]
+		if e.until == 0 || e.number != p.number {
 			continue // ended, or replaced, since
 		}
+		t.events[o] = eventLease{attempts: e.attempts - 1}
 		t.end(o)
-		if t.attempts[o]--; t.attempts[o] == 0 {
-			delete(t.attempts, o)
-		}
 	}
 }
 
@@ -398,9 +456,10 @@ func (t *table) unlease(picks []pick) {
 func (t *table) count(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	nowNs := t.clock(now)
 	n := 0
-	for _, u := range t.until {
-		if u.After(now) {
+	for _, e := range t.events {
+		if e.leased(nowNs) {
 			n++
 		}
 	}
@@ -412,15 +471,12 @@ func (t *table) count(now time.Time) int {
 // looks at every lease, so it does so once the head has moved on by as
 // many events since it last did. The caller holds t.mu.
 func (t *table) forgetBelow(head uint64) {
-	if head < t.swept+uint64(len(t.until)) {
+	if head < t.swept+uint64(len(t.events)) {
 		return
 	}
-	for o := range t.until {
+	for o := range t.events {
 		if o < head {
-			delete(t.until, o)
-			delete(t.attempts, o)
-			delete(t.number, o)
-			delete(t.runs, o)
+			delete(t.events, o)
 		}
 	}
 	t.swept = head
@@ -433,8 +489,8 @@ func (t *table) acked(offsets []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range offsets {
-		t.end(o)
-		delete(t.attempts, o)
+		delete(t.events, o)
+		t.index.released(o)
 	}
 }
 

@@ -62,8 +62,8 @@ func TestFetchLeasesRunsInOrder(t *testing.T) {
 	tb := s.table()
 	tb.mu.Lock()
 	for _, l := range got {
-		if u := tb.until[l.Offset]; !u.Equal(tb.until[0]) {
-			t.Errorf("event %d leased until %v, event 0 until %v: a fetch's runs share one expiry", l.Offset, u, tb.until[0])
+		if u := tb.events[l.Offset].until; u != tb.events[0].until {
+			t.Errorf("event %d leased until %v, event 0 until %v: a fetch's runs share one expiry", l.Offset, u, tb.events[0].until)
 		}
 	}
 	tb.mu.Unlock()

@@ -214,10 +214,12 @@ func (n *Node) fetchShard(ctx context.Context, s *shardRuntime, sub uint64, max 
 	return out, nil
 }
 
-// forgetLeases drops the idle pull lease tables of the shards this node
-// stops leading (consume.Leases.DropIdle) until stop: their consumers
-// fetch from the new leader, and every subscription's table would
-// otherwise hold its index here for as long as the subscription lives.
+// forgetLeases tells the shards' leases whether this node leads them
+// (consume.Leases.Lead: a leader caches the entries it applies), and
+// drops the idle pull lease tables of the shards this node stops leading
+// (consume.Leases.DropIdle) until stop: their consumers fetch from the
+// new leader, and every subscription's table would otherwise hold its
+// index here for as long as the subscription lives.
 func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
 	defer w.Stop()
 	for {
@@ -228,7 +230,16 @@ func (n *Node) forgetLeases(stop <-chan struct{}, w *host.LeadershipWatch) {
 		}
 		now := time.Now()
 		for _, group := range w.Changed() {
-			if s, ok := n.reg.shard(group); ok && !n.relay.leads(s) {
+			s, ok := n.reg.shard(group)
+			if !ok {
+				continue
+			}
+			// Whether the group elected this node, serving or not yet: a
+			// shard elects its leader while it opens, before it serves,
+			// and hears of no change after.
+			leader, err := n.host.Leader(group)
+			s.leases.Lead(err == nil && leader == n.relay.self)
+			if !n.relay.leads(s) {
 				s.leases.DropIdle(now)
 			}
 		}
@@ -412,6 +423,16 @@ type shardIDs struct {
 	receipts []string // and the receipts
 }
 
+// newShardIDs returns a shard's ids with room for n more of the kind of
+// the first: most acks name the receipts of one fetch, from one shard, so
+// its arrays are made once rather than grown id by id.
+func newShardIDs(n int, receipts bool) *shardIDs {
+	if !receipts {
+		return &shardIDs{offsets: make([]uint64, 0, n)}
+	}
+	return &shardIDs{leased: make([]uint64, 0, n), numbers: make([]uint64, 0, n), receipts: make([]string, 0, n)}
+}
+
 // subscriptionShard is a shard, and a subscription whose cursor in it an
 // ack or a nack is about.
 type subscriptionShard struct {
@@ -426,7 +447,7 @@ func (r *registry) groupIDs(subscription string, ids []string) (map[subscription
 		return nil, fmt.Errorf("%w: no event ids given", errInvalidRequest)
 	}
 	groups := make(map[subscriptionShard]*shardIDs)
-	for _, id := range ids {
+	for i, id := range ids {
 		a, err := topic.ParseAck(id)
 		if err != nil {
 			return nil, err
@@ -442,7 +463,7 @@ func (r *registry) groupIDs(subscription string, ids []string) (map[subscription
 		key := subscriptionShard{s, sub}
 		g := groups[key]
 		if g == nil {
-			g = new(shardIDs)
+			g = newShardIDs(len(ids)-i, a.Lease != 0)
 			groups[key] = g
 		}
 		if a.Lease == 0 {

@@ -305,7 +305,13 @@ func (r *relay) fetchRound(ctx context.Context, tr *topicRuntime, shards []*shar
 		case err != nil:
 			res.Unreadable = append(res.Unreadable, UnreadableShard{Shard: s.index, Name: s.name, Err: err})
 		}
-		res.Deliveries = append(res.Deliveries, got...)
+		if res.Deliveries == nil {
+			// Most fetches fill up from their first shard: its
+			// deliveries are the answer, not copied into another array.
+			res.Deliveries = got
+		} else {
+			res.Deliveries = append(res.Deliveries, got...)
+		}
 	}
 	if ctxErr != nil && len(res.Deliveries) == 0 {
 		return FetchResult{}, ctxErr

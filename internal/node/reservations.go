@@ -53,6 +53,15 @@ func (m *shardMachine) TieredBelow() uint64 {
 	return 0
 }
 
+// cachedFrom is the lowest log index of the shard worth keeping in the
+// node's cache of entries (consume.Leases.Cached): the lowest any
+// subscription still reads, and on a node that tiers, past the LRO: the
+// entries below are in the object store, read back through the tier's
+// own cache, as the local log's retention keeps only the newest on disk.
+func (m *shardMachine) cachedFrom() uint64 {
+	return max(m.CompactIndex(), m.TieredBelow())
+}
+
 // LocalRetention is how many bytes of the shard's newest log stay on the
 // local disk (host.Tiered).
 func (m *shardMachine) LocalRetention() int64 {
@@ -70,6 +79,7 @@ func (m *shardMachine) Apply(index uint64, data []byte) any {
 	r := m.Machine.ApplyDecoded(index, &cmd, err)
 	m.track()
 	m.leases.Applied(&cmd, r)
+	m.leases.Cached(index, cmd, r, m.cachedFrom())
 	return r
 }
 

@@ -291,3 +291,24 @@ func TestParseReservationIDErrors(t *testing.T) {
 		wantInvalid(t, err, tc.want...)
 	}
 }
+
+// TestParseDecimal: the canonical decimal form alone, up to the bound.
+func TestParseDecimal(t *testing.T) {
+	for _, c := range []struct {
+		s   string
+		max uint64
+		n   uint64
+		ok  bool
+	}{
+		{"0", 0, 0, true}, {"1", 0, 0, false}, {"9", 9, 9, true}, {"10", 9, 0, false},
+		{"1023", 1023, 1023, true}, {"1024", 1023, 0, false}, {"01", 100, 0, false}, {"", 100, 0, false},
+		{"1a", 100, 0, false}, {"-1", 100, 0, false}, {"+1", 100, 0, false},
+		{"18446744073709551615", ^uint64(0), ^uint64(0), true},
+		{"18446744073709551616", ^uint64(0), 0, false},
+		{"99999999999999999999", ^uint64(0), 0, false},
+	} {
+		if n, ok := parseDecimal(c.s, c.max); n != c.n || ok != c.ok {
+			t.Errorf("parseDecimal(%q, %d) = %d, %v; want %d, %v", c.s, c.max, n, ok, c.n, c.ok)
+		}
+	}
+}
