@@ -418,6 +418,16 @@ func (n *nemesis) wipeAndRejoin() {
 	filled := time.Now()
 	n.p.fill(0, 24<<20)
 	n.t.Logf("%s: first 24 MiB of 256 KiB events into shard 0, in %v", what, time.Since(filled).Round(time.Millisecond))
+	// Then the consumers wait until the wiped node has caught up, while
+	// every shard takes more than a snapshot's worth of events
+	// (--snapshot-entries 100): the leaders' snapshots then hold events
+	// not yet delivered, and the rebuilt replicas fetch those events' log
+	// entries with their snapshots. Consumers that keep up would leave
+	// none. The log below the pause is compacted all the same, so the
+	// rebuilt replicas need snapshots.
+	n.w.paused.Store(true)
+	defer n.w.paused.Store(false)
+	n.shardsGrow((w+1)%n.c.n, 110)
 	n.t.Log(what)
 	led := n.ledBy(w)
 	start := time.Now()
@@ -437,6 +447,7 @@ func (n *nemesis) wipeAndRejoin() {
 	}
 	n.t.Logf("%s: node %d caught up in %v, its replicas restoring %d snapshots from their leaders",
 		what, w+1, time.Since(start).Round(time.Millisecond), n.c.restored[w].Load())
+	n.w.paused.Store(false)
 
 	y := n.others(w)[n.rnd.IntN(n.c.n-1)]
 	what = fmt.Sprintf("%s, then SIGKILL node %d", what, y+1)
@@ -451,6 +462,28 @@ func (n *nemesis) wipeAndRejoin() {
 }
 
 // nextOffsets returns each shard's next offset in node's replica.
+// shardsGrow waits until every shard, as node sees it, holds by more
+// events than now.
+func (n *nemesis) shardsGrow(node int, by uint64) {
+	n.t.Helper()
+	from := n.nextOffsets(node)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		now := n.nextOffsets(node)
+		grown := true
+		for s := range now {
+			grown = grown && now[s] >= from[s]+by
+		}
+		if grown {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("in two minutes the shards grew from %v to %v events, want %d more each", from, now, by)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (n *nemesis) nextOffsets(node int) []uint64 {
 	n.t.Helper()
 	st, err := n.w.cons[node].TopicStats(context.Background(), faultTopic)

@@ -65,6 +65,8 @@ type workload struct {
 	pub   []*client.Client // per node: retries with dedup ids
 	cons  []*client.Client // per node
 	okPub atomic.Int64     // acknowledged publishes so far
+	// paused stops the consumers between fetches while it is set.
+	paused atomic.Bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -130,6 +132,10 @@ func (w *workload) publish(ctx context.Context, p int, keys []string) {
 func (w *workload) consume(ctx context.Context, i int) {
 	pause := backoff.New(backoff.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5})
 	for ctx.Err() == nil {
+		if w.paused.Load() {
+			backoff.Sleep(ctx, 20*time.Millisecond)
+			continue
+		}
 		n, err := w.fetchAndAck(ctx, i)
 		if err != nil || n == 0 {
 			backoff.Sleep(ctx, pause.Next())
