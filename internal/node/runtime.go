@@ -107,35 +107,42 @@ type shardRuntime struct {
 	stats  *statsCache // shared by every runtime of the shard
 }
 
-// statsCache holds a shard's last counters and the applied index they are
-// of. The counters change only as the group applies entries (or a
-// snapshot), so while that index stays put they are read without waking
-// the group: the dashboard reads every shard, and every subscription's
-// view of it, every few seconds, and most of ten thousand shards are idle.
+// statsCache holds a shard's last counters, and each subscription's,
+// and the applied index they are of. The counters change only as the
+// group applies entries (or a snapshot), so while that index stays put
+// they are read without waking the group: the dashboard reads every
+// shard, and every subscription's view of it, every few seconds, and most
+// of ten thousand shards are idle. Whatever it holds is of one applied
+// index: a read at another replaces it all.
 type statsCache struct {
-	mu      sync.Mutex
-	valid   bool
-	applied uint64
-	stats   QueueStats
-	lro     uint64 // the shard's LRO (tiering)
-	// cursors are the counters of each subscription (by ID) at
-	// cursorsAt, kept apart from stats: the two are read by different
-	// calls, each filling its own.
-	cursors   map[uint64]QueueStats
-	cursorsAt uint64
+	mu       sync.Mutex
+	applied  uint64
+	hasShard bool // stats and lro were read at applied
+	stats    QueueStats
+	lro      uint64                // the shard's LRO (tiering)
+	cursors  map[uint64]QueueStats // by subscription ID, read at applied
+}
+
+// at makes the cache hold what was read at applied, forgetting anything
+// read at another index. The caller holds c.mu.
+func (c *statsCache) at(applied uint64) {
+	if c.applied != applied {
+		c.applied, c.hasShard, c.cursors = applied, false, nil
+	}
 }
 
 // get returns the counters and the LRO if they are of applied.
 func (c *statsCache) get(applied uint64) (QueueStats, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stats, c.lro, c.valid && c.applied == applied
+	return c.stats, c.lro, c.hasShard && c.applied == applied
 }
 
 func (c *statsCache) put(applied uint64, st QueueStats, lro uint64) {
 	c.mu.Lock()
-	c.valid, c.applied, c.stats, c.lro = true, applied, st, lro
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	c.at(applied)
+	c.hasShard, c.stats, c.lro = true, st, lro
 }
 
 // getCursors fills out[i].Stats with the counters of subscription ids[i]
@@ -144,7 +151,7 @@ func (c *statsCache) put(applied uint64, st QueueStats, lro uint64) {
 func (c *statsCache) getCursors(applied uint64, ids []uint64, out []ShardStats) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cursors == nil || c.cursorsAt != applied {
+	if c.applied != applied {
 		return false
 	}
 	for _, id := range ids {
@@ -159,13 +166,13 @@ func (c *statsCache) getCursors(applied uint64, ids []uint64, out []ShardStats) 
 }
 
 // putCursors records the counters of the subscriptions ids, read at
-// applied, where out[i] are those of ids[i]; a read at another index
-// replaces what the cache held.
+// applied, where out[i] are those of ids[i].
 func (c *statsCache) putCursors(applied uint64, ids []uint64, out []ShardStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cursors == nil || c.cursorsAt != applied {
-		c.cursors, c.cursorsAt = make(map[uint64]QueueStats, len(ids)), applied
+	c.at(applied)
+	if c.cursors == nil {
+		c.cursors = make(map[uint64]QueueStats, len(ids))
 	}
 	for i, id := range ids {
 		if out[i].Err == nil {
