@@ -364,6 +364,16 @@ func TestE2ETierCrashBetweenSteps(t *testing.T) {
 	}
 }
 
+// exited reports whether s has exited.
+func exited(s *heraldproc.Server) bool {
+	select {
+	case <-s.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // waitKilled waits for s to SIGKILL itself.
 func waitKilled(t *testing.T, s *heraldproc.Server) {
 	t.Helper()
@@ -422,10 +432,8 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	}
 	crashing := c.launch(p, "HERALD_TEST_TIER_CRASH_AFTER=record")
 	framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d to lead the shard again", p+1), func() bool {
-		select {
-		case <-crashing.Done():
+		if exited(crashing) {
 			t.Fatalf("node %d exited before it led the shard: %v\n%s", p+1, crashing.Err(), crashing.Output())
-		default:
 		}
 		return int(status(other, -1).Leader) == p+1
 	})
@@ -437,16 +445,8 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	// may tier everything there is before p leads again.
 	pub := c.client(other)
 	var acked []framework.Published
-	for seq := 0; ; seq += tierPerKey / 4 {
-		select {
-		case <-crashing.Done():
-		default:
-			if seq < 4*tierPerKey {
-				acked = append(acked, publishBacklog(t, pub, "orders", seq, tierPerKey/4, paddedEvent)...)
-				continue
-			}
-		}
-		break
+	for seq := 0; seq < 4*tierPerKey && !exited(crashing); seq += tierPerKey / 4 {
+		acked = append(acked, publishBacklog(t, pub, "orders", seq, tierPerKey/4, paddedEvent)...)
 	}
 	waitKilled(t, crashing)
 	// The new leader may have tiered more of the backlog already; the

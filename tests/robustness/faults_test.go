@@ -461,9 +461,8 @@ func (n *nemesis) wipeAndRejoin() {
 	n.healed(what)
 }
 
-// nextOffsets returns each shard's next offset in node's replica.
-// shardsGrow waits until every shard, as node sees it, holds by more
-// events than now.
+// shardsGrow waits until every shard, as node sees it, has taken by
+// events more than it had.
 func (n *nemesis) shardsGrow(node int, by uint64) {
 	n.t.Helper()
 	from := n.nextOffsets(node)
@@ -484,6 +483,7 @@ func (n *nemesis) shardsGrow(node int, by uint64) {
 	}
 }
 
+// nextOffsets returns each shard's next offset in node's replica.
 func (n *nemesis) nextOffsets(node int) []uint64 {
 	n.t.Helper()
 	st, err := n.w.cons[node].TopicStats(context.Background(), faultTopic)
