@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herald/client"
+	"herald/tests/framework"
 )
 
 // leaderLeases returns the leases the node c reaches holds on the shards
@@ -96,6 +97,15 @@ func startOneShardCluster(t *testing.T) (*cluster, int) {
 		t.Fatal(err)
 	}
 	st := waitStatus(t, c.client(0), "the shard is led by its preferred leader", ledByPreferred)
+	// A follower that has not heard from the new leader yet answers a
+	// fetch with "no leader yet": wait until every node routes one (the
+	// topic is empty, so these fetches lease nothing).
+	for i := range c.nodes {
+		framework.WaitWithin(t, time.Minute, fmt.Sprintf("node %d to route fetches to the shard's leader", i+1), func() bool {
+			_, err := c.client(i).Fetch(context.Background(), "orders", client.FetchOptions{MaxEvents: 1})
+			return err == nil
+		})
+	}
 	return c, int(st.Shards[0].Leader) - 1
 }
 
