@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func benchPublish(b *testing.B, shards, batch int) {
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU(b)
 	for p := range publishers {
 		wg.Go(func() {
 			events := make([]Event, batch)
@@ -77,7 +78,7 @@ func benchPublish(b *testing.B, shards, batch int) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU(b)-cpuStart
 	b.StopTimer()
 	if err := failed.Load(); err != nil {
 		b.Fatalf("publish: %v", *err)
@@ -85,6 +86,9 @@ func benchPublish(b *testing.B, shards, batch int) {
 	// Every batch that started below b.N was published whole.
 	published := (b.N + batch - 1) / batch * batch
 	b.ReportMetric(float64(published)/elapsed.Seconds(), "events/s")
+	// The process's CPU per event tells a run bound by the CPU from one
+	// bound by waiting (for fsyncs, or for rounds to fill).
+	b.ReportMetric(float64(cpu.Microseconds())/float64(published), "cpu-µs/event")
 	// How many events share a Ready and an fdatasync: what each costs is
 	// paid once per Ready or sync, not per event.
 	for name, unit := range map[string]string{
@@ -93,6 +97,16 @@ func benchPublish(b *testing.B, shards, batch int) {
 	} {
 		b.ReportMetric(counterValue(b, reg, name)/float64(published), unit)
 	}
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // counterValue reads the counter name from reg.
