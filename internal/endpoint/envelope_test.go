@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,100 @@ func TestBodyNotS3(t *testing.T) {
 				t.Errorf("Body = %s, want the envelope %s", b, want)
 			}
 		})
+	}
+}
+
+// referenceEnvelope is the envelope as encoding/json writes it from a
+// struct: the reference Envelope's hand-written encoding must match byte
+// for byte.
+func referenceEnvelope(m *endpoint.Message) []byte {
+	e := struct {
+		ID              string            `json:"id"`
+		Topic           string            `json:"topic"`
+		Shard           int               `json:"shard"`
+		Offset          uint64            `json:"offset"`
+		Key             string            `json:"key"`
+		Time            string            `json:"time"`
+		Headers         map[string]string `json:"headers,omitempty"`
+		Payload         json.RawMessage   `json:"payload"`
+		PayloadEncoding string            `json:"payload_encoding,omitempty"`
+		OpaqueData      string            `json:"opaque_data,omitempty"`
+		Attempt         int               `json:"attempt"`
+	}{
+		ID: m.ID, Topic: m.Topic, Shard: m.Shard, Offset: m.Offset, Key: m.Key,
+		Time: endpoint.FormatTime(m.Time), Headers: m.Headers,
+		OpaqueData: m.OpaqueData, Attempt: m.Attempt,
+	}
+	if len(m.Payload) > 0 && json.Valid(m.Payload) {
+		e.Payload = m.Payload // Marshal compacts it
+	} else {
+		e.Payload, _ = json.Marshal(base64.StdEncoding.EncodeToString(m.Payload))
+		e.PayloadEncoding = "base64"
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func FuzzEnvelopeMatchesEncodingJSON(f *testing.F) {
+	for _, c := range []struct{ key, header, opaque, payload string }{
+		{"customer-42", "v", "tenant-7", `{"total": 42}`},
+		{"", "", "", ""},
+		{"a<b>&c", "x\"y\\z", "\u2028line\u2029", ` [1, "<&>", {"a": "\u2028"}] `},
+		{"caf\xc3\xa9 \xff", "tab\there\n", "ctl\x01", "\xff\x00binary"},
+		{"k", "\x7f", "é", `{"truncated": `},
+		{"k", "h", "o", `"just a string with </script>"`},
+		{"k", "h", "o", "\t\n 17 \n"},
+		{"k", "h", "o", `{"Records": "not S3"}`},
+	} {
+		f.Add(c.key, c.header, c.opaque, []byte(c.payload), uint64(17), 3)
+	}
+	f.Fuzz(func(t *testing.T, key, header, opaque string, payload []byte, offset uint64, attempt int) {
+		m := message("")
+		m.Key, m.OpaqueData, m.Payload, m.Offset, m.Attempt = key, opaque, payload, offset, attempt
+		m.Headers = map[string]string{"z-last": header, "a-first": key, header: opaque}
+		if header == "" {
+			m.Headers = nil
+		}
+		got, err := endpoint.Envelope(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := referenceEnvelope(m); !bytes.Equal(got, want) {
+			t.Errorf("Envelope wrote\n%s\nencoding/json writes\n%s", got, want)
+		}
+	})
+}
+
+// BenchmarkEnvelope compares Envelope with encoding/json's encoding of the
+// same envelope (referenceEnvelope), side by side.
+func BenchmarkEnvelope(b *testing.B) {
+	binary := bytes.Repeat([]byte{0xff, 0x01, 0x7f, 0x00}, 256)
+	object := []byte(`{"order": 42, "customer": "c-42", "items": [` + strings.Repeat(`{"sku": "a-1", "qty": 2}, `, 36) + `{"sku": "z"}]}`)
+	encoders := []struct {
+		name   string
+		encode func(*endpoint.Message) []byte
+	}{
+		{"Envelope", func(m *endpoint.Message) []byte { b, _ := endpoint.Envelope(m); return b }},
+		{"encoding-json", referenceEnvelope},
+	}
+	for _, payload := range []struct {
+		name  string
+		bytes []byte
+	}{{"binary-1KiB", binary}, {"json-1KiB", object}} {
+		for _, enc := range encoders {
+			b.Run(payload.name+"/"+enc.name, func(b *testing.B) {
+				m := message("")
+				m.Payload = payload.bytes
+				b.ReportAllocs()
+				for b.Loop() {
+					if len(enc.encode(m)) == 0 {
+						b.Fatal("empty envelope")
+					}
+				}
+			})
+		}
 	}
 }
