@@ -1,10 +1,11 @@
 // Package host drives many Raft groups on one node. Each group (a shard of
-// a topic, or the controller) is an etcd raft RawNode with its own
-// goroutine, storage directory and state machine. The host batches
-// concurrent proposals into one Ready per group, persists each Ready with one
-// fdatasync (fsyncs of different groups run concurrently, with a bound),
-// applies committed entries, answers proposers once their entry is applied,
-// and takes snapshots off the apply loop.
+// a topic, or the controller) is an etcd raft RawNode with its own storage
+// directory and state machine; no group has a goroutine of its own. A
+// fixed set of workers (scheduler.go) takes the groups that have work in
+// rounds (round.go): a round batches each group's concurrent proposals
+// into one Ready, persists every group's Ready in the node's write-ahead
+// log with one fdatasync, applies committed entries and answers proposers
+// once their entry is applied. Snapshots are taken off the workers.
 //
 // A single node is a cluster of one: the same code path runs, and nothing
 // outside this package assumes there is only one node.
@@ -648,7 +649,7 @@ func (h *Host) Start(ctx context.Context, id uint64, cmd Command) *Proposal {
 // ProposeAsLeader is Propose for a command whose meaning depends on what
 // only the leader knows (its memory, checked before proposing): raft takes
 // it only if this replica still leads the group when the proposal reaches
-// its goroutine, and does not pass it on to another leader. Otherwise it
+// the group's loop, and does not pass it on to another leader. Otherwise it
 // fails with ErrNotLeader. Taken, it commits in this leader's term or
 // never: any later leader applies it before it serves (see
 // publishLeader), or never sees it.
