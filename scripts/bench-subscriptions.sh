@@ -45,11 +45,18 @@ bin=$OUT/herald
 go build -o "$bin" ./cmd/herald
 
 server_pid=""
+server_dir=""
+# stop_server stops the server and removes its data directory (its log
+# stays beside the raw results): a run's backlogs would fill the disk.
 stop_server() {
 	if [ -n "$server_pid" ]; then
 		kill "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 		server_pid=""
+	fi
+	if [ -n "$server_dir" ]; then
+		rm -rf "$server_dir"
+		server_dir=""
 	fi
 }
 trap stop_server EXIT
@@ -58,6 +65,7 @@ trap stop_server EXIT
 start_server() {
 	local dir port
 	dir=$(mktemp -d "$OUT/data.XXXXXX")
+	server_dir=$dir
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	"$bin" serve --data-dir "$dir" --listen "127.0.0.1:$port" --push-allow 127.0.0.1/32 >"$dir.log" 2>&1 &
 	server_pid=$!
