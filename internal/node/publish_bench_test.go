@@ -94,6 +94,8 @@ func benchPublish(b *testing.B, shards, batch int) {
 	for name, unit := range map[string]string{
 		"herald_raft_readies_total": "readies/event",
 		"herald_wal_fsyncs_total":   "fsyncs/event",
+		"herald_raft_rounds_total":  "rounds/event",
+		"herald_raft_turns_total":   "turns/event",
 	} {
 		b.ReportMetric(counterValue(b, reg, name)/float64(published), unit)
 	}
