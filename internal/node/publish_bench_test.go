@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"herald/internal/testkit"
 )
 
 // BenchmarkPublish measures Node.Publish in process, with no HTTP in the
@@ -58,7 +59,7 @@ func benchPublish(b *testing.B, shards, batch int) {
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start, cpuStart := time.Now(), processCPU(b)
+	start, cpuStart := time.Now(), testkit.ProcessCPU(b)
 	for p := range publishers {
 		wg.Go(func() {
 			events := make([]Event, batch)
@@ -78,7 +79,7 @@ func benchPublish(b *testing.B, shards, batch int) {
 		})
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU(b)-cpuStart
+	elapsed, cpu := time.Since(start), testkit.ProcessCPU(b)-cpuStart
 	b.StopTimer()
 	if err := failed.Load(); err != nil {
 		b.Fatalf("publish: %v", *err)
@@ -99,16 +100,6 @@ func benchPublish(b *testing.B, shards, batch int) {
 	} {
 		b.ReportMetric(counterValue(b, reg, name)/float64(published), unit)
 	}
-}
-
-// processCPU is the CPU time, user and system, the process has used.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // counterValue reads the counter name from reg.

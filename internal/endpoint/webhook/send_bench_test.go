@@ -13,11 +13,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"herald/internal/endpoint"
+	"herald/internal/testkit"
 )
 
 // receiverEnv makes the test binary a webhook receiver that answers 204 at
@@ -127,7 +127,7 @@ func sendInParallel(b *testing.B, send func() error) {
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	cpuStart := processCPU(b)
+	cpuStart := testkit.ProcessCPU(b)
 	for range inFlight {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
@@ -139,20 +139,10 @@ func sendInParallel(b *testing.B, send func() error) {
 		})
 	}
 	wg.Wait()
-	cpu := processCPU(b) - cpuStart
+	cpu := testkit.ProcessCPU(b) - cpuStart
 	b.StopTimer()
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/request")
-}
-
-// processCPU is the CPU time, user and system, the process has used.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
