@@ -131,7 +131,8 @@ type Config struct {
 	StorageConfig
 	ReplayTimeout time.Duration // 5m: AddGroup waits this long for a reopened group to replay its log
 	// Workers is how many goroutines run the groups' turns (scheduler.go):
-	// 0 means one per CPU the Go runtime uses (GOMAXPROCS).
+	// 0 means one per two CPUs the Go runtime uses (GOMAXPROCS), at least
+	// one (defaultWorkers says why).
 	Workers   int
 	Transport Transport    // nil: no other nodes
 	Logger    *slog.Logger // slog.Default()
