@@ -48,7 +48,7 @@ const (
 // two-processor nodes, one worker instead of two cut a three-node
 // cluster's rounds per event by about a third (two groups per round
 // instead of 1.3; syncs per event hardly changed), its CPU per event by
-// about 13% and raised its throughput by about 15%
+// about 11% and raised its throughput by about 14%
 // (docs/bench/results/scheduler/r3-workers.txt).
 func defaultWorkers() int {
 	return max(runtime.GOMAXPROCS(0)/2, 1)
