@@ -440,12 +440,17 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 
 	// Published through another node, the backlog survives the leader's
 	// death halfway: the client retries through the election. It grows
-	// until p has recorded an object and died: should the leadership
-	// move while p waits for closed segments to tier, the next leader
-	// may tier everything there is before p leads again.
+	// until p has recorded an object and died, however long that takes:
+	// should the leadership move while p waits for closed segments to
+	// tier, the next leader tiers everything there is, and p, the
+	// leader again, has something to tier only once more is published.
 	pub := c.client(other)
 	var acked []framework.Published
-	for seq := 0; seq < 4*tierPerKey && !exited(crashing); seq += tierPerKey / 4 {
+	deadline := time.Now().Add(3 * time.Minute)
+	for seq := 0; !exited(crashing); seq += tierPerKey / 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d did not record an object and kill itself within three minutes of publishing\n%s", p+1, crashing.Output())
+		}
 		acked = append(acked, publishBacklog(t, pub, "orders", seq, tierPerKey/4, paddedEvent)...)
 	}
 	waitKilled(t, crashing)
