@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // The JSON envelope is the body herald delivers, documented in docs/integrations.md:
@@ -143,7 +144,7 @@ func appendJSONPayload(b, payload []byte) ([]byte, bool) {
 // binary and text payloads are told from JSON by their first byte.
 func maybeJSON(payload []byte) bool {
 	trimmed := bytes.TrimLeft(payload, " \t\r\n")
-	return len(trimmed) > 0 && bytes.IndexByte([]byte(`{["-0123456789tfn`), trimmed[0]) >= 0
+	return len(trimmed) > 0 && strings.IndexByte(`{["-0123456789tfn`, trimmed[0]) >= 0
 }
 
 // s3Sources are the eventSource values of S3 event records: AWS's, Ceph

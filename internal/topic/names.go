@@ -254,15 +254,14 @@ func splitID(id, what, form string) (topic string, shard int, last string, err e
 	if n := strings.Count(id, "/") + 1; n != 3 {
 		return "", 0, "", invalidf("invalid %s %s: want 3 parts separated by '/', got %d; %s", what, quoteShort(id), n, form)
 	}
-	parts := [3]string{name, shardText, last}
-	if err := ValidateName(parts[0]); err != nil {
+	if err := ValidateName(name); err != nil {
 		return "", 0, "", invalidf("invalid %s %s: %v", what, quoteShort(id), err)
 	}
-	n, ok := parseDecimal(parts[1], MaxShards-1)
+	n, ok := parseDecimal(shardText, MaxShards-1)
 	if !ok {
 		return "", 0, "", invalidf("invalid %s %s: the shard must be a number 0-%d without leading zeros; %s", what, quoteShort(id), MaxShards-1, form)
 	}
-	return parts[0], int(n), parts[2], nil
+	return name, int(n), last, nil
 }
 
 // parseDecimal parses the canonical decimal form of a number no greater
