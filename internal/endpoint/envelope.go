@@ -38,9 +38,8 @@ func Body(m *Message) ([]byte, error) {
 }
 
 // Envelope encodes m in herald's JSON envelope. It writes the JSON
-// itself rather than through json.Marshal, which cost a fifth of a webhook
-// delivery's CPU: reflection over every field, and the payload validated
-// and compacted twice.
+// itself: through json.Marshal, with the payload validated and compacted
+// twice, building envelopes took a fifth of a webhook drain's CPU.
 func Envelope(m *Message) ([]byte, error) {
 	b := make([]byte, 0, envelopeSize(m))
 	b = append(b, `{"id":`...)
