@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/proto"
 
@@ -206,7 +207,7 @@ type publishStreams struct {
 }
 
 func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
+	if r.Method != http.MethodGet || !httpguts.HeaderValuesContainsToken(r.Header.Values("Connection"), "upgrade") ||
 		!strings.EqualFold(r.Header.Get("Upgrade"), protocol.PublishStreamUpgrade) {
 		w.Header().Set("Upgrade", protocol.PublishStreamUpgrade)
 		http.Error(w, fmt.Sprintf("%s is the publish stream: open it with a GET carrying \"Connection: Upgrade\" and \"Upgrade: %s\" over HTTP/1.1 (the Go client does, with client.WithPublishStream); other clients have the PublishStream RPC",
@@ -426,19 +427,6 @@ func isStop(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// headerHasToken reports whether the comma-separated header name holds
-// token, case-insensitively ("Connection: keep-alive, Upgrade").
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for f := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // streamWriteTimeout bounds one write of a publish stream's answers: a

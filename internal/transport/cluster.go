@@ -97,10 +97,7 @@ type identified struct {
 }
 
 func (c identified) Do(req *http.Request) (*http.Response, error) {
-	if id := c.t.Cluster(); id != "" {
-		req.Header.Set(clusterHeader, id)
-	}
-	req.Header.Set(nodeHeader, strconv.FormatUint(c.t.cfg.NodeID, 10))
+	c.t.identify(req.Header)
 	resp, err := c.next.Do(req)
 	if err != nil {
 		return nil, err
@@ -110,6 +107,14 @@ func (c identified) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// identify sets the headers that say who sends a request to a peer.
+func (t *Transport) identify(h http.Header) {
+	if id := t.Cluster(); id != "" {
+		h.Set(clusterHeader, id)
+	}
+	h.Set(nodeHeader, strconv.FormatUint(t.cfg.NodeID, 10))
 }
 
 // sameCluster refuses, as a failed precondition, requests from nodes of

@@ -40,6 +40,7 @@ func startTLSNode(t *testing.T, id uint64, ln net.Listener, server testkit.Certi
 	mux := http.NewServeMux()
 	mux.Handle(n.tr.Handler())
 	var p http.Protocols
+	p.SetHTTP1(true) // the Raft stream
 	p.SetHTTP2(true)
 	n.srv = &http.Server{Handler: mux, Protocols: &p, TLSConfig: serverTLS}
 	served := make(chan struct{})

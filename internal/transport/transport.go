@@ -1,8 +1,9 @@
 // Package transport connects the nodes of a herald cluster. Each node
-// opens one long-lived stream to each peer (gRPC over HTTP/2, on the
-// peers' API port) and sends on it, in batches, the Raft messages of all
-// its groups addressed to that peer; it receives the peers' streams and
-// hands their messages to its host. Besides the streams, a node calls the
+// opens one long-lived Raft stream to each peer (a connection of its own,
+// switched from HTTP/1.1 on the peers' API port; stream.go) and sends on
+// it, in batches, the Raft messages of all its groups addressed to that
+// peer; it receives the peers' streams and hands their messages to its
+// host. Besides the streams, a node calls the
 // typed rpcs of the cluster service on its peers (the leader of a shard
 // it does not lead, say) and answers theirs with its Handlers.
 //
@@ -11,7 +12,8 @@
 // unreachable, as is what was in flight when a stream broke. A broken
 // stream is reopened after a pause that grows while the peer stays
 // unreachable. A dead connection (a peer that stopped answering without
-// closing it, behind a partition) is found by HTTP/2 pings.
+// closing it, behind a partition) is found by the stream's keepalives,
+// and by HTTP/2 pings for the rpcs.
 //
 // With Config.TLS, the connections are mutual TLS: a node dials its peers
 // over TLS presenting its certificate, and its handler refuses a request
@@ -21,12 +23,14 @@
 package transport
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,11 +75,15 @@ type Config struct {
 	// and the CA that signs the nodes'), and Handler refuses requests
 	// without a verified client certificate.
 	TLS *tls.Config
-	// HTTPClient is used for both streams and calls; nil means HTTP/2
-	// (over TLS with TLS, else unencrypted) with pings that find a dead
-	// connection within about four seconds.
+	// HTTPClient is used for the rpcs; nil means HTTP/2 (over TLS with
+	// TLS, else unencrypted) with pings that find a dead connection
+	// within about four seconds.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+
+	// dial connects to a peer's URL for its Raft stream (tests count
+	// what goes through it); nil means dialer(TLS).
+	dial func(context.Context, *url.URL) (net.Conn, error)
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +101,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.dial == nil {
+		c.dial = dialer(c.TLS)
 	}
 }
 
@@ -162,7 +173,7 @@ func (t *Transport) newPeer(id uint64, url string) *peer {
 	return &peer{
 		t: t, id: id, url: url,
 		queue: make(chan outgoing, t.cfg.QueueSize),
-		client: clusterv1connect.NewClusterServiceClient(identified{next: wholeMessages{t.cfg.HTTPClient}, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
+		client: clusterv1connect.NewClusterServiceClient(identified{next: t.cfg.HTTPClient, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
 			url, connect.WithGRPC()),
 	}
 }
@@ -201,12 +212,20 @@ func (t *Transport) Close() {
 	t.wg.Wait()
 }
 
-// Handler returns the path and HTTP handler of the node-to-node service,
-// to mount on the node's API port. With Config.TLS, it serves only
-// requests whose connection presented a verified client certificate.
+// Handler returns the path and HTTP handler of the node-to-node service
+// (its rpcs and the Raft stream), to mount on the node's API port. With
+// Config.TLS, it serves only requests whose connection presented a
+// verified client certificate.
 func (t *Transport) Handler() (string, http.Handler) {
-	path, h := clusterv1connect.NewClusterServiceHandler(&service{t: t})
-	h = t.knownProcedures(h)
+	path, rpcs := clusterv1connect.NewClusterServiceHandler(&service{t: t})
+	rpcs = t.knownProcedures(rpcs)
+	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == raftStreamPath {
+			t.serveRaftStream(w, r)
+			return
+		}
+		rpcs.ServeHTTP(w, r)
+	}))
 	h = t.sameCluster(h)
 	if t.cfg.TLS != nil {
 		h = peersOnly(h)

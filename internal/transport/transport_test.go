@@ -93,6 +93,7 @@ func startNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64]string
 	mux := http.NewServeMux()
 	mux.Handle(n.tr.Handler())
 	var p http.Protocols
+	p.SetHTTP1(true) // the Raft stream
 	p.SetUnencryptedHTTP2(true)
 	n.srv = &http.Server{Handler: mux, Protocols: &p}
 	served := make(chan struct{})

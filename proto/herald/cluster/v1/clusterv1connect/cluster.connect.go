@@ -1,6 +1,7 @@
-// The node-to-node API of a herald cluster: Raft messages of every group
-// on one stream per pair of nodes, and the calls a node makes on another
-// (on the leader of a shard it does not lead, say). Not for clients: it
+// The node-to-node API of a herald cluster: the calls a node makes on
+// another (on the leader of a shard it does not lead, say), and the
+// message that carries the Raft messages of every group on the one Raft
+// stream each node opens to each peer. Not for clients: it
 // moves between herald nodes of the same version. A node that calls a
 // procedure its peer does not serve (a peer of another version) gets
 // Unimplemented, naming the procedure.
@@ -40,8 +41,6 @@ const (
 // reflection-formatted method names, remove the leading slash and convert the remaining slash to a
 // period.
 const (
-	// ClusterServiceRaftProcedure is the fully-qualified name of the ClusterService's Raft RPC.
-	ClusterServiceRaftProcedure = "/herald.cluster.v1.ClusterService/Raft"
 	// ClusterServiceFetchProcedure is the fully-qualified name of the ClusterService's Fetch RPC.
 	ClusterServiceFetchProcedure = "/herald.cluster.v1.ClusterService/Fetch"
 	// ClusterServiceNackProcedure is the fully-qualified name of the ClusterService's Nack RPC.
@@ -67,9 +66,6 @@ const (
 
 // ClusterServiceClient is a client for the herald.cluster.v1.ClusterService service.
 type ClusterServiceClient interface {
-	// Raft carries batches of Raft messages from one node to another, for
-	// as long as both run: the sender opens one such stream per peer.
-	Raft(context.Context) *connect.ClientStreamForClient[v1.RaftBatch, v1.RaftAck]
 	// Fetch leases events of a shard.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Nack ends leases of a shard's events, which are handed out again.
@@ -110,12 +106,6 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 	baseURL = strings.TrimRight(baseURL, "/")
 	clusterServiceMethods := v1.File_herald_cluster_v1_cluster_proto.Services().ByName("ClusterService").Methods()
 	return &clusterServiceClient{
-		raft: connect.NewClient[v1.RaftBatch, v1.RaftAck](
-			httpClient,
-			baseURL+ClusterServiceRaftProcedure,
-			connect.WithSchema(clusterServiceMethods.ByName("Raft")),
-			connect.WithClientOptions(opts...),
-		),
 		fetch: connect.NewClient[v1.FetchRequest, v1.FetchResponse](
 			httpClient,
 			baseURL+ClusterServiceFetchProcedure,
@@ -181,7 +171,6 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // clusterServiceClient implements ClusterServiceClient.
 type clusterServiceClient struct {
-	raft        *connect.Client[v1.RaftBatch, v1.RaftAck]
 	fetch       *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	nack        *connect.Client[v1.NackRequest, v1.NackResponse]
 	ack         *connect.Client[v1.AckRequest, v1.AckResponse]
@@ -192,11 +181,6 @@ type clusterServiceClient struct {
 	ping        *connect.Client[v1.PingRequest, v1.PingResponse]
 	localStatus *connect.Client[v1.LocalStatusRequest, v1.LocalStatusResponse]
 	join        *connect.Client[v1.JoinRequest, v1.JoinResponse]
-}
-
-// Raft calls herald.cluster.v1.ClusterService.Raft.
-func (c *clusterServiceClient) Raft(ctx context.Context) *connect.ClientStreamForClient[v1.RaftBatch, v1.RaftAck] {
-	return c.raft.CallClientStream(ctx)
 }
 
 // Fetch calls herald.cluster.v1.ClusterService.Fetch.
@@ -251,9 +235,6 @@ func (c *clusterServiceClient) Join(ctx context.Context, req *connect.Request[v1
 
 // ClusterServiceHandler is an implementation of the herald.cluster.v1.ClusterService service.
 type ClusterServiceHandler interface {
-	// Raft carries batches of Raft messages from one node to another, for
-	// as long as both run: the sender opens one such stream per peer.
-	Raft(context.Context, *connect.ClientStream[v1.RaftBatch]) (*connect.Response[v1.RaftAck], error)
 	// Fetch leases events of a shard.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Nack ends leases of a shard's events, which are handed out again.
@@ -290,12 +271,6 @@ type ClusterServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	clusterServiceMethods := v1.File_herald_cluster_v1_cluster_proto.Services().ByName("ClusterService").Methods()
-	clusterServiceRaftHandler := connect.NewClientStreamHandler(
-		ClusterServiceRaftProcedure,
-		svc.Raft,
-		connect.WithSchema(clusterServiceMethods.ByName("Raft")),
-		connect.WithHandlerOptions(opts...),
-	)
 	clusterServiceFetchHandler := connect.NewUnaryHandler(
 		ClusterServiceFetchProcedure,
 		svc.Fetch,
@@ -358,8 +333,6 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 	)
 	return "/herald.cluster.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case ClusterServiceRaftProcedure:
-			clusterServiceRaftHandler.ServeHTTP(w, r)
 		case ClusterServiceFetchProcedure:
 			clusterServiceFetchHandler.ServeHTTP(w, r)
 		case ClusterServiceNackProcedure:
@@ -388,10 +361,6 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 
 // UnimplementedClusterServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedClusterServiceHandler struct{}
-
-func (UnimplementedClusterServiceHandler) Raft(context.Context, *connect.ClientStream[v1.RaftBatch]) (*connect.Response[v1.RaftAck], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.cluster.v1.ClusterService.Raft is not implemented"))
-}
 
 func (UnimplementedClusterServiceHandler) Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.cluster.v1.ClusterService.Fetch is not implemented"))
