@@ -54,8 +54,10 @@
 #
 #   herald        three herald serve processes (--node-id, --peers), a topic
 #                 of HERALD_SHARDS shards (default 3: one led by each node),
-#                 a snapshot every SNAPSHOT_ENTRIES entries (default 1000),
-#                 written in the background (the default); the publish
+#                 herald's own snapshot settings (a snapshot every 10,000
+#                 entries, written in the background) unless SNAPSHOT_ENTRIES
+#                 sets --snapshot-entries (1000 makes snapshots frequent
+#                 enough for the herald-sync comparison to show); the publish
 #                 stream with leader routing also with a topic of 1 shard,
 #                 one ordered log with one leader, as the peers' R3 stream
 #                 and quorum queue are
@@ -137,7 +139,7 @@ KEYS=${KEYS:-1024}
 BATCHES=${BATCHES:-"1 100"}
 SYSTEMS=${SYSTEMS:-"herald nats-always nats-default rabbitmq"}
 HERALD_SHARDS=${HERALD_SHARDS:-"11 1"}
-SNAPSHOT_ENTRIES=${SNAPSHOT_ENTRIES:-1000}
+SNAPSHOT_ENTRIES=${SNAPSHOT_ENTRIES:-}
 SNAPSHOT_BATCHES=${SNAPSHOT_BATCHES:-"1 500"}
 # With batch 1, also run herald with the Go client's publish batching
 # (concurrent producers share requests of up to this many events); 0: off.
@@ -253,10 +255,13 @@ start_herald_cluster() {
 		spec+=("$i=127.0.0.1:${ports[i - 1]}")
 		urls+=("http://127.0.0.1:${ports[i - 1]}")
 	done
+	if [[ -n $SNAPSHOT_ENTRIES ]]; then
+		set -- --snapshot-entries "$SNAPSHOT_ENTRIES" "$@"
+	fi
 	for i in 1 2 3; do
 		"$tmp/bin/herald" serve --node-id "$i" --peers "$(join_by , "${spec[@]}")" \
 			--listen "127.0.0.1:${ports[i - 1]}" --data-dir "$tmp/$name-$i" \
-			--snapshot-entries "$SNAPSHOT_ENTRIES" --log-level warn "$@" > "$tmp/$name-$i.log" 2>&1 &
+			--log-level warn "$@" > "$tmp/$name-$i.log" 2>&1 &
 		pids+=($!)
 	done
 	for i in 1 2 3; do
@@ -273,7 +278,7 @@ start_herald_cluster() {
 	done
 	printf -v "${name//-/_}_urls" '%s' "$(join_by , "${urls[@]}")"
 	printf -v "${name//-/_}_pids" '%s' "$(join_by , "${pids[@]: -3}")"
-	log "$name: three nodes on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3}), flags: --snapshot-entries $SNAPSHOT_ENTRIES $*"
+	log "$name: three nodes on 127.0.0.1:$(join_by , "${ports[@]}") (pids ${pids[*]: -3}), flags: $*"
 }
 
 # js_healthy URL: does the monitoring endpoint URL report JetStream healthy
@@ -773,14 +778,14 @@ log "all runs took $(($(date +%s) - start)) s"
 				snaps+=("$f")
 			fi
 		done
-		echo "herald: three nodes, --snapshot-entries $SNAPSHOT_ENTRIES; NATS: three servers, R3 stream; RabbitMQ: three nodes, quorum queue of 3 members; producers take the three nodes in turn"
+		echo "herald: three nodes, a snapshot every ${SNAPSHOT_ENTRIES:-10000 (the default)} entries; NATS: three servers, R3 stream; RabbitMQ: three nodes, quorum queue of 3 members; producers take the three nodes in turn"
 		echo
 		if ((${#peers[@]})); then
 			"$tmp/bin/bench-table" --targets r3 --summary "$OUT/summary.json" "${peers[@]}"
 			echo
 		fi
 		if ((${#snaps[@]})); then
-			echo "Snapshots: herald R3 with snapshots on the apply loop (HERALD_BENCH_SYNC_SNAPSHOTS=1) vs background (async) snapshots, a snapshot every $SNAPSHOT_ENTRIES entries per shard, batches of ${SNAPSHOT_BATCHES// /, }"
+			echo "Snapshots: herald R3 with snapshots on the apply loop (HERALD_BENCH_SYNC_SNAPSHOTS=1) vs background (async) snapshots, a snapshot every ${SNAPSHOT_ENTRIES:-10000} entries per shard, batches of ${SNAPSHOT_BATCHES// /, }"
 			echo
 			"$tmp/bin/bench-table" --targets snapshots --summary "$OUT/snapshots-summary.json" "${snaps[@]}"
 		fi
