@@ -74,12 +74,8 @@ type Config struct {
 	// are dialed with it (tlsconfig.Client, with the node's certificate
 	// and the CA that signs the nodes'), and Handler refuses requests
 	// without a verified client certificate.
-	TLS *tls.Config
-	// HTTPClient is used for the rpcs; nil means HTTP/2 (over TLS with
-	// TLS, else unencrypted) with pings that find a dead connection
-	// within about four seconds.
-	HTTPClient *http.Client
-	Logger     *slog.Logger
+	TLS    *tls.Config
+	Logger *slog.Logger
 
 	// dial connects to a peer's URL for its Raft stream (tests count
 	// what goes through it); nil means dialer(TLS).
@@ -95,9 +91,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Retry.Initial <= 0 {
 		c.Retry = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5}
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = http2Client(c.TLS)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -132,8 +125,9 @@ func http2Client(tc *tls.Config) *http.Client {
 
 // Transport is a node's side of the cluster's connections.
 type Transport struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	rpcs *http.Client // HTTP/2, for the rpcs
 
 	peersMu sync.RWMutex
 	peers   map[uint64]*peer // grows with AddPeer
@@ -157,6 +151,7 @@ func New(cfg Config) *Transport {
 	t := &Transport{
 		cfg:   cfg,
 		log:   cfg.Logger.With("node", cfg.NodeID),
+		rpcs:  http2Client(cfg.TLS),
 		peers: make(map[uint64]*peer),
 		stop:  make(chan struct{}),
 	}
@@ -173,7 +168,7 @@ func (t *Transport) newPeer(id uint64, url string) *peer {
 	return &peer{
 		t: t, id: id, url: url,
 		queue: make(chan outgoing, t.cfg.QueueSize),
-		client: clusterv1connect.NewClusterServiceClient(identified{next: t.cfg.HTTPClient, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
+		client: clusterv1connect.NewClusterServiceClient(identified{next: t.rpcs, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
 			url, connect.WithGRPC()),
 	}
 }
