@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"herald/internal/backoff"
@@ -68,6 +69,10 @@ func (p *peer) stream(ctx context.Context) (sent bool, err error) {
 	}
 	batch := []outgoing{first}
 	conn, in, err := p.open(ctx)
+	if errors.Is(err, errPeerWithoutStream) {
+		p.t.log.Info("replicating to a peer of the earlier release on its Raft rpc", "peer", p.id, "url", p.url)
+		return p.legacyStream(ctx, batch)
+	}
 	if err != nil {
 		p.lost(batch)
 		return false, err
@@ -121,11 +126,7 @@ func (p *peer) stream(ctx context.Context) (sent bool, err error) {
 // write sends batch as one frame, encoded in buf, which it returns for
 // the next.
 func (p *peer) write(conn net.Conn, buf []byte, batch []outgoing) ([]byte, error) {
-	b := &clusterv1.RaftBatch{From: p.t.cfg.NodeID, Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
-	for _, o := range batch {
-		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: o.msg})
-	}
-	buf, err := appendFrame(buf, b)
+	buf, err := appendFrame(buf, p.encode(batch))
 	if err != nil {
 		return buf, err
 	}
@@ -133,6 +134,14 @@ func (p *peer) write(conn net.Conn, buf []byte, batch []outgoing) ([]byte, error
 		return buf, fmt.Errorf("send to node %d: %w", p.id, err)
 	}
 	return buf, nil
+}
+
+func (p *peer) encode(batch []outgoing) *clusterv1.RaftBatch {
+	b := &clusterv1.RaftBatch{From: p.t.cfg.NodeID, Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
+	for _, o := range batch {
+		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: o.msg})
+	}
+	return b
 }
 
 // writeWithin writes b to conn, failing if the peer has not taken it
@@ -206,11 +215,50 @@ func (p *peer) upgrade(ctx context.Context, conn net.Conn, in *bufio.Reader, u *
 	if err := p.t.checkCluster(p.describe(), resp.Header.Get(clusterHeader)); err != nil {
 		return err
 	}
+	if resp.StatusCode == http.StatusMethodNotAllowed {
+		// The rpc this stream replaced answers a GET so.
+		return fmt.Errorf("node %d at %s: %w", p.id, p.url, errPeerWithoutStream)
+	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("open the raft stream to node %d at %s: %s: %s", p.id, p.url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
+}
+
+// errPeerWithoutStream says that a peer runs the release before the Raft
+// stream: it answers the Raft rpc instead.
+var errPeerWithoutStream = errors.New("the peer runs an earlier release of herald, without the Raft stream; sending on its Raft rpc until it is upgraded")
+
+// legacyStream sends batch, and then what is queued, on the Raft rpc of a
+// peer of the release before the Raft stream, until sending fails: during
+// a rolling upgrade, the two releases' nodes replicate to each other. It
+// reports whether any batch went out; the messages of the batch that
+// failed are reported lost. Remove it, and the rpc, one release after the
+// stream's.
+func (p *peer) legacyStream(ctx context.Context, batch []outgoing) (sent bool, err error) {
+	s := p.client.Raft(ctx)
+	defer func() {
+		if _, cerr := s.CloseAndReceive(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for {
+		batch = p.fill(batch)
+		if err := s.Send(p.encode(batch)); err != nil {
+			p.lost(batch)
+			return sent, fmt.Errorf("send to node %d on its Raft rpc: %w", p.id, err)
+		}
+		sent = true
+		p.delivered(batch)
+		batch = batch[:0]
+		select {
+		case o := <-p.queue:
+			batch = append(batch, o)
+		case <-ctx.Done():
+			return sent, ctx.Err()
+		}
+	}
 }
 
 // describe names the peer in errors and logs.
@@ -280,4 +328,42 @@ func (p *peer) delivered(batch []outgoing) {
 // rpc cluster.proto declares.
 type service struct {
 	t *Transport
+}
+
+// Raft hands every message of every batch a peer of the release before
+// the Raft stream sends on its rpc to the receiver, until the peer ends
+// the rpc or this transport closes. Remove it with legacyStream.
+func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[clusterv1.RaftBatch]) (*connect.Response[clusterv1.RaftAck], error) {
+	s.t.mu.RLock()
+	r := s.t.receiver
+	s.t.mu.RUnlock()
+	if r == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is starting; its raft groups are not open yet", s.t.cfg.NodeID))
+	}
+	if !s.t.track() {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is shutting down", s.t.cfg.NodeID))
+	}
+	defer s.t.wg.Done()
+	done := make(chan error, 1)
+	// Receive blocks on the stream; once this handler returns, the server
+	// closes the stream and Receive returns, so the goroutine ends.
+	s.t.wg.Go(func() { done <- receiveBatches(stream, r) })
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&clusterv1.RaftAck{}), nil
+	case <-s.t.stop:
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %d is shutting down", s.t.cfg.NodeID))
+	}
+}
+
+func receiveBatches(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) error {
+	for stream.Receive() {
+		if err := deliver(stream.Msg(), r); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	return stream.Err()
 }

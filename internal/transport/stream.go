@@ -25,7 +25,8 @@ import (
 // 4 KiB received) and goroutine handoffs, for messages that need none of
 // them (docs/decisions/0018-raft-stream.md).
 //
-// The sender opens it with a GET of raftStreamPath carrying
+// The sender opens it with a GET of raftStreamPath (the path of the Raft
+// rpc it replaces, which a POST still calls: peer.legacyStream) carrying
 // "Connection: Upgrade", "Upgrade: " + raftStreamUpgrade and the cluster
 // and node headers of every node-to-node request, over HTTP/1.1 (over TLS
 // with the node's certificate, in a cluster with TLS); the receiver
@@ -210,16 +211,24 @@ func (t *Transport) receiveStream(conn net.Conn, br *bufio.Reader, rcv Receiver)
 		if err := proto.Unmarshal(body, &batch); err != nil {
 			return fmt.Errorf("a frame of the raft stream is not a RaftBatch: %w", err)
 		}
-		for _, rm := range batch.GetMessages() {
-			m := rm.GetMessage()
-			if m == nil {
-				return fmt.Errorf("a batch from node %d holds no raft message for group %d", batch.GetFrom(), rm.GetGroup())
-			}
-			// A message for a group this node does not run yet (its
-			// topic is not applied here yet) is dropped: raft resends.
-			_ = rcv.Receive(rm.GetGroup(), m)
+		if err := deliver(&batch, rcv); err != nil {
+			return err
 		}
 	}
+}
+
+// deliver hands the messages of batch to rcv.
+func deliver(batch *clusterv1.RaftBatch, rcv Receiver) error {
+	for _, rm := range batch.GetMessages() {
+		m := rm.GetMessage()
+		if m == nil {
+			return fmt.Errorf("a batch from node %d holds no raft message for group %d", batch.GetFrom(), rm.GetGroup())
+		}
+		// A message for a group this node does not run yet (its topic is
+		// not applied here yet) is dropped: raft resends.
+		_ = rcv.Receive(rm.GetGroup(), m)
+	}
+	return nil
 }
 
 // sendKeepalives writes a keepalive on conn every keepaliveEvery until

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"herald/internal/backoff"
 	"herald/internal/testkit/faultproxy"
 	clusterv1 "herald/proto/herald/cluster/v1"
+	"herald/proto/herald/cluster/v1/clusterv1connect"
 )
 
 // countingConn counts the writes made to a connection.
@@ -193,23 +195,20 @@ func TestRaftStreamKeepsAliveAndDropsASilentSender(t *testing.T) {
 	}
 }
 
-// TestRaftStreamRefusals: a request that does not open the stream as a
-// node does (a gRPC call of the rpc it was, a plain GET) is refused with
-// a status that says so, and a frame that is no batch ends the stream.
+// TestRaftStreamRefusals: a GET that does not ask to switch to the
+// stream is refused with a status that says how to, and a frame that is
+// no batch ends the stream.
 func TestRaftStreamRefusals(t *testing.T) {
 	ln := listen(t)
 	b := startNode(t, 2, ln, map[uint64]string{2: "http://" + ln.Addr().String()})
-	for _, method := range []string{http.MethodPost, http.MethodGet} {
-		req, _ := http.NewRequest(method, "http://"+ln.Addr().String()+raftStreamPath, strings.NewReader(""))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUpgradeRequired || !strings.Contains(string(body), "same version of herald") {
-			t.Errorf("%s %s = %s %q; want 426 saying how to open the stream", method, raftStreamPath, resp.Status, body)
-		}
+	resp, err := http.Get("http://" + ln.Addr().String() + raftStreamPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired || !strings.Contains(string(body), "Upgrade: "+raftStreamUpgrade) {
+		t.Errorf("GET %s = %s %q; want 426 saying how to open the stream", raftStreamPath, resp.Status, body)
 	}
 
 	conn, in := openRaw(t, ln.Addr().String())
@@ -261,4 +260,57 @@ func TestFrames(t *testing.T) {
 	if _, err := readFrame(bytes.NewReader([]byte{0x7f, 0xff, 0xff, 0xff}), &buf); !errors.Is(err, errFrameTooLarge) {
 		t.Errorf("reading a frame of 2 GiB = %v; want errFrameTooLarge", err)
 	}
+}
+
+// TestRollingUpgrade: while a cluster is upgraded one node at a time, a
+// node of this release and one of the release before, which has the Raft
+// rpc and no stream, replicate to each other: this node sends on the rpc
+// when the peer does not switch, and answers the rpc.
+func TestRollingUpgrade(t *testing.T) {
+	ln1, ln2 := listen(t), listen(t)
+	peers := map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + ln2.Addr().String()}
+	a := startNode(t, 1, ln1, peers)
+	b := startEarlierNode(t, 2, ln2, peers)
+
+	a.tr.Send(4, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 1), msg(pb.MessageType_MsgApp, 1, 2, 2)})
+	b.rec.waitFor(t, "the messages, on the earlier node's rpc", func(r *recorder) bool { return len(r.got[4]) == 2 })
+
+	// The earlier release's sender: the rpc, from node 2 to node 1.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := clusterv1connect.NewClusterServiceClient(http2Client(nil), peers[1], connect.WithGRPC()).Raft(ctx)
+	batch := &clusterv1.RaftBatch{From: 2, Messages: []*clusterv1.RaftMessage{{Group: 4, Message: msg(pb.MessageType_MsgAppResp, 2, 1, 2)}}}
+	if err := s.Send(batch); err != nil {
+		t.Fatal(err)
+	}
+	a.rec.waitFor(t, "the message sent on the rpc", func(r *recorder) bool { return len(r.got[4]) == 1 && r.got[4][0].GetIndex() == 2 })
+	if _, err := s.CloseAndReceive(); err != nil {
+		t.Errorf("ending the rpc: %v", err)
+	}
+}
+
+// startEarlierNode serves a transport as a node of the release before the
+// Raft stream did: the cluster service's rpcs only, Raft among them.
+func startEarlierNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64]string) *node {
+	t.Helper()
+	n := &node{rec: newRecorder()}
+	n.tr = New(Config{NodeID: id, Peers: peers, Retry: backoff.Policy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+	n.tr.Start(n.rec)
+	mux := http.NewServeMux()
+	mux.Handle(clusterv1connect.NewClusterServiceHandler(&service{t: n.tr}))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	n.srv = &http.Server{Handler: mux, Protocols: &p}
+	served := make(chan struct{})
+	go func() {
+		n.srv.Serve(ln)
+		close(served)
+	}()
+	t.Cleanup(func() {
+		n.tr.Close()
+		n.srv.Close()
+		<-served
+	})
+	return n
 }

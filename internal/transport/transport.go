@@ -215,7 +215,9 @@ func (t *Transport) Handler() (string, http.Handler) {
 	path, rpcs := clusterv1connect.NewClusterServiceHandler(&service{t: t})
 	rpcs = t.knownProcedures(rpcs)
 	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == raftStreamPath {
+		// The stream and the rpc it replaces share a path: a GET opens
+		// the stream, a POST calls the rpc (a node of the release before).
+		if r.URL.Path == raftStreamPath && r.Method != http.MethodPost {
 			t.serveRaftStream(w, r)
 			return
 		}

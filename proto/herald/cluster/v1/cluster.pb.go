@@ -145,6 +145,43 @@ func (x *RaftMessage) GetMessage() *raftpb.Message {
 	return nil
 }
 
+// RaftAck ends a Raft rpc.
+type RaftAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftAck) Reset() {
+	*x = RaftAck{}
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftAck) ProtoMessage() {}
+
+func (x *RaftAck) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftAck.ProtoReflect.Descriptor instead.
+func (*RaftAck) Descriptor() ([]byte, []int) {
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
 // ShardCall names the shard a call is about.
 type ShardCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -163,7 +200,7 @@ type ShardCall struct {
 
 func (x *ShardCall) Reset() {
 	*x = ShardCall{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +212,7 @@ func (x *ShardCall) String() string {
 func (*ShardCall) ProtoMessage() {}
 
 func (x *ShardCall) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +225,7 @@ func (x *ShardCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardCall.ProtoReflect.Descriptor instead.
 func (*ShardCall) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ShardCall) GetTopic() string {
@@ -232,7 +269,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +281,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +294,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FetchRequest) GetShard() *ShardCall {
@@ -291,7 +328,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +340,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +353,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchResponse) GetDeliveries() []*Delivery {
@@ -346,7 +383,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +395,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +408,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Delivery) GetId() string {
@@ -436,7 +473,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +485,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +498,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Event) GetKey() string {
@@ -506,7 +543,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +555,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +568,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NackRequest) GetShard() *ShardCall {
@@ -563,7 +600,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +612,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +625,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 type AckRequest struct {
@@ -605,7 +642,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +654,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +667,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckRequest) GetShard() *ShardCall {
@@ -667,7 +704,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +716,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +729,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AckResponse) GetCount() uint32 {
@@ -721,7 +758,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +770,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +783,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProposeRequest) GetTopic() string {
@@ -794,7 +831,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +843,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +856,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProposeResponse) GetReservationId() uint64 {
@@ -884,7 +921,7 @@ type Duplicate struct {
 
 func (x *Duplicate) Reset() {
 	*x = Duplicate{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +933,7 @@ func (x *Duplicate) String() string {
 func (*Duplicate) ProtoMessage() {}
 
 func (x *Duplicate) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +946,7 @@ func (x *Duplicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Duplicate.ProtoReflect.Descriptor instead.
 func (*Duplicate) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Duplicate) GetSlot() uint32 {
@@ -942,7 +979,7 @@ type EntriesRequest struct {
 
 func (x *EntriesRequest) Reset() {
 	*x = EntriesRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +991,7 @@ func (x *EntriesRequest) String() string {
 func (*EntriesRequest) ProtoMessage() {}
 
 func (x *EntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1004,7 @@ func (x *EntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntriesRequest.ProtoReflect.Descriptor instead.
 func (*EntriesRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EntriesRequest) GetGroup() uint64 {
@@ -1010,7 +1047,7 @@ type EntriesResponse struct {
 
 func (x *EntriesResponse) Reset() {
 	*x = EntriesResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1059,7 @@ func (x *EntriesResponse) String() string {
 func (*EntriesResponse) ProtoMessage() {}
 
 func (x *EntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1072,7 @@ func (x *EntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntriesResponse.ProtoReflect.Descriptor instead.
 func (*EntriesResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EntriesResponse) GetIndex() uint64 {
@@ -1073,7 +1110,7 @@ type ReaddRequest struct {
 
 func (x *ReaddRequest) Reset() {
 	*x = ReaddRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1122,7 @@ func (x *ReaddRequest) String() string {
 func (*ReaddRequest) ProtoMessage() {}
 
 func (x *ReaddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1135,7 @@ func (x *ReaddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddRequest.ProtoReflect.Descriptor instead.
 func (*ReaddRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReaddRequest) GetGroup() uint64 {
@@ -1130,7 +1167,7 @@ type ReaddResponse struct {
 
 func (x *ReaddResponse) Reset() {
 	*x = ReaddResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1179,7 @@ func (x *ReaddResponse) String() string {
 func (*ReaddResponse) ProtoMessage() {}
 
 func (x *ReaddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1192,7 @@ func (x *ReaddResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddResponse.ProtoReflect.Descriptor instead.
 func (*ReaddResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 type StartedRequest struct {
@@ -1166,7 +1203,7 @@ type StartedRequest struct {
 
 func (x *StartedRequest) Reset() {
 	*x = StartedRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1215,7 @@ func (x *StartedRequest) String() string {
 func (*StartedRequest) ProtoMessage() {}
 
 func (x *StartedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1228,7 @@ func (x *StartedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartedRequest.ProtoReflect.Descriptor instead.
 func (*StartedRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 type StartedResponse struct {
@@ -1204,7 +1241,7 @@ type StartedResponse struct {
 
 func (x *StartedResponse) Reset() {
 	*x = StartedResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1253,7 @@ func (x *StartedResponse) String() string {
 func (*StartedResponse) ProtoMessage() {}
 
 func (x *StartedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1266,7 @@ func (x *StartedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartedResponse.ProtoReflect.Descriptor instead.
 func (*StartedResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartedResponse) GetStarted() bool {
@@ -1249,7 +1286,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1298,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1311,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PingRequest) GetFrom() uint64 {
@@ -1292,7 +1329,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1341,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1354,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 type LocalStatusRequest struct {
@@ -1328,7 +1365,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1377,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1390,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 type LocalStatusResponse struct {
@@ -1370,7 +1407,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1419,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1432,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LocalStatusResponse) GetNode() uint64 {
@@ -1434,7 +1471,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1483,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1496,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupStatus) GetLeader() uint64 {
@@ -1493,7 +1530,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1542,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1555,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JoinRequest) GetNode() uint64 {
@@ -1541,7 +1578,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1590,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_herald_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1603,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_herald_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JoinResponse) GetMember() bool {
@@ -1594,7 +1631,8 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x03(\v2\x1e.herald.cluster.v1.RaftMessageR\bmessages\"N\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12)\n" +
-	"\amessage\x18\x02 \x01(\v2\x0f.raftpb.MessageR\amessage\"q\n" +
+	"\amessage\x18\x02 \x01(\v2\x0f.raftpb.MessageR\amessage\"\t\n" +
+	"\aRaftAck\"q\n" +
 	"\tShardCall\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x14\n" +
@@ -1692,8 +1730,9 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\x04R\x04node\"B\n" +
 	"\fJoinResponse\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\bR\x06member\x12\x1a\n" +
-	"\bfounders\x18\x02 \x03(\x04R\bfounders2\x9d\x06\n" +
-	"\x0eClusterService\x12J\n" +
+	"\bfounders\x18\x02 \x03(\x04R\bfounders2\xe1\x06\n" +
+	"\x0eClusterService\x12B\n" +
+	"\x04Raft\x12\x1c.herald.cluster.v1.RaftBatch\x1a\x1a.herald.cluster.v1.RaftAck(\x01\x12J\n" +
 	"\x05Fetch\x12\x1f.herald.cluster.v1.FetchRequest\x1a .herald.cluster.v1.FetchResponse\x12G\n" +
 	"\x04Nack\x12\x1e.herald.cluster.v1.NackRequest\x1a\x1f.herald.cluster.v1.NackResponse\x12D\n" +
 	"\x03Ack\x12\x1d.herald.cluster.v1.AckRequest\x1a\x1e.herald.cluster.v1.AckResponse\x12P\n" +
@@ -1717,79 +1756,82 @@ func file_herald_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_herald_cluster_v1_cluster_proto_rawDescData
 }
 
-var file_herald_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_herald_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_herald_cluster_v1_cluster_proto_goTypes = []any{
 	(*RaftBatch)(nil),             // 0: herald.cluster.v1.RaftBatch
 	(*RaftMessage)(nil),           // 1: herald.cluster.v1.RaftMessage
-	(*ShardCall)(nil),             // 2: herald.cluster.v1.ShardCall
-	(*FetchRequest)(nil),          // 3: herald.cluster.v1.FetchRequest
-	(*FetchResponse)(nil),         // 4: herald.cluster.v1.FetchResponse
-	(*Delivery)(nil),              // 5: herald.cluster.v1.Delivery
-	(*Event)(nil),                 // 6: herald.cluster.v1.Event
-	(*NackRequest)(nil),           // 7: herald.cluster.v1.NackRequest
-	(*NackResponse)(nil),          // 8: herald.cluster.v1.NackResponse
-	(*AckRequest)(nil),            // 9: herald.cluster.v1.AckRequest
-	(*AckResponse)(nil),           // 10: herald.cluster.v1.AckResponse
-	(*ProposeRequest)(nil),        // 11: herald.cluster.v1.ProposeRequest
-	(*ProposeResponse)(nil),       // 12: herald.cluster.v1.ProposeResponse
-	(*Duplicate)(nil),             // 13: herald.cluster.v1.Duplicate
-	(*EntriesRequest)(nil),        // 14: herald.cluster.v1.EntriesRequest
-	(*EntriesResponse)(nil),       // 15: herald.cluster.v1.EntriesResponse
-	(*ReaddRequest)(nil),          // 16: herald.cluster.v1.ReaddRequest
-	(*ReaddResponse)(nil),         // 17: herald.cluster.v1.ReaddResponse
-	(*StartedRequest)(nil),        // 18: herald.cluster.v1.StartedRequest
-	(*StartedResponse)(nil),       // 19: herald.cluster.v1.StartedResponse
-	(*PingRequest)(nil),           // 20: herald.cluster.v1.PingRequest
-	(*PingResponse)(nil),          // 21: herald.cluster.v1.PingResponse
-	(*LocalStatusRequest)(nil),    // 22: herald.cluster.v1.LocalStatusRequest
-	(*LocalStatusResponse)(nil),   // 23: herald.cluster.v1.LocalStatusResponse
-	(*GroupStatus)(nil),           // 24: herald.cluster.v1.GroupStatus
-	(*JoinRequest)(nil),           // 25: herald.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),          // 26: herald.cluster.v1.JoinResponse
-	nil,                           // 27: herald.cluster.v1.Event.HeadersEntry
-	nil,                           // 28: herald.cluster.v1.LocalStatusResponse.GroupsEntry
-	(*raftpb.Message)(nil),        // 29: raftpb.Message
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*raftpb.Entry)(nil),          // 32: raftpb.Entry
+	(*RaftAck)(nil),               // 2: herald.cluster.v1.RaftAck
+	(*ShardCall)(nil),             // 3: herald.cluster.v1.ShardCall
+	(*FetchRequest)(nil),          // 4: herald.cluster.v1.FetchRequest
+	(*FetchResponse)(nil),         // 5: herald.cluster.v1.FetchResponse
+	(*Delivery)(nil),              // 6: herald.cluster.v1.Delivery
+	(*Event)(nil),                 // 7: herald.cluster.v1.Event
+	(*NackRequest)(nil),           // 8: herald.cluster.v1.NackRequest
+	(*NackResponse)(nil),          // 9: herald.cluster.v1.NackResponse
+	(*AckRequest)(nil),            // 10: herald.cluster.v1.AckRequest
+	(*AckResponse)(nil),           // 11: herald.cluster.v1.AckResponse
+	(*ProposeRequest)(nil),        // 12: herald.cluster.v1.ProposeRequest
+	(*ProposeResponse)(nil),       // 13: herald.cluster.v1.ProposeResponse
+	(*Duplicate)(nil),             // 14: herald.cluster.v1.Duplicate
+	(*EntriesRequest)(nil),        // 15: herald.cluster.v1.EntriesRequest
+	(*EntriesResponse)(nil),       // 16: herald.cluster.v1.EntriesResponse
+	(*ReaddRequest)(nil),          // 17: herald.cluster.v1.ReaddRequest
+	(*ReaddResponse)(nil),         // 18: herald.cluster.v1.ReaddResponse
+	(*StartedRequest)(nil),        // 19: herald.cluster.v1.StartedRequest
+	(*StartedResponse)(nil),       // 20: herald.cluster.v1.StartedResponse
+	(*PingRequest)(nil),           // 21: herald.cluster.v1.PingRequest
+	(*PingResponse)(nil),          // 22: herald.cluster.v1.PingResponse
+	(*LocalStatusRequest)(nil),    // 23: herald.cluster.v1.LocalStatusRequest
+	(*LocalStatusResponse)(nil),   // 24: herald.cluster.v1.LocalStatusResponse
+	(*GroupStatus)(nil),           // 25: herald.cluster.v1.GroupStatus
+	(*JoinRequest)(nil),           // 26: herald.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),          // 27: herald.cluster.v1.JoinResponse
+	nil,                           // 28: herald.cluster.v1.Event.HeadersEntry
+	nil,                           // 29: herald.cluster.v1.LocalStatusResponse.GroupsEntry
+	(*raftpb.Message)(nil),        // 30: raftpb.Message
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*raftpb.Entry)(nil),          // 33: raftpb.Entry
 }
 var file_herald_cluster_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: herald.cluster.v1.RaftBatch.messages:type_name -> herald.cluster.v1.RaftMessage
-	29, // 1: herald.cluster.v1.RaftMessage.message:type_name -> raftpb.Message
-	2,  // 2: herald.cluster.v1.FetchRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	30, // 3: herald.cluster.v1.FetchRequest.visibility:type_name -> google.protobuf.Duration
-	5,  // 4: herald.cluster.v1.FetchResponse.deliveries:type_name -> herald.cluster.v1.Delivery
-	6,  // 5: herald.cluster.v1.Delivery.event:type_name -> herald.cluster.v1.Event
-	31, // 6: herald.cluster.v1.Delivery.time:type_name -> google.protobuf.Timestamp
-	27, // 7: herald.cluster.v1.Event.headers:type_name -> herald.cluster.v1.Event.HeadersEntry
-	2,  // 8: herald.cluster.v1.NackRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	2,  // 9: herald.cluster.v1.AckRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	13, // 10: herald.cluster.v1.ProposeResponse.duplicates:type_name -> herald.cluster.v1.Duplicate
-	32, // 11: herald.cluster.v1.EntriesResponse.entries:type_name -> raftpb.Entry
-	28, // 12: herald.cluster.v1.LocalStatusResponse.groups:type_name -> herald.cluster.v1.LocalStatusResponse.GroupsEntry
-	24, // 13: herald.cluster.v1.LocalStatusResponse.GroupsEntry.value:type_name -> herald.cluster.v1.GroupStatus
-	3,  // 14: herald.cluster.v1.ClusterService.Fetch:input_type -> herald.cluster.v1.FetchRequest
-	7,  // 15: herald.cluster.v1.ClusterService.Nack:input_type -> herald.cluster.v1.NackRequest
-	9,  // 16: herald.cluster.v1.ClusterService.Ack:input_type -> herald.cluster.v1.AckRequest
-	11, // 17: herald.cluster.v1.ClusterService.Propose:input_type -> herald.cluster.v1.ProposeRequest
-	14, // 18: herald.cluster.v1.ClusterService.Entries:input_type -> herald.cluster.v1.EntriesRequest
-	16, // 19: herald.cluster.v1.ClusterService.Readd:input_type -> herald.cluster.v1.ReaddRequest
-	18, // 20: herald.cluster.v1.ClusterService.Started:input_type -> herald.cluster.v1.StartedRequest
-	20, // 21: herald.cluster.v1.ClusterService.Ping:input_type -> herald.cluster.v1.PingRequest
-	22, // 22: herald.cluster.v1.ClusterService.LocalStatus:input_type -> herald.cluster.v1.LocalStatusRequest
-	25, // 23: herald.cluster.v1.ClusterService.Join:input_type -> herald.cluster.v1.JoinRequest
-	4,  // 24: herald.cluster.v1.ClusterService.Fetch:output_type -> herald.cluster.v1.FetchResponse
-	8,  // 25: herald.cluster.v1.ClusterService.Nack:output_type -> herald.cluster.v1.NackResponse
-	10, // 26: herald.cluster.v1.ClusterService.Ack:output_type -> herald.cluster.v1.AckResponse
-	12, // 27: herald.cluster.v1.ClusterService.Propose:output_type -> herald.cluster.v1.ProposeResponse
-	15, // 28: herald.cluster.v1.ClusterService.Entries:output_type -> herald.cluster.v1.EntriesResponse
-	17, // 29: herald.cluster.v1.ClusterService.Readd:output_type -> herald.cluster.v1.ReaddResponse
-	19, // 30: herald.cluster.v1.ClusterService.Started:output_type -> herald.cluster.v1.StartedResponse
-	21, // 31: herald.cluster.v1.ClusterService.Ping:output_type -> herald.cluster.v1.PingResponse
-	23, // 32: herald.cluster.v1.ClusterService.LocalStatus:output_type -> herald.cluster.v1.LocalStatusResponse
-	26, // 33: herald.cluster.v1.ClusterService.Join:output_type -> herald.cluster.v1.JoinResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	30, // 1: herald.cluster.v1.RaftMessage.message:type_name -> raftpb.Message
+	3,  // 2: herald.cluster.v1.FetchRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	31, // 3: herald.cluster.v1.FetchRequest.visibility:type_name -> google.protobuf.Duration
+	6,  // 4: herald.cluster.v1.FetchResponse.deliveries:type_name -> herald.cluster.v1.Delivery
+	7,  // 5: herald.cluster.v1.Delivery.event:type_name -> herald.cluster.v1.Event
+	32, // 6: herald.cluster.v1.Delivery.time:type_name -> google.protobuf.Timestamp
+	28, // 7: herald.cluster.v1.Event.headers:type_name -> herald.cluster.v1.Event.HeadersEntry
+	3,  // 8: herald.cluster.v1.NackRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	3,  // 9: herald.cluster.v1.AckRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	14, // 10: herald.cluster.v1.ProposeResponse.duplicates:type_name -> herald.cluster.v1.Duplicate
+	33, // 11: herald.cluster.v1.EntriesResponse.entries:type_name -> raftpb.Entry
+	29, // 12: herald.cluster.v1.LocalStatusResponse.groups:type_name -> herald.cluster.v1.LocalStatusResponse.GroupsEntry
+	25, // 13: herald.cluster.v1.LocalStatusResponse.GroupsEntry.value:type_name -> herald.cluster.v1.GroupStatus
+	0,  // 14: herald.cluster.v1.ClusterService.Raft:input_type -> herald.cluster.v1.RaftBatch
+	4,  // 15: herald.cluster.v1.ClusterService.Fetch:input_type -> herald.cluster.v1.FetchRequest
+	8,  // 16: herald.cluster.v1.ClusterService.Nack:input_type -> herald.cluster.v1.NackRequest
+	10, // 17: herald.cluster.v1.ClusterService.Ack:input_type -> herald.cluster.v1.AckRequest
+	12, // 18: herald.cluster.v1.ClusterService.Propose:input_type -> herald.cluster.v1.ProposeRequest
+	15, // 19: herald.cluster.v1.ClusterService.Entries:input_type -> herald.cluster.v1.EntriesRequest
+	17, // 20: herald.cluster.v1.ClusterService.Readd:input_type -> herald.cluster.v1.ReaddRequest
+	19, // 21: herald.cluster.v1.ClusterService.Started:input_type -> herald.cluster.v1.StartedRequest
+	21, // 22: herald.cluster.v1.ClusterService.Ping:input_type -> herald.cluster.v1.PingRequest
+	23, // 23: herald.cluster.v1.ClusterService.LocalStatus:input_type -> herald.cluster.v1.LocalStatusRequest
+	26, // 24: herald.cluster.v1.ClusterService.Join:input_type -> herald.cluster.v1.JoinRequest
+	2,  // 25: herald.cluster.v1.ClusterService.Raft:output_type -> herald.cluster.v1.RaftAck
+	5,  // 26: herald.cluster.v1.ClusterService.Fetch:output_type -> herald.cluster.v1.FetchResponse
+	9,  // 27: herald.cluster.v1.ClusterService.Nack:output_type -> herald.cluster.v1.NackResponse
+	11, // 28: herald.cluster.v1.ClusterService.Ack:output_type -> herald.cluster.v1.AckResponse
+	13, // 29: herald.cluster.v1.ClusterService.Propose:output_type -> herald.cluster.v1.ProposeResponse
+	16, // 30: herald.cluster.v1.ClusterService.Entries:output_type -> herald.cluster.v1.EntriesResponse
+	18, // 31: herald.cluster.v1.ClusterService.Readd:output_type -> herald.cluster.v1.ReaddResponse
+	20, // 32: herald.cluster.v1.ClusterService.Started:output_type -> herald.cluster.v1.StartedResponse
+	22, // 33: herald.cluster.v1.ClusterService.Ping:output_type -> herald.cluster.v1.PingResponse
+	24, // 34: herald.cluster.v1.ClusterService.LocalStatus:output_type -> herald.cluster.v1.LocalStatusResponse
+	27, // 35: herald.cluster.v1.ClusterService.Join:output_type -> herald.cluster.v1.JoinResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1806,7 +1848,7 @@ func file_herald_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_cluster_v1_cluster_proto_rawDesc), len(file_herald_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

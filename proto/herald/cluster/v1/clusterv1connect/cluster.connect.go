@@ -41,6 +41,8 @@ const (
 // reflection-formatted method names, remove the leading slash and convert the remaining slash to a
 // period.
 const (
+	// ClusterServiceRaftProcedure is the fully-qualified name of the ClusterService's Raft RPC.
+	ClusterServiceRaftProcedure = "/herald.cluster.v1.ClusterService/Raft"
 	// ClusterServiceFetchProcedure is the fully-qualified name of the ClusterService's Fetch RPC.
 	ClusterServiceFetchProcedure = "/herald.cluster.v1.ClusterService/Fetch"
 	// ClusterServiceNackProcedure is the fully-qualified name of the ClusterService's Nack RPC.
@@ -66,6 +68,11 @@ const (
 
 // ClusterServiceClient is a client for the herald.cluster.v1.ClusterService service.
 type ClusterServiceClient interface {
+	// Raft is the Raft stream of the release before it became a connection
+	// of its own (internal/transport/stream.go), kept for one release so
+	// that a cluster can be upgraded one node at a time: a node answers it,
+	// and sends on it to a peer that does not switch to the new stream.
+	Raft(context.Context) *connect.ClientStreamForClient[v1.RaftBatch, v1.RaftAck]
 	// Fetch leases events of a shard.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Nack ends leases of a shard's events, which are handed out again.
@@ -106,6 +113,12 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 	baseURL = strings.TrimRight(baseURL, "/")
 	clusterServiceMethods := v1.File_herald_cluster_v1_cluster_proto.Services().ByName("ClusterService").Methods()
 	return &clusterServiceClient{
+		raft: connect.NewClient[v1.RaftBatch, v1.RaftAck](
+			httpClient,
+			baseURL+ClusterServiceRaftProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Raft")),
+			connect.WithClientOptions(opts...),
+		),
 		fetch: connect.NewClient[v1.FetchRequest, v1.FetchResponse](
 			httpClient,
 			baseURL+ClusterServiceFetchProcedure,
@@ -171,6 +184,7 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // clusterServiceClient implements ClusterServiceClient.
 type clusterServiceClient struct {
+	raft        *connect.Client[v1.RaftBatch, v1.RaftAck]
 	fetch       *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	nack        *connect.Client[v1.NackRequest, v1.NackResponse]
 	ack         *connect.Client[v1.AckRequest, v1.AckResponse]
@@ -181,6 +195,11 @@ type clusterServiceClient struct {
 	ping        *connect.Client[v1.PingRequest, v1.PingResponse]
 	localStatus *connect.Client[v1.LocalStatusRequest, v1.LocalStatusResponse]
 	join        *connect.Client[v1.JoinRequest, v1.JoinResponse]
+}
+
+// Raft calls herald.cluster.v1.ClusterService.Raft.
+func (c *clusterServiceClient) Raft(ctx context.Context) *connect.ClientStreamForClient[v1.RaftBatch, v1.RaftAck] {
+	return c.raft.CallClientStream(ctx)
 }
 
 // Fetch calls herald.cluster.v1.ClusterService.Fetch.
@@ -235,6 +254,11 @@ func (c *clusterServiceClient) Join(ctx context.Context, req *connect.Request[v1
 
 // ClusterServiceHandler is an implementation of the herald.cluster.v1.ClusterService service.
 type ClusterServiceHandler interface {
+	// Raft is the Raft stream of the release before it became a connection
+	// of its own (internal/transport/stream.go), kept for one release so
+	// that a cluster can be upgraded one node at a time: a node answers it,
+	// and sends on it to a peer that does not switch to the new stream.
+	Raft(context.Context, *connect.ClientStream[v1.RaftBatch]) (*connect.Response[v1.RaftAck], error)
 	// Fetch leases events of a shard.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
 	// Nack ends leases of a shard's events, which are handed out again.
@@ -271,6 +295,12 @@ type ClusterServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	clusterServiceMethods := v1.File_herald_cluster_v1_cluster_proto.Services().ByName("ClusterService").Methods()
+	clusterServiceRaftHandler := connect.NewClientStreamHandler(
+		ClusterServiceRaftProcedure,
+		svc.Raft,
+		connect.WithSchema(clusterServiceMethods.ByName("Raft")),
+		connect.WithHandlerOptions(opts...),
+	)
 	clusterServiceFetchHandler := connect.NewUnaryHandler(
 		ClusterServiceFetchProcedure,
 		svc.Fetch,
@@ -333,6 +363,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 	)
 	return "/herald.cluster.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case ClusterServiceRaftProcedure:
+			clusterServiceRaftHandler.ServeHTTP(w, r)
 		case ClusterServiceFetchProcedure:
 			clusterServiceFetchHandler.ServeHTTP(w, r)
 		case ClusterServiceNackProcedure:
@@ -361,6 +393,10 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 
 // UnimplementedClusterServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedClusterServiceHandler struct{}
+
+func (UnimplementedClusterServiceHandler) Raft(context.Context, *connect.ClientStream[v1.RaftBatch]) (*connect.Response[v1.RaftAck], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.cluster.v1.ClusterService.Raft is not implemented"))
+}
 
 func (UnimplementedClusterServiceHandler) Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.cluster.v1.ClusterService.Fetch is not implemented"))
