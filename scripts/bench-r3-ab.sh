@@ -10,8 +10,10 @@
 #   scripts/bench-r3-ab.sh A_BINARY B_BINARY     # e.g. built with go build -o
 #
 # ROUNDS (default 3) pairs of runs, DURATION (default 20s) measured after
-# WARMUP (default 2s), SHARDS (default 3). Output on stdout, each line
-# prefixed with A or B.
+# WARMUP (default 2s), SHARDS (default 3); LOAD (default "--batch 1
+# --stream --leader-routing") replaces the load's batch and route, e.g.
+# LOAD="--batch 100" for batches of 100 through the nodes in turn. Output
+# on stdout, each line prefixed with A or B.
 set -euo pipefail
 
 [[ $# == 2 ]] || { echo "usage: $0 A_BINARY B_BINARY" >&2; exit 2; }
@@ -19,6 +21,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-2s}
 SHARDS=${SHARDS:-3}
+LOAD=${LOAD:-"--batch 1 --stream --leader-routing"}
+read -r -a load <<< "$LOAD"
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_NAME=bench-r3-ab
@@ -50,8 +54,8 @@ run() {
 		"$bin" --server "${urls[i - 1]}" topic list > /dev/null || die "node $i of $label does not serve: $(tail -n 20 "$tmp/$label-$i.log")"
 	done
 	"$bin" bench publish --server "${urls[0]}" --through "${urls[1]},${urls[2]}" --topic ab --fresh --shards "$SHARDS" \
-		--producers 64 --event-bytes 1024 --keys 1024 --duration "$DURATION" --warmup "$WARMUP" --batch 1 \
-		--stream --leader-routing --server-pids "$(join_by , "${pids[@]}")" 2>&1 |
+		--producers 64 --event-bytes 1024 --keys 1024 --duration "$DURATION" --warmup "$WARMUP" "${load[@]}" \
+		--server-pids "$(join_by , "${pids[@]}")" 2>&1 |
 		grep -E "throughput|latency|server CPU" | sed "s/^/$label /"
 	stop_pids
 	rm -rf "$tmp/$label"-*
