@@ -298,19 +298,6 @@ func startEarlierNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64
 	n.tr.Start(n.rec)
 	mux := http.NewServeMux()
 	mux.Handle(clusterv1connect.NewClusterServiceHandler(&service{t: n.tr}))
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	n.srv = &http.Server{Handler: mux, Protocols: &p}
-	served := make(chan struct{})
-	go func() {
-		n.srv.Serve(ln)
-		close(served)
-	}()
-	t.Cleanup(func() {
-		n.tr.Close()
-		n.srv.Close()
-		<-served
-	})
+	n.serve(t, ln, mux, nil)
 	return n
 }

@@ -39,20 +39,7 @@ func startTLSNode(t *testing.T, id uint64, ln net.Listener, server testkit.Certi
 	n.tr.Start(n.rec)
 	mux := http.NewServeMux()
 	mux.Handle(n.tr.Handler())
-	var p http.Protocols
-	p.SetHTTP1(true) // the Raft stream
-	p.SetHTTP2(true)
-	n.srv = &http.Server{Handler: mux, Protocols: &p, TLSConfig: serverTLS}
-	served := make(chan struct{})
-	go func() {
-		n.srv.ServeTLS(ln, "", "")
-		close(served)
-	}()
-	t.Cleanup(func() {
-		n.tr.Close()
-		n.srv.Close()
-		<-served
-	})
+	n.serve(t, ln, mux, serverTLS)
 	return n
 }
 

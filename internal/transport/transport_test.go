@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -92,13 +93,29 @@ func startNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64]string
 	n.tr.Start(n.rec)
 	mux := http.NewServeMux()
 	mux.Handle(n.tr.Handler())
+	n.serve(t, ln, mux, nil)
+	return n
+}
+
+// serve serves h on ln (over TLS with tc) until the test ends, then
+// closes the node's transport and its server. It speaks HTTP/1.1, which
+// the Raft stream switches from, and HTTP/2, which the rpcs use.
+func (n *node) serve(t *testing.T, ln net.Listener, h http.Handler, tc *tls.Config) {
 	var p http.Protocols
-	p.SetHTTP1(true) // the Raft stream
-	p.SetUnencryptedHTTP2(true)
-	n.srv = &http.Server{Handler: mux, Protocols: &p}
+	p.SetHTTP1(true)
+	if tc != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	n.srv = &http.Server{Handler: h, Protocols: &p, TLSConfig: tc}
 	served := make(chan struct{})
 	go func() {
-		n.srv.Serve(ln)
+		if tc != nil {
+			n.srv.ServeTLS(ln, "", "")
+		} else {
+			n.srv.Serve(ln)
+		}
 		close(served)
 	}()
 	t.Cleanup(func() {
@@ -106,7 +123,6 @@ func startNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64]string
 		n.srv.Close()
 		<-served
 	})
-	return n
 }
 
 func listen(t *testing.T) net.Listener {
