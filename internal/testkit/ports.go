@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -46,10 +47,17 @@ func FreeLoopbackAddr() (string, error) {
 // kernel picks for it; a test that holds addresses while its nodes dial
 // each other lost its port that way. Below the range only a listener can
 // take it.
+//
+// It never returns a port twice in a process: a test picks the addresses
+// of all its nodes before any listens, so a free port could otherwise be
+// picked twice and the second node find it taken by the first.
 func freePort() (int, error) {
 	low := ephemeralLow()
 	for range 100 {
 		p := 10000 + rand.IntN(max(1, low-10000))
+		if _, taken := handedOut.LoadOrStore(p, true); taken {
+			continue
+		}
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 			l.Close()
 			return p, nil
@@ -62,6 +70,10 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// handedOut holds the ports freePort returned in this process. Ports are
+// the process's (the machine's) to share, not a test's: one set for all.
+var handedOut sync.Map
 
 // ephemeralLow returns the lowest ephemeral port of the kernel (Linux's
 // ip_local_port_range), or 32768, its default, if it cannot tell.
