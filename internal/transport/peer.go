@@ -102,6 +102,9 @@ func (p *peer) stream(ctx context.Context) (sent bool, err error) {
 				p.lost(batch)
 				return sent, err
 			}
+			if cap(buf) > keptBufferBytes {
+				buf = nil // one large batch does not pin its buffer for good
+			}
 			sent = true
 			p.delivered(batch)
 			batch = batch[:0]
@@ -295,17 +298,39 @@ func hostPort(u *url.URL, def string) string {
 	return net.JoinHostPort(u.Hostname(), def)
 }
 
-// fill adds to batch what else is queued, up to MaxBatch messages.
+// fill adds to batch what else is queued, up to MaxBatch messages or,
+// once past maxBatchBytes of entries, none more: a frame is read whole
+// before any of its messages is handed on, so the messages of a huge one
+// (appends of large batches of events) would hold up the heartbeats and
+// acknowledgements queued behind them.
 func (p *peer) fill(batch []outgoing) []outgoing {
-	for len(batch) < p.t.cfg.MaxBatch {
+	size := 0
+	for _, o := range batch {
+		size += entriesSize(o.msg)
+	}
+	for len(batch) < p.t.cfg.MaxBatch && size < maxBatchBytes {
 		select {
 		case o := <-p.queue:
 			batch = append(batch, o)
+			size += entriesSize(o.msg)
 		default:
 			return batch
 		}
 	}
 	return batch
+}
+
+// maxBatchBytes is where fill stops adding messages to a batch.
+const maxBatchBytes = 4 << 20
+
+// entriesSize is about the bytes m's entries take on the wire: the bulk
+// of an append, and cheaper to count than m's encoded size.
+func entriesSize(m *pb.Message) int {
+	n := 0
+	for _, e := range m.GetEntries() {
+		n += len(e.GetData()) + 16 // term, index, type and their tags
+	}
+	return n
 }
 
 func (p *peer) lost(batch []outgoing) {

@@ -50,11 +50,15 @@ const (
 
 	// frameHeaderLen is the length of a frame's length.
 	frameHeaderLen = 4
-	// maxFrameBytes bounds a frame's body: far above any batch (at most
-	// MaxBatch messages, each under raft's MaxSizePerMsg of 1 MiB unless
-	// it holds one entry larger) but below what a corrupted length would
-	// make the receiver allocate.
+	// maxFrameBytes bounds a frame's body: far above any batch (fill
+	// stops past maxBatchBytes, and a message holds at most raft's
+	// MaxSizePerMsg of 1 MiB unless its one entry is larger) but below
+	// what a corrupted length would make the receiver allocate.
 	maxFrameBytes = 1 << 30
+
+	// keptBufferBytes bounds the buffer a stream keeps between frames:
+	// a larger one, grown for a rare large batch, is let go.
+	keptBufferBytes = 1 << 20
 
 	// readBufferSize is the buffer a stream is read through: a batch of
 	// a few messages fits whole, so that a frame costs one read.
@@ -206,6 +210,9 @@ func (t *Transport) receiveStream(conn net.Conn, br *bufio.Reader, rcv Receiver)
 		}
 		if len(body) == 0 {
 			continue // a keepalive
+		}
+		if cap(buf) > keptBufferBytes {
+			buf = nil // body is decoded below, and not kept
 		}
 		var batch clusterv1.RaftBatch
 		if err := proto.Unmarshal(body, &batch); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -300,4 +301,23 @@ func startEarlierNode(t *testing.T, id uint64, ln net.Listener, peers map[uint64
 	mux.Handle(clusterv1connect.NewClusterServiceHandler(&service{t: n.tr}))
 	n.serve(t, ln, mux, nil)
 	return n
+}
+
+// A batch stops growing past maxBatchBytes of entries, however many
+// messages wait: its frame is read whole before any message is handed on.
+func TestLargeAppendsSplitIntoBatches(t *testing.T) {
+	p := &peer{t: &Transport{cfg: Config{MaxBatch: 512}}, queue: make(chan outgoing, 16)}
+	const perEntry = 1 << 20
+	for i := range uint64(10) {
+		m := msg(pb.MessageType_MsgApp, 1, 2, i)
+		m.Entries = []*pb.Entry{{Data: make([]byte, perEntry)}}
+		p.queue <- outgoing{group: 1, msg: m}
+	}
+	var sizes []int
+	for len(p.queue) > 0 {
+		sizes = append(sizes, len(p.fill(nil)))
+	}
+	if want := []int{4, 4, 2}; !slices.Equal(sizes, want) {
+		t.Errorf("10 appends of 1 MiB went out in batches of %v; want %v", sizes, want)
+	}
 }
