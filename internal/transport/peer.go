@@ -185,9 +185,16 @@ func (p *peer) open(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial node %d at %s: %w", p.id, p.url, err)
 	}
+	// The transport closing, or the opening taking over deadAfter, ends
+	// the upgrade's reads and writes at once.
+	abort := context.AfterFunc(ctx, func() { conn.Close() })
 	// Reads time out after deadAfter, the answer to the upgrade's too.
 	in := bufio.NewReaderSize(&readDeadline{conn: conn}, 4<<10)
-	if err := p.upgrade(ctx, conn, in, u); err != nil {
+	err = p.upgrade(ctx, conn, in, u)
+	if !abort() && err == nil {
+		err = fmt.Errorf("open the raft stream to node %d at %s: %w", p.id, p.url, ctx.Err())
+	}
+	if err != nil {
 		conn.Close()
 		return nil, nil, err
 	}

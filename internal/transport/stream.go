@@ -199,9 +199,13 @@ func (t *Transport) receiveStream(conn net.Conn, br *bufio.Reader, rcv Receiver)
 		close(done)
 		<-keepalives
 	}()
-	// What the server read past the request, then the connection itself,
-	// with its deadline kept moving.
-	in := bufio.NewReaderSize(io.MultiReader(io.LimitReader(br, int64(br.Buffered())), &readDeadline{conn: conn}), readBufferSize)
+	// A sender waits for the switch before it sends: bytes read past the
+	// request are no frames of this stream.
+	if br.Buffered() > 0 {
+		return fmt.Errorf("the peer sent %d bytes before the switch to the raft stream", br.Buffered())
+	}
+	// Read through the connection's deadline, kept moving.
+	in := bufio.NewReaderSize(&readDeadline{conn: conn}, readBufferSize)
 	var buf []byte
 	for {
 		body, err := readFrame(in, &buf)

@@ -26,7 +26,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -165,12 +164,9 @@ func New(cfg Config) *Transport {
 }
 
 func (t *Transport) newPeer(id uint64, url string) *peer {
-	return &peer{
-		t: t, id: id, url: url,
-		queue: make(chan outgoing, t.cfg.QueueSize),
-		client: clusterv1connect.NewClusterServiceClient(identified{next: t.rpcs, t: t, peer: fmt.Sprintf("node %d (at %s)", id, url)},
-			url, connect.WithGRPC()),
-	}
+	p := &peer{t: t, id: id, url: url, queue: make(chan outgoing, t.cfg.QueueSize)}
+	p.client = clusterv1connect.NewClusterServiceClient(identified{next: t.rpcs, t: t, peer: p.describe()}, url, connect.WithGRPC())
+	return p
 }
 
 // peer returns the peer with id, or nil.
