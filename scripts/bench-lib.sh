@@ -32,3 +32,16 @@ join_by() {
 	shift
 	echo "$*"
 }
+
+# wait_herald_serves BINARY URL NAME LOG: wait up to a minute for the herald
+# node at URL to answer (a cluster's node answers once a majority is up);
+# die with the end of LOG if it does not.
+wait_herald_serves() {
+	local bin=$1 url=$2 name=$3 logfile=$4
+	for _ in $(seq 600); do
+		"$bin" --server "$url" topic list > /dev/null 2>&1 && return
+		sleep 0.1
+	done
+	"$bin" --server "$url" topic list > /dev/null ||
+		die "$name does not serve; its log: $(tail -n 20 "$logfile")"
+}

@@ -269,12 +269,7 @@ start_herald_cluster() {
 	done
 	# A node answers once a majority of the cluster is up.
 	for i in 1 2 3; do
-		for _ in $(seq 600); do
-			"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null 2>&1 && break
-			sleep 0.1
-		done
-		"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null ||
-			die "$name-$i does not serve; its log: $(tail -n 20 "$tmp/$name-$i.log")"
+		wait_herald_serves "$tmp/bin/herald" "${urls[i - 1]}" "$name-$i" "$tmp/$name-$i.log"
 	done
 	printf -v "${name//-/_}_urls" '%s' "$(join_by , "${urls[@]}")"
 	printf -v "${name//-/_}_pids" '%s' "$(join_by , "${pids[@]: -3}")"

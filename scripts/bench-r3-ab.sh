@@ -47,11 +47,7 @@ run() {
 		pids+=($!)
 	done
 	for i in 1 2 3; do
-		for _ in $(seq 600); do
-			"$bin" --server "${urls[i - 1]}" topic list > /dev/null 2>&1 && break
-			sleep 0.1
-		done
-		"$bin" --server "${urls[i - 1]}" topic list > /dev/null || die "node $i of $label does not serve: $(tail -n 20 "$tmp/$label-$i.log")"
+		wait_herald_serves "$bin" "${urls[i - 1]}" "node $i of $label" "$tmp/$label-$i.log"
 	done
 	"$bin" bench publish --server "${urls[0]}" --through "${urls[1]},${urls[2]}" --topic ab --fresh --shards "$SHARDS" \
 		--producers 64 --event-bytes 1024 --keys 1024 --duration "$DURATION" --warmup "$WARMUP" "${load[@]}" \
