@@ -209,6 +209,12 @@ func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 // writeSnapshot saves snap and then deletes the log segments it and the
 // state machine no longer need. It may run off the loop: the storage is
 // safe for that.
+//
+// A snapshot that lets no segment go only shortens the replay after a
+// restart, so it is saved lazily: without the fsyncs, which delay the
+// WAL's, and without compacting, since a crash may lose it
+// (raftstore.SaveSnapshotLazily). A shard whose events nobody consumes
+// takes only these.
 func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) snapResult {
 	start := time.Now()
 	idx := md.GetIndex()
@@ -216,11 +222,21 @@ func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 	if err != nil {
 		return snapResult{index: idx, err: fmt.Errorf("encode snapshot: %w", err)}
 	}
-	if err := g.storage.SaveSnapshot(snap); err != nil {
+	frees, err := g.storage.Log().WouldDeleteWritten(compactBelow)
+	if err != nil {
 		return snapResult{index: idx, err: err}
 	}
-	if _, err := g.storage.Compact(compactBelow); err != nil {
+	save := g.storage.SaveSnapshotLazily
+	if frees {
+		save = g.storage.SaveSnapshot
+	}
+	if err := save(snap); err != nil {
 		return snapResult{index: idx, err: err}
+	}
+	if frees {
+		if _, err := g.storage.Compact(compactBelow); err != nil {
+			return snapResult{index: idx, err: err}
+		}
 	}
 	g.h.observeSnapshot(time.Since(start))
 	return snapResult{index: idx, bytes: int64(len(snap.GetData()))}

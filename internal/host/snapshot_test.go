@@ -2,9 +2,12 @@ package host
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"herald/internal/vfs"
 )
 
 func never() bool  { return false }
@@ -135,4 +138,75 @@ func TestSnapshotSchedulerAbandonWaitsForTheOneInFlight(t *testing.T) {
 		t.Fatalf("after abandon: busy %v, index %d; want false, 0", s.busy(), s.index)
 	}
 	s.wait()
+}
+
+// A snapshot that lets no log segment go is saved lazily: a power loss
+// loses it, and the group replays its log from the durable snapshot,
+// every acknowledged command there. Once consumers acknowledge enough to
+// free a segment, the snapshot is durable and the log is compacted behind
+// it, and a power loss keeps both.
+func TestSnapshotsThatFreeNothingAreSavedLazily(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := func(boot string) func(*Config) {
+		return func(c *Config) {
+			c.FS, c.BootID = fs, boot
+			c.SnapshotEntries = 5
+			c.SyncSnapshots = true // taken as entries apply
+			c.SegmentSize = 2048
+			c.WriteBehind = -1 // into the segments at once, which roll
+		}
+	}
+	h := newTestHost(t, "/data", cfg("boot-1"))
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "q", StateMachine: &queueMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitFor(t, h, 1, func(Status) bool { return true }).FirstIndex
+	event := "pub " + strings.Repeat("e", 200)
+	const published = 40
+	for range published {
+		propose(t, h, 1, event)
+	}
+	st := waitFor(t, h, 1, func(st Status) bool { return st.SnapIndex > published/2 })
+	if st.FirstIndex != first || st.LogSegments < 2 {
+		t.Fatalf("with nothing consumed the log was compacted or never rolled: %+v", st)
+	}
+	lost := fs.CrashClone(nil)
+
+	// Reopened taking no snapshots by count, so that its status shows the
+	// one it opened with.
+	reopen := func(boot string, fs *vfs.MemFS) func(*Config) {
+		return func(c *Config) { cfg(boot)(c); c.FS, c.SnapshotEntries = fs, 1<<40 }
+	}
+	h2 := newTestHost(t, "/data", reopen("boot-2", lost))
+	h2.Booted()
+	if err := h2.AddGroup(GroupConfig{ID: 1, Name: "q", StateMachine: &queueMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	after := waitFor(t, h2, 1, func(st Status) bool { return st.Applied >= st.LastIndex })
+	if after.SnapIndex >= st.SnapIndex {
+		t.Fatalf("after a power loss the group opened with the snapshot at %d: a lazy snapshot (%d) was durable", after.SnapIndex, st.SnapIndex)
+	}
+	if n := len(pendingOf(t, h2)); n != published {
+		t.Fatalf("after a power loss the group holds %d of the %d events published", n, published)
+	}
+	h2.Close()
+
+	for range published {
+		propose(t, h, 1, "ack")
+	}
+	acked := waitFor(t, h, 1, func(st Status) bool { return st.FirstIndex > first })
+	compacted := fs.CrashClone(nil)
+	h3 := newTestHost(t, "/data", reopen("boot-3", compacted))
+	h3.Booted()
+	if err := h3.AddGroup(GroupConfig{ID: 1, Name: "q", StateMachine: &queueMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	reopened := waitFor(t, h3, 1, func(st Status) bool { return st.Applied >= st.LastIndex })
+	if reopened.SnapIndex < acked.FirstIndex-1 || reopened.FirstIndex != acked.FirstIndex {
+		t.Fatalf("after compacting to %d and a power loss: snapshot at %d, log from %d; want the snapshot behind the compaction durable",
+			acked.FirstIndex, reopened.SnapIndex, reopened.FirstIndex)
+	}
+	if n := len(pendingOf(t, h3)); n != 0 {
+		t.Fatalf("after a power loss %d events are pending again, all were acknowledged", n)
+	}
 }

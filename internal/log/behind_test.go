@@ -255,3 +255,26 @@ func TestWriteBehindDataNotShared(t *testing.T) {
 		t.Fatalf("appending to record 1's data changed record 2: %q", buf)
 	}
 }
+
+// WouldDelete counts only the records written to the segments;
+// WouldDeleteWritten writes the tail first, and so answers for the log as
+// DeletePrefix will see it.
+func TestWouldDeleteWrittenCountsTheTail(t *testing.T) {
+	rs := mkrecs(1, 100, 1)
+	l := mustOpen(t, t.TempDir(), behindOptions(1<<30))
+	mustAppend(t, l, rs)
+	if l.WouldDelete(90) {
+		t.Fatal("WouldDelete counted records held in memory")
+	}
+	frees, err := l.WouldDeleteWritten(90)
+	if err != nil || !frees {
+		t.Fatalf("WouldDeleteWritten(90) = %v, %v with %d records in 2 KiB segments; want true", frees, err, len(rs))
+	}
+	if !l.WouldDelete(90) {
+		t.Fatal("WouldDeleteWritten did not write the tail")
+	}
+	if n, err := l.DeletePrefix(90); err != nil || n == 0 {
+		t.Fatalf("DeletePrefix(90) deleted %d segments, %v", n, err)
+	}
+	mustClose(t, l)
+}

@@ -924,16 +924,31 @@ func (l *Log) PrefixEnd(below uint64) uint64 {
 	return l.segs[l.prefixSegments(below)].base
 }
 
-// prefixSegments returns how many segments, oldest first, hold only
-// records below below: never the active one. The caller holds mu.
 // WouldDelete reports whether DeletePrefix(below) would delete a segment:
-// whether compacting the log to below frees disk space.
+// whether compacting the log to below frees disk space. Records not yet
+// written to the segments (Options.WriteBehind) do not count, so it may
+// say no where DeletePrefix, which writes them first, would delete one;
+// WouldDeleteWritten does not.
 func (l *Log) WouldDelete(below uint64) bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.prefixSegments(below) > 0
 }
 
+// WouldDeleteWritten writes the records not yet written, as DeletePrefix
+// does, and then reports whether DeletePrefix(below) would delete a
+// segment. Only further appends can change the answer.
+func (l *Log) WouldDeleteWritten(below uint64) (bool, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writeTail(); err != nil {
+		return false, fmt.Errorf("write the log's tail: %w", err)
+	}
+	return l.WouldDelete(below), nil
+}
+
+// prefixSegments returns how many segments, oldest first, hold only
+// records below below: never the active one. The caller holds mu.
 func (l *Log) prefixSegments(below uint64) int {
 	n := 0
 	for n+1 < len(l.segs) && l.segs[n+1].base <= below {

@@ -26,9 +26,11 @@
 package raftstore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,10 @@ import (
 const (
 	hardStateFile = "hardstate"
 	snapshotFile  = "snapshot"
+	// lazySnapshotFile holds the snapshots saved without an fsync
+	// (SaveSnapshotLazily), each written over the last in place: a length,
+	// then the framed snapshot, then whatever a longer one left.
+	lazySnapshotFile = "snapshot.lazy"
 	// LogDir, in a group's directory, holds its log.
 	LogDir = "log"
 	// installFile marks a snapshot install in progress: it names the
@@ -206,6 +212,11 @@ func (s *Storage) load(walState []byte) error {
 		}
 		s.snap = snap
 	}
+	if lazy, err := s.readLazySnapshot(); err != nil {
+		return err
+	} else if lazy.GetMetadata().GetIndex() > s.snap.GetMetadata().GetIndex() {
+		s.snap = lazy
+	}
 	if walState != nil && raft.IsEmptySnap(s.snap) && s.log.LastIndex() == 0 {
 		// The group's directory is new: the state is of the files it
 		// replaces (a damaged replica moved aside to be rebuilt), as are
@@ -246,6 +257,44 @@ func (s *Storage) load(walState []byte) error {
 	s.hardState.Commit = new(commit)
 	return nil
 }
+
+// readLazySnapshot returns the snapshot last saved lazily if a crash left
+// it whole and the log continues from it, and nil otherwise: the snapshot
+// saved durably and the log then hold the state, and replaying a little
+// more is all that is lost.
+func (s *Storage) readLazySnapshot() (*pb.Snapshot, error) {
+	name := filepath.Join(s.dir, lazySnapshotFile)
+	b, err := vfs.ReadFile(s.fs, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(b) < lazyLengthBytes {
+		return nil, nil
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > uint64(len(b)-lazyLengthBytes) {
+		return nil, nil
+	}
+	data, err := vfs.Unframe(name, b[lazyLengthBytes:lazyLengthBytes+n], fileMagic)
+	if err != nil {
+		return nil, nil
+	}
+	snap := &pb.Snapshot{}
+	if proto.Unmarshal(data, snap) != nil {
+		return nil, nil
+	}
+	md := snap.GetMetadata()
+	if t, err := s.log.Term(md.GetIndex()); err != nil || t != md.GetTerm() {
+		return nil, nil
+	}
+	return snap, nil
+}
+
+// lazyLengthBytes is the size of the length before a lazy snapshot.
+const lazyLengthBytes = 8
 
 // checkSnapshotInLog makes sure the log continues from the snapshot: it
 // holds the snapshot's index with the snapshot's term, or starts right
@@ -571,25 +620,73 @@ func (s *Storage) SaveSnapshot(snap *pb.Snapshot) error {
 }
 
 func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
-	idx := snap.GetMetadata().GetIndex()
-	s.mu.Lock()
-	current := s.snap.GetMetadata().GetIndex()
-	s.mu.Unlock()
-	if idx <= current && current > 0 {
-		return nil
-	}
-	data, err := proto.Marshal(snap)
-	if err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
+	data, newer, err := s.encodeNewer(snap)
+	if !newer || err != nil {
+		return err
 	}
 	// Written holding saveMu only: this is the slow part and readers must not wait for it.
 	if err := vfs.WriteFileAtomic(s.fs, s.dir, snapshotFile, vfs.Frame(fileMagic, data)); err != nil {
-		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, idx, err)
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
 	}
+	s.setSnapshot(snap)
+	return nil
+}
+
+// SaveSnapshotLazily records snap as the latest snapshot, as SaveSnapshot
+// does, but does not make it durable: it is written over the last lazy
+// snapshot, in place, with no fsync, no new file and no rename. Those are
+// what a durable save costs the node's WAL on the same disk: the fsyncs'
+// journal commits, and the discard of the replaced file's blocks, delay
+// the WAL's fdatasyncs. A crash may lose or tear a lazy snapshot; Open
+// then starts from the snapshot saved durably and replays the log from
+// there. So the log must not be compacted on a lazy snapshot's account:
+// one only shortens the replay after a restart.
+func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	data, newer, err := s.encodeNewer(snap)
+	if !newer || err != nil {
+		return err
+	}
+	framed := vfs.Frame(fileMagic, data)
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, lazyLengthBytes+len(framed)), uint64(len(framed)))
+	b = append(b, framed...)
+	name := filepath.Join(s.dir, lazySnapshotFile)
+	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save snapshot of %s at index %d in %s: %w (is the disk full?)", s.dir, snap.GetMetadata().GetIndex(), name, err)
+	}
+	s.setSnapshot(snap)
+	return nil
+}
+
+// encodeNewer encodes snap, unless a snapshot at its index or a later one
+// is already saved (newer is then false).
+func (s *Storage) encodeNewer(snap *pb.Snapshot) (data []byte, newer bool, err error) {
+	s.mu.Lock()
+	current := s.snap.GetMetadata().GetIndex()
+	s.mu.Unlock()
+	if idx := snap.GetMetadata().GetIndex(); idx <= current && current > 0 {
+		return nil, false, nil
+	}
+	data, err = proto.Marshal(snap)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return data, true, nil
+}
+
+func (s *Storage) setSnapshot(snap *pb.Snapshot) {
 	s.mu.Lock()
 	s.snap = snap
 	s.mu.Unlock()
-	return nil
 }
 
 // ApplySnapshot replaces the whole log with snap, received from a leader

@@ -190,6 +190,12 @@ func ReadFramed(fsys FS, name, magic string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
+	return Unframe(name, b, magic)
+}
+
+// Unframe returns the data of b, the contents of the file name written
+// with Frame, or a DamagedError if b is not whole.
+func Unframe(name string, b []byte, magic string) ([]byte, error) {
 	if len(b) < framedHeader || string(b[:4]) != magic {
 		return nil, &DamagedError{File: name, Offset: 0, Reason: "bad header"}
 	}
