@@ -89,12 +89,29 @@ func (s *service) Publish(ctx context.Context, req *connect.Request[heraldv1.Pub
 // publish publishes req's events, for the Publish call and for the
 // publish stream; its error is a *connect.Error.
 func (s *service) publish(ctx context.Context, req *heraldv1.PublishRequest) ([]string, error) {
-	start := time.Now()
-	ids, err := s.node.Publish(ctx, req.Topic, eventsFromProto(req.Events))
+	return s.startPublish(ctx, req).wait()
+}
+
+// pendingPublish is a publish whose events were proposed.
+type pendingPublish struct {
+	s       *service
+	topic   string
+	start   time.Time
+	pending *node.PendingPublish
+}
+
+// startPublish proposes req's events without waiting for them to commit.
+func (s *service) startPublish(ctx context.Context, req *heraldv1.PublishRequest) *pendingPublish {
+	return &pendingPublish{s: s, topic: req.Topic, start: time.Now(), pending: s.node.StartPublish(ctx, req.Topic, eventsFromProto(req.Events))}
+}
+
+// wait returns what publish does, once the events committed.
+func (p *pendingPublish) wait() ([]string, error) {
+	ids, err := p.pending.Wait()
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	s.metrics.published(req.Topic, len(ids), time.Since(start))
+	p.s.metrics.published(p.topic, len(ids), time.Since(p.start))
 	return ids, nil
 }
 

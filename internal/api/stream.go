@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -56,6 +57,9 @@ type streamWire interface {
 	close(end *connect.Error)
 	// wake makes a read in progress, and every later one, fail.
 	wake()
+	// more reports whether read would return a call without waiting for
+	// the client: calls read together are published together.
+	more() bool
 }
 
 // streamCall is a call read from a publish stream.
@@ -69,6 +73,9 @@ type streamCall struct {
 	// but not its request.
 	refused *connect.Error
 }
+
+// weight is what the call counts against streamInFlightBytes.
+func (c streamCall) weight() int64 { return int64(max(c.size, 1)) }
 
 // errEndOfCalls is a streamWire's read error once the client has said it
 // sends no more calls and waits for the answers (a gRPC half-close).
@@ -126,13 +133,41 @@ func (s *service) serveStream(ctx context.Context, method string, w streamWire, 
 	}()
 
 	inFlight := semaphore.NewWeighted(streamInFlightBytes)
+	// Calls read together, up to maxStreamBatch, go to one worker, which
+	// proposes them all before it waits for any: it then sleeps once for
+	// them all, where a worker each would be woken once per call to
+	// propose and once to answer, and on a busy machine each wake-up waits
+	// for a processor (the scheduler's delay was 0.16 ms a call of a
+	// 1 ms round trip in a trace of 11 shards at 61,000 calls a second).
+	var batch []streamCall
+	dispatch := func() {
+		if len(batch) == 0 {
+			return
+		}
+		calls := batch
+		batch = nil
+		answered.Add(len(calls))
+		run(func() {
+			s.serveCalls(ctx, method, w, calls, func(c streamCall) {
+				inFlight.Release(c.weight())
+				answered.Done()
+			})
+		})
+	}
 	checked := time.Now()
 	for {
+		if !w.more() {
+			dispatch() // the next read may wait for the client
+		}
 		c, err := w.read()
+		if err != nil || c.refused != nil || isStop(s.stop) {
+			dispatch()
+		}
 		if err == nil && time.Since(checked) >= streamTokenRecheck {
 			checked = time.Now()
 			if refused := recheck(); refused != nil {
 				// This call was read: it is answered, and the stream ends.
+				dispatch()
 				w.answer(c.id, nil, false, refused)
 				answered.Wait()
 				return connect.NewError(refused.Code(), errors.New(refused.Message()+"; the publish stream is closed, and the calls not answered were not read"))
@@ -163,39 +198,119 @@ func (s *service) serveStream(ctx context.Context, method string, w streamWire, 
 			cancel() // the client is gone: nobody waits for the answers
 			return nil
 		}
-		weight := int64(max(c.size, 1))
-		if err := inFlight.Acquire(ctx, weight); err != nil {
-			return nil
+		if !inFlight.TryAcquire(c.weight()) {
+			// Answers free the bytes: those read must be on their way.
+			dispatch()
+			if err := inFlight.Acquire(ctx, c.weight()); err != nil {
+				return nil
+			}
 		}
-		answered.Add(1)
-		run(func() {
-			defer answered.Done()
-			defer inFlight.Release(weight)
-			ids, forwarded, err := s.streamCall(ctx, method, c)
-			w.answer(c.id, ids, forwarded, err)
-		})
+		batch = append(batch, c)
+		if len(batch) >= maxStreamBatch {
+			dispatch()
+		}
 	}
 }
 
-// streamCall publishes one call of a publish stream, whose error, if any,
-// is the one Publish would have returned.
-func (s *service) streamCall(ctx context.Context, method string, c streamCall) (ids []string, forwarded bool, _ *connect.Error) {
+// streamReadBuffer is the size of a publish stream's read buffer: room
+// for the calls a client writes at once, which are then published
+// together (net/http's own buffer holds 4 KiB, three calls of a
+// kilobyte).
+const streamReadBuffer = 64 << 10
+
+// maxStreamBatch bounds the calls one worker of a publish stream proposes
+// before it waits.
+const maxStreamBatch = 64
+
+// streamWaitAlone is how long a worker waits for one call of its batch
+// before the calls behind it get workers of their own: a call whose shard
+// has no leader may wait for two election timeouts, and the calls behind
+// it, to healthy shards, must not.
+const streamWaitAlone = 20 * time.Millisecond
+
+// serveCalls publishes calls, proposing them all first, and answers each
+// once it commits; done is called after each answer. Calls are waited for
+// in order, each by whichever goroutine takes it next: if the batch is
+// not all answered within streamWaitAlone, the calls not taken yet get
+// goroutines of their own, so that one slow call holds up the others for
+// no longer than that. It returns once every call is answered.
+func (s *service) serveCalls(ctx context.Context, method string, w streamWire, calls []streamCall, done func(streamCall)) {
+	started := make([]startedCall, len(calls))
+	for i, c := range calls {
+		started[i] = s.startStreamCall(ctx, c)
+	}
+	var next atomic.Int64
+	answer := func() {
+		for i := int(next.Add(1) - 1); i < len(calls); i = int(next.Add(1) - 1) {
+			ids, forwarded, ce := s.finishStreamCall(method, started[i])
+			w.answer(calls[i].id, ids, forwarded, ce)
+			done(calls[i])
+		}
+	}
+	if len(calls) == 1 {
+		answer()
+		return
+	}
+	var (
+		mu      sync.Mutex
+		ended   bool
+		helpers sync.WaitGroup
+	)
+	spread := time.AfterFunc(streamWaitAlone, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		for range len(calls) - min(int(next.Load()), len(calls)) {
+			helpers.Go(answer)
+		}
+	})
+	answer()
+	mu.Lock()
+	ended = true // no helper starts from now on
+	mu.Unlock()
+	spread.Stop()
+	helpers.Wait()
+}
+
+// A startedCall is a call of a publish stream whose events were proposed.
+type startedCall struct {
+	start        time.Time
+	pending      *pendingPublish // nil if the call was refused
+	refused      *connect.Error
+	wasForwarded func() bool
+}
+
+// startStreamCall decodes a call of a publish stream and proposes its
+// events.
+func (s *service) startStreamCall(ctx context.Context, c streamCall) startedCall {
 	req, ce := c.request()
 	if ce != nil {
-		return nil, false, ce
+		return startedCall{refused: ce}
 	}
-	start := time.Now()
 	ctx, wasForwarded := node.ForwardReport(ctx)
-	ids, err := s.publish(ctx, req)
+	start := time.Now()
+	return startedCall{start: start, pending: s.startPublish(ctx, req), wasForwarded: wasForwarded}
+}
+
+// finishStreamCall waits for a started call and returns its answer: its
+// events' ids, or the error Publish would have returned.
+func (s *service) finishStreamCall(method string, sc startedCall) (ids []string, forwarded bool, _ *connect.Error) {
+	if sc.refused != nil {
+		return nil, false, sc.refused
+	}
+	ids, err := sc.pending.wait()
 	if err != nil {
+		var ce *connect.Error
 		if !errors.As(err, &ce) {
 			ce = connect.NewError(connect.CodeUnknown, err)
 		}
-		s.metrics.streamCall(method, time.Since(start), ce.Code().String())
-		return nil, wasForwarded(), ce
+		s.metrics.streamCall(method, time.Since(sc.start), ce.Code().String())
+		return nil, sc.wasForwarded(), ce
 	}
-	s.metrics.streamCall(method, time.Since(start), "ok")
-	return ids, wasForwarded(), nil
+	s.metrics.streamCall(method, time.Since(sc.start), "ok")
+	return ids, sc.wasForwarded(), nil
 }
 
 // publishStreams serves the custom publish stream
@@ -225,7 +340,7 @@ func (p *publishStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := rw.Flush(); err != nil {
 		return
 	}
-	fw := &frameWire{conn: conn, r: rw.Reader, out: protocol.NewWriter(writeAnswers(conn))}
+	fw := &frameWire{conn: conn, r: bufio.NewReaderSize(rw.Reader, streamReadBuffer), out: protocol.NewWriter(writeAnswers(conn))}
 	// Not the request's context: net/http cancels it when a read of the
 	// taken-over connection fails, and a stopping stream's reads fail on
 	// purpose while its calls finish.
@@ -287,6 +402,8 @@ func (f *frameWire) close(end *connect.Error) {
 }
 
 func (f *frameWire) wake() { f.conn.SetReadDeadline(time.Now()) }
+
+func (f *frameWire) more() bool { return protocol.FrameBuffered(f.r) }
 
 // PublishStream serves the PublishStream RPC: the publish stream for gRPC
 // clients.
@@ -357,6 +474,10 @@ func (w *rpcWire) answer(id uint64, ids []string, forwarded bool, ce *connect.Er
 func (w *rpcWire) flush() error { return w.out.Run() }
 
 func (w *rpcWire) close(*connect.Error) { w.out.Close() }
+
+// more is false: connect's stream does not say what it has buffered, so
+// each call is published on its own.
+func (w *rpcWire) more() bool { return false }
 
 func (w *rpcWire) wake() {
 	if w.resp != nil {

@@ -330,6 +330,7 @@ func (f *fakeWire) answer(uint64, []string, bool, *connect.Error) {}
 func (f *fakeWire) flush() error                                  { <-f.closed; return nil }
 func (f *fakeWire) close(*connect.Error)                          { close(f.closed) }
 func (f *fakeWire) wake()                                         { f.wakeup.Do(func() { close(f.woken) }) }
+func (f *fakeWire) more() bool                                    { return false }
 
 // TestPublishStreamInFlightBound checks that a stream stops reading while
 // streamInFlightBytes of requests are unanswered, and reads on as calls

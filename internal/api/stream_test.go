@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -400,4 +401,44 @@ func tokenID(t *testing.T, tt testTokens, name string) string {
 		t.Fatal(err)
 	}
 	return tok.ID
+}
+
+// TestPublishStreamSlowCallHoldsUpNoOther sends calls in one write, which
+// the server publishes together, the first to a topic whose push endpoint
+// hangs: the others are answered while it still waits, and it is
+// answered once the endpoint answers.
+func TestPublishStreamSlowCallHoldsUpNoOther(t *testing.T) {
+	url, n := startSNSServer(t, 0) // its push endpoints may be on loopback
+	if _, err := n.CreateTopic(context.Background(), "orders", map[string]string{"shards": "4"}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	defer hook.Close()
+	defer close(release)
+	if _, err := n.CreateTopic(context.Background(), "live", map[string]string{"persistent": "false", "push_endpoint": hook.URL}); err != nil {
+		t.Fatal(err)
+	}
+	conn, r := rawStream(t, url)
+	const calls = 10
+	frames := publishFrame(t, 1, "live", "slow")
+	for i := uint64(2); i <= calls; i++ {
+		frames = append(frames, publishFrame(t, i, "orders", fmt.Sprint(i))...)
+	}
+	if _, err := conn.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for range calls - 1 {
+		id, code, msg := readAnswer(t, r)
+		if id == 1 || code != connect.Code(protocol.CodeOK) {
+			t.Fatalf("answer %d %v %q while the slow call's endpoint hangs; want the other calls answered, published", id, code, msg)
+		}
+	}
+	release <- struct{}{}
+	if id, code, msg := readAnswer(t, r); id != 1 || code != connect.Code(protocol.CodeOK) {
+		t.Fatalf("answer %d %v %q once the endpoint answered; want call 1, published", id, code, msg)
+	}
 }

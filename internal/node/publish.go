@@ -20,28 +20,52 @@ import (
 // the event id) — unless the events carry dedup ids: then a retry within
 // the dedup window returns the ids of the events already committed and
 // appends only the others.
-func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []string, err error) {
-	defer classify(&err)
+func (n *Node) Publish(ctx context.Context, topicName string, in []Event) ([]string, error) {
+	return n.StartPublish(ctx, topicName, in).Wait()
+}
+
+// A PendingPublish is a Publish whose events were proposed to their
+// shards and may not have committed yet: StartPublish began it, and Wait
+// waits for it, which every PendingPublish must be.
+type PendingPublish struct {
+	ctx   context.Context // the Publish's, for the waits and the proposals made again
+	n     *Node
+	topic string // as the caller named it
+	tr    *topicRuntime
+	parts []shardPublish
+	ids   []string
+	// now, if set, is the whole publish, to run in Wait: an error found
+	// before anything was proposed, or a non-persistent topic's push.
+	now func() ([]string, error)
+}
+
+// StartPublish proposes events to their shards as Publish does and
+// returns without waiting for them to commit, so that a caller with many
+// publishes to make proposes them all before it waits for any: they then
+// share the shards' rounds, and the caller sleeps once for them all.
+func (n *Node) StartPublish(ctx context.Context, topicName string, in []Event) *PendingPublish {
 	events := shardEvents(in)
 	dedup := dedupIDs(in)
-
+	refuse := func(err error) *PendingPublish {
+		return &PendingPublish{now: func() ([]string, error) { return nil, err }}
+	}
 	tr, err := n.reg.lookup(topicName)
 	if err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	if err := checkEvents(events, n.cfg.MaxPayloadBytes); err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	if err := n.disk.refusal(); err != nil && tr.info.Attributes.Persistent {
-		return nil, err
+		return refuse(err)
 	}
 	// The whole request: the same id in events of two shards would pass
 	// each shard's check.
 	if err := shard.CheckDedupIDs(dedup); err != nil {
-		return nil, fmt.Errorf("%w: %w", errInvalidRequest, err)
+		return refuse(fmt.Errorf("%w: %w", errInvalidRequest, err))
 	}
 	if !tr.info.Attributes.Persistent {
-		return n.pushNow(ctx, tr, events)
+		return &PendingPublish{now: func() ([]string, error) { return n.pushNow(ctx, tr, events) }}
 	}
 	// Each shard's part is one run of the request's positions ordered by
 	// shard (in request order within a shard), and of the events so
@@ -54,35 +78,44 @@ func (n *Node) Publish(ctx context.Context, topicName string, in []Event) (_ []s
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(shardOf[a], shardOf[b]) })
 	ordered, orderedDedup := permute(events, order), permute(dedup, order)
-	ids := make([]string, len(events))
+	pp := &PendingPublish{ctx: ctx, n: n, topic: topicName, tr: tr, ids: make([]string, len(events))}
 	now := time.Now().UnixNano()
 	// Every shard's part is proposed before any is waited for, so the
 	// shards commit in parallel.
-	var parts []shardPublish
 	for a := 0; a < len(order); {
 		idx := shardOf[order[a]]
 		b := a + 1
 		for b < len(order) && shardOf[order[b]] == idx {
 			b++
 		}
-		p := shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: ids}
+		p := shardPublish{tr: tr, s: tr.shards[idx], time: now, events: events, dedup: dedup, ids: pp.ids}
 		p.start(ctx, n, order[a:b], ordered[a:b], slicePart(orderedDedup, a, b))
-		parts = append(parts, p)
+		pp.parts = append(pp.parts, p)
 		a = b
 	}
-	touched := make([]int, len(parts))
-	for i := range parts {
-		if perr := parts[i].finish(ctx, n); perr != nil && err == nil {
+	return pp
+}
+
+// Wait waits until every shard has committed its part of the publish, or
+// one failed, and returns what Publish does.
+func (pp *PendingPublish) Wait() (_ []string, err error) {
+	defer classify(&err)
+	if pp.now != nil {
+		return pp.now()
+	}
+	touched := make([]int, len(pp.parts))
+	for i := range pp.parts {
+		if perr := pp.parts[i].finish(pp.ctx, pp.n); perr != nil && err == nil {
 			err = perr
 		}
-		touched[i] = parts[i].s.index
+		touched[i] = pp.parts[i].s.index
 	}
-	n.push.Notify(topicName, touched)
-	tr.events.signal()
+	pp.n.push.Notify(pp.topic, touched)
+	pp.tr.events.signal()
 	if err != nil {
 		return nil, err
 	}
-	return ids, nil
+	return pp.ids, nil
 }
 
 // A shardPublish is the part of a Publish that goes to one shard.

@@ -84,6 +84,14 @@ func ParseResponse(body []byte) (code, flags uint64, payload []byte, err error) 
 	return code, flags, body[n+m:], nil
 }
 
+// FrameBuffered reports whether r's buffer holds a whole frame, so that
+// ReadFrame would return without reading from the connection.
+func FrameBuffered(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	n, k := binary.Uvarint(b)
+	return k > 0 && uint64(len(b)-k) >= n
+}
+
 // ReadFrame reads one frame from r and returns its id and body. A frame
 // whose body is longer than max is skipped: ReadFrame returns its id,
 // its length and ErrFrameTooLarge, and r is at the next frame. The body
