@@ -620,12 +620,12 @@ func (s *Storage) SaveSnapshot(snap *pb.Snapshot) error {
 }
 
 func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
-	data, newer, err := s.encodeNewer(snap)
+	framed, newer, err := s.frameNewer(snap, 0)
 	if !newer || err != nil {
 		return err
 	}
 	// Written holding saveMu only: this is the slow part and readers must not wait for it.
-	if err := vfs.WriteFileAtomic(s.fs, s.dir, snapshotFile, vfs.Frame(fileMagic, data)); err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, s.dir, snapshotFile, framed); err != nil {
 		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
 	}
 	s.setSnapshot(snap)
@@ -644,13 +644,11 @@ func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
 func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	data, newer, err := s.encodeNewer(snap)
+	b, newer, err := s.frameNewer(snap, lazyLengthBytes)
 	if !newer || err != nil {
 		return err
 	}
-	framed := vfs.Frame(fileMagic, data)
-	b := binary.LittleEndian.AppendUint64(make([]byte, 0, lazyLengthBytes+len(framed)), uint64(len(framed)))
-	b = append(b, framed...)
+	binary.LittleEndian.PutUint64(b, uint64(len(b)-lazyLengthBytes))
 	name := filepath.Join(s.dir, lazySnapshotFile)
 	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -667,20 +665,25 @@ func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
 	return nil
 }
 
-// encodeNewer encodes snap, unless a snapshot at its index or a later one
-// is already saved (newer is then false).
-func (s *Storage) encodeNewer(snap *pb.Snapshot) (data []byte, newer bool, err error) {
+// frameNewer encodes snap as a framed file's contents (vfs.Frame) after
+// reserve bytes left for the caller, unless a snapshot at its index or a
+// later one is already saved (newer is then false). The encoding is
+// framed where it is written: a shard's snapshot grows with its backlog,
+// to megabytes, and each copy of it costs the cores the publishers use.
+func (s *Storage) frameNewer(snap *pb.Snapshot, reserve int) (b []byte, newer bool, err error) {
 	s.mu.Lock()
 	current := s.snap.GetMetadata().GetIndex()
 	s.mu.Unlock()
 	if idx := snap.GetMetadata().GetIndex(); idx <= current && current > 0 {
 		return nil, false, nil
 	}
-	data, err = proto.Marshal(snap)
+	head := reserve + vfs.FrameHeaderBytes
+	b, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, head, head+proto.Size(snap)), snap)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode snapshot: %w", err)
 	}
-	return data, true, nil
+	vfs.SetFrameHeader(b[reserve:], fileMagic)
+	return b, true, nil
 }
 
 func (s *Storage) setSnapshot(snap *pb.Snapshot) {

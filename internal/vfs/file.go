@@ -152,21 +152,31 @@ func RemoveTemp(fsys FS, dir, name string) error {
 	return err
 }
 
-// framedHeader is the size of the magic and checksum that Frame puts before
-// the data of a small checksummed file.
-const framedHeader = 8
+// FrameHeaderBytes is the size of the magic and checksum that Frame puts
+// before the data of a small checksummed file.
+const FrameHeaderBytes = 8
+
+const framedHeader = FrameHeaderBytes
 
 // Frame prefixes data with a 4-byte magic and its CRC-32C, so that a
 // damaged small file (hard state, snapshot, log state) is detected instead
 // of misread.
 func Frame(magic string, data []byte) []byte {
+	out := make([]byte, framedHeader, framedHeader+len(data))
+	out = append(out, data...)
+	SetFrameHeader(out, magic)
+	return out
+}
+
+// SetFrameHeader writes into b's first FrameHeaderBytes bytes the header
+// that Frame puts before the rest of b: so a large encoding can be
+// framed where it was written, without a copy.
+func SetFrameHeader(b []byte, magic string) {
 	if len(magic) != 4 {
 		panic("vfs: frame magic must be 4 bytes")
 	}
-	out := make([]byte, framedHeader, framedHeader+len(data))
-	copy(out, magic)
-	binary.LittleEndian.PutUint32(out[4:], Checksum(data))
-	return append(out, data...)
+	copy(b, magic)
+	binary.LittleEndian.PutUint32(b[4:], Checksum(b[framedHeader:]))
 }
 
 // DamagedError reports a small checksummed file that cannot be trusted.
