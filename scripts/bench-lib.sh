@@ -33,13 +33,15 @@ join_by() {
 	echo "$*"
 }
 
-# wait_herald_serves BINARY URL NAME LOG: wait up to a minute for the herald
-# node at URL to answer (a cluster's node answers once a majority is up);
-# die with the end of LOG if it does not.
+# wait_herald_serves BINARY URL NAME LOG [PID]: wait up to a minute for the
+# herald node at URL to answer (a cluster's node answers once a majority is
+# up); die with the end of LOG if it does not, or at once if process PID,
+# when given, exits first.
 wait_herald_serves() {
-	local bin=$1 url=$2 name=$3 logfile=$4
+	local bin=$1 url=$2 name=$3 logfile=$4 pid=${5:-}
 	for _ in $(seq 600); do
 		"$bin" --server "$url" topic list > /dev/null 2>&1 && return
+		[[ -z $pid ]] || kill -0 "$pid" 2>/dev/null || die "$name exited: $(tail -n 20 "$logfile")"
 		sleep 0.1
 	done
 	"$bin" --server "$url" topic list > /dev/null ||

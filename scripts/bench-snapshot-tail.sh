@@ -80,13 +80,7 @@ start() {
 		mine+=($!)
 	done
 	for ((i = 1; i <= NODES; i++)); do
-		for _ in $(seq 600); do
-			"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null 2>&1 && break
-			kill -0 "${mine[i - 1]}" 2>/dev/null || die "$name-$i exited: $(tail -n 20 "$tmp/$name-$i.log")"
-			sleep 0.1
-		done
-		"$tmp/bin/herald" --server "${urls[i - 1]}" topic list > /dev/null ||
-			die "$name-$i does not serve: $(tail -n 20 "$tmp/$name-$i.log")"
+		wait_herald_serves "$tmp/bin/herald" "${urls[i - 1]}" "$name-$i" "$tmp/$name-$i.log" "${mine[i - 1]}"
 	done
 	printf -v "${name}_urls" '%s' "$(join_by , "${urls[@]}")"
 	printf -v "${name}_pids" '%s' "$(join_by , "${mine[@]}")"
