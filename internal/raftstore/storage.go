@@ -634,10 +634,9 @@ func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
 
 // SaveSnapshotLazily records snap as the latest snapshot, as SaveSnapshot
 // does, but does not make it durable: it is written over the last lazy
-// snapshot, in place, with no fsync, no new file and no rename. Those are
-// what a durable save costs the node's WAL on the same disk: the fsyncs'
-// journal commits, and the discard of the replaced file's blocks, delay
-// the WAL's fdatasyncs. A crash may lose or tear a lazy snapshot; Open
+// snapshot, in place, with no fsync, no new file and no rename: a durable
+// save's fsyncs compete with the node's WAL fdatasyncs on the disk they
+// share (decision 0019). A crash may lose or tear a lazy snapshot; Open
 // then starts from the snapshot saved durably and replays the log from
 // there. So the log must not be compacted on a lazy snapshot's account:
 // one only shortens the replay after a restart.

@@ -156,13 +156,11 @@ func RemoveTemp(fsys FS, dir, name string) error {
 // before the data of a small checksummed file.
 const FrameHeaderBytes = 8
 
-const framedHeader = FrameHeaderBytes
-
 // Frame prefixes data with a 4-byte magic and its CRC-32C, so that a
 // damaged small file (hard state, snapshot, log state) is detected instead
 // of misread.
 func Frame(magic string, data []byte) []byte {
-	out := make([]byte, framedHeader, framedHeader+len(data))
+	out := make([]byte, FrameHeaderBytes, FrameHeaderBytes+len(data))
 	out = append(out, data...)
 	SetFrameHeader(out, magic)
 	return out
@@ -176,7 +174,7 @@ func SetFrameHeader(b []byte, magic string) {
 		panic("vfs: frame magic must be 4 bytes")
 	}
 	copy(b, magic)
-	binary.LittleEndian.PutUint32(b[4:], Checksum(b[framedHeader:]))
+	binary.LittleEndian.PutUint32(b[4:], Checksum(b[FrameHeaderBytes:]))
 }
 
 // DamagedError reports a small checksummed file that cannot be trusted.
@@ -206,13 +204,13 @@ func ReadFramed(fsys FS, name, magic string) ([]byte, error) {
 // Unframe returns the data of b, the contents of the file name written
 // with Frame, or a DamagedError if b is not whole.
 func Unframe(name string, b []byte, magic string) ([]byte, error) {
-	if len(b) < framedHeader || string(b[:4]) != magic {
+	if len(b) < FrameHeaderBytes || string(b[:4]) != magic {
 		return nil, &DamagedError{File: name, Offset: 0, Reason: "bad header"}
 	}
-	if Checksum(b[framedHeader:]) != binary.LittleEndian.Uint32(b[4:]) {
+	if Checksum(b[FrameHeaderBytes:]) != binary.LittleEndian.Uint32(b[4:]) {
 		return nil, &DamagedError{File: name, Offset: 4, Reason: "checksum mismatch"}
 	}
-	return b[framedHeader:], nil
+	return b[FrameHeaderBytes:], nil
 }
 
 // IsNoSpace reports whether err is the file system's "no space left on
