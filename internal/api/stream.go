@@ -276,7 +276,6 @@ func (s *service) serveCalls(ctx context.Context, method string, w streamWire, c
 
 // A startedCall is a call of a publish stream whose events were proposed.
 type startedCall struct {
-	start        time.Time
 	pending      *pendingPublish // nil if the call was refused
 	refused      *connect.Error
 	wasForwarded func() bool
@@ -290,8 +289,7 @@ func (s *service) startStreamCall(ctx context.Context, c streamCall) startedCall
 		return startedCall{refused: ce}
 	}
 	ctx, wasForwarded := node.ForwardReport(ctx)
-	start := time.Now()
-	return startedCall{start: start, pending: s.startPublish(ctx, req), wasForwarded: wasForwarded}
+	return startedCall{pending: s.startPublish(ctx, req), wasForwarded: wasForwarded}
 }
 
 // finishStreamCall waits for a started call and returns its answer: its
@@ -306,10 +304,10 @@ func (s *service) finishStreamCall(method string, sc startedCall) (ids []string,
 		if !errors.As(err, &ce) {
 			ce = connect.NewError(connect.CodeUnknown, err)
 		}
-		s.metrics.streamCall(method, time.Since(sc.start), ce.Code().String())
+		s.metrics.streamCall(method, time.Since(sc.pending.start), ce.Code().String())
 		return nil, sc.wasForwarded(), ce
 	}
-	s.metrics.streamCall(method, time.Since(sc.start), "ok")
+	s.metrics.streamCall(method, time.Since(sc.pending.start), "ok")
 	return ids, sc.wasForwarded(), nil
 }
 

@@ -34,8 +34,9 @@ type PendingPublish struct {
 	tr    *topicRuntime
 	parts []shardPublish
 	ids   []string
-	// now, if set, is the whole publish, to run in Wait: an error found
-	// before anything was proposed, or a non-persistent topic's push.
+	// now, if set, is what Wait returns instead: an error found before
+	// anything was proposed, or a non-persistent topic's push, which
+	// StartPublish began.
 	now func() ([]string, error)
 }
 
@@ -65,7 +66,21 @@ func (n *Node) StartPublish(ctx context.Context, topicName string, in []Event) *
 		return refuse(fmt.Errorf("%w: %w", errInvalidRequest, err))
 	}
 	if !tr.info.Attributes.Persistent {
-		return &PendingPublish{now: func() ([]string, error) { return n.pushNow(ctx, tr, events) }}
+		// The push starts now, as a proposal would: the publishes a caller
+		// starts together push side by side.
+		var (
+			ids     []string
+			pushErr error
+		)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ids, pushErr = n.pushNow(ctx, tr, events)
+		}()
+		return &PendingPublish{now: func() ([]string, error) {
+			<-done
+			return ids, pushErr
+		}}
 	}
 	// Each shard's part is one run of the request's positions ordered by
 	// shard (in request order within a shard), and of the events so
