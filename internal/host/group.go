@@ -495,6 +495,13 @@ func (g *group) beginReady() (*readyTurn, error) {
 	g.drainMessages()
 	g.drainProposals()
 	g.releaseHeld()
+	return g.takeReady()
+}
+
+// takeReady is beginReady without taking anything new: if raft has a
+// Ready, it persists its entries and hard state (without syncing them)
+// and sends the messages that may go before they are durable.
+func (g *group) takeReady() (*readyTurn, error) {
 	if !g.rn.HasReady() {
 		return nil, nil
 	}

@@ -20,18 +20,23 @@ import "time"
 
 // roundWorker holds what a worker reuses from round to round.
 type roundWorker struct {
-	turns  []*readyTurn
-	synced chan error
+	turns, again []*readyTurn
+	synced       chan error
 }
 
 // round runs the turns of groups, which the calling worker holds.
+//
+// A group whose own log is a quorum (a single node's) commits its
+// Ready's entries only when finishReady advances raft past their sync, so
+// the round gives each group that then has a Ready a second turn that
+// takes nothing new: its entries are applied and answered in this round
+// instead of the group's next one, a WAL sync later. A publish on a single
+// node thus waits for one sync, not two. The second turn needs no sync of
+// its own unless raft put new entries or a vote in it.
 func (h *Host) round(w *roundWorker, groups []*group) {
 	h.stats.Rounds.Add(1)
-	h.stats.Turns.Add(uint64(len(groups)))
 	h.metrics.rounds.Inc()
-	h.metrics.turns.Add(float64(len(groups)))
 	turns := w.turns[:0]
-	mustSync := false
 	for _, g := range groups {
 		if g.stopping() {
 			g.props.close(ErrClosed)
@@ -39,18 +44,47 @@ func (h *Host) round(w *roundWorker, groups []*group) {
 			continue
 		}
 		g.takeEvents()
-		t, err := g.beginReady()
-		if err != nil {
-			g.fail(err)
-			g.exit()
-			continue
-		}
-		if t != nil {
-			turns = append(turns, t)
-			mustSync = mustSync || t.mustSync
+		turns = h.begin(turns, g, g.beginReady)
+	}
+	h.countTurns(len(groups))
+	h.finishTurns(w, turns)
+	again := w.again[:0]
+	for _, t := range turns {
+		if t.g.sched.Load() != schedExited && t.g.rn.HasReady() {
+			again = h.begin(again, t.g, t.g.takeReady)
 		}
 	}
-	var syncErr error
+	h.countTurns(len(again))
+	h.finishTurns(w, again)
+	clear(turns)
+	clear(again)
+	w.turns, w.again = turns[:0], again[:0]
+}
+
+// begin begins a group's turn with begin (beginReady or takeReady) and
+// appends the turn to turns if raft had a Ready; a group whose Ready
+// could not be persisted stops.
+func (h *Host) begin(turns []*readyTurn, g *group, begin func() (*readyTurn, error)) []*readyTurn {
+	t, err := begin()
+	if err != nil {
+		g.fail(err)
+		g.exit()
+		return turns
+	}
+	if t != nil {
+		turns = append(turns, t)
+	}
+	return turns
+}
+
+// finishTurns makes the turns' Readies durable with one WAL sync, if any
+// needs it, doing each turn's whileSyncing work meanwhile, then finishes
+// each turn.
+func (h *Host) finishTurns(w *roundWorker, turns []*readyTurn) {
+	mustSync := false
+	for _, t := range turns {
+		mustSync = mustSync || t.mustSync
+	}
 	if mustSync {
 		if w.synced == nil {
 			w.synced = make(chan error, 1)
@@ -60,6 +94,7 @@ func (h *Host) round(w *roundWorker, groups []*group) {
 	for _, t := range turns {
 		t.whileSyncing()
 	}
+	var syncErr error
 	if mustSync {
 		syncErr = <-w.synced
 	}
@@ -69,8 +104,11 @@ func (h *Host) round(w *roundWorker, groups []*group) {
 			t.g.exit()
 		}
 	}
-	clear(turns)
-	w.turns = turns[:0]
+}
+
+func (h *Host) countTurns(n int) {
+	h.stats.Turns.Add(uint64(n))
+	h.metrics.turns.Add(float64(n))
 }
 
 // syncWAL makes every record appended to the node's WAL durable, and

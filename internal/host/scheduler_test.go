@@ -108,3 +108,25 @@ func TestViewGivenUpNeverRuns(t *testing.T) {
 		t.Fatal("a view given up ran after its caller had gone")
 	}
 }
+
+// On a single node a group's log alone is a quorum, so an entry commits
+// as soon as its round's sync made it durable: the round applies and
+// answers it then, and a proposal to an idle group takes one round, not
+// a second one to apply.
+func TestSingleNodeAnswersInTheRoundThatSyncs(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), nil)
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g1", StateMachine: &listMachine{}}); err != nil {
+		t.Fatal(err)
+	}
+	propose(t, h, 1, "first")
+	waitFor(t, h, 1, func(st Status) bool { return st.Quiesced })
+	for i := range 5 {
+		rounds, fsyncs := h.Stats().Rounds.Load(), h.Stats().Fsyncs.Load()
+		propose(t, h, 1, fmt.Sprint("cmd-", i))
+		rounds, fsyncs = h.Stats().Rounds.Load()-rounds, h.Stats().Fsyncs.Load()-fsyncs
+		if rounds != 1 || fsyncs != 1 {
+			t.Fatalf("proposal %d was answered after %d rounds and %d WAL syncs, want 1 and 1", i, rounds, fsyncs)
+		}
+		waitFor(t, h, 1, func(st Status) bool { return st.Quiesced })
+	}
+}
