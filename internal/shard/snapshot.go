@@ -3,6 +3,7 @@ package shard
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
 )
 
@@ -101,7 +102,7 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		prevIndex, prevTime = r.index, r.time
 	}
 
-	b = appendCursor(b, &s.def)
+	b = s.appendCursor(b, &s.def)
 	b = s.appendDedup(b)
 	if v == snapshotVersionV3 {
 		return b, nil
@@ -119,6 +120,7 @@ func (s *State) MarshalBinary() ([]byte, error) {
 func (s *State) appendKeys(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(s.keys.len()))
 	for ci := range s.keys.chunks {
+		s.yieldBlock()
 		for _, h := range s.keys.segment(ci) {
 			b = binary.LittleEndian.AppendUint32(b, h)
 		}
@@ -143,6 +145,7 @@ func (s *State) appendRetention(b []byte) []byte {
 	b = append(b, 1)
 	b = binary.AppendUvarint(b, s.retainFrom)
 	for ci := range s.retained.chunks {
+		s.yieldBlock()
 		for _, size := range s.retained.segment(ci) {
 			b = binary.AppendUvarint(b, uint64(size+1))
 		}
@@ -161,10 +164,11 @@ func (s *State) beyondV3() bool {
 
 // appendCursor appends what a cursor holds from its head on: its pending
 // entries, their attempt counts and its dead letters.
-func appendCursor(b []byte, c *cursor) []byte {
+func (s *State) appendCursor(b []byte, c *cursor) []byte {
 	// One entry per offset in [head, nextOffset): 0 if done, else the
 	// event's size plus one.
 	for ci := range c.pending.chunks {
+		s.yieldBlock()
 		for _, size := range c.pending.segment(ci) {
 			b = binary.AppendUvarint(b, uint64(size+1))
 		}
@@ -213,7 +217,7 @@ func (s *State) appendSubscriptions(b []byte) []byte {
 		b = binary.AppendUvarint(b, c.retried)
 		b = binary.AppendUvarint(b, c.skipped)
 		b = binary.AppendUvarint(b, c.excluded)
-		b = appendCursor(b, c)
+		b = s.appendCursor(b, c)
 		prevID = c.id
 	}
 	return b
@@ -263,8 +267,24 @@ func (c *cursor) appendAttempts(b []byte) []byte {
 // it the state copies memory it still shares with the capture (in blocks
 // of 4096 events) as it first changes it. The capture holds on to memory
 // the state has since dropped or replaced until the function is released.
+//
+// The function yields the processor between blocks of the lists that grow
+// with the queue: encoding the state of a million pending events takes a
+// few milliseconds, and on a machine of two processors a goroutine that
+// holds one that long halves, meanwhile, the CPU of the goroutines that
+// answer publishes (the Go scheduler preempts it only after 10 ms).
 func (s *State) SnapshotFunc() func() ([]byte, error) {
-	return s.freeze().MarshalBinary
+	f := s.freeze()
+	f.yield = runtime.Gosched
+	return f.MarshalBinary
+}
+
+// yieldBlock calls s.yield, if set; the lists call it before each block
+// of 4096 entries they encode.
+func (s *State) yieldBlock() {
+	if s.yield != nil {
+		s.yield()
+	}
 }
 
 // freeze returns a shallow copy of s that s does not change from now on,

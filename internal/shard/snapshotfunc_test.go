@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -408,5 +410,46 @@ func BenchmarkApplyAckCaptures(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A capture's encoding gives up its processor between blocks, so that
+// on a busy machine the goroutines that answer publishes need not wait
+// for the whole of a large shard's snapshot: with one processor, a
+// goroutine waiting to run gets to while the encoding is still under way.
+// The encoding still returns MarshalBinary's bytes.
+func TestSnapshotFuncYieldsWhileEncoding(t *testing.T) {
+	s := New()
+	events := make([]Event, 4096)
+	for i := uint64(1); s.NextOffset() < 200_000; i++ {
+		if r := s.Apply(i, &Command{Op: OpPublish, Events: events}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	want, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := s.SnapshotFunc()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var encoded atomic.Bool
+	var got []byte
+	done := make(chan error)
+	go func() {
+		var err error
+		got, err = encode()
+		encoded.Store(true)
+		done <- err
+	}()
+	runtime.Gosched() // the encoding runs, and lets this goroutine run again only if it yields
+	ranDuring := !encoded.Load()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !ranDuring {
+		t.Error("the goroutine waiting to run ran only once the snapshot was encoded: the encoding does not yield its processor")
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("the capture's encoding differs from MarshalBinary's")
 	}
 }

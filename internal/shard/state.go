@@ -85,6 +85,11 @@ type State struct {
 	// lro is the last reconciled log index: every entry at or below it
 	// is in the object store (see tier.go). 0 means none is.
 	lro uint64
+
+	// yield, set only on the captures SnapshotFunc encodes, is called
+	// between blocks of the lists that grow with the queue as they are
+	// encoded (see yieldBlock).
+	yield func()
 }
 
 // acked marks a done entry of a cursor's pending list: acknowledged,
