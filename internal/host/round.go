@@ -33,18 +33,28 @@ type roundWorker struct {
 // instead of the group's next one, a WAL sync later. A publish on a single
 // node thus waits for one sync, not two. The second turn needs no sync of
 // its own unless raft put new entries or a vote in it.
-func (h *Host) round(w *roundWorker, groups []*group) {
+//
+// The groups queued while the round begins its turns join it, until none
+// is, before the round syncs (more takes them): calls that arrive
+// together but a little apart, as the answers of the last round come
+// back, then share this round's sync instead of waiting a whole round for
+// the next. It returns the groups it ran, those taken by more included.
+func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*group) []*group {
 	h.stats.Rounds.Add(1)
 	h.metrics.rounds.Inc()
 	turns := w.turns[:0]
-	for _, g := range groups {
-		if g.stopping() {
-			g.props.close(ErrClosed)
-			g.exit()
-			continue
+	for begun := 0; begun < len(groups); {
+		for _, g := range groups[begun:] {
+			if g.stopping() {
+				g.props.close(ErrClosed)
+				g.exit()
+				continue
+			}
+			g.takeEvents()
+			turns = h.begin(turns, g, g.beginReady)
 		}
-		g.takeEvents()
-		turns = h.begin(turns, g, g.beginReady)
+		begun = len(groups)
+		groups = more(groups)
 	}
 	h.countTurns(len(groups))
 	h.finishTurns(w, turns)
@@ -59,6 +69,7 @@ func (h *Host) round(w *roundWorker, groups []*group) {
 	clear(turns)
 	clear(again)
 	w.turns, w.again = turns[:0], again[:0]
+	return groups
 }
 
 // begin begins a group's turn with begin (beginReady or takeReady) and

@@ -57,7 +57,7 @@ func defaultWorkers() int {
 // scheduler owns the queue of groups with work and the workers that
 // handle them.
 type scheduler struct {
-	round func(w *roundWorker, groups []*group)
+	round func(w *roundWorker, groups []*group, more func([]*group) []*group) []*group
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -68,7 +68,7 @@ type scheduler struct {
 
 // newScheduler starts workers workers (0: defaultWorkers) that hand the
 // groups queued to round.
-func newScheduler(workers int, round func(w *roundWorker, groups []*group)) *scheduler {
+func newScheduler(workers int, round func(w *roundWorker, groups []*group, more func([]*group) []*group) []*group) *scheduler {
 	if workers <= 0 {
 		workers = defaultWorkers()
 	}
@@ -119,7 +119,28 @@ func (s *scheduler) take(into []*group) ([]*group, bool) {
 	if s.stopped {
 		return into, false
 	}
-	n := min(len(s.queue), maxRoundGroups)
+	return s.takeLocked(into), true
+}
+
+// takeMore appends to into the groups queued, if any, while the round
+// has room for them; the calling worker then holds them too.
+func (s *scheduler) takeMore(into []*group) []*group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := len(into)
+	into = s.takeLocked(into)
+	for _, g := range into[first:] {
+		g.sched.Store(schedRunning)
+	}
+	return into
+}
+
+// takeLocked moves queued groups to into, up to maxRoundGroups in all.
+func (s *scheduler) takeLocked(into []*group) []*group {
+	n := min(len(s.queue), maxRoundGroups-len(into))
+	if n <= 0 {
+		return into
+	}
 	into = append(into, s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
@@ -127,7 +148,7 @@ func (s *scheduler) take(into []*group) ([]*group, bool) {
 	if rest > 0 {
 		s.cond.Signal() // another worker may take the rest
 	}
-	return into, true
+	return into
 }
 
 // work is a worker: it handles rounds until the scheduler stops.
@@ -143,7 +164,7 @@ func (s *scheduler) work() {
 		for _, g := range groups {
 			g.sched.Store(schedRunning)
 		}
-		s.round(w, groups)
+		groups = s.round(w, groups, s.takeMore)
 		for _, g := range groups {
 			s.release(g)
 		}

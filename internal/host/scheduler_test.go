@@ -109,24 +109,81 @@ func TestViewGivenUpNeverRuns(t *testing.T) {
 	}
 }
 
+// roundMachine is a listMachine that answers each command with the
+// number of the scheduler's round that applied it.
+type roundMachine struct {
+	listMachine
+	h *Host
+}
+
+func (m *roundMachine) Apply(index uint64, cmd []byte) any {
+	m.listMachine.Apply(index, cmd)
+	return m.h.Stats().Rounds.Load()
+}
+
+// addRoundGroups adds quiet groups 1 to n of roundMachines to h.
+func addRoundGroups(t *testing.T, h *Host, n uint64) {
+	t.Helper()
+	for id := uint64(1); id <= n; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &roundMachine{h: h}}); err != nil {
+			t.Fatal(err)
+		}
+		appliedIn(t, h, id, "first")
+	}
+	for id := uint64(1); id <= n; id++ {
+		waitFor(t, h, id, func(st Status) bool { return st.Quiesced })
+	}
+}
+
+// appliedIn proposes cmd to group id of roundMachines and returns the
+// round that applied it.
+func appliedIn(t *testing.T, h *Host, id uint64, cmd string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := h.Propose(ctx, id, Bytes([]byte(cmd)))
+	if err != nil {
+		t.Fatalf("propose %q: %v", cmd, err)
+	}
+	return r.(uint64)
+}
+
 // On a single node a group's log alone is a quorum, so an entry commits
 // as soon as its round's sync made it durable: the round applies and
-// answers it then, and a proposal to an idle group takes one round, not
-// a second one to apply.
-func TestSingleNodeAnswersInTheRoundThatSyncs(t *testing.T) {
+// answers it then, and a proposal to an idle group is applied in the
+// round that takes it, not in a second one.
+func TestSingleNodeAppliesInTheRoundThatSyncs(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), nil)
-	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g1", StateMachine: &listMachine{}}); err != nil {
-		t.Fatal(err)
-	}
-	propose(t, h, 1, "first")
-	waitFor(t, h, 1, func(st Status) bool { return st.Quiesced })
+	addRoundGroups(t, h, 1)
 	for i := range 5 {
-		rounds, fsyncs := h.Stats().Rounds.Load(), h.Stats().Fsyncs.Load()
-		propose(t, h, 1, fmt.Sprint("cmd-", i))
-		rounds, fsyncs = h.Stats().Rounds.Load()-rounds, h.Stats().Fsyncs.Load()-fsyncs
-		if rounds != 1 || fsyncs != 1 {
-			t.Fatalf("proposal %d was answered after %d rounds and %d WAL syncs, want 1 and 1", i, rounds, fsyncs)
+		before := h.Stats().Rounds.Load()
+		if applied := appliedIn(t, h, 1, fmt.Sprint("cmd-", i)); applied != before+1 {
+			t.Fatalf("proposal %d was applied in round %d, want 1, the round that took it", i, applied-before)
 		}
 		waitFor(t, h, 1, func(st Status) bool { return st.Quiesced })
+	}
+}
+
+// Work that reaches the node while a round begins its turns joins that
+// round instead of waiting for the next: a proposal to one group, made
+// during another group's turn, is applied in the same round.
+func TestGroupsQueuedWhileARoundBeginsJoinIt(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Workers = 1 })
+	addRoundGroups(t, h, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := h.Stats().Rounds.Load()
+	var joined *Proposal
+	if err := h.View(ctx, 1, func(StateMachine, uint64) {
+		joined = h.Start(ctx, 2, Bytes([]byte("joined")))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := joined.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied := r.(uint64); applied != before+1 {
+		t.Fatalf("the proposal made during group 1's turn was applied in round %d, want 1: it did not join the round", applied-before)
 	}
 }
