@@ -235,3 +235,25 @@ func TestWALLogsWrittenAfterACleanCloseSurviveATornPowerLoss(t *testing.T) {
 		})
 	}
 }
+
+// SetHardState keeps a copy of the hard state it is given, field for
+// field, presence included, that later changes to raft's do not reach.
+func TestCopyHardStateCopiesEveryFieldSet(t *testing.T) {
+	for _, hs := range []*pb.HardState{
+		{},
+		{Term: new(uint64(3))},
+		{Term: new(uint64(3)), Vote: new(uint64(2)), Commit: new(uint64(17))},
+		{Commit: new(uint64(0))},
+	} {
+		c := copyHardState(hs)
+		if !proto.Equal(c, hs) {
+			t.Errorf("copy of %v is %v", hs, c)
+		}
+		if hs.Term != nil {
+			*hs.Term++
+			if proto.Equal(c, hs) {
+				t.Errorf("the copy changed with the original: %v", c)
+			}
+		}
+	}
+}

