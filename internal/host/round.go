@@ -51,7 +51,7 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 				continue
 			}
 			g.takeEvents()
-			turns = h.begin(turns, g, g.beginReady)
+			turns = beginTurn(turns, g, g.beginReady)
 		}
 		begun = len(groups)
 		groups = more(groups)
@@ -61,7 +61,7 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 	again := w.again[:0]
 	for _, t := range turns {
 		if t.g.sched.Load() != schedExited && t.g.rn.HasReady() {
-			again = h.begin(again, t.g, t.g.takeReady)
+			again = beginTurn(again, t.g, t.g.takeReady)
 		}
 	}
 	h.countTurns(len(again))
@@ -72,10 +72,10 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 	return groups
 }
 
-// begin begins a group's turn with begin (beginReady or takeReady) and
+// beginTurn begins a group's turn with begin (beginReady or takeReady) and
 // appends the turn to turns if raft had a Ready; a group whose Ready
 // could not be persisted stops.
-func (h *Host) begin(turns []*readyTurn, g *group, begin func() (*readyTurn, error)) []*readyTurn {
+func beginTurn(turns []*readyTurn, g *group, begin func() (*readyTurn, error)) []*readyTurn {
 	t, err := begin()
 	if err != nil {
 		g.fail(err)

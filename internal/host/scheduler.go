@@ -127,19 +127,18 @@ func (s *scheduler) take(into []*group) ([]*group, bool) {
 func (s *scheduler) takeMore(into []*group) []*group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	first := len(into)
-	into = s.takeLocked(into)
-	for _, g := range into[first:] {
-		g.sched.Store(schedRunning)
-	}
-	return into
+	return s.takeLocked(into)
 }
 
-// takeLocked moves queued groups to into, up to maxRoundGroups in all.
+// takeLocked moves queued groups to into, up to maxRoundGroups in all,
+// and marks them held.
 func (s *scheduler) takeLocked(into []*group) []*group {
 	n := min(len(s.queue), maxRoundGroups-len(into))
 	if n <= 0 {
 		return into
+	}
+	for _, g := range s.queue[:n] {
+		g.sched.Store(schedRunning)
 	}
 	into = append(into, s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
@@ -160,9 +159,6 @@ func (s *scheduler) work() {
 		groups, ok = s.take(groups[:0])
 		if !ok {
 			return
-		}
-		for _, g := range groups {
-			g.sched.Store(schedRunning)
 		}
 		groups = s.round(w, groups, s.takeMore)
 		for _, g := range groups {
