@@ -101,13 +101,20 @@ func openTestHost(t *testing.T, dir string, mod func(*Config)) (*Host, error) {
 
 func propose(t *testing.T, h *Host, group uint64, cmd string) int {
 	t.Helper()
+	return proposeResult(t, h, group, cmd).(int)
+}
+
+// proposeResult proposes cmd to group and returns what its state machine
+// answered.
+func proposeResult(t *testing.T, h *Host, group uint64, cmd string) any {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := h.Propose(ctx, group, Bytes([]byte(cmd)))
 	if err != nil {
 		t.Fatalf("propose %q: %v", cmd, err)
 	}
-	return r.(int)
+	return r
 }
 
 // proposeConcurrently has writers propose each commands apiece to group

@@ -139,13 +139,7 @@ func addRoundGroups(t *testing.T, h *Host, n uint64) {
 // round that applied it.
 func appliedIn(t *testing.T, h *Host, id uint64, cmd string) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := h.Propose(ctx, id, Bytes([]byte(cmd)))
-	if err != nil {
-		t.Fatalf("propose %q: %v", cmd, err)
-	}
-	return r.(uint64)
+	return proposeResult(t, h, id, cmd).(uint64)
 }
 
 // On a single node a group's log alone is a quorum, so an entry commits
