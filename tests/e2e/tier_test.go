@@ -128,7 +128,6 @@ func waitTiered(t *testing.T, c *client.Client, topic string, lro uint64) client
 // bytes, that is, that the manifest records exactly those objects.
 func checkBucket(t *testing.T, objs []framework.TierObject, orphans map[string]bool, st client.ShardStats) {
 	t.Helper()
-	var recorded int64
 	type span struct {
 		object      string
 		first, last uint64
@@ -139,7 +138,6 @@ func checkBucket(t *testing.T, objs []framework.TierObject, orphans map[string]b
 			continue
 		}
 		for _, r := range o.Runs {
-			recorded += r.Length
 			for _, s := range spans[r.Shard] {
 				if r.First <= s.last && s.first <= r.Last {
 					t.Errorf("entries %d to %d of %s are in %s and, %d to %d, in %s: uploaded twice", r.First, r.Last, r.Shard, o.Name, s.first, s.last, s.object)
@@ -148,9 +146,55 @@ func checkBucket(t *testing.T, objs []framework.TierObject, orphans map[string]b
 			spans[r.Shard] = append(spans[r.Shard], span{o.Name, r.First, r.Last})
 		}
 	}
-	if recorded != int64(st.TieredBytes) {
+	if recorded := recordedBytes(objs, orphans); recorded != int64(st.TieredBytes) {
 		t.Errorf("the bucket's objects (but %d orphans) hold runs of %d bytes; the manifest records %d bytes", len(orphans), recorded, st.TieredBytes)
 	}
+}
+
+// checkSettledBucket checks the bucket against the manifest of the
+// topic's shard as c's node shows it (checkBucket), once the two agree
+// or 30 seconds have passed, and returns what it checked. The reconciler
+// goes on while a test looks: a cycle may upload an object after the
+// test read the stats and record it a moment later. Listing the bucket
+// before reading the stats sees every object the stats record; an
+// object never recorded, or entries uploaded twice, still fail the test.
+// orphans says which of the objects the manifest need not record.
+func checkSettledBucket(t *testing.T, bucket *framework.TierBucket, c *client.Client, topic string, orphans func([]framework.TierObject, client.ShardStats) map[string]bool) ([]framework.TierObject, client.ShardStats) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		objs := bucket.Objects(t)
+		st := shardStats(t, c, topic)
+		var skip map[string]bool
+		if orphans != nil {
+			skip = orphans(objs, st)
+		}
+		if recordedBytes(objs, skip) == int64(st.TieredBytes) || time.Now().After(deadline) {
+			checkBucket(t, objs, skip, st)
+			return objs, st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// recordedBytes returns the bytes of the runs of objs but those in skip.
+func recordedBytes(objs []framework.TierObject, skip map[string]bool) int64 {
+	var n int64
+	for _, o := range objs {
+		if !skip[o.Name] {
+			n += objectBytes(o)
+		}
+	}
+	return n
+}
+
+// objectBytes returns the bytes of o's runs.
+func objectBytes(o framework.TierObject) int64 {
+	var n int64
+	for _, r := range o.Runs {
+		n += r.Length
+	}
+	return n
 }
 
 // tierReads returns herald_tier_reads_total of the server at addr: how
@@ -210,7 +254,7 @@ func TestE2ETierBacklogPull(t *testing.T) {
 		st = shardStats(t, c, "orders")
 		return st.LocalBytes+st.TieredBytes >= st.Bytes
 	})
-	checkBucket(t, bucket.Objects(t), nil, st)
+	checkSettledBucket(t, bucket, c, "orders", nil)
 
 	drainConsumedOnce(t, c, "orders", acked)
 	if n := tierReads(t, addr); n == 0 {
@@ -252,7 +296,7 @@ func TestE2ETierBacklogPush(t *testing.T) {
 		st = shardStats(t, c, "orders")
 		return st.LocalBytes+st.TieredBytes >= 3*tierRetention
 	})
-	checkBucket(t, bucket.Objects(t), nil, st)
+	checkSettledBucket(t, bucket, c, "orders", nil)
 	srv.Kill()
 	framework.StartServer(t, dataDir, addr, tierFlags(bucket, "200ms")...)
 	if hook.Arrived() > 0 {
@@ -312,48 +356,36 @@ func TestE2ETierCrashBetweenSteps(t *testing.T) {
 					lastBefore = max(lastBefore, r.Last)
 				}
 			}
-			st := waitTiered(t, c, "orders", lastBefore)
-			after := bucket.Objects(t)
+			waitTiered(t, c, "orders", lastBefore)
+			if step != "advance" && len(before) != 1 {
+				t.Fatalf("killed after the first %s, the bucket holds %d objects, want 1", step, len(before))
+			}
+			// Killed after the upload, the one object in the bucket is
+			// still there (the sweep waits an hour), and its entries were
+			// uploaded again in another: it is an orphan.
+			var orphans map[string]bool
+			if step == "upload" {
+				orphans = map[string]bool{before[0].Name: true}
+			}
+			after, _ := checkSettledBucket(t, bucket, c, "orders", func([]framework.TierObject, client.ShardStats) map[string]bool { return orphans })
 			names := map[string]bool{}
 			for _, o := range after {
 				names[o.Name] = true
 			}
-			orphans := map[string]bool{}
+			for _, o := range before {
+				if !names[o.Name] {
+					t.Fatalf("object %s, there when the server was killed after the %s step, is gone from the bucket", o.Name, step)
+				}
+			}
 			switch step {
 			case "upload":
-				// The one object uploaded before the kill is still in the
-				// bucket (the sweep waits an hour), and its entries were
-				// uploaded again in another: it is an orphan.
-				if len(before) != 1 {
-					t.Fatalf("killed after the first upload, the bucket holds %d objects, want 1", len(before))
-				}
-				orphan := before[0].Name
-				if !names[orphan] {
-					t.Fatalf("orphan %s was deleted within the sweep's hour of grace", orphan)
-				}
-				orphans[orphan] = true
-				checkBucket(t, after, orphans, st)
 				// Nothing may read the orphan: with it gone, the consumer
 				// still gets every event.
-				bucket.Delete(t, orphan)
+				bucket.Delete(t, before[0].Name)
 			case "record":
-				// The recorded object is not uploaded again: the objects
+				// The recorded object was not uploaded again: the objects
 				// made since hold only entries after it (checkBucket).
-				if len(before) != 1 {
-					t.Fatalf("killed after the first record, the bucket holds %d objects, want 1", len(before))
-				}
-				if !names[before[0].Name] {
-					t.Fatalf("recorded object %s is gone from the bucket", before[0].Name)
-				}
-				checkBucket(t, after, nil, st)
 				t.Logf("%d objects after the restart, the recorded one among them", len(after))
-			case "advance":
-				for _, o := range before {
-					if !names[o.Name] {
-						t.Fatalf("object %s, recorded and reconciled, is gone from the bucket", o.Name)
-					}
-				}
-				checkBucket(t, after, nil, st)
 			}
 
 			drainConsumedOnce(t, c, "orders", acked)
@@ -470,8 +502,8 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 		through = max(through, r.Last)
 	}
 	next := int(status(other, p).Leader) - 1
-	st := waitTiered(t, c.client(next), "orders", through)
-	checkBucket(t, bucket.Objects(t), nil, st)
+	waitTiered(t, c.client(next), "orders", through)
+	_, st := checkSettledBucket(t, bucket, c.client(next), "orders", nil)
 	t.Logf("node %d recorded entries up to %d and died; node %d carried on to LRO %d", p+1, through, next+1, st.LRO)
 
 	// Back without the crash, p leads and tiers again; SIGKILLed while
@@ -497,9 +529,10 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 	via := (lead + 1) % 3
 	acked = append(acked, publishBacklog(t, c.client(via), "orders", seq+tierPerKey/2, tierPerKey, paddedEvent)...)
 	next = int(status(via, lead).Leader) - 1
-	st = waitTiered(t, c.client(next), "orders", through2+1)
-	objs := bucket.Objects(t)
-	checkBucket(t, objs, killedUpload(objs, lead+1, st), st)
+	waitTiered(t, c.client(next), "orders", through2+1)
+	_, st = checkSettledBucket(t, bucket, c.client(next), "orders", func(objs []framework.TierObject, st client.ShardStats) map[string]bool {
+		return killedUpload(objs, lead+1, st)
+	})
 	t.Logf("node %d led and was killed; node %d carried on to LRO %d", lead+1, next+1, st.LRO)
 
 	drainConsumedOnce(t, c.client(next), "orders", acked)
@@ -511,22 +544,12 @@ func TestE2ETierClusterLeaderKill(t *testing.T) {
 // what the manifest records (st). A node has one upload in flight at
 // most, and such an object is never read (TestE2ETierCrashBetweenSteps).
 func killedUpload(objs []framework.TierObject, node int, st client.ShardStats) map[string]bool {
-	size := func(o framework.TierObject) int64 {
-		var n int64
-		for _, r := range o.Runs {
-			n += r.Length
-		}
-		return n
-	}
-	extra := -int64(st.TieredBytes)
-	for _, o := range objs {
-		extra += size(o)
-	}
+	extra := recordedBytes(objs, nil) - int64(st.TieredBytes)
 	if extra <= 0 {
 		return nil
 	}
 	for _, o := range objs {
-		if strings.HasPrefix(o.Name, fmt.Sprintf("herald/%d/", node)) && size(o) == extra {
+		if strings.HasPrefix(o.Name, fmt.Sprintf("herald/%d/", node)) && objectBytes(o) == extra {
 			return map[string]bool{o.Name: true}
 		}
 	}
