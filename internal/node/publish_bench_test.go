@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"herald/internal/testkit"
 )
@@ -102,10 +103,27 @@ func benchPublish(b *testing.B, shards, batch int) {
 	} {
 		b.ReportMetric(counterValue(b, reg, name)/float64(published), unit)
 	}
+	// What a sync costs tells a round that waits on the disk from one that
+	// waits on its own work.
+	syncs, syncSeconds := histogramTotals(b, reg, "herald_fsync_duration_seconds")
+	b.ReportMetric(syncSeconds*1e6/max(syncs, 1), "µs/fsync")
+}
+
+// histogramTotals reads the count and sum of the histogram name from reg.
+func histogramTotals(b *testing.B, reg *prometheus.Registry, name string) (count, sum float64) {
+	b.Helper()
+	h := metricNamed(b, reg, name).GetHistogram()
+	return float64(h.GetSampleCount()), h.GetSampleSum()
 }
 
 // counterValue reads the counter name from reg.
 func counterValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
+	b.Helper()
+	return metricNamed(b, reg, name).GetCounter().GetValue()
+}
+
+// metricNamed returns the one series of the metric name in reg.
+func metricNamed(b *testing.B, reg *prometheus.Registry, name string) *dto.Metric {
 	b.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -113,9 +131,9 @@ func counterValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			return mf.GetMetric()[0]
 		}
 	}
-	b.Fatalf("no counter %s", name)
-	return 0
+	b.Fatalf("no metric %s with one series", name)
+	return nil
 }
