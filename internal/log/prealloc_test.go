@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"herald/internal/vfs"
 )
 
 const zeroedSegSize = 4096
@@ -301,4 +304,108 @@ func TestDeletedSegmentIsZeroedIntoTheNextSpare(t *testing.T) {
 	l = mustOpen(t, dir, zeroedOpts("this boot"))
 	defer l.Close()
 	expect(t, l, third, 1, mkrecs(third, last+1, 1))
+}
+
+// TestSpareFillRestsBetweenChunks checks that a spare is zeroed a chunk at
+// a time, each chunk synced before the next is written, and that the fill
+// rests after each chunk at least as long as the chunk took: the log's
+// own fdatasyncs queue behind one chunk at most, and find the disk idle
+// half the time while a spare is filled.
+func TestSpareFillRestsBetweenChunks(t *testing.T) {
+	const syncTakes = 5 * time.Millisecond // each of the spare's syncs, at least
+	rec := &spareRecorder{FS: vfs.OS, syncTakes: syncTakes}
+	l := mustOpen(t, t.TempDir(), Options{SegmentSize: 4 * spareChunk, Preallocate: true, FS: rec})
+	defer l.Close()
+	// Records synced one at a time start a spare once the segment holds a
+	// 64th of its size.
+	for i := uint64(1); rec.count() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("no spare was zeroed")
+		}
+		mustAppend(t, l, []Record{mkrec(i, 1)})
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSpare(t, l)
+	if !l.spare.ready() {
+		t.Fatal("the spare is not ready after its fill")
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var zeroed int64
+	for i, w := range rec.writes {
+		zeroed += int64(w.n)
+		if w.n > spareChunk {
+			t.Errorf("write %d of the spare is %d bytes, more than a chunk (%d)", i, w.n, spareChunk)
+		}
+		if i == 0 {
+			continue
+		}
+		last := rec.writes[i-1]
+		if last.syncedAt.IsZero() {
+			t.Fatalf("write %d of the spare came before write %d was synced", i, i-1)
+		}
+		if rest := w.at.Sub(last.syncedAt); rest < syncTakes {
+			t.Errorf("the fill rested %v after chunk %d, which took at least %v", rest, i-1, syncTakes)
+		}
+	}
+	if zeroed != 4*spareChunk {
+		t.Errorf("the spare's writes zeroed %d bytes, want a segment's %d", zeroed, 4*spareChunk)
+	}
+}
+
+// spareRecorder is a file system that records the writes made to a spare
+// being zeroed and when each was synced, and makes each of those syncs
+// take at least syncTakes.
+type spareRecorder struct {
+	vfs.FS
+	syncTakes time.Duration
+
+	mu     sync.Mutex
+	writes []spareWrite
+}
+
+type spareWrite struct {
+	n        int
+	at       time.Time
+	syncedAt time.Time // zero until a SyncData after the write returned
+}
+
+func (r *spareRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.writes)
+}
+
+func (r *spareRecorder) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := r.FS.OpenFile(name, flag, perm)
+	if err != nil || filepath.Base(name) != spareTmpName {
+		return f, err
+	}
+	return &spareFile{File: f, r: r}, nil
+}
+
+type spareFile struct {
+	vfs.File
+	r *spareRecorder
+}
+
+func (f *spareFile) WriteAt(b []byte, off int64) (int, error) {
+	f.r.mu.Lock()
+	f.r.writes = append(f.r.writes, spareWrite{n: len(b), at: time.Now()})
+	f.r.mu.Unlock()
+	return f.File.WriteAt(b, off)
+}
+
+func (f *spareFile) SyncData() error {
+	time.Sleep(f.r.syncTakes)
+	err := f.File.SyncData()
+	f.r.mu.Lock()
+	if n := len(f.r.writes); n > 0 && f.r.writes[n-1].syncedAt.IsZero() {
+		f.r.writes[n-1].syncedAt = time.Now()
+	}
+	f.r.mu.Unlock()
+	return err
 }
