@@ -46,17 +46,15 @@ const (
 // a spare was filled, and the p99 of publishing one event per call was
 // 6.3-7.0 ms against 5.4-5.7 ms with 1 MiB (A/B runs, one shard). A disk
 // that writes 200 MB/s takes 1.3 ms for 256 KiB.
-const spareChunk = 256 << 10
-
-// sparePace is how long the filling of a spare rests after each chunk,
-// per unit of time the chunk took to write and sync: the log's
+//
+// After each chunk the fill rests as long as the chunk took: the log's
 // fdatasyncs then find the disk idle half the time, instead of never,
 // while a spare is filled. A spare takes twice as long as writing it: at
 // 200 MB/s, 0.7 s for 64 MiB, which a WAL synced every few dozen
 // kilobytes took 2.3-2.7 s to fill on that disk (30,000 events of 1 KiB
 // a second). Should the segment fill first, the next one is made the
 // plain way.
-const sparePace = 1
+const spareChunk = 256 << 10
 
 func isSpareName(name string) bool {
 	return name == spareName || name == spareTmpName || name == recycledName
@@ -251,7 +249,7 @@ func (s *spare) zero() error {
 		if err := f.SyncData(); err != nil {
 			return fmt.Errorf("sync spare %s: %w", tmp, err)
 		}
-		rest.Reset(sparePace * time.Since(began))
+		rest.Reset(time.Since(began)) // as long as the chunk took
 	}
 	// Synced whole, size included, before it may be taken: what a
 	// segment's records are written over must already be durable zeros.
