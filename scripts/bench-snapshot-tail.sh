@@ -20,6 +20,10 @@
 # reversed each round; the table shows medians, and each run's snapshots
 # (herald_snapshot_duration_seconds_count over the run, warm-up included).
 #
+# SNAPSHOT_ENTRIES=off makes the "on" server take no snapshots either: two
+# identical servers, whose ratios show how far apart this machine measures
+# runs that differ in nothing (the resolution of the 10 % goal).
+#
 # Output in OUT (default /tmp/herald-snapshot-tail): raw/ (one JSON per
 # run, with the snapshots taken in its settings), table.md.
 set -euo pipefail
@@ -86,7 +90,11 @@ start() {
 	printf -v "${name}_pids" '%s' "$(join_by , "${mine[@]}")"
 	log "$name: $NODES node(s) on $(join_by , "${urls[@]}") (pids ${mine[*]}), flags: $* $SERVE_ARGS"
 }
-start on --snapshot-entries "$SNAPSHOT_ENTRIES"
+if [[ $SNAPSHOT_ENTRIES == off ]]; then
+	start on --snapshots=false
+else
+	start on --snapshot-entries "$SNAPSHOT_ENTRIES"
+fi
 start off --snapshots=false
 
 # snapshots URLS: snapshots taken so far, summed over the nodes.
@@ -109,6 +117,7 @@ run_one() {
 	((NODES > 1)) && through=(--through "${urls#*,}")
 	label="1 shard, snapshots $server"
 	[[ $server == on ]] && label+=" (every $SNAPSHOT_ENTRIES entries)"
+	[[ $server == on && $SNAPSHOT_ENTRIES == off ]] && label="1 shard, snapshots off (control)"
 	label+=", backlog $backlog"
 	local common=(--server "${urls%%,*}" "${through[@]}" --topic tail --shards 1 --event-bytes "$EVENT_BYTES" --keys "$KEYS")
 	local fresh=(--fresh)
