@@ -350,6 +350,11 @@ func (g *group) receive(m *pb.Message) {
 	case m.GetType() == pb.MsgSnap:
 		g.stepSnapshot(m)
 	case m.GetType() == pb.MsgProp && g.holdProposal(m):
+	case m.GetType() == pb.MsgProp:
+		// The forwards held came first, and a leader appends a
+		// follower's forwards in the order sent (proposalTracker.expireForwarded).
+		g.releaseHeld()
+		g.step(m)
 	default:
 		g.step(m)
 	}
@@ -521,7 +526,7 @@ func (g *group) takeReady() (*readyTurn, error) {
 	if err := g.persist(func() error { return g.storage.Append(rd.Entries) }); err != nil {
 		return nil, err
 	}
-	g.props.place(rd.Entries)
+	g.props.place(rd.Entries, time.Now())
 	g.snaps.appended(rd.Entries)
 	// The hard state is a WAL record after the entries, made durable with
 	// them by the round's sync.

@@ -21,6 +21,9 @@ type waiter struct {
 	// term is the raft term in which the group took the proposal; 0
 	// while it still waits in propc.
 	term uint64
+	// seq is the order in which the group took its proposals, over all
+	// terms: a follower forwards them to its leader in this order.
+	seq uint64
 	// index is where its entry is in this replica's log; 0 until the
 	// entry is appended here. An entry in the log may commit under a
 	// later leader, so a leader change does not fail its proposer:
@@ -42,6 +45,12 @@ type proposalTracker struct {
 	mu      sync.Mutex
 	waiters map[uint64]waiter // nil once closed
 	placed  map[uint64]uint64 // log index -> id of the waiter whose entry is there
+	nextSeq uint64            // the seq of the last proposal taken
+	// newest is the term and seq of the last-taken proposal whose entry
+	// was placed in this replica's log, and newestAt when the last entry
+	// of a waiting proposer was (see expireForwarded).
+	newest   struct{ term, seq uint64 }
+	newestAt time.Time
 }
 
 func newProposalTracker(group string) *proposalTracker {
@@ -97,8 +106,8 @@ func (t *proposalTracker) deliver(id uint64, result any) {
 }
 
 // place records where the entries of this replica's waiting proposers
-// are in its log.
-func (t *proposalTracker) place(ents []*pb.Entry) {
+// are in its log, now.
+func (t *proposalTracker) place(ents []*pb.Entry, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.waiters) == 0 {
@@ -113,6 +122,10 @@ func (t *proposalTracker) place(ents []*pb.Entry) {
 			w.index = e.GetIndex()
 			t.waiters[id] = w
 			t.placed[w.index] = id
+			t.newestAt = now
+			if w.term != 0 && w.seq > t.newest.seq {
+				t.newest.term, t.newest.seq = w.term, w.seq
+			}
 		}
 	}
 }
@@ -163,35 +176,52 @@ func (t *proposalTracker) proposed(batch []proposal, term uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range batch {
+		t.nextSeq++
 		if w, ok := t.waiters[p.id]; ok {
-			w.term = term
+			w.term, w.seq = term, t.nextSeq
 			t.waiters[p.id] = w
 		}
 	}
 }
 
 // expireForwarded answers, with ErrOutcomeUnknown, the proposals a
-// follower forwarded to its leader, or a deposed leader took, that have
-// waited limit (two election timeouts): the forward may have been lost on
-// the way, or this replica cut off from the new leader, and raft never
-// says so.
+// follower forwarded to its leader, or a deposed leader took, that raft
+// has lost track of: the forward may have been lost on the way, or this
+// replica cut off from the new leader, and raft never says so.
 //
-// One forwarded under an earlier leader and not in this replica's log
-// expires sooner, grace (a third of an election timeout) after the
-// change, on a follower or on the new leader alike: the new leader has it
-// within a round if the old one took it (or held it while handing over),
-// and a proposer whose leader died should hear soon that the outcome is
-// unknown. A leader's own proposals are in its log and wait to be
-// applied. term is the group's term now, leads whether this replica
-// leads, and leadChanged when the leadership last changed (zero: never).
+//   - One forwarded under an earlier leader and not in this replica's log
+//     expires grace (a third of an election timeout) after the change, on
+//     a follower or on the new leader alike: the new leader has it within
+//     a round if the old one took it (or held it while handing over), and
+//     a proposer whose leader died should hear soon that the outcome is
+//     unknown.
+//   - One overtaken, not in the log while a proposal forwarded after it in
+//     the same term is, expires at once: a leader appends a follower's
+//     forwards in the order they were sent, over one connection, so it was
+//     lost unless a reconnection reordered them.
+//   - One that has waited limit (two election timeouts) expires if no
+//     entry of this replica's waiting proposers reached its log for as
+//     long: the way to the leader is broken. While entries keep coming, a
+//     slow proposal is behind them, not lost: a cluster under more load
+//     than it can take answers in seconds, and failing its proposals with
+//     an unknown outcome would make producers publish them twice.
+//
+// A leader's own proposals are in its log and wait to be applied. term is
+// the group's term now, leads whether this replica leads, and leadChanged
+// when the leadership last changed (zero: never).
 func (t *proposalTracker) expireForwarded(now time.Time, term uint64, leads bool, leadChanged time.Time, limit, grace time.Duration) {
 	if leads && now.Sub(leadChanged) > limit {
 		return // what it forwarded before it led expired long ago
 	}
 	changedLongAgo := !leadChanged.IsZero() && now.Sub(leadChanged) > grace
 	t.fail(func(w waiter) bool {
+		if w.term == 0 {
+			return false // not taken by raft yet
+		}
 		lost := w.index == 0 && w.term < term && changedLongAgo
-		return w.term != 0 && (lost || !leads && now.Sub(w.since) > limit)
+		overtaken := w.index == 0 && w.term == t.newest.term && w.seq < t.newest.seq
+		stalled := !leads && now.Sub(w.since) > limit && now.Sub(t.newestAt) > limit
+		return lost || overtaken || stalled
 	})
 }
 
