@@ -93,6 +93,9 @@ type group struct {
 
 	props   *proposalTracker
 	held    heldProposals
+	// campaignTicks counts down the ticks during which a new group made
+	// to campaign (GroupConfig.Campaign) stands again (campaignAgain).
+	campaignTicks int
 	snaps   *snapshotScheduler
 	stage   *snapshotStaging
 	rebuild *rebuildState
@@ -205,6 +208,9 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		if err := rn.Campaign(); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("campaign: %w", err)
+		}
+		if !soleVoter {
+			g.campaignTicks = h.cfg.ElectionTicks
 		}
 	}
 	g.appliedAt.Store(g.applied)
@@ -357,6 +363,26 @@ func (g *group) receive(m *pb.Message) {
 		g.step(m)
 	default:
 		g.step(m)
+	}
+}
+
+// campaignAgain stands for election again at each tick of a new group's
+// first election timeout, while the pre-vote it made at its creation
+// (GroupConfig.Campaign) has not won: the other replicas open the group
+// at about the same time, one that did not have it yet dropped the
+// request, and the group would otherwise have no leader, and take no
+// publish, for an election timeout or two after its topic was created.
+func (g *group) campaignAgain() {
+	if g.campaignTicks == 0 {
+		return
+	}
+	g.campaignTicks--
+	if st := g.rn.BasicStatus(); st.Lead != raft.None || st.RaftState != raft.StatePreCandidate {
+		g.campaignTicks = 0 // won, or another replica leads or stands
+		return
+	}
+	if err := g.rn.Campaign(); err != nil {
+		g.log.Warn("campaign again", "err", err)
 	}
 }
 

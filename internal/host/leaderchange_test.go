@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -217,5 +218,46 @@ func TestAForwardLostBeforeTheForwarderLedFailsSoon(t *testing.T) {
 	}
 	if l, _ := hosts[2].Leader(1); l != 2 {
 		t.Fatalf("node %d leads; the test needs node 2 to", l)
+	}
+}
+
+// A new group's replicas open at about the same time, not at once: the
+// replica made to campaign (GroupConfig.Campaign) stands again at each
+// tick until its pre-vote wins, instead of leaving the group without a
+// leader for an election timeout (here longer than the test) because the
+// others did not have the group when it first asked.
+func TestANewGroupsCampaignerStandsAgainForLateReplicas(t *testing.T) {
+	w := &wire{hosts: make(map[uint64]*Host)}
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			c.ElectionTicks = 100_000
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+	}
+	add := func(id uint64, campaign bool) {
+		t.Helper()
+		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, StateMachine: &listMachine{}, Campaign: campaign}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, true)
+	eventually(t, "node 1 stands for election", func() bool {
+		var st raft.BasicStatus
+		hosts[1].onLoop(context.Background(), 1, func(g *group) error { st = g.rn.BasicStatus(); return nil })
+		return st.RaftState == raft.StatePreCandidate
+	})
+	time.Sleep(50 * time.Millisecond) // its pre-vote reaches no replica of the group
+	add(2, false)
+	add(3, false)
+	eventually(t, "node 1 leads", func() bool { l, _ := hosts[1].Leader(1); return l == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := hosts[2].Propose(ctx, 1, Bytes("first")); err != nil {
+		t.Fatalf("a publish through a follower of the new group: %v", err)
 	}
 }

@@ -150,6 +150,7 @@ func (g *group) tick() {
 	if g.maybeQuiesce() {
 		return
 	}
+	g.campaignAgain()
 	g.rn.Tick()
 	g.expireForwarded()
 	g.askReadd()
