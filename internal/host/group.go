@@ -93,9 +93,6 @@ type group struct {
 
 	props   *proposalTracker
 	held    heldProposals
-	// campaignTicks counts down the ticks during which a new group made
-	// to campaign (GroupConfig.Campaign) stands again (campaignAgain).
-	campaignTicks int
 	snaps   *snapshotScheduler
 	stage   *snapshotStaging
 	rebuild *rebuildState
@@ -105,6 +102,9 @@ type group struct {
 	reads   readBarriers
 	replay  *replayGate
 	life    lifecycle
+	// campaignTicks counts down the ticks during which a new group made
+	// to campaign (GroupConfig.Campaign) stands again (campaignAgain).
+	campaignTicks int
 
 	// Read by other goroutines.
 	// waitingForSpace: the group waits for disk space to make a Ready

@@ -204,7 +204,7 @@ func (t *proposalTracker) proposed(batch []proposal, term uint64) {
 //     long: the way to the leader is broken. While entries keep coming, a
 //     slow proposal is behind them, not lost: a cluster under more load
 //     than it can take answers in seconds, and failing its proposals with
-//     an unknown outcome would make producers publish them twice.
+//     an unknown outcome would send producers to publish them again.
 //
 // A leader's own proposals are in its log and wait to be applied. term is
 // the group's term now, leads whether this replica leads, and leadChanged
