@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -108,20 +109,25 @@ func TestSlowForwardsBehindArrivingEntriesWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const n = 80
-	started := make([]*Proposal, n)
-	begun := time.Now()
-	for i := range started {
-		started[i] = hosts[2].Start(ctx, 1, Bytes(fmt.Sprint("c", i)))
+	took := make([]time.Duration, n)
+	errs := make([]error, n)
+	var waits sync.WaitGroup
+	for i := range n {
+		begun := time.Now()
+		pr := hosts[2].Start(ctx, 1, Bytes(fmt.Sprint("c", i)))
+		waits.Go(func() {
+			_, errs[i] = pr.Wait(ctx)
+			took[i] = time.Since(begun)
+		})
 		time.Sleep(20 * time.Millisecond)
 	}
-	slowest := time.Duration(0)
-	for i, pr := range started {
-		if _, err := pr.Wait(ctx); err != nil {
+	waits.Wait()
+	for i, err := range errs {
+		if err != nil {
 			t.Fatalf("forward %d: %v", i, err)
 		}
-		slowest = max(slowest, time.Since(begun.Add(time.Duration(i)*20*time.Millisecond)))
 	}
-	if slowest <= limit {
+	if slowest := slices.Max(took); slowest <= limit {
 		t.Fatalf("the slowest forward took %v: the test needs some to take longer than %v", slowest, limit)
 	}
 	if got := applied(t, hosts, machines, 2); len(got) != n {
