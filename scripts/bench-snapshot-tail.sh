@@ -116,8 +116,11 @@ run_one() {
 	pidlist=${!pidlist}
 	((NODES > 1)) && through=(--through "${urls#*,}")
 	label="1 shard, snapshots $server"
-	[[ $server == on ]] && label+=" (every $SNAPSHOT_ENTRIES entries)"
-	[[ $server == on && $SNAPSHOT_ENTRIES == off ]] && label="1 shard, snapshots off (control)"
+	if [[ $server == on && $SNAPSHOT_ENTRIES == off ]]; then
+		label="1 shard, snapshots off (control)"
+	elif [[ $server == on ]]; then
+		label+=" (every $SNAPSHOT_ENTRIES entries)"
+	fi
 	label+=", backlog $backlog"
 	local common=(--server "${urls%%,*}" "${through[@]}" --topic tail --shards 1 --event-bytes "$EVENT_BYTES" --keys "$KEYS")
 	local fresh=(--fresh)

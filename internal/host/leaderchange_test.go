@@ -25,17 +25,9 @@ func slowWire(t *testing.T) (*wire, map[uint64]*Host, map[uint64]*listMachine) {
 func wireLedByNode1(t *testing.T, mod func(*Config)) (*wire, map[uint64]*Host, map[uint64]*listMachine) {
 	t.Helper()
 	w := &wire{hosts: make(map[uint64]*Host)}
-	hosts := map[uint64]*Host{}
+	hosts := wiredHosts(t, w, mod)
 	machines := map[uint64]*listMachine{}
 	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			mod(c)
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
 		machines[id] = &listMachine{}
 		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, StateMachine: machines[id]}); err != nil {
 			t.Fatal(err)
@@ -48,6 +40,24 @@ func wireLedByNode1(t *testing.T, mod func(*Config)) (*wire, map[uint64]*Host, m
 	}
 	eventually(t, "node 1 leads", func() bool { l, _ := hosts[1].Leader(1); return l == 1 })
 	return w, hosts, machines
+}
+
+// wiredHosts starts three hosts, nodes 1 to 3, configured by mod, on w;
+// they run no group yet.
+func wiredHosts(t *testing.T, w *wire, mod func(*Config)) map[uint64]*Host {
+	t.Helper()
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
+			c.NodeID = id
+			c.Transport = wireEnd{w: w, from: id}
+			mod(c)
+		})
+		w.mu.Lock()
+		w.hosts[id] = hosts[id]
+		w.mu.Unlock()
+	}
+	return hosts
 }
 
 // applied returns what node id's state machine applied.
@@ -227,18 +237,7 @@ func TestAForwardLostBeforeTheForwarderLedFailsSoon(t *testing.T) {
 // leader for an election timeout (here longer than the test) because the
 // others did not have the group when it first asked.
 func TestANewGroupsCampaignerStandsAgainForLateReplicas(t *testing.T) {
-	w := &wire{hosts: make(map[uint64]*Host)}
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			c.ElectionTicks = 100_000
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
-	}
+	hosts := wiredHosts(t, &wire{hosts: make(map[uint64]*Host)}, func(c *Config) { c.ElectionTicks = 100_000 })
 	add := func(id uint64, campaign bool) {
 		t.Helper()
 		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, StateMachine: &listMachine{}, Campaign: campaign}); err != nil {
@@ -248,7 +247,9 @@ func TestANewGroupsCampaignerStandsAgainForLateReplicas(t *testing.T) {
 	add(1, true)
 	eventually(t, "node 1 stands for election", func() bool {
 		var st raft.BasicStatus
-		hosts[1].onLoop(context.Background(), 1, func(g *group) error { st = g.rn.BasicStatus(); return nil })
+		if err := hosts[1].onLoop(context.Background(), 1, func(g *group) error { st = g.rn.BasicStatus(); return nil }); err != nil {
+			t.Fatal(err)
+		}
 		return st.RaftState == raft.StatePreCandidate
 	})
 	time.Sleep(50 * time.Millisecond) // its pre-vote reaches no replica of the group

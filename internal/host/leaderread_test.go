@@ -141,17 +141,9 @@ func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
 // threeHostsLedBy1 wires three hosts running group 1, which node 1 leads;
 // once isolated is set, node 1 does not answer the others' liveness checks.
 func threeHostsLedBy1(t *testing.T, w *wire, isolated *atomic.Bool) map[uint64]*Host {
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = newTestHost(t, t.TempDir(), func(c *Config) {
-			c.NodeID = id
-			c.Transport = wireEnd{w: w, from: id}
-			c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
-		})
-		w.mu.Lock()
-		w.hosts[id] = hosts[id]
-		w.mu.Unlock()
-	}
+	hosts := wiredHosts(t, w, func(c *Config) {
+		c.PeerAlive = func(node uint64) bool { return node != 1 || !isolated.Load() }
+	})
 	for id := uint64(1); id <= 3; id++ {
 		if err := hosts[id].AddGroup(GroupConfig{ID: 1, Name: "g", Peers: []uint64{1, 2, 3}, Campaign: id == 1, StateMachine: &listMachine{}}); err != nil {
 			t.Fatal(err)

@@ -123,7 +123,7 @@ func (t *proposalTracker) place(ents []*pb.Entry, now time.Time) {
 			t.waiters[id] = w
 			t.placed[w.index] = id
 			t.newestAt = now
-			if w.term != 0 && w.seq > t.newest.seq {
+			if w.seq > t.newest.seq {
 				t.newest.term, t.newest.seq = w.term, w.seq
 			}
 		}

@@ -85,11 +85,10 @@ func benchPublish(b *testing.B, shards, batch int) {
 			b.Fatalf("publish: %v", *err)
 		}
 	}
-	// The node's memory grows to its steady size as its caches and the
-	// shards' write-behind tails fill: 64 MiB of decoded entries and 256
-	// KiB a shard. On a fresh virtual machine each new page costs a fault
-	// of several microseconds, which a shard count holding more memory
-	// would pay inside the measurement.
+	// Measured once the node's memory has grown to its steady size
+	// (warmupEvents): on a fresh virtual machine each new page costs a
+	// fault of several microseconds, which a shard count holding more
+	// memory would pay inside the measurement.
 	publish(warmupEvents)
 	counters := make(map[string]float64)
 	for name := range perEventCounters() {
