@@ -17,8 +17,9 @@
 # then publishes PRODUCERS producers' batches of EVENT_BYTES-byte events
 # for DURATION after WARMUP. Nothing consumes: the shard's backlog grows
 # during the run too. The topic is deleted after each run, and the next
-# starts once every node has removed its files (wait_data_freed). ROUNDS rounds, the order of the runs rotated and
-# reversed each round; the table shows medians, and each run's snapshots
+# starts once every node has removed its files (wait_data_freed). ROUNDS
+# rounds, the order of the runs rotated and reversed each round; the
+# table shows medians, and each run's snapshots
 # (herald_snapshot_duration_seconds_count over the run, warm-up included).
 #
 # SNAPSHOT_ENTRIES=off makes the "on" server take no snapshots either: two
