@@ -182,20 +182,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.snaps.notify = func() { h.sched.schedule(g) }
 	g.stage.notify = g.snaps.notify
 	g.confState = snap.GetMetadata().GetConfState()
-	rn, err := raft.NewRawNode(&raft.Config{
-		ID:                        h.cfg.NodeID,
-		ElectionTick:              h.cfg.ElectionTicks,
-		HeartbeatTick:             h.cfg.HeartbeatTicks,
-		Storage:                   st,
-		Applied:                   g.applied,
-		MaxSizePerMsg:             1 << 20,
-		MaxCommittedSizePerReady:  16 << 20,
-		MaxUncommittedEntriesSize: 256 << 20,
-		MaxInflightMsgs:           256,
-		CheckQuorum:               true,
-		PreVote:                   true,
-		Logger:                    raftLogger{g.log},
-	})
+	rn, err := raft.NewRawNode(raftConfig(&h.cfg, st, g.applied, g.log))
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -363,6 +350,25 @@ func (g *group) receive(m *pb.Message) {
 		g.step(m)
 	default:
 		g.step(m)
+	}
+}
+
+// raftConfig is the configuration of a group's raft node on the host
+// cfg, over storage st, applied up to applied.
+func raftConfig(cfg *Config, st raft.Storage, applied uint64, log *slog.Logger) *raft.Config {
+	return &raft.Config{
+		ID:                        cfg.NodeID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{log},
 	}
 }
 

@@ -2,17 +2,16 @@ package host
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// BenchmarkRaftTurn measures what etcd raft alone costs per entry on a
-// group whose only voter is this node, as a host's groups are on a single
-// node: a proposal stepped in, the Ready with its entries taken and
+// BenchmarkRaftTurn measures what etcd raft alone, configured as a host's
+// groups are (raftConfig), costs per entry on a group whose only voter is
+// this node, as a host's groups are on a single node: a proposal stepped
+// in, the Ready with its entries taken and
 // handed to a memory storage, raft advanced, and the second Ready, which
 // commits them, taken and advanced. Nothing else runs: no WAL, no apply,
 // no scheduler. b.N counts entries of 1 KiB.
@@ -62,13 +61,9 @@ func newSoleVoter(b *testing.B) *soleVoter {
 	}}); err != nil {
 		b.Fatal(err)
 	}
-	rn, err := raft.NewRawNode(&raft.Config{
-		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: storage,
-		MaxSizePerMsg: 1 << 20, MaxCommittedSizePerReady: 16 << 20,
-		MaxUncommittedEntriesSize: 256 << 20, MaxInflightMsgs: 256,
-		CheckQuorum: true, PreVote: true,
-		Logger: raftLogger{slog.New(slog.NewTextHandler(io.Discard, nil))},
-	})
+	cfg := Config{NodeID: 1}
+	cfg.setDefaults()
+	rn, err := raft.NewRawNode(raftConfig(&cfg, storage, 0, quietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}
