@@ -26,8 +26,13 @@
 # identical servers, whose ratios show how far apart this machine measures
 # runs that differ in nothing (the resolution of the 10 % goal).
 #
+# Each run also records the CPU time the hypervisor took from the machine
+# meanwhile (steal, /proc/stat): on a shared virtual machine, runs whose
+# steal came in bursts have stalls no server setting explains (BENCHMARKS,
+# "Three nodes: the control").
+#
 # Output in OUT (default /tmp/herald-snapshot-tail): raw/ (one JSON per
-# run, with the snapshots taken in its settings), table.md.
+# run, with the snapshots taken and the steal in its settings), table.md.
 set -euo pipefail
 
 NODES=${NODES:-1}
@@ -131,21 +136,24 @@ run_one() {
 			--count "$backlog" > /dev/null
 		fresh=()
 	fi
-	local before after
+	local before after steal
 	before=$(snapshots "$urls")
+	steal=$(steal_ticks)
 	"$tmp/bin/herald" bench publish "${common[@]}" "${fresh[@]}" --producers "$PRODUCERS" --batch "$batch" \
 		--duration "$DURATION" --warmup "$WARMUP" --label "$label" --server-pids "$pidlist" \
 		--results "$file" > /dev/null
 	after=$(snapshots "$urls")
-	python3 - "$file" "$((after - before))" <<-'PY'
+	steal=$((($(steal_ticks) - steal) * 1000 / $(getconf CLK_TCK)))
+	python3 - "$file" "$((after - before))" "$steal" <<-'PY'
 		import json, sys
-		f, n = sys.argv[1], int(sys.argv[2])
+		f, n, steal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 		r = json.load(open(f))
 		r.setdefault("settings", {})["snapshots_taken"] = str(n)
+		r["settings"]["steal_ms"] = str(steal)
 		json.dump(r, open(f, "w"), indent=2)
 		l = r["latency_ms"]
-		print("  %.0f events/s, p99 %.2f p99.9 %.2f max %.2f ms, %d snapshots, server CPU %.1f µs/event" % (
-		    r["events_per_second"], l["p99"], l["p99_9"], l["max"], n, r["server_cpu"]["us_per_event"]), file=sys.stderr)
+		print("  %.0f events/s, p99 %.2f p99.9 %.2f max %.2f ms, %d snapshots, server CPU %.1f µs/event, %d ms of CPU stolen" % (
+		    r["events_per_second"], l["p99"], l["p99_9"], l["max"], n, r["server_cpu"]["us_per_event"], steal), file=sys.stderr)
 	PY
 	"$tmp/bin/herald" --server "${urls%%,*}" topic delete --force tail > /dev/null
 	wait_data_freed "$server"
@@ -167,6 +175,22 @@ wait_data_freed() {
 		done
 	done
 	sync
+}
+
+# per_run SETTING TITLE: TITLE, then SETTING of each run's results, a line
+# per kind of run, rounds in order.
+per_run() {
+	local item server batch backlog round
+	echo "$2"
+	echo
+	for item in "${runs[@]}"; do
+		read -r server batch backlog <<< "$item"
+		printf -- '- snapshots %s, batch %s, backlog %s:' "$server" "$batch" "$backlog"
+		for ((round = 1; round <= ROUNDS; round++)); do
+			printf ' %s' "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"][sys.argv[2]])' "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json" "$1")"
+		done
+		echo
+	done
 }
 
 runs=()
@@ -199,15 +223,8 @@ done
 	echo
 	"$tmp/bin/bench-table" --targets none "$OUT"/raw/*.json
 	echo
-	echo "Snapshots taken per run (warm-up included), rounds in order:"
+	per_run snapshots_taken "Snapshots taken per run (warm-up included), rounds in order:"
 	echo
-	for item in "${runs[@]}"; do
-		read -r server batch backlog <<< "$item"
-		printf -- '- snapshots %s, batch %s, backlog %s:' "$server" "$batch" "$backlog"
-		for ((round = 1; round <= ROUNDS; round++)); do
-			printf ' %s' "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"]["snapshots_taken"])' "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json")"
-		done
-		echo
-	done
+	per_run steal_ms "CPU time the hypervisor took from the machine during each run, ms (the steal column of /proc/stat, warm-up included), rounds in order:"
 } > "$OUT/table.md"
 cat "$OUT/table.md"
