@@ -136,14 +136,14 @@ run_one() {
 			--count "$backlog" > /dev/null
 		fresh=()
 	fi
-	local before after steal
+	local before after steal0 steal
 	before=$(snapshots "$urls")
-	steal=$(steal_ticks)
+	steal0=$(steal_ticks)
 	"$tmp/bin/herald" bench publish "${common[@]}" "${fresh[@]}" --producers "$PRODUCERS" --batch "$batch" \
 		--duration "$DURATION" --warmup "$WARMUP" --label "$label" --server-pids "$pidlist" \
 		--results "$file" > /dev/null
 	after=$(snapshots "$urls")
-	steal=$((($(steal_ticks) - steal) * 1000 / $(getconf CLK_TCK)))
+	steal=$((($(steal_ticks) - steal0) * 1000 / $(getconf CLK_TCK)))
 	python3 - "$file" "$((after - before))" "$steal" <<-'PY'
 		import json, sys
 		f, n, steal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
