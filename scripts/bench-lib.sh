@@ -21,12 +21,6 @@ stop_pids() {
 	done
 }
 
-# steal_ticks: the CPU time the hypervisor took from this machine's
-# virtual CPUs since boot, in clock ticks (/proc/stat's steal column; 0 on
-# bare metal). A run whose steal rises in bursts measures the host's other
-# tenants as well as the system under test.
-steal_ticks() { awk '$1 == "cpu" {print $9; exit}' /proc/stat; }
-
 # free_port: a TCP port of 127.0.0.1 free at the moment.
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

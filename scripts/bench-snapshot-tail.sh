@@ -26,13 +26,14 @@
 # identical servers, whose ratios show how far apart this machine measures
 # runs that differ in nothing (the resolution of the 10 % goal).
 #
-# Each run also records the CPU time the hypervisor took from the machine
-# meanwhile (steal, /proc/stat): on a shared virtual machine, runs whose
-# steal came in bursts have stalls no server setting explains (BENCHMARKS,
-# "Three nodes: the control").
+# Each run also shows the CPU time the hypervisor took from the machine in
+# its measured interval (server_cpu.machine_steal_seconds of its results,
+# from /proc/stat): on a shared virtual machine, runs whose host took
+# much have stalls no server setting explains (BENCHMARKS, "Three nodes:
+# the control").
 #
 # Output in OUT (default /tmp/herald-snapshot-tail): raw/ (one JSON per
-# run, with the snapshots taken and the steal in its settings), table.md.
+# run, with the snapshots taken in its settings), table.md.
 set -euo pipefail
 
 NODES=${NODES:-1}
@@ -136,24 +137,21 @@ run_one() {
 			--count "$backlog" > /dev/null
 		fresh=()
 	fi
-	local before after steal0 steal
+	local before after
 	before=$(snapshots "$urls")
-	steal0=$(steal_ticks)
 	"$tmp/bin/herald" bench publish "${common[@]}" "${fresh[@]}" --producers "$PRODUCERS" --batch "$batch" \
 		--duration "$DURATION" --warmup "$WARMUP" --label "$label" --server-pids "$pidlist" \
 		--results "$file" > /dev/null
 	after=$(snapshots "$urls")
-	steal=$((($(steal_ticks) - steal0) * 1000 / $(getconf CLK_TCK)))
-	python3 - "$file" "$((after - before))" "$steal" <<-'PY'
+	python3 - "$file" "$((after - before))" <<-'PY'
 		import json, sys
-		f, n, steal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+		f, n = sys.argv[1], int(sys.argv[2])
 		r = json.load(open(f))
 		r.setdefault("settings", {})["snapshots_taken"] = str(n)
-		r["settings"]["steal_ms"] = str(steal)
 		json.dump(r, open(f, "w"), indent=2)
-		l = r["latency_ms"]
-		print("  %.0f events/s, p99 %.2f p99.9 %.2f max %.2f ms, %d snapshots, server CPU %.1f µs/event, %d ms of CPU stolen" % (
-		    r["events_per_second"], l["p99"], l["p99_9"], l["max"], n, r["server_cpu"]["us_per_event"], steal), file=sys.stderr)
+		l, c = r["latency_ms"], r["server_cpu"]
+		print("  %.0f events/s, p99 %.2f p99.9 %.2f max %.2f ms, %d snapshots, server CPU %.1f µs/event, %.0f ms of CPU stolen" % (
+		    r["events_per_second"], l["p99"], l["p99_9"], l["max"], n, c["us_per_event"], c["machine_steal_seconds"] * 1000), file=sys.stderr)
 	PY
 	"$tmp/bin/herald" --server "${urls%%,*}" topic delete --force tail > /dev/null
 	wait_data_freed "$server"
@@ -177,8 +175,8 @@ wait_data_freed() {
 	sync
 }
 
-# per_run SETTING TITLE: TITLE, then SETTING of each run's results, a line
-# per kind of run, rounds in order.
+# per_run EXPR TITLE: TITLE, then EXPR (Python, over a run's results r)
+# of each run, a line per kind of run, rounds in order.
 per_run() {
 	local item server batch backlog round
 	echo "$2"
@@ -187,7 +185,7 @@ per_run() {
 		read -r server batch backlog <<< "$item"
 		printf -- '- snapshots %s, batch %s, backlog %s:' "$server" "$batch" "$backlog"
 		for ((round = 1; round <= ROUNDS; round++)); do
-			printf ' %s' "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"][sys.argv[2]])' "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json" "$1")"
+			printf ' %s' "$(python3 -c 'import json, sys; print(eval(sys.argv[2], {"r": json.load(open(sys.argv[1]))}))' "$OUT/raw/$server-batch$batch-backlog$backlog-round$round.json" "$1")"
 		done
 		echo
 	done
@@ -223,8 +221,8 @@ done
 	echo
 	"$tmp/bin/bench-table" --targets none "$OUT"/raw/*.json
 	echo
-	per_run snapshots_taken "Snapshots taken per run (warm-up included), rounds in order:"
+	per_run 'r["settings"]["snapshots_taken"]' "Snapshots taken per run (warm-up included), rounds in order:"
 	echo
-	per_run steal_ms "CPU time the hypervisor took from the machine during each run, ms (the steal column of /proc/stat, warm-up included), rounds in order:"
+	per_run 'round(r["server_cpu"]["machine_steal_seconds"] * 1000)' "CPU time the hypervisor took from the machine in each run's measured interval, ms (steal, /proc/stat), rounds in order:"
 } > "$OUT/table.md"
 cat "$OUT/table.md"

@@ -27,11 +27,16 @@ type ProcessesCPU struct {
 	// Cores is Seconds over the interval's wall-clock length: how many of
 	// the machine's cores the servers kept busy on average.
 	Cores float64 `json:"cores"`
+	// StealSeconds is the CPU time the hypervisor took from the machine's
+	// virtual CPUs in the interval, summed over them (/proc/stat's steal;
+	// 0 on bare metal). On a shared virtual machine, a run whose host
+	// took much measures the host's other tenants as well as the system.
+	StealSeconds float64 `json:"machine_steal_seconds"`
 }
 
 // addServerPIDsFlag defines --server-pids on fs.
 func addServerPIDsFlag(fs *pflag.FlagSet, pids *string) {
-	fs.StringVar(pids, "server-pids", *pids, "process ids of the system's server processes (comma-separated; every node of a cluster): report their user+system CPU time (from /proc/PID/stat) per acknowledged event over the measured interval")
+	fs.StringVar(pids, "server-pids", *pids, "process ids of the system's server processes (comma-separated; every node of a cluster): report their user+system CPU time (from /proc/PID/stat) per acknowledged event over the measured interval, and the CPU time the hypervisor took from the machine meanwhile (steal, from /proc/stat)")
 }
 
 // parsePIDs reads a --server-pids list: process ids, comma-separated;
@@ -51,14 +56,16 @@ func parsePIDs(list string) ([]int, error) {
 	return pids, nil
 }
 
-// cpuSample is the summed CPU time of the server processes at one moment.
+// cpuSample is the summed CPU time of the server processes at one moment,
+// and the machine's steal.
 type cpuSample struct {
-	at  time.Time
-	cpu time.Duration
-	err error
+	at    time.Time
+	cpu   time.Duration
+	steal time.Duration
+	err   error
 }
 
-// sampleCPU reads the CPU time of pids now.
+// sampleCPU reads the CPU time of pids, and the machine's steal, now.
 func sampleCPU(pids []int) cpuSample {
 	var s cpuSample
 	for _, pid := range pids {
@@ -68,6 +75,9 @@ func sampleCPU(pids []int) cpuSample {
 			break
 		}
 		s.cpu += d
+	}
+	if s.err == nil {
+		s.steal, s.err = proccpu.Steal()
 	}
 	s.at = time.Now()
 	return s
@@ -82,7 +92,7 @@ func serverCPU(pids []int, from, to cpuSample, events int64) (*ProcessesCPU, err
 		}
 	}
 	sec := (to.cpu - from.cpu).Seconds()
-	c := &ProcessesCPU{PIDs: pids, Seconds: sec}
+	c := &ProcessesCPU{PIDs: pids, Seconds: sec, StealSeconds: (to.steal - from.steal).Seconds()}
 	if events > 0 {
 		c.MicrosPerEvent = sec * 1e6 / float64(events)
 	}
@@ -112,6 +122,7 @@ func medianServerCPU(runs []Result) *ProcessesCPU {
 		Seconds:        vs(func(c *ProcessesCPU) float64 { return c.Seconds }),
 		MicrosPerEvent: vs(func(c *ProcessesCPU) float64 { return c.MicrosPerEvent }),
 		Cores:          vs(func(c *ProcessesCPU) float64 { return c.Cores }),
+		StealSeconds:   vs(func(c *ProcessesCPU) float64 { return c.StealSeconds }),
 	}
 }
 

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -54,8 +55,26 @@ func TestRunServerCPU(t *testing.T) {
 	if want := c.Seconds * 1e6 / float64(res.Events); c.MicrosPerEvent != want {
 		t.Errorf("µs/event %.2f, want %.2f", c.MicrosPerEvent, want)
 	}
+	if c.StealSeconds < 0 || c.StealSeconds > 1.1*float64(runtime.NumCPU()) {
+		t.Errorf("the host took %.2f s of the machine's CPU in a measured second", c.StealSeconds)
+	}
 	m := Median([]Result{*res, *res})
-	if m.ServerCPU == nil || m.ServerCPU.MicrosPerEvent != c.MicrosPerEvent {
+	if m.ServerCPU == nil || m.ServerCPU.MicrosPerEvent != c.MicrosPerEvent || m.ServerCPU.StealSeconds != c.StealSeconds {
 		t.Errorf("median server CPU %+v", m.ServerCPU)
+	}
+}
+
+// The steal reported is what the host took between the two samples, not
+// since boot.
+func TestServerCPUSteal(t *testing.T) {
+	start := time.Now()
+	from := cpuSample{at: start, cpu: 10 * time.Second, steal: 40 * time.Second}
+	to := cpuSample{at: start.Add(2 * time.Second), cpu: 11 * time.Second, steal: 40*time.Second + 250*time.Millisecond}
+	c, err := serverCPU([]int{1}, from, to, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StealSeconds != 0.25 || c.Seconds != 1 || c.Cores != 0.5 || c.MicrosPerEvent != 1000 {
+		t.Errorf("serverCPU = %+v, want 0.25 s stolen, 1 s of CPU, 0.5 cores, 1000 µs/event", c)
 	}
 }

@@ -215,8 +215,8 @@ func WriteText(w io.Writer, r *Result) error {
 // writeServerCPU adds r's server CPU, if measured, to b.
 func writeServerCPU(b *strings.Builder, r *Result) {
 	if c := r.ServerCPU; c != nil {
-		fmt.Fprintf(b, "server CPU: %s µs per acknowledged event (%.2f s user+system, %.2f cores busy on average; processes %v)\n",
-			FormatCPU(r), c.Seconds, c.Cores, c.PIDs)
+		fmt.Fprintf(b, "server CPU: %s µs per acknowledged event (%.2f s user+system, %.2f cores busy on average; processes %v); the host took %.2f s of the machine's CPU (steal)\n",
+			FormatCPU(r), c.Seconds, c.Cores, c.PIDs, c.StealSeconds)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package proccpu reads how much CPU time a process has used, from Linux's
 // /proc/PID/stat, for the benchmarks that report a server's CPU per event
-// or while idle.
+// or while idle, and how much the hypervisor took from the machine, from
+// /proc/stat, which tells a run on a shared virtual machine that its host
+// disturbed.
 package proccpu
 
 import (
@@ -51,4 +53,35 @@ func Parse(stat string) (time.Duration, error) {
 		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// Steal returns the CPU time the hypervisor has taken from this machine's
+// virtual CPUs since boot, summed over them: time a virtual CPU had work
+// but the host ran something else. It is 0 on bare metal.
+func Steal() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read the machine's CPU times (Linux's /proc/stat): %w", err)
+	}
+	return ParseSteal(string(b))
+}
+
+// ParseSteal reads the steal time, the eighth figure of the "cpu" line
+// (all CPUs summed), from the contents of /proc/stat.
+func ParseSteal(stat string) (time.Duration, error) {
+	for line := range strings.Lines(stat) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "cpu" {
+			continue
+		}
+		if len(f) < 9 {
+			return 0, fmt.Errorf("/proc/stat: the cpu line has %d figures, want at least 8 (the eighth is steal)", len(f)-1)
+		}
+		ticks, err := strconv.ParseUint(f[8], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: steal time %q: %w", f[8], err)
+		}
+		return time.Duration(ticks) * time.Second / userHZ, nil
+	}
+	return 0, fmt.Errorf("/proc/stat: no cpu line")
 }

@@ -23,6 +23,37 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseSteal(t *testing.T) {
+	stat := "cpu  1713466 1399 1048506 2896288 185746 0 107740 55347 0 0\ncpu0 856733 700 524253 1448144 92873 0 53870 27673 0 0\nintr 1 2 3\n"
+	got, err := ParseSteal(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 553470 * time.Millisecond; got != want { // 55347 ticks of 10 ms, the summed line's
+		t.Errorf("ParseSteal = %s, want %s", got, want)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu  1 2 3 4 5 6 7\n", "cpu  1 2 3 4 5 6 7 x 0 0\n"} {
+		if _, err := ParseSteal(bad); err == nil {
+			t.Errorf("ParseSteal(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// This machine's /proc/stat has a steal figure, and it never goes back.
+func TestStealOfThisMachine(t *testing.T) {
+	before, err := Steal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := Steal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < before {
+		t.Errorf("steal went from %s to %s", before, after)
+	}
+}
+
 // The process's own CPU time grows as it works.
 func TestOfThisProcess(t *testing.T) {
 	before, err := Of(os.Getpid())
