@@ -11,10 +11,10 @@ import (
 // BenchmarkRaftTurn measures what etcd raft alone, configured as a host's
 // groups are (raftConfig), costs per entry on a group whose only voter is
 // this node, as a host's groups are on a single node: a proposal stepped
-// in, the Ready with its entries taken and
-// handed to a memory storage, raft advanced, and the second Ready, which
-// commits them, taken and advanced. Nothing else runs: no WAL, no apply,
-// no scheduler. b.N counts entries of 1 KiB.
+// in, the Ready with its entries taken and handed to a memory storage,
+// raft advanced, and the second Ready, which commits them, taken and
+// advanced. Nothing else runs: no WAL, no apply, no scheduler. b.N counts
+// entries of 1 KiB.
 //
 // entries is how many entries each turn takes: 64 is one shard under the
 // node benchmark's 64 publishers (BenchmarkPublish in internal/node), 1
