@@ -202,8 +202,13 @@ func TestSnapshotsThatFreeNothingAreSavedLazily(t *testing.T) {
 		t.Fatal(err)
 	}
 	reopened := waitFor(t, h3, 1, func(st Status) bool { return st.Applied >= st.LastIndex })
-	if reopened.SnapIndex < acked.FirstIndex-1 || reopened.FirstIndex != acked.FirstIndex {
-		t.Fatalf("after compacting to %d and a power loss: snapshot at %d, log from %d; want the snapshot behind the compaction durable",
+	// The group goes on snapshotting and compacting as it applies the acks,
+	// so at the power loss its log may start later than the status above
+	// read, and a segment deletion not yet durable may come back; what
+	// must hold is a durable snapshot behind the compaction seen, and no
+	// gap between the reopened snapshot and log.
+	if reopened.SnapIndex < acked.FirstIndex-1 || reopened.FirstIndex > reopened.SnapIndex+1 {
+		t.Fatalf("after compacting to %d and a power loss: snapshot at %d, log from %d; want the snapshot behind the compaction durable, and the log to follow it",
 			acked.FirstIndex, reopened.SnapIndex, reopened.FirstIndex)
 	}
 	if n := len(pendingOf(t, h3)); n != 0 {
