@@ -52,10 +52,7 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/" google.golang.org/protobuf/cmd/protoc-gen-go \
 	connectrpc.com/connect/cmd/protoc-gen-connect-go
 
-# raft.proto, imported by the cluster API, from the version go.mod names.
-raft=$(go list -m -f '{{.Dir}}' go.etcd.io/raft/v3)
-
-PATH="$bin:$PATH" protoc -I . -I /usr/include -I "$raft/raftpb" \
+PATH="$bin:$PATH" protoc -I . -I /usr/include \
 	--go_out="$out" --go_opt=module=herald/proto \
 	--connect-go_out="$out" --connect-go_opt=module=herald/proto \
 	$(find herald -name '*.proto' | LC_ALL=C sort)

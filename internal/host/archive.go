@@ -16,7 +16,7 @@ import (
 type Archive interface {
 	// Entry returns the committed entry at index of group, as the
 	// group's log held it.
-	Entry(ctx context.Context, group, index uint64) (*pb.Entry, error)
+	Entry(ctx context.Context, group, index uint64) (pb.Entry, error)
 }
 
 // archiveReadTimeout bounds one read from the archive: Entry's callers
@@ -24,17 +24,17 @@ type Archive interface {
 const archiveReadTimeout = time.Minute
 
 // archived reads the entry at index of g from the archive.
-func (h *Host) archived(g *group, index uint64) ([]*pb.Entry, error) {
+func (h *Host) archived(g *group, index uint64) ([]pb.Entry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), archiveReadTimeout)
 	defer cancel()
 	e, err := h.cfg.Archive.Entry(ctx, g.id, index)
 	if err != nil {
 		return nil, fmt.Errorf("below the local log, from the archive: %w", err)
 	}
-	if e.GetIndex() != index {
-		return nil, fmt.Errorf("the archive returned entry %d for %d", e.GetIndex(), index)
+	if e.Index != index {
+		return nil, fmt.Errorf("the archive returned entry %d for %d", e.Index, index)
 	}
-	return []*pb.Entry{e}, nil
+	return []pb.Entry{e}, nil
 }
 
 // LogBounds describes a group's local log, for the reconciler that
@@ -62,7 +62,7 @@ func (h *Host) LogBounds(id uint64) (LogBounds, error) {
 // Entries returns the entries of group id's local log from lo up to hi
 // (exclusive), at most maxBytes of them but at least one, as the log
 // holds them: for a reconciler that copies them elsewhere.
-func (h *Host) Entries(id, lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
+func (h *Host) Entries(id, lo, hi, maxBytes uint64) ([]pb.Entry, error) {
 	g, err := h.group(id)
 	if err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ func TestUndecodableConfChangeStopsTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := &pb.Entry{Index: new(st.LastIndex + 1), Term: new(term), Type: pb.EntryConfChange.Enum(), Data: []byte{0xff, 0xff, 0xff}}
-	if err := s.Append([]*pb.Entry{bad}); err != nil {
+	bad := pb.Entry{Index: st.LastIndex + 1, Term: term, Type: pb.EntryConfChange, Data: []byte{0xff, 0xff, 0xff}}
+	if err := s.Append([]pb.Entry{bad}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {

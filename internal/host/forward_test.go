@@ -26,7 +26,7 @@ func TestAForwardOvertakenFailsAtOnce(t *testing.T) {
 	dropped := false
 	w.mu.Lock()
 	w.drop = func(m *pb.Message) bool {
-		if m.GetType() != pb.MsgProp || m.GetFrom() != 2 || dropped {
+		if m.Type != pb.MsgProp || m.From != 2 || dropped {
 			return false
 		}
 		dropped = true // the first forward only
@@ -84,13 +84,13 @@ func TestSlowForwardsBehindArrivingEntriesWait(t *testing.T) {
 	delivery.Go(func() {
 		for d := range line {
 			time.Sleep(time.Until(d.due))
-			hosts[1].Receive(1, d.m)
+			hosts[1].Receive(1, *d.m)
 		}
 	})
 	forwards := 0
 	w.mu.Lock()
 	w.drop = func(m *pb.Message) bool {
-		if m.GetType() != pb.MsgProp || m.GetFrom() != 2 {
+		if m.Type != pb.MsgProp || m.From != 2 {
 			return false
 		}
 		forwards++

@@ -12,7 +12,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"herald/internal/raftstore"
 	"herald/internal/vfs"
@@ -142,7 +141,7 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		if len(peers) == 0 {
 			peers = []uint64{h.cfg.NodeID}
 		}
-		if err := st.Bootstrap(&pb.ConfState{Voters: peers}); err != nil {
+		if err := st.Bootstrap(pb.ConfState{Voters: peers}); err != nil {
 			st.Close()
 			return nil, err
 		}
@@ -175,13 +174,13 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 		st.Close()
 		return nil, raftstore.Damaged(err)
 	}
-	g.applied = snap.GetMetadata().GetIndex()
-	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.GetData())))
+	g.applied = snap.Metadata.Index
+	g.appliedTerm = snap.Metadata.Term
+	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.Data)))
 	// The background jobs' results reach the group at its next turn.
 	g.snaps.notify = func() { h.sched.schedule(g) }
 	g.stage.notify = g.snaps.notify
-	g.confState = snap.GetMetadata().GetConfState()
+	g.confState = &snap.Metadata.ConfState
 	rn, err := raft.NewRawNode(raftConfig(&h.cfg, st, g.applied, g.log))
 	if err != nil {
 		st.Close()
@@ -204,11 +203,11 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.rebuild = newRebuildState(rebuilding, g.applied)
 	// A group that is its own quorum commits its whole log once it leads; a
 	// replica of a larger group can only count on its known commit index.
-	replayTo := hs.GetCommit()
+	replayTo := hs.Commit
 	if soleVoter {
 		replayTo = st.Log().LastIndex()
 	}
-	g.replay = newReplayGate(hs.GetCommit(), replayTo, soleVoter)
+	g.replay = newReplayGate(hs.Commit, replayTo, soleVoter)
 	g.checkCaughtUp()
 	return g, nil
 }
@@ -340,10 +339,10 @@ func (g *group) receive(m *pb.Message) {
 	}
 	g.received(m)
 	switch {
-	case m.GetType() == pb.MsgSnap:
+	case m.Type == pb.MsgSnap:
 		g.stepSnapshot(m)
-	case m.GetType() == pb.MsgProp && g.holdProposal(m):
-	case m.GetType() == pb.MsgProp:
+	case m.Type == pb.MsgProp && g.holdProposal(m):
+	case m.Type == pb.MsgProp:
 		// The forwards held came first, and a leader appends a
 		// follower's forwards in the order sent (proposalTracker.expireForwarded).
 		g.releaseHeld()
@@ -416,8 +415,9 @@ func (g *group) releaseHeld() {
 	if g.held.empty() || leaderUnsettled(g.rn.BasicStatus()) {
 		return
 	}
-	for _, m := range g.held.release() {
-		g.step(m)
+	held := g.held.release()
+	for i := range held {
+		g.step(&held[i])
 	}
 }
 
@@ -428,8 +428,8 @@ func (g *group) releaseHeld() {
 // Ready, a WAL record and a round of messages each.
 func (g *group) drainMessages() {
 	msgs := g.inbox.take()
-	for _, m := range msgs {
-		g.receive(m)
+	for i := range msgs {
+		g.receive(&msgs[i])
 	}
 	g.inbox.recycle(msgs)
 }
@@ -469,13 +469,13 @@ func (g *group) proposeBatch(batch []proposal) {
 	if len(batch) == 0 {
 		return
 	}
-	ents := make([]*pb.Entry, len(batch))
+	ents := make([]pb.Entry, len(batch))
 	for i, p := range batch {
-		ents[i] = &pb.Entry{Data: p.data}
+		ents[i] = pb.Entry{Data: p.data}
 	}
-	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(g.h.cfg.NodeID), Entries: ents})
+	err := g.rn.Step(pb.Message{Type: pb.MsgProp, From: g.h.cfg.NodeID, Entries: ents})
 	if err == nil {
-		g.props.proposed(batch, g.rn.BasicStatus().GetTerm())
+		g.props.proposed(batch, g.rn.BasicStatus().Term)
 	}
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if leaderUnsettled(g.rn.BasicStatus()) {
@@ -513,8 +513,8 @@ func (g *group) refuseLeaderOnly(batch []proposal) []proposal {
 type readyTurn struct {
 	g        *group
 	rd       raft.Ready
-	late     []*pb.Message // sent once the Ready is durable
-	overlap  bool          // its committed entries may be applied while the WAL syncs
+	late     []pb.Message // sent once the Ready is durable
+	overlap  bool         // its committed entries may be applied while the WAL syncs
 	mustSync bool
 	err      error // of the work done while the WAL synced
 }
@@ -562,7 +562,7 @@ func (g *group) takeReady() (*readyTurn, error) {
 	g.snaps.appended(rd.Entries)
 	// The hard state is a WAL record after the entries, made durable with
 	// them by the round's sync.
-	if rd.HardState != nil {
+	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := g.storage.SetHardState(rd.HardState, false); err != nil {
 			return nil, err
 		}
@@ -580,8 +580,8 @@ func (g *group) takeReady() (*readyTurn, error) {
 		// earlier one, so they can be applied while this Ready's fsync
 		// runs.
 		overlap: len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
-			rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex() < rd.Entries[0].GetIndex(),
-		mustSync: rd.MustSync && (len(rd.Entries) > 0 || rd.HardState != nil),
+			rd.CommittedEntries[len(rd.CommittedEntries)-1].Index < rd.Entries[0].Index,
+		mustSync: rd.MustSync && (len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState)),
 	}, nil
 }
 
@@ -635,7 +635,7 @@ func (g *group) finishReady(t *readyTurn, syncErr error) error {
 		// have taken it, or held it while handing over, and it comes back
 		// within a round; if not, it expires (expireForwarded). Read
 		// barriers fail.
-		if g.lead.update(rd.SoftState.Lead, leads, g.rn.BasicStatus().GetTerm(), time.Now()) {
+		if g.lead.update(rd.SoftState.Lead, leads, g.rn.BasicStatus().Term, time.Now()) {
 			g.reads.fail()
 		}
 		g.checkCaughtUp()
@@ -663,10 +663,10 @@ func (g *group) sync() error { return g.h.syncWAL() }
 // must wait: answers that vouch for them, to an append (MsgAppResp) or an
 // election (MsgVoteResp, MsgPreVoteResp). Raft itself queues exactly
 // these behind the local write when its storage writes are asynchronous.
-func splitMessages(msgs []*pb.Message) (early, late []*pb.Message) {
+func splitMessages(msgs []pb.Message) (early, late []pb.Message) {
 	n := 0
-	for _, m := range msgs {
-		if vouches(m) {
+	for i := range msgs {
+		if vouches(&msgs[i]) {
 			n++
 		}
 	}
@@ -676,27 +676,27 @@ func splitMessages(msgs []*pb.Message) (early, late []*pb.Message) {
 	case len(msgs):
 		return nil, msgs
 	}
-	early = make([]*pb.Message, 0, len(msgs)-n)
-	late = make([]*pb.Message, 0, n)
-	for _, m := range msgs {
-		if vouches(m) {
-			late = append(late, m)
+	early = make([]pb.Message, 0, len(msgs)-n)
+	late = make([]pb.Message, 0, n)
+	for i := range msgs {
+		if vouches(&msgs[i]) {
+			late = append(late, msgs[i])
 		} else {
-			early = append(early, m)
+			early = append(early, msgs[i])
 		}
 	}
 	return early, late
 }
 
 func vouches(m *pb.Message) bool {
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgAppResp, pb.MsgVoteResp, pb.MsgPreVoteResp:
 		return true
 	}
 	return false
 }
 
-func (g *group) send(msgs []*pb.Message) {
+func (g *group) send(msgs []pb.Message) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -709,50 +709,50 @@ func (g *group) send(msgs []*pb.Message) {
 
 // installSnapshot installs a snapshot from the leader, with the staged
 // log of the entries its state needs, if it needs any.
-func (g *group) installSnapshot(snap *pb.Snapshot) error {
-	md := snap.GetMetadata()
+func (g *group) installSnapshot(snap pb.Snapshot) error {
+	md := snap.Metadata
 	// A snapshot of the state being replaced must not be saved or
 	// compact the log after the install.
 	if r, ok := g.snaps.abandon(); ok && r.err != nil {
 		g.log.Error("snapshot failed", "index", r.index, "err", r.err)
 	}
-	needsFrom, _, err := decodeSnapshotData(snap.GetData())
+	needsFrom, _, err := decodeSnapshotData(snap.Data)
 	if err != nil {
-		return fmt.Errorf("install snapshot at index %d: %w", md.GetIndex(), err)
+		return fmt.Errorf("install snapshot at index %d: %w", md.Index, err)
 	}
-	if needsFrom <= md.GetIndex() {
-		sl := g.stage.take(md.GetIndex())
+	if needsFrom <= md.Index {
+		sl := g.stage.take(md.Index)
 		if sl == nil {
-			return fmt.Errorf("install snapshot at index %d: the log entries from %d it needs were not staged", md.GetIndex(), needsFrom)
+			return fmt.Errorf("install snapshot at index %d: the log entries from %d it needs were not staged", md.Index, needsFrom)
 		}
 		if err := g.storage.InstallSnapshotWithLog(snap, sl); err != nil {
 			return err
 		}
-		g.h.metrics.snapshotEntries.Add(float64(md.GetIndex() - needsFrom + 1))
+		g.h.metrics.snapshotEntries.Add(float64(md.Index - needsFrom + 1))
 	} else if err := g.storage.ApplySnapshot(snap); err != nil {
 		return err
 	}
 	if err := g.restore(snap); err != nil {
 		return err
 	}
-	g.props.unplace(snap.GetMetadata().GetIndex())
-	g.applied = snap.GetMetadata().GetIndex()
-	g.appliedTerm = snap.GetMetadata().GetTerm()
-	g.confState = snap.GetMetadata().GetConfState()
+	g.props.unplace(snap.Metadata.Index)
+	g.applied = snap.Metadata.Index
+	g.appliedTerm = snap.Metadata.Term
+	g.confState = &snap.Metadata.ConfState
 	g.appliedAt.Store(g.applied)
-	g.snaps.installed(g.applied, int64(len(snap.GetData())))
+	g.snaps.installed(g.applied, int64(len(snap.Data)))
 	g.h.metrics.snapshotInstalls.Inc()
 	return nil
 }
 
 // restore gives the state machine a snapshot's state.
-func (g *group) restore(snap *pb.Snapshot) error {
-	_, data, err := decodeSnapshotData(snap.GetData())
+func (g *group) restore(snap pb.Snapshot) error {
+	_, data, err := decodeSnapshotData(snap.Data)
 	if err == nil {
 		err = g.sm.Restore(data)
 	}
 	if err != nil {
-		return fmt.Errorf("restore snapshot at index %d: %w", snap.GetMetadata().GetIndex(), err)
+		return fmt.Errorf("restore snapshot at index %d: %w", snap.Metadata.Index, err)
 	}
 	return nil
 }
@@ -761,16 +761,16 @@ func (g *group) restore(snap *pb.Snapshot) error {
 // applied (a conf change that does not decode) breaks the invariant that
 // every replica applies the same log, so it stops the group with an error
 // naming the entry instead of being skipped.
-func (g *group) apply(ents []*pb.Entry) error {
+func (g *group) apply(ents []pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
 	for _, e := range ents {
-		idx := e.GetIndex()
+		idx := e.Index
 		if idx <= g.applied {
 			continue
 		}
-		switch e.GetType() {
+		switch e.Type {
 		case pb.EntryNormal:
 			if len(e.Data) == 0 {
 				g.props.answer(idx, 0, nil)
@@ -784,22 +784,22 @@ func (g *group) apply(ents []*pb.Entry) error {
 			g.props.answer(idx, id, result)
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
-			if err := proto.Unmarshal(e.Data, &cc); err != nil {
+			if err := cc.Unmarshal(e.Data); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
-			g.confState = g.rn.ApplyConfChange(&cc)
+			g.confState = g.rn.ApplyConfChange(cc)
 			g.continueReadd(&cc)
 			g.props.answer(idx, 0, nil)
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
-			if err := proto.Unmarshal(e.Data, &cc); err != nil {
+			if err := cc.Unmarshal(e.Data); err != nil {
 				return fmt.Errorf("apply conf change at index %d: it does not decode: %w", idx, err)
 			}
-			g.confState = g.rn.ApplyConfChange(&cc)
+			g.confState = g.rn.ApplyConfChange(cc)
 			g.props.answer(idx, 0, nil)
 		}
 		g.applied = idx
-		g.appliedTerm = e.GetTerm()
+		g.appliedTerm = e.Term
 	}
 	g.h.stats.Applied.Add(uint64(len(ents)))
 	g.appliedAt.Store(g.applied)
@@ -907,7 +907,7 @@ func (pr *Proposal) wait(ctx context.Context) (any, error) {
 func (g *group) expireForwarded() {
 	limit := 2 * time.Duration(g.h.cfg.ElectionTicks) * g.h.cfg.TickInterval
 	grace := time.Duration(g.h.cfg.ElectionTicks/3) * g.h.cfg.TickInterval
-	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().GetTerm(), g.lead.leads(), g.lead.changed, limit, grace)
+	g.props.expireForwarded(time.Now(), g.rn.BasicStatus().Term, g.lead.leads(), g.lead.changed, limit, grace)
 }
 
 // view runs fn on the group's loop and waits for it, or until ctx ends
@@ -993,7 +993,7 @@ func (g *group) status() Status {
 
 // onlyVoter reports whether node is the only voter of cs.
 func onlyVoter(cs *pb.ConfState, node uint64) bool {
-	vs := cs.GetVoters()
+	vs := cs.Voters
 	return len(vs) == 1 && vs[0] == node
 }
 

@@ -12,7 +12,7 @@ const maxHeldBytes = 64 << 20
 // a leader is known again (see holdProposal). Its invariant: the commands
 // it holds never exceed maxHeldBytes. Loop fields.
 type heldProposals struct {
-	msgs  []*pb.Message
+	msgs  []pb.Message
 	bytes int // of the commands in msgs
 }
 
@@ -20,13 +20,13 @@ type heldProposals struct {
 // than maxHeldBytes.
 func (h *heldProposals) hold(m *pb.Message) bool {
 	size := 0
-	for _, e := range m.GetEntries() {
-		size += len(e.GetData())
+	for _, e := range m.Entries {
+		size += len(e.Data)
 	}
 	if h.bytes+size > maxHeldBytes {
 		return false
 	}
-	h.msgs = append(h.msgs, m)
+	h.msgs = append(h.msgs, *m)
 	h.bytes += size
 	return true
 }
@@ -36,7 +36,7 @@ func (h *heldProposals) empty() bool { return len(h.msgs) == 0 }
 
 // release returns the held proposals, in the order they came, and
 // forgets them.
-func (h *heldProposals) release() []*pb.Message {
+func (h *heldProposals) release() []pb.Message {
 	msgs := h.msgs
 	h.msgs, h.bytes = nil, 0
 	return msgs

@@ -1,13 +1,14 @@
 package host
 
 import (
+	"reflect"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 func forwarded(size int) *pb.Message {
-	return &pb.Message{Type: pb.MsgProp.Enum(), Entries: []*pb.Entry{{Data: make([]byte, size)}}}
+	return &pb.Message{Type: pb.MsgProp, Entries: []pb.Entry{{Data: make([]byte, size)}}}
 }
 
 func TestHeldProposalsBoundedAndReleasedInOrder(t *testing.T) {
@@ -23,7 +24,7 @@ func TestHeldProposalsBoundedAndReleasedInOrder(t *testing.T) {
 		t.Fatal("held a proposal beyond maxHeldBytes")
 	}
 	msgs := h.release()
-	if len(msgs) != 2 || msgs[0] != a || msgs[1] != b {
+	if !reflect.DeepEqual(msgs, []pb.Message{*a, *b}) {
 		t.Fatal("released proposals are not the held ones, in order")
 	}
 	if !h.empty() || h.bytes != 0 {

@@ -87,7 +87,7 @@ type Tiered interface {
 // makes on them. Messages of every group share it; each is tagged with its
 // group id.
 type Transport interface {
-	Send(group uint64, msgs []*pb.Message)
+	Send(group uint64, msgs []pb.Message)
 	// Entries fetches log entries from node to: a group asks its leader
 	// for the entries a snapshot needs; the node routes the rpc to that
 	// leader's ServeEntries.
@@ -695,7 +695,7 @@ func (h *Host) Entry(id, index uint64) ([]byte, error) {
 // Receive delivers a message from another node to a group without
 // waiting: a group whose inbox is full drops it (raft resends what
 // matters), as does a node that does not run the group (yet).
-func (h *Host) Receive(id uint64, m *pb.Message) error {
+func (h *Host) Receive(id uint64, m pb.Message) error {
 	g, err := h.group(id)
 	if err != nil {
 		return err

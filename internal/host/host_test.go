@@ -8,7 +8,6 @@ import (
 
 	raft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"io"
 	"log/slog"
@@ -547,8 +546,8 @@ func TestProposalsTakenByANewLeaderAreAnswered(t *testing.T) {
 	// A heartbeat of a later term from a node that is not a member makes
 	// the leader step down and follow it.
 	err := h.onLoop(ctx, 1, func(g *group) error {
-		term := g.rn.BasicStatus().GetTerm()
-		return g.rn.Step(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(term + 1)})
+		term := g.rn.BasicStatus().Term
+		return g.rn.Step(pb.Message{Type: pb.MsgHeartbeat, From: 2, To: 1, Term: term + 1})
 	})
 	if err != nil {
 		t.Fatal(err)

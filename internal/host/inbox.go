@@ -21,13 +21,13 @@ const inboxKeep = 64
 // of thousands of groups, nearly all of them idle.
 type inbox struct {
 	mu   sync.Mutex
-	msgs []*pb.Message
+	msgs []pb.Message
 }
 
 func newInbox() *inbox { return &inbox{} }
 
 // put queues m, and reports false if the inbox is full.
-func (b *inbox) put(m *pb.Message) bool {
+func (b *inbox) put(m pb.Message) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.msgs) >= inboxMax {
@@ -39,7 +39,7 @@ func (b *inbox) put(m *pb.Message) bool {
 
 // take empties the inbox and returns what it held, in arrival order. The
 // loop gives the slice back with recycle once it has stepped them.
-func (b *inbox) take() []*pb.Message {
+func (b *inbox) take() []pb.Message {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	msgs := b.msgs
@@ -50,7 +50,7 @@ func (b *inbox) take() []*pb.Message {
 // recycle takes back a slice that take returned, to queue the next
 // messages in, unless messages arrived meanwhile (they are in a slice of
 // their own) or it is large.
-func (b *inbox) recycle(msgs []*pb.Message) {
+func (b *inbox) recycle(msgs []pb.Message) {
 	if cap(msgs) > inboxKeep {
 		return
 	}

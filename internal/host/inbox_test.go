@@ -11,11 +11,11 @@ import (
 func TestInboxTakesEverythingInOrderUpToItsBound(t *testing.T) {
 	b := newInbox()
 	for i := range inboxMax {
-		if !b.put(&pb.Message{Index: new(uint64(i))}) {
+		if !b.put(pb.Message{Index: uint64(i)}) {
 			t.Fatalf("put %d refused; the bound is %d", i, inboxMax)
 		}
 	}
-	if b.put(&pb.Message{}) {
+	if b.put(pb.Message{}) {
 		t.Fatalf("put %d accepted past the bound", inboxMax)
 	}
 	msgs := b.take()
@@ -23,15 +23,15 @@ func TestInboxTakesEverythingInOrderUpToItsBound(t *testing.T) {
 		t.Fatalf("took %d messages, want %d", len(msgs), inboxMax)
 	}
 	for i, m := range msgs {
-		if m.GetIndex() != uint64(i) {
-			t.Fatalf("message %d has index %d: out of order", i, m.GetIndex())
+		if m.Index != uint64(i) {
+			t.Fatalf("message %d has index %d: out of order", i, m.Index)
 		}
 	}
 	b.recycle(msgs)
 	if got := b.take(); len(got) != 0 {
 		t.Fatalf("a second take returned %d messages", len(got))
 	}
-	if !b.put(&pb.Message{}) {
+	if !b.put(pb.Message{}) {
 		t.Fatal("put refused after the inbox was emptied")
 	}
 }
@@ -40,15 +40,15 @@ func TestInboxTakesEverythingInOrderUpToItsBound(t *testing.T) {
 // burst's large one is dropped.
 func TestInboxReusesOnlySmallSlices(t *testing.T) {
 	b := newInbox()
-	b.put(&pb.Message{})
+	b.put(pb.Message{})
 	small := b.take()
 	b.recycle(small)
-	b.put(&pb.Message{})
+	b.put(pb.Message{})
 	if again := b.take(); &again[:1][0] != &small[:1][0] {
 		t.Error("a small slice given back was not reused")
 	}
 	for range inboxKeep + 1 {
-		b.put(&pb.Message{})
+		b.put(pb.Message{})
 	}
 	large := b.take()
 	b.recycle(large)

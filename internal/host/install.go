@@ -82,7 +82,36 @@ func (h *Host) ServeEntries(_ context.Context, req *clusterv1.EntriesRequest) (*
 	if err != nil {
 		return nil, fmt.Errorf("group %s: entries %d..%d: %w", g.name, lo, req.GetHi()-1, err)
 	}
-	return &clusterv1.EntriesResponse{Index: lo - 1, LogTerm: prevTerm, Entries: ents}, nil
+	encoded, err := encodeEntries(ents)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.name, err)
+	}
+	return &clusterv1.EntriesResponse{Index: lo - 1, LogTerm: prevTerm, Entries: encoded}, nil
+}
+
+// encodeEntries encodes raft entries for an EntriesResponse, which
+// carries them as bytes (cluster.proto says why).
+func encodeEntries(ents []pb.Entry) ([][]byte, error) {
+	out := make([][]byte, len(ents))
+	for i := range ents {
+		b, err := ents[i].Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("encode entry %d: %w", ents[i].Index, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// decodeEntries decodes the entries of an EntriesResponse.
+func decodeEntries(encoded [][]byte) ([]pb.Entry, error) {
+	ents := make([]pb.Entry, len(encoded))
+	for i, b := range encoded {
+		if err := ents[i].Unmarshal(b); err != nil {
+			return nil, fmt.Errorf("entry %d of %d does not decode: %w", i+1, len(encoded), err)
+		}
+	}
+	return ents, nil
 }
 
 // staged is a snapshot whose entries have been fetched into a staged log.
@@ -149,7 +178,7 @@ func (s *snapshotStaging) finished(r staged) error {
 // install; nil if none was staged for it.
 func (s *snapshotStaging) take(index uint64) *raftstore.StagedLog {
 	st := s.stepped
-	if st == nil || st.msg.GetSnapshot().GetMetadata().GetIndex() != index {
+	if st == nil || st.msg.Snapshot.Metadata.Index != index {
 		return nil
 	}
 	s.stepped = nil
@@ -188,13 +217,13 @@ func (s *snapshotStaging) stop() error {
 // stepped when it finishes. Snapshots that arrive meanwhile are dropped;
 // raft sends another if the one being staged does not take.
 func (g *group) stepSnapshot(m *pb.Message) {
-	md := m.GetSnapshot().GetMetadata()
-	needsFrom, _, err := decodeSnapshotData(m.GetSnapshot().GetData())
+	md := m.Snapshot.Metadata
+	needsFrom, _, err := decodeSnapshotData(m.Snapshot.Data)
 	if err != nil {
-		g.log.Warn("dropping a snapshot from the leader", "from", m.GetFrom(), "index", md.GetIndex(), "err", err)
+		g.log.Warn("dropping a snapshot from the leader", "from", m.From, "index", md.Index, "err", err)
 		return
 	}
-	if needsFrom > md.GetIndex() || g.holds(md) {
+	if needsFrom > md.Index || g.holds(&md) {
 		g.step(m) // nothing below the snapshot is needed, or raft will see the log already has it
 		return
 	}
@@ -204,22 +233,23 @@ func (g *group) stepSnapshot(m *pb.Message) {
 		// install needs. The leader sends again if this one mattered.
 		return
 	}
-	g.stage.start(m, func(ctx context.Context) (*raftstore.StagedLog, error) {
-		return g.fetchEntries(ctx, m.GetFrom(), needsFrom, md)
+	msg := *m // m is the inbox's, which is reused
+	g.stage.start(&msg, func(ctx context.Context) (*raftstore.StagedLog, error) {
+		return g.fetchEntries(ctx, msg.From, needsFrom, md)
 	})
 }
 
 // holds reports whether the log already has the snapshot's own entry.
 func (g *group) holds(md *pb.SnapshotMetadata) bool {
-	t, err := g.storage.Term(md.GetIndex())
-	return err == nil && t == md.GetTerm()
+	t, err := g.storage.Term(md.Index)
+	return err == nil && t == md.Term
 }
 
 // stagedDone steps a snapshot once its entries are staged.
 func (g *group) stagedDone(s staged) {
 	if err := g.stage.finished(s); err != nil {
 		g.log.Warn("could not fetch the log entries a snapshot from the leader needs; waiting for raft to send it again",
-			"from", s.msg.GetFrom(), "index", s.msg.GetSnapshot().GetMetadata().GetIndex(), "err", err)
+			"from", s.msg.From, "index", s.msg.Snapshot.Metadata.Index, "err", err)
 		return
 	}
 	g.step(s.msg)
@@ -242,7 +272,7 @@ func (g *group) stopStaging() {
 
 // fetchEntries stages entries [from, snapshot index] of the group from
 // node, in chunks; from 0 means all the node's log holds up to there.
-func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.SnapshotMetadata) (*raftstore.StagedLog, error) {
+func (g *group) fetchEntries(ctx context.Context, node, from uint64, md pb.SnapshotMetadata) (*raftstore.StagedLog, error) {
 	if g.h.cfg.Transport == nil {
 		return nil, errors.New("no transport to reach the leader")
 	}
@@ -253,7 +283,7 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 		}
 		return nil, err
 	}
-	last := md.GetIndex()
+	last := md.Index
 	next := from
 	for sl == nil || sl.NextIndex() <= last {
 		req := &clusterv1.EntriesRequest{Group: g.id, Lo: next, Hi: last + 1, MaxBytes: entriesChunkBytes}
@@ -270,10 +300,14 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md *pb.Snap
 				return fail(err)
 			}
 		}
-		if len(m.Entries) == 0 || m.Entries[0].GetIndex() != sl.NextIndex() {
+		ents, err := decodeEntries(m.GetEntries())
+		if err != nil {
+			return fail(fmt.Errorf("entries from %d of node %d: %w", next, node, err))
+		}
+		if len(ents) == 0 || ents[0].Index != sl.NextIndex() {
 			return fail(fmt.Errorf("node %d sent no entries from %d", node, sl.NextIndex()))
 		}
-		if err := sl.Append(m.Entries); err != nil {
+		if err := sl.Append(ents); err != nil {
 			return fail(err)
 		}
 		next = sl.NextIndex()
@@ -286,7 +320,7 @@ func (g *group) step(m *pb.Message) {
 	if !g.rebuild.step(m, g.storage) {
 		return
 	}
-	if err := g.rn.Step(m); err != nil {
+	if err := g.rn.Step(*m); err != nil {
 		g.log.Debug("step message", "err", err)
 	}
 }

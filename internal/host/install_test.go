@@ -48,17 +48,17 @@ func (n *memNet) setCut(id uint64, cut bool) {
 	n.mu.Unlock()
 }
 
-func (p port) Send(group uint64, msgs []*pb.Message) {
+func (p port) Send(group uint64, msgs []pb.Message) {
 	for _, m := range msgs {
-		h, ok := p.net.reachable(p.from, m.GetTo())
+		h, ok := p.net.reachable(p.from, m.To)
 		if ok {
 			ok = h.Receive(group, m) == nil
 		}
 		if sender, _ := p.net.reachable(p.from, p.from); sender != nil {
-			if m.GetType() == pb.MsgSnap {
-				sender.ReportSnapshot(group, m.GetTo(), !ok)
+			if m.Type == pb.MsgSnap {
+				sender.ReportSnapshot(group, m.To, !ok)
 			} else if !ok {
-				sender.ReportUnreachable(group, m.GetTo())
+				sender.ReportUnreachable(group, m.To)
 			}
 		}
 	}

@@ -152,7 +152,7 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 	})
 
 	w.mu.Lock()
-	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 } // node 1 talks to no one
+	w.drop = func(m *pb.Message) bool { return m.From == 1 } // node 1 talks to no one
 	w.mu.Unlock()
 	plain := hosts[1].Start(ctx, 1, Bytes("plain"))
 	leaderOnly := make(chan error, 1)
@@ -175,8 +175,8 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 	// refuse a plain campaign (CheckQuorum's lease): node 2 campaigns as
 	// if node 1 handed over, which a voter grants regardless.
 	if err := hosts[2].onLoop(ctx, 1, func(g *group) error {
-		term := g.rn.BasicStatus().GetTerm()
-		return g.rn.Step(&pb.Message{Type: pb.MsgTimeoutNow.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(term)})
+		term := g.rn.BasicStatus().Term
+		return g.rn.Step(pb.Message{Type: pb.MsgTimeoutNow, From: uint64(1), To: uint64(2), Term: term})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestAForwardLostBeforeTheForwarderLedFailsSoon(t *testing.T) {
 	eventually(t, "node 2 follows node 1", func() bool { l, _ := hosts[2].Leader(1); return l == 1 })
 
 	w.mu.Lock()
-	w.drop = func(m *pb.Message) bool { return m.GetType() == pb.MsgProp && m.GetFrom() == 2 }
+	w.drop = func(m *pb.Message) bool { return m.Type == pb.MsgProp && m.From == 2 }
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

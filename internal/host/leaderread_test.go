@@ -32,7 +32,7 @@ func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
 	}
 	acked := st.LastIndex + 1 // the index "acked" takes
 	w.mu.Lock()
-	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 && m.GetCommit() >= acked }
+	w.drop = func(m *pb.Message) bool { return m.From == 1 && m.Commit >= acked }
 	w.mu.Unlock()
 	propose(t, hosts[1], 1, "acked")
 	for _, id := range []uint64{2, 3} {
@@ -46,7 +46,7 @@ func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
 	isolated.Store(true)
 	w.mu.Lock()
 	w.drop = func(m *pb.Message) bool {
-		return m.GetFrom() == 1 || m.GetTo() == 1 || m.GetType() == pb.MsgAppResp
+		return m.From == 1 || m.To == 1 || m.Type == pb.MsgAppResp
 	}
 	w.mu.Unlock()
 	var elected uint64
@@ -69,7 +69,7 @@ func TestNewLeaderIsNamedOnceItHasAppliedItsPredecessorsCommits(t *testing.T) {
 
 	// Once its empty entry commits, it has applied everything.
 	w.mu.Lock()
-	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 || m.GetTo() == 1 }
+	w.drop = func(m *pb.Message) bool { return m.From == 1 || m.To == 1 }
 	w.mu.Unlock()
 	eventually(t, "the new leader names itself", func() bool {
 		l, _ := hosts[elected].Leader(1)
@@ -98,7 +98,7 @@ func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
 	var lost atomic.Int32
 	w.mu.Lock()
 	w.drop = func(m *pb.Message) bool {
-		return m.GetType() == pb.MsgHeartbeatResp && len(m.GetContext()) > 0 && lost.Add(1) <= 2
+		return m.Type == pb.MsgHeartbeatResp && len(m.Context) > 0 && lost.Add(1) <= 2
 	}
 	w.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -114,7 +114,7 @@ func TestReadBarrierConfirmsTheLeadership(t *testing.T) {
 	// never "you may read".
 	isolated.Store(true)
 	w.mu.Lock()
-	w.drop = func(m *pb.Message) bool { return m.GetFrom() == 1 || m.GetTo() == 1 }
+	w.drop = func(m *pb.Message) bool { return m.From == 1 || m.To == 1 }
 	w.mu.Unlock()
 	barrier := make(chan error, 1)
 	go func() {

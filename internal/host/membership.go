@@ -9,7 +9,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Membership changes of a group (which nodes hold a replica, which one
@@ -61,13 +60,13 @@ func (h *Host) Membership(ctx context.Context, id uint64) (Membership, error) {
 	var m Membership
 	err := h.onLoop(ctx, id, func(g *group) error {
 		cs := g.confState
-		m.Voters = slices.Sorted(slices.Values(cs.GetVoters()))
-		m.Learners = slices.Sorted(slices.Values(cs.GetLearners()))
+		m.Voters = slices.Sorted(slices.Values(cs.Voters))
+		m.Learners = slices.Sorted(slices.Values(cs.Learners))
 		st := g.rn.Status()
 		if st.RaftState != raft.StateLeader {
 			return nil
 		}
-		m.LastIndex = st.HardState.GetCommit()
+		m.LastIndex = st.HardState.Commit
 		if last, err := g.storage.LastIndex(); err == nil {
 			m.LastIndex = max(m.LastIndex, last)
 		}
@@ -97,9 +96,9 @@ func (h *Host) TransferLeadership(ctx context.Context, id, to uint64) error {
 
 // The kinds of change ChangeMembership makes.
 const (
-	AddLearner   = pb.ConfChangeType_ConfChangeAddLearnerNode
-	AddVoter     = pb.ConfChangeType_ConfChangeAddNode
-	RemoveMember = pb.ConfChangeType_ConfChangeRemoveNode
+	AddLearner   = pb.ConfChangeAddLearnerNode
+	AddVoter     = pb.ConfChangeAddNode
+	RemoveMember = pb.ConfChangeRemoveNode
 )
 
 // ChangeMembership proposes one change of the group's configuration
@@ -113,7 +112,7 @@ func (h *Host) ChangeMembership(ctx context.Context, id uint64, kind pb.ConfChan
 	if node == 0 {
 		return fmt.Errorf("change the membership of group %d: node 0 is not a node id", id)
 	}
-	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: kind.Enum(), NodeId: proto.Uint64(node)}}}
+	cc := &pb.ConfChangeV2{Changes: []pb.ConfChangeSingle{{Type: kind, NodeID: node}}}
 	return h.onLoop(ctx, id, func(g *group) error {
 		if g.rn.BasicStatus().RaftState != raft.StateLeader {
 			return fmt.Errorf("change the membership of group %s: %w", g.name, ErrNotLeader)

@@ -27,14 +27,14 @@ type wireEnd struct {
 	from uint64
 }
 
-func (e wireEnd) Send(group uint64, msgs []*pb.Message) {
+func (e wireEnd) Send(group uint64, msgs []pb.Message) {
 	for _, m := range msgs {
 		e.w.mu.Lock()
-		to, from := e.w.hosts[m.GetTo()], e.w.hosts[e.from]
-		if m.GetType() == pb.MsgApp {
+		to, from := e.w.hosts[m.To], e.w.hosts[e.from]
+		if m.Type == pb.MsgApp {
 			e.w.appends++
 		}
-		if e.w.drop != nil && e.w.drop(m) {
+		if e.w.drop != nil && e.w.drop(&m) {
 			e.w.mu.Unlock()
 			continue
 		}
@@ -43,10 +43,10 @@ func (e wireEnd) Send(group uint64, msgs []*pb.Message) {
 		if from == nil {
 			continue
 		}
-		if m.GetType() == pb.MsgSnap {
-			from.ReportSnapshot(group, m.GetTo(), !ok)
+		if m.Type == pb.MsgSnap {
+			from.ReportSnapshot(group, m.To, !ok)
 		} else if !ok {
-			from.ReportUnreachable(group, m.GetTo())
+			from.ReportUnreachable(group, m.To)
 		}
 	}
 }

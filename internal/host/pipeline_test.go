@@ -122,15 +122,15 @@ func (f gatedFile) SyncData() error {
 // TestSplitMessages checks which messages wait for the Ready to be
 // durable: the answers that vouch for it, and only those.
 func TestSplitMessages(t *testing.T) {
-	msg := func(typ pb.MessageType) *pb.Message { return &pb.Message{Type: typ.Enum()} }
-	all := []*pb.Message{
+	msg := func(typ pb.MessageType) pb.Message { return pb.Message{Type: typ} }
+	all := []pb.Message{
 		msg(pb.MsgApp), msg(pb.MsgAppResp), msg(pb.MsgHeartbeat), msg(pb.MsgVoteResp),
 		msg(pb.MsgProp), msg(pb.MsgPreVoteResp), msg(pb.MsgSnap), msg(pb.MsgVote),
 	}
 	early, late := splitMessages(all)
 	for _, m := range early {
-		if vouches(m) {
-			t.Errorf("%v goes out before the Ready is durable", m.GetType())
+		if vouches(&m) {
+			t.Errorf("%v goes out before the Ready is durable", m.Type)
 		}
 	}
 	if len(late) != 3 || len(early) != 5 {

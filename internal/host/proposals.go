@@ -107,19 +107,19 @@ func (t *proposalTracker) deliver(id uint64, result any) {
 
 // place records where the entries of this replica's waiting proposers
 // are in its log, now.
-func (t *proposalTracker) place(ents []*pb.Entry, now time.Time) {
+func (t *proposalTracker) place(ents []pb.Entry, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.waiters) == 0 {
 		return
 	}
 	for _, e := range ents {
-		if e.GetType() != pb.EntryNormal {
+		if e.Type != pb.EntryNormal {
 			continue
 		}
 		id, _ := decodeEnvelope(e.Data)
 		if w, ok := t.waiters[id]; ok && id != 0 {
-			w.index = e.GetIndex()
+			w.index = e.Index
 			t.waiters[id] = w
 			t.placed[w.index] = id
 			t.newestAt = now

@@ -9,8 +9,8 @@ import (
 )
 
 // entryOf is the log entry of proposal id at index.
-func entryOf(id, index uint64) *pb.Entry {
-	return &pb.Entry{Index: new(index), Data: encodeEnvelope(id, Bytes("cmd"))}
+func entryOf(id, index uint64) pb.Entry {
+	return pb.Entry{Index: index, Data: encodeEnvelope(id, Bytes("cmd"))}
 }
 
 func mustRegister(t *testing.T, tr *proposalTracker, id uint64, now time.Time) chan any {
@@ -46,7 +46,7 @@ func wantNoAnswer(t *testing.T, c chan any) {
 func TestProposalTrackerAnswersTheAppliedProposer(t *testing.T) {
 	tr := newProposalTracker("g")
 	c := mustRegister(t, tr, 7, time.Now())
-	tr.place([]*pb.Entry{entryOf(7, 3)}, time.Now())
+	tr.place([]pb.Entry{entryOf(7, 3)}, time.Now())
 	tr.answer(3, 7, "ok")
 	if r := answerOf(t, c); r != "ok" {
 		t.Fatalf("answer = %v, want ok", r)
@@ -64,7 +64,7 @@ func TestProposalTrackerAnswersTheAppliedProposer(t *testing.T) {
 func TestProposalTrackerReplacedEntryIsNotApplied(t *testing.T) {
 	tr := newProposalTracker("g")
 	mine := mustRegister(t, tr, 7, time.Now())
-	tr.place([]*pb.Entry{entryOf(7, 3)}, time.Now())
+	tr.place([]pb.Entry{entryOf(7, 3)}, time.Now())
 	tr.answer(3, 9, "someone else's") // proposal 9 came from another replica
 	if r, _ := answerOf(t, mine).(error); !errors.Is(r, ErrNotApplied) {
 		t.Fatalf("answer = %v, want ErrNotApplied", r)
@@ -76,8 +76,8 @@ func TestProposalTrackerReplacedEntryIsNotApplied(t *testing.T) {
 func TestProposalTrackerOnlyTheLatestPlacementCounts(t *testing.T) {
 	tr := newProposalTracker("g")
 	c := mustRegister(t, tr, 7, time.Now())
-	tr.place([]*pb.Entry{entryOf(7, 3)}, time.Now())
-	tr.place([]*pb.Entry{entryOf(7, 5)}, time.Now())
+	tr.place([]pb.Entry{entryOf(7, 3)}, time.Now())
+	tr.place([]pb.Entry{entryOf(7, 5)}, time.Now())
 	tr.answer(3, 0, nil)
 	wantNoAnswer(t, c)
 	tr.answer(5, 7, "ok")
@@ -90,7 +90,7 @@ func TestProposalTrackerUnplaceUpToASnapshot(t *testing.T) {
 	tr := newProposalTracker("g")
 	below := mustRegister(t, tr, 1, time.Now())
 	above := mustRegister(t, tr, 2, time.Now())
-	tr.place([]*pb.Entry{entryOf(1, 10), entryOf(2, 11)}, time.Now())
+	tr.place([]pb.Entry{entryOf(1, 10), entryOf(2, 11)}, time.Now())
 	tr.unplace(10)
 	if r, _ := answerOf(t, below).(error); !errors.Is(r, ErrOutcomeUnknown) {
 		t.Fatalf("answer below the snapshot = %v, want ErrOutcomeUnknown", r)
@@ -163,7 +163,7 @@ func TestProposalTrackerExpireForwarded(t *testing.T) {
 				tr.proposed([]proposal{{id: 1}}, tt.term)
 			}
 			if tt.index != 0 {
-				tr.place([]*pb.Entry{entryOf(1, tt.index)}, time.Now())
+				tr.place([]pb.Entry{entryOf(1, tt.index)}, time.Now())
 			}
 			var changed time.Time
 			if tt.leadChanged != 0 {
@@ -210,7 +210,7 @@ func TestProposalTrackerForwardsOvertakenOrStalled(t *testing.T) {
 		first, second := mustRegister(t, tr, 1, now), mustRegister(t, tr, 2, now)
 		tr.proposed([]proposal{{id: 1}}, 2)
 		tr.proposed([]proposal{{id: 2}}, 2)
-		tr.place([]*pb.Entry{entryOf(2, 7)}, now)
+		tr.place([]pb.Entry{entryOf(2, 7)}, now)
 		tr.expireForwarded(now, 2, false, time.Time{}, limit, grace)
 		wantUnknown(t, first)
 		wantNoAnswer(t, second)
@@ -221,7 +221,7 @@ func TestProposalTrackerForwardsOvertakenOrStalled(t *testing.T) {
 		mustRegister(t, tr, 2, now)
 		tr.proposed([]proposal{{id: 1}}, 2)
 		tr.proposed([]proposal{{id: 2}}, 3)
-		tr.place([]*pb.Entry{entryOf(2, 7)}, now)
+		tr.place([]pb.Entry{entryOf(2, 7)}, now)
 		tr.expireForwarded(now, 3, false, time.Time{}, limit, grace)
 		wantNoAnswer(t, first)
 	})
@@ -230,7 +230,7 @@ func TestProposalTrackerForwardsOvertakenOrStalled(t *testing.T) {
 		first := mustRegister(t, tr, 1, now.Add(-3*time.Second))
 		second := mustRegister(t, tr, 2, now.Add(-3*time.Second))
 		tr.proposed([]proposal{{id: 1}, {id: 2}}, 2)
-		tr.place([]*pb.Entry{entryOf(1, 7)}, now.Add(-100*time.Millisecond))
+		tr.place([]pb.Entry{entryOf(1, 7)}, now.Add(-100*time.Millisecond))
 		tr.expireForwarded(now, 2, false, time.Time{}, limit, grace)
 		wantNoAnswer(t, first)
 		wantNoAnswer(t, second)

@@ -64,7 +64,7 @@ func (q *quiescence) idleTick(after int) bool {
 // group of this node alone has no follower to tell, nothing to lose by
 // quiescing early and waking at once, and is quiesced after two.
 func quiesceAfter(cs *pb.ConfState, self uint64, electionTicks int) int {
-	if onlyVoter(cs, self) && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
+	if onlyVoter(cs, self) && len(cs.Learners) == 0 && len(cs.VotersOutgoing) == 0 {
 		return 2
 	}
 	return 2 * electionTicks
@@ -85,12 +85,12 @@ func messageActivity(t pb.MessageType) (wakes, active bool) {
 
 // readyActive reports whether a Ready is activity: raft has entries to
 // persist, or messages other than heartbeats to send.
-func readyActive(ents int, msgs []*pb.Message) bool {
+func readyActive(ents int, msgs []pb.Message) bool {
 	if ents > 0 {
 		return true
 	}
 	for _, m := range msgs {
-		if t := m.GetType(); t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp {
+		if t := m.Type; t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp {
 			return true
 		}
 	}
@@ -118,7 +118,7 @@ func stillQuiet(leads bool, lead uint64, voters []uint64, self uint64, alive fun
 // (applied), no handover runs, and every follower holds all of it and
 // its node answers (alive).
 func leaderMayQuiesce(st raft.Status, self, last, applied uint64, alive func(node uint64) bool) bool {
-	if st.GetCommit() != last || applied != last || st.LeadTransferee != 0 {
+	if st.Commit != last || applied != last || st.LeadTransferee != 0 {
 		return false
 	}
 	for id, pr := range st.Progress {
@@ -133,14 +133,14 @@ func leaderMayQuiesce(st raft.Status, self, last, applied uint64, alive func(nod
 // may obey m, its leader's quiesce message: it has everything the leader
 // has (last, the leader's commit index), applied.
 func followerMayQuiesce(m *pb.Message, st raft.BasicStatus, last, applied uint64) bool {
-	return m.GetFrom() == st.Lead && m.GetTerm() == st.GetTerm() && m.GetCommit() == last &&
-		st.GetCommit() == last && applied == last
+	return m.From == st.Lead && m.Term == st.Term && m.Commit == last &&
+		st.Commit == last && applied == last
 }
 
 // tick advances the group's clock, unless it is quiesced and the nodes
 // it depends on answer.
 func (g *group) tick() {
-	if g.quiet.asleep && stillQuiet(g.lead.leads(), g.lead.leader(), g.confState.GetVoters(), g.h.cfg.NodeID, g.h.peerAlive) {
+	if g.quiet.asleep && stillQuiet(g.lead.leads(), g.lead.leader(), g.confState.Voters, g.h.cfg.NodeID, g.h.peerAlive) {
 		if g.lead.leads() {
 			g.h.setTicking(g, false) // woken by PeerDown for another group's node
 		}
@@ -166,14 +166,14 @@ func (g *group) wake(active bool) {
 
 // received notes a message from a peer (messageActivity).
 func (g *group) received(m *pb.Message) {
-	if wakes, active := messageActivity(m.GetType()); wakes {
+	if wakes, active := messageActivity(m.Type); wakes {
 		g.wake(active)
 	}
 }
 
 // isQuiesce reports whether m is a leader's quiesce message.
 func isQuiesce(m *pb.Message) bool {
-	return m.GetType() == pb.MsgHeartbeat && bytes.Equal(m.GetContext(), quiesceContext)
+	return m.Type == pb.MsgHeartbeat && bytes.Equal(m.Context, quiesceContext)
 }
 
 // maybeQuiesce quiesces an idle leader's group, and reports whether it
@@ -190,13 +190,13 @@ func (g *group) maybeQuiesce() bool {
 	if !leaderMayQuiesce(st, g.h.cfg.NodeID, last, g.applied, g.h.peerAlive) {
 		return false
 	}
-	var msgs []*pb.Message
+	var msgs []pb.Message
 	for id := range st.Progress {
 		if id == g.h.cfg.NodeID {
 			continue
 		}
-		msgs = append(msgs, &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(id), From: new(g.h.cfg.NodeID),
-			Term: new(st.GetTerm()), Commit: new(last), Context: quiesceContext})
+		msgs = append(msgs, pb.Message{Type: pb.MsgHeartbeat, To: id, From: g.h.cfg.NodeID,
+			Term: st.Term, Commit: last, Context: quiesceContext})
 	}
 	g.send(msgs)
 	g.quiesce()
@@ -238,7 +238,7 @@ func (g *group) quiesceFollower(m *pb.Message) {
 
 // readyActivity wakes the group when raft has entries to persist or
 // messages other than heartbeats to send.
-func (g *group) readyActivity(ents int, msgs []*pb.Message) {
+func (g *group) readyActivity(ents int, msgs []pb.Message) {
 	if readyActive(ents, msgs) {
 		g.wake(true)
 	}

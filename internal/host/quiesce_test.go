@@ -15,7 +15,7 @@ type countingPort struct {
 	sent *atomic.Int64
 }
 
-func (p countingPort) Send(group uint64, msgs []*pb.Message) {
+func (p countingPort) Send(group uint64, msgs []pb.Message) {
 	p.sent.Add(int64(len(msgs)))
 	p.port.Send(group, msgs)
 }

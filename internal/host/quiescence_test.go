@@ -38,8 +38,8 @@ func TestQuiescenceSleepAndWake(t *testing.T) {
 }
 
 func TestQuiesceAfter(t *testing.T) {
-	alone := &pb.ConfState{Voters: []uint64{1}}
-	if n := quiesceAfter(alone, 1, 10); n != 2 {
+	alone := pb.ConfState{Voters: []uint64{1}}
+	if n := quiesceAfter(&alone, 1, 10); n != 2 {
 		t.Fatalf("a group of this node alone quiesces after %d ticks, want 2", n)
 	}
 	for _, cs := range []*pb.ConfState{
@@ -73,16 +73,16 @@ func TestMessageActivity(t *testing.T) {
 }
 
 func TestReadyActive(t *testing.T) {
-	beat := &pb.Message{Type: pb.MsgHeartbeat.Enum()}
-	answer := &pb.Message{Type: pb.MsgHeartbeatResp.Enum()}
-	app := &pb.Message{Type: pb.MsgApp.Enum()}
-	if readyActive(0, []*pb.Message{beat, answer}) {
+	beat := pb.Message{Type: pb.MsgHeartbeat}
+	answer := pb.Message{Type: pb.MsgHeartbeatResp}
+	app := pb.Message{Type: pb.MsgApp}
+	if readyActive(0, []pb.Message{beat, answer}) {
 		t.Fatal("heartbeats are activity")
 	}
 	if !readyActive(1, nil) {
 		t.Fatal("entries to persist are not activity")
 	}
-	if !readyActive(0, []*pb.Message{beat, app}) {
+	if !readyActive(0, []pb.Message{beat, app}) {
 		t.Fatal("an append is not activity")
 	}
 }
@@ -112,7 +112,7 @@ func TestStillQuiet(t *testing.T) {
 func TestLeaderMayQuiesce(t *testing.T) {
 	status := func(commit uint64, match2 uint64) raft.Status {
 		var st raft.Status
-		st.HardState = &pb.HardState{Commit: new(commit)}
+		st.HardState = pb.HardState{Commit: commit}
 		st.Progress = map[uint64]tracker.Progress{1: {Match: 10}, 2: {Match: match2}}
 		return st
 	}
@@ -142,19 +142,19 @@ func TestLeaderMayQuiesce(t *testing.T) {
 func TestFollowerMayQuiesce(t *testing.T) {
 	var st raft.BasicStatus
 	st.Lead = 2
-	st.HardState = &pb.HardState{Term: new(uint64(5)), Commit: new(uint64(10))}
-	m := &pb.Message{From: new(uint64(2)), Term: new(uint64(5)), Commit: new(uint64(10))}
-	if !followerMayQuiesce(m, st, 10, 10) {
+	st.HardState = pb.HardState{Term: uint64(5), Commit: uint64(10)}
+	m := pb.Message{From: uint64(2), Term: uint64(5), Commit: uint64(10)}
+	if !followerMayQuiesce(&m, st, 10, 10) {
 		t.Fatal("a caught-up follower may not quiesce")
 	}
-	if followerMayQuiesce(m, st, 11, 10) {
+	if followerMayQuiesce(&m, st, 11, 10) {
 		t.Fatal("quiesced with a log longer than the leader's commit")
 	}
-	if followerMayQuiesce(m, st, 10, 9) {
+	if followerMayQuiesce(&m, st, 10, 9) {
 		t.Fatal("quiesced with an entry not applied")
 	}
-	other := &pb.Message{From: new(uint64(3)), Term: new(uint64(5)), Commit: new(uint64(10))}
-	if followerMayQuiesce(other, st, 10, 10) {
+	other := pb.Message{From: uint64(3), Term: uint64(5), Commit: uint64(10)}
+	if followerMayQuiesce(&other, st, 10, 10) {
 		t.Fatal("quiesced on the word of a node that does not lead")
 	}
 }

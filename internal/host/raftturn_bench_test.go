@@ -56,8 +56,8 @@ type soleVoter struct {
 func newSoleVoter(b *testing.B) *soleVoter {
 	storage := raft.NewMemoryStorage()
 	voters := []uint64{1}
-	if err := storage.ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(1)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: voters},
+	if err := storage.ApplySnapshot(pb.Snapshot{Metadata: pb.SnapshotMetadata{
+		Index: 1, Term: 1, ConfState: pb.ConfState{Voters: voters},
 	}}); err != nil {
 		b.Fatal(err)
 	}
@@ -83,11 +83,11 @@ func newSoleVoter(b *testing.B) *soleVoter {
 // turn proposes n entries of payload and handles the Readies until raft
 // has committed them.
 func (v *soleVoter) turn(b *testing.B, payload []byte, n int) {
-	ents := make([]*pb.Entry, n)
+	ents := make([]pb.Entry, n)
 	for i := range ents {
-		ents[i] = &pb.Entry{Data: payload}
+		ents[i] = pb.Entry{Data: payload}
 	}
-	if err := v.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(uint64(1)), Entries: ents}); err != nil {
+	if err := v.rn.Step(pb.Message{Type: pb.MsgProp, From: uint64(1), Entries: ents}); err != nil {
 		b.Fatal(err)
 	}
 	for v.rn.HasReady() {
@@ -97,7 +97,7 @@ func (v *soleVoter) turn(b *testing.B, payload []byte, n int) {
 
 func (v *soleVoter) handleReady(b *testing.B) {
 	rd := v.rn.Ready()
-	if rd.HardState != nil {
+	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := v.storage.SetHardState(rd.HardState); err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func (v *soleVoter) handleReady(b *testing.B) {
 	v.rn.Advance(rd)
 	// Keep the storage small, as a host's group compacts its log.
 	if last := len(rd.CommittedEntries); last > 0 {
-		if err := v.storage.Compact(rd.CommittedEntries[last-1].GetIndex()); err != nil {
+		if err := v.storage.Compact(rd.CommittedEntries[last-1].Index); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -40,15 +40,15 @@ func (q *readdQueue) next(node uint64, voters []uint64) (t pb.ConfChangeType, ok
 // added back once raft has taken the removal as applied (take), since
 // raft drops a conf change proposed before the previous one is.
 func (q *readdQueue) applied(cc *pb.ConfChange, leads bool) {
-	ctx := cc.GetContext()
+	ctx := cc.Context
 	if len(ctx) != len(readdContext)+8 || string(ctx[:len(readdContext)]) != readdContext {
 		return
 	}
-	q.removed[cc.GetNodeId()] = cc.GetType() == pb.ConfChangeRemoveNode
-	if cc.GetType() != pb.ConfChangeRemoveNode || !leads {
+	q.removed[cc.NodeID] = cc.Type == pb.ConfChangeRemoveNode
+	if cc.Type != pb.ConfChangeRemoveNode || !leads {
 		return
 	}
-	add := readdCC(pb.ConfChangeAddNode, cc.GetNodeId(), binary.LittleEndian.Uint64(ctx[len(readdContext):]))
+	add := readdCC(pb.ConfChangeAddNode, cc.NodeID, binary.LittleEndian.Uint64(ctx[len(readdContext):]))
 	q.pending = append(q.pending, &add)
 }
 

@@ -22,7 +22,7 @@ func TestReaddQueueRemovesThenAddsBack(t *testing.T) {
 	}
 	adds := q.take()
 	want := readdCC(pb.ConfChangeAddNode, 3, 77)
-	if len(adds) != 1 || adds[0].GetType() != pb.ConfChangeAddNode || adds[0].GetNodeId() != 3 || string(adds[0].GetContext()) != string(want.GetContext()) {
+	if len(adds) != 1 || adds[0].Type != pb.ConfChangeAddNode || adds[0].NodeID != 3 || string(adds[0].Context) != string(want.Context) {
 		t.Fatalf("take = %v, want node 3 added back with the rebuild's id", adds)
 	}
 	if q.busy() || len(q.take()) != 0 {
@@ -57,7 +57,7 @@ func TestReaddQueueFollowerOnlyRemembers(t *testing.T) {
 
 func TestReaddQueueIgnoresOtherConfChanges(t *testing.T) {
 	q := newReaddQueue()
-	cc := pb.ConfChange{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(uint64(3))}
+	cc := pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(3)}
 	q.applied(&cc, true)
 	if q.busy() || q.removed[3] {
 		t.Fatal("a plain removal was taken for a re-add")

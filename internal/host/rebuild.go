@@ -101,18 +101,18 @@ func (r *rebuildState) step(m *pb.Message, log interface{ LastIndex() (uint64, e
 	if !r.active {
 		return true
 	}
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgVote, pb.MsgPreVote, pb.MsgTimeoutNow:
 		return false
 	case pb.MsgHeartbeat:
 		// The leader may still count the old replica's entries as matched.
-		if last, _ := log.LastIndex(); m.GetCommit() > last {
-			m.Commit = new(last)
+		if last, _ := log.LastIndex(); m.Commit > last {
+			m.Commit = last
 		}
 	case pb.MsgApp:
-		r.target = max(r.target, m.GetCommit())
+		r.target = max(r.target, m.Commit)
 	case pb.MsgSnap:
-		r.target = max(r.target, m.GetSnapshot().GetMetadata().GetIndex())
+		r.target = max(r.target, m.Snapshot.Metadata.Index)
 	}
 	return true
 }
@@ -180,7 +180,7 @@ type readdRequest struct{ group, node, id uint64 }
 
 func readdCC(t pb.ConfChangeType, node, id uint64) pb.ConfChange {
 	ctx := binary.LittleEndian.AppendUint64([]byte(readdContext), id)
-	return pb.ConfChange{Type: t.Enum(), NodeId: new(node), Context: ctx}
+	return pb.ConfChange{Type: t, NodeID: node, Context: ctx}
 }
 
 // ServeReadd answers a Readd rpc on the group's leader: it removes the
@@ -208,7 +208,7 @@ func (g *group) startReadd(req readdRequest) error {
 	if !g.lead.leads() {
 		return fmt.Errorf("group %s: %w", g.name, ErrNotLeader)
 	}
-	t, ok := g.readds.next(req.node, g.confState.GetVoters())
+	t, ok := g.readds.next(req.node, g.confState.Voters)
 	if !ok {
 		return fmt.Errorf("group %s: node %d is not a voter of the group; only a member's replica can be re-added", g.name, req.node)
 	}
@@ -232,7 +232,7 @@ func (g *group) continueReadd(cc *pb.ConfChange) {
 func (g *group) proposeReadds() {
 	for _, cc := range g.readds.take() {
 		if err := g.rn.ProposeConfChange(cc); err != nil {
-			g.log.Warn("could not add back a rebuilt replica", "node", cc.GetNodeId(), "err", err)
+			g.log.Warn("could not add back a rebuilt replica", "node", cc.NodeID, "err", err)
 		}
 	}
 }
@@ -247,7 +247,7 @@ func (g *group) askReadd() {
 		return
 	}
 	req := &clusterv1.ReaddRequest{Group: g.id, Node: g.h.cfg.NodeID, Id: g.rebuild.id}
-	peers := slices.DeleteFunc(slices.Clone(g.confState.GetVoters()), func(id uint64) bool { return id == g.h.cfg.NodeID })
+	peers := slices.DeleteFunc(slices.Clone(g.confState.Voters), func(id uint64) bool { return id == g.h.cfg.NodeID })
 	g.rebuild.asking.Store(true)
 	g.rebuild.wg.Go(func() {
 		defer g.rebuild.asking.Store(false)

@@ -15,12 +15,12 @@ func TestRebuildStateKeepsOutOfElections(t *testing.T) {
 	r := newRebuildState(true, 0)
 	defer r.stop()
 	for _, typ := range []pb.MessageType{pb.MsgVote, pb.MsgPreVote, pb.MsgTimeoutNow} {
-		if r.step(&pb.Message{Type: typ.Enum()}, logEnd(0)) {
+		if r.step(&pb.Message{Type: typ}, logEnd(0)) {
 			t.Errorf("a rebuilding replica steps %v", typ)
 		}
 	}
 	r.finish()
-	if !r.step(&pb.Message{Type: pb.MsgVote.Enum()}, logEnd(0)) {
+	if !r.step(&pb.Message{Type: pb.MsgVote}, logEnd(0)) {
 		t.Fatal("a rebuilt replica that caught up does not vote")
 	}
 	if r.now.Load() {
@@ -31,18 +31,18 @@ func TestRebuildStateKeepsOutOfElections(t *testing.T) {
 func TestRebuildStateClampsHeartbeatsToItsLog(t *testing.T) {
 	r := newRebuildState(true, 0)
 	defer r.stop()
-	m := &pb.Message{Type: pb.MsgHeartbeat.Enum(), Commit: new(uint64(50))}
-	if !r.step(m, logEnd(7)) {
+	m := pb.Message{Type: pb.MsgHeartbeat, Commit: uint64(50)}
+	if !r.step(&m, logEnd(7)) {
 		t.Fatal("a heartbeat was dropped")
 	}
-	if m.GetCommit() != 7 {
-		t.Fatalf("heartbeat commit = %d, want it clamped to the log's last index, 7", m.GetCommit())
+	if m.Commit != 7 {
+		t.Fatalf("heartbeat commit = %d, want it clamped to the log's last index, 7", m.Commit)
 	}
 	n := newRebuildState(false, 0)
 	defer n.stop()
-	m = &pb.Message{Type: pb.MsgHeartbeat.Enum(), Commit: new(uint64(50))}
-	n.step(m, logEnd(7))
-	if m.GetCommit() != 50 {
+	m = pb.Message{Type: pb.MsgHeartbeat, Commit: uint64(50)}
+	n.step(&m, logEnd(7))
+	if m.Commit != 50 {
 		t.Fatal("a replica that is not rebuilding clamped a heartbeat")
 	}
 }
@@ -55,13 +55,13 @@ func TestRebuildStateCaughtUpAtTheLeadersCommit(t *testing.T) {
 	if r.caughtUp(100) {
 		t.Fatal("caught up before any leader said how far")
 	}
-	r.step(&pb.Message{Type: pb.MsgApp.Enum(), Commit: new(uint64(20))}, logEnd(0))
-	r.step(&pb.Message{Type: pb.MsgApp.Enum(), Commit: new(uint64(10))}, logEnd(0))
+	r.step(&pb.Message{Type: pb.MsgApp, Commit: uint64(20)}, logEnd(0))
+	r.step(&pb.Message{Type: pb.MsgApp, Commit: uint64(10)}, logEnd(0))
 	if r.caughtUp(19) {
 		t.Fatal("caught up below the highest commit index it was told of")
 	}
-	snap := &pb.Message{Type: pb.MsgSnap.Enum(), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(30))}}}
-	r.step(snap, logEnd(0))
+	snap := pb.Message{Type: pb.MsgSnap, Snapshot: &pb.Snapshot{Metadata: pb.SnapshotMetadata{Index: uint64(30)}}}
+	r.step(&snap, logEnd(0))
 	if r.caughtUp(20) || !r.caughtUp(30) {
 		t.Fatal("the snapshot's index did not become the target")
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // A snapshot of snapshotCostFloor bytes or more is taken only once the
@@ -61,7 +60,7 @@ func newSnapshotScheduler(entries uint64, bytes int64, index uint64, size int64)
 }
 
 // appended counts entries appended to the log.
-func (s *snapshotScheduler) appended(ents []*pb.Entry) {
+func (s *snapshotScheduler) appended(ents []pb.Entry) {
 	for _, e := range ents {
 		s.sinceBytes += int64(len(e.Data))
 	}
@@ -161,7 +160,9 @@ func (g *group) maybeSnapshot() {
 		g.log.Error("term of applied index", "index", g.applied, "err", err)
 		return
 	}
-	md := &pb.SnapshotMetadata{Index: new(g.applied), Term: new(term), ConfState: proto.Clone(g.confState).(*pb.ConfState)}
+	// The group replaces its conf state on a change, never alters it, so
+	// the snapshot may share its slices.
+	md := pb.SnapshotMetadata{Index: g.applied, Term: term, ConfState: *g.confState}
 	compactBelow := g.compactBelow()
 	g.snaps.taken()
 	async, canDefer := g.sm.(AsyncSnapshotter)
@@ -171,18 +172,18 @@ func (g *group) maybeSnapshot() {
 			g.log.Error("encode snapshot", "err", err)
 			return
 		}
-		snap := &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}
+		snap := pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}
 		if g.h.cfg.SyncSnapshots {
-			g.snapshotFinished(g.writeSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow))
+			g.snapshotFinished(g.writeSnapshot(func() (pb.Snapshot, error) { return snap, nil }, md, compactBelow))
 			return
 		}
-		g.startSnapshot(func() (*pb.Snapshot, error) { return snap, nil }, md, compactBelow)
+		g.startSnapshot(func() (pb.Snapshot, error) { return snap, nil }, md, compactBelow)
 		return
 	}
 	encode := async.SnapshotFunc()
-	g.startSnapshot(func() (*pb.Snapshot, error) {
+	g.startSnapshot(func() (pb.Snapshot, error) {
 		data, err := encode()
-		return &pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
+		return pb.Snapshot{Data: encodeSnapshotData(compactBelow, data), Metadata: md}, err
 	}, md, compactBelow)
 }
 
@@ -202,7 +203,7 @@ func (g *group) compactBelow() uint64 {
 	return max(below, min(tiered, g.storage.Log().KeepFrom(t.LocalRetention())))
 }
 
-func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) {
+func (g *group) startSnapshot(build func() (pb.Snapshot, error), md pb.SnapshotMetadata, compactBelow uint64) {
 	g.snaps.start(func() snapResult { return g.writeSnapshot(build, md, compactBelow) })
 }
 
@@ -215,9 +216,9 @@ func (g *group) startSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 // WAL's, and without compacting, since a crash may lose it
 // (raftstore.SaveSnapshotLazily). A shard whose events nobody consumes
 // takes only these.
-func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.SnapshotMetadata, compactBelow uint64) snapResult {
+func (g *group) writeSnapshot(build func() (pb.Snapshot, error), md pb.SnapshotMetadata, compactBelow uint64) snapResult {
 	start := time.Now()
-	idx := md.GetIndex()
+	idx := md.Index
 	snap, err := build()
 	if err != nil {
 		return snapResult{index: idx, err: fmt.Errorf("encode snapshot: %w", err)}
@@ -239,7 +240,7 @@ func (g *group) writeSnapshot(build func() (*pb.Snapshot, error), md *pb.Snapsho
 		}
 	}
 	g.h.observeSnapshot(time.Since(start))
-	return snapResult{index: idx, bytes: int64(len(snap.GetData()))}
+	return snapResult{index: idx, bytes: int64(len(snap.Data))}
 }
 
 func (g *group) snapshotFinished(r snapResult) {

@@ -15,7 +15,7 @@ func always() bool { return true }
 
 // appendBytes counts n bytes of entries as appended.
 func appendBytes(s *snapshotScheduler, n int) {
-	s.appended([]*pb.Entry{{Data: make([]byte, n)}})
+	s.appended([]pb.Entry{{Data: make([]byte, n)}})
 }
 
 func TestSnapshotSchedulerDueByEntriesOrBytes(t *testing.T) {

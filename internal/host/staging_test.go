@@ -33,7 +33,7 @@ func stagingStorage(t *testing.T) (*raftstore.Storage, vfs.FS) {
 }
 
 func snapshotMsg(index uint64) *pb.Message {
-	return &pb.Message{Type: pb.MsgSnap.Enum(), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(index)}}}
+	return &pb.Message{Type: pb.MsgSnap, Snapshot: &pb.Snapshot{Metadata: pb.SnapshotMetadata{Index: index}}}
 }
 
 // stagedExists reports whether a staged log is on disk.

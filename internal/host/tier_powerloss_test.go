@@ -49,7 +49,7 @@ func tierPowerLossTrial(t *testing.T, seed uint64) {
 			c.WriteBehind = []int64{-1, 0, 2048}[rng.IntN(3)]
 		}
 	}
-	archive := &mapArchive{entries: map[uint64]*pb.Entry{}}
+	archive := &mapArchive{entries: map[uint64]pb.Entry{}}
 	withArchive := func(boot string) func(*Config) {
 		return func(c *Config) { cfg(boot)(c); c.Archive = archive }
 	}
@@ -91,7 +91,7 @@ func tierPowerLossTrial(t *testing.T, seed uint64) {
 			if err != nil || len(ents) == 0 {
 				continue
 			}
-			to := ents[len(ents)-1].GetIndex()
+			to := ents[len(ents)-1].Index
 			archive.put(ents)
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err = h.Propose(pctx, manifest, Bytes(fmt.Appendf(nil, "%d-%d", from, to)))

@@ -37,7 +37,7 @@ func (m *tieredQueue) LocalRetention() int64 { return m.retention }
 // segments of a tiered machine's log that are held elsewhere, keeping its
 // local retention, and never those it still needs that are not.
 func TestTieredLogKeepsItsRetention(t *testing.T) {
-	archive := &mapArchive{entries: map[uint64]*pb.Entry{}}
+	archive := &mapArchive{entries: map[uint64]pb.Entry{}}
 	h := newTestHost(t, t.TempDir(), func(c *Config) {
 		c.SnapshotEntries = 20
 		c.SegmentSize = 4096
@@ -102,22 +102,22 @@ func TestTieredLogKeepsItsRetention(t *testing.T) {
 // mapArchive is an Archive in memory.
 type mapArchive struct {
 	mu      sync.Mutex
-	entries map[uint64]*pb.Entry
+	entries map[uint64]pb.Entry
 }
 
-func (a *mapArchive) put(ents []*pb.Entry) {
+func (a *mapArchive) put(ents []pb.Entry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range ents {
-		a.entries[e.GetIndex()] = e
+		a.entries[e.Index] = e
 	}
 }
 
-func (a *mapArchive) Entry(_ context.Context, group, index uint64) (*pb.Entry, error) {
+func (a *mapArchive) Entry(_ context.Context, group, index uint64) (pb.Entry, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if e, ok := a.entries[index]; ok && group == 1 {
 		return e, nil
 	}
-	return nil, fmt.Errorf("entry %d of group %d is not archived", index, group)
+	return pb.Entry{}, fmt.Errorf("entry %d of group %d is not archived", index, group)
 }

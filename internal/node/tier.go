@@ -128,10 +128,10 @@ func splitTierKey(key string) (name string, group uint64, ok bool) {
 // Entry reads the entry at index of group from the object store
 // (host.Archive): it finds the run holding it in the manifest and reads
 // the run through the cache.
-func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, error) {
+func (t *tiering) Entry(ctx context.Context, group, index uint64) (pb.Entry, error) {
 	r, err := t.runAt(ctx, group, index)
 	if err != nil {
-		return nil, err
+		return pb.Entry{}, err
 	}
 	ents, err := t.reader.Read(ctx, r.object, r.run)
 	var corrupt *tier.CorruptError
@@ -139,11 +139,11 @@ func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, er
 		return t.fromReplica(ctx, group, index, err)
 	}
 	if err != nil {
-		return nil, err
+		return pb.Entry{}, err
 	}
 	i := int(index - r.run.First)
-	if i < 0 || i >= len(ents) || ents[i].GetIndex() != index {
-		return nil, &tier.CorruptError{Object: r.object, Offset: r.run.Offset,
+	if i < 0 || i >= len(ents) || ents[i].Index != index {
+		return pb.Entry{}, &tier.CorruptError{Object: r.object, Offset: r.run.Offset,
 			Reason: fmt.Sprintf("the run recorded for entries %d to %d of %s does not hold entry %d", r.run.First, r.run.Last, r.run.Shard, index)}
 	}
 	return ents[i], nil
@@ -154,10 +154,10 @@ func (t *tiering) Entry(ctx context.Context, group, index uint64) (*pb.Entry, er
 // other replicas delete their local segments by their own retention, and
 // one may still hold it. It returns damaged, naming the object, if none
 // does.
-func (t *tiering) fromReplica(ctx context.Context, group, index uint64, damaged error) (*pb.Entry, error) {
+func (t *tiering) fromReplica(ctx context.Context, group, index uint64, damaged error) (pb.Entry, error) {
 	s, ok := t.n.reg.shard(group)
 	if !ok || t.n.cfg.Transport == nil {
-		return nil, damaged
+		return pb.Entry{}, damaged
 	}
 	errs := []error{damaged}
 	for _, peer := range s.replicas {
@@ -165,16 +165,20 @@ func (t *tiering) fromReplica(ctx context.Context, group, index uint64, damaged 
 			continue
 		}
 		resp, err := t.n.cfg.Transport.Entries(ctx, peer, &clusterv1.EntriesRequest{Group: group, Lo: index, Hi: index + 1, MaxBytes: 1})
-		if err == nil && len(resp.GetEntries()) > 0 && resp.GetEntries()[0].GetIndex() == index {
+		var e pb.Entry
+		if err == nil && len(resp.GetEntries()) > 0 {
+			err = e.Unmarshal(resp.GetEntries()[0])
+		}
+		if err == nil && len(resp.GetEntries()) > 0 && e.Index == index {
 			t.n.log.Warn("a tiered object failed its checksum; the entry was read from another replica's log", "shard", s.name, "index", index, "replica", peer, "err", damaged)
-			return resp.GetEntries()[0], nil
+			return e, nil
 		}
 		if err == nil {
 			err = fmt.Errorf("replica %d does not hold it", peer)
 		}
 		errs = append(errs, fmt.Errorf("node %d: %w", peer, err))
 	}
-	return nil, errors.Join(errs...)
+	return pb.Entry{}, errors.Join(errs...)
 }
 
 // runAt returns the recorded run that holds entry index of group.
@@ -336,7 +340,7 @@ func (s tierShard) Progress(ctx context.Context) (tier.Progress, error) {
 	return p, nil
 }
 
-func (s tierShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
+func (s tierShard) Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error) {
 	ents, err := s.n.host.Entries(s.s.group, lo, hi+1, maxBytes)
 	if err == nil && len(ents) == 0 {
 		err = fmt.Errorf("no entries from %d", lo)

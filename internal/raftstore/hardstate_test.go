@@ -9,27 +9,26 @@ import (
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"herald/internal/vfs"
 )
 
 // fileHardState reads the hardstate file of group g on fs.
-func fileHardState(t *testing.T, fs vfs.FS, n *walNode, g uint64) *pb.HardState {
+func fileHardState(t *testing.T, fs vfs.FS, n *walNode, g uint64) pb.HardState {
 	t.Helper()
 	data, err := vfs.ReadFramed(fs, filepath.Join(n.dir(g), hardStateFile), fileMagic)
 	if err != nil || data == nil {
 		t.Fatalf("read the hardstate file of group %d: %v", g, err)
 	}
-	hs := &pb.HardState{}
-	if err := proto.Unmarshal(data, hs); err != nil {
+	var hs pb.HardState
+	if err := hs.Unmarshal(data); err != nil {
 		t.Fatal(err)
 	}
 	return hs
 }
 
-func hardState(term, vote, commit uint64) *pb.HardState {
-	return &pb.HardState{Term: new(term), Vote: new(vote), Commit: new(commit)}
+func hardState(term, vote, commit uint64) pb.HardState {
+	return pb.HardState{Term: term, Vote: vote, Commit: commit}
 }
 
 func wantHardState(t *testing.T, s *Storage, term, vote, commit uint64) {
@@ -38,9 +37,9 @@ func wantHardState(t *testing.T, s *Storage, term, vote, commit uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hs.GetTerm() != term || hs.GetVote() != vote || hs.GetCommit() != commit {
+	if hs.Term != term || hs.Vote != vote || hs.Commit != commit {
 		t.Fatalf("hard state term %d vote %d commit %d, want term %d vote %d commit %d",
-			hs.GetTerm(), hs.GetVote(), hs.GetCommit(), term, vote, commit)
+			hs.Term, hs.Vote, hs.Commit, term, vote, commit)
 	}
 }
 
@@ -100,8 +99,8 @@ func TestWALHardStateSurvivesPowerLoss(t *testing.T) {
 		t.Fatalf("reopen after a checkpoint and a power loss: %v", err)
 	}
 	wantHardState(t, n3.groups[1], 5, 1, 1)
-	if hs := fileHardState(t, n3.fs, n3, 1); hs.GetTerm() != 1 {
-		t.Fatalf("the hardstate file holds term %d: the group's file was rewritten, want the state kept in the WAL", hs.GetTerm())
+	if hs := fileHardState(t, n3.fs, n3, 1); hs.Term != 1 {
+		t.Fatalf("the hardstate file holds term %d: the group's file was rewritten, want the state kept in the WAL", hs.Term)
 	}
 	if err := n3.groups[1].SetHardState(hardState(7, 1, 4), false); err != nil {
 		t.Fatal(err)
@@ -153,7 +152,7 @@ func TestWALReplaySkipsEntriesTheLogHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.groups[1].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
+	if err := n.groups[1].Bootstrap(pb.ConfState{Voters: []uint64{1}}); err != nil {
 		t.Fatal(err)
 	}
 	appendEach(t, n.groups[1], 2, 20, func(i uint64) string { return fmt.Sprint("e", i) })
@@ -212,7 +211,7 @@ func TestWALLogsWrittenAfterACleanCloseSurviveATornPowerLoss(t *testing.T) {
 			const total = 150
 			for i := range total {
 				for _, g := range []uint64{1, 2} {
-					if err := n.groups[g].Append([]*pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
+					if err := n.groups[g].Append([]pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -233,27 +232,5 @@ func TestWALLogsWrittenAfterACleanCloseSurviveATornPowerLoss(t *testing.T) {
 				checkEntries(t, n2.groups[g], g, total)
 			}
 		})
-	}
-}
-
-// SetHardState keeps a copy of the hard state it is given, field for
-// field, presence included, that later changes to raft's do not reach.
-func TestCopyHardStateCopiesEveryFieldSet(t *testing.T) {
-	for _, hs := range []*pb.HardState{
-		{},
-		{Term: new(uint64(3))},
-		{Term: new(uint64(3)), Vote: new(uint64(2)), Commit: new(uint64(17))},
-		{Commit: new(uint64(0))},
-	} {
-		c := copyHardState(hs)
-		if !proto.Equal(c, hs) {
-			t.Errorf("copy of %v is %v", hs, c)
-		}
-		if hs.Term != nil {
-			*hs.Term++
-			if proto.Equal(c, hs) {
-				t.Errorf("the copy changed with the original: %v", c)
-			}
-		}
 	}
 }

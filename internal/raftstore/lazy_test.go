@@ -13,16 +13,16 @@ import (
 )
 
 // snapshotAt is a snapshot at index (term 1) whose data names the index.
-func snapshotAt(index uint64) *pb.Snapshot {
-	return &pb.Snapshot{Data: fmt.Appendf(nil, "state at %d", index), Metadata: &pb.SnapshotMetadata{
-		Index: new(index), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+func snapshotAt(index uint64) pb.Snapshot {
+	return pb.Snapshot{Data: fmt.Appendf(nil, "state at %d", index), Metadata: pb.SnapshotMetadata{
+		Index: index, Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 }
 
 // appendSynced appends entries from..to (term 1) to the group and makes
 // them durable in the node's WAL.
 func appendSynced(t *testing.T, n *walNode, group, from, to uint64) {
 	t.Helper()
-	var ents []*pb.Entry
+	var ents []pb.Entry
 	for i := from; i <= to; i++ {
 		ents = append(ents, entry(i, 1, fmt.Sprintf("entry %d", i)))
 	}
@@ -43,7 +43,7 @@ func checkReopenedSnapshot(t *testing.T, s *Storage, want ...uint64) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := snap.GetMetadata().GetIndex()
+	idx := snap.Metadata.Index
 	ok := false
 	for _, w := range want {
 		ok = ok || idx == w
@@ -51,15 +51,15 @@ func checkReopenedSnapshot(t *testing.T, s *Storage, want ...uint64) uint64 {
 	if !ok {
 		t.Fatalf("reopened with the snapshot at %d, want one of %v", idx, want)
 	}
-	if got := string(snap.GetData()); got != fmt.Sprintf("state at %d", idx) {
+	if got := string(snap.Data); got != fmt.Sprintf("state at %d", idx) {
 		t.Fatalf("the snapshot at %d holds %q", idx, got)
 	}
 	if term, err := s.Term(idx); err != nil || term != 1 {
 		t.Fatalf("the log does not continue from the snapshot at %d: term %d, %v", idx, term, err)
 	}
 	hs, _, err := s.InitialState()
-	if err != nil || hs.GetCommit() < idx {
-		t.Fatalf("commit index %d below the snapshot at %d (%v)", hs.GetCommit(), idx, err)
+	if err != nil || hs.Commit < idx {
+		t.Fatalf("commit index %d below the snapshot at %d (%v)", hs.Commit, idx, err)
 	}
 	return idx
 }
@@ -76,8 +76,8 @@ func TestLazySnapshotSurvivesAProcessCrash(t *testing.T) {
 	if err := n.groups[1].SaveSnapshotLazily(snapshotAt(40)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := n.groups[1].Snapshot(); got.GetMetadata().GetIndex() != 40 {
-		t.Fatalf("in memory the snapshot is at %d after a lazy save at 40", got.GetMetadata().GetIndex())
+	if got, _ := n.groups[1].Snapshot(); got.Metadata.Index != 40 {
+		t.Fatalf("in memory the snapshot is at %d after a lazy save at 40", got.Metadata.Index)
 	}
 	n2, err := openWALNode(t, fs.Clone(), "boot-1", 1)
 	if err != nil {

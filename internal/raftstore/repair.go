@@ -45,9 +45,9 @@ func (s *Storage) finishRepair() error {
 		return nil
 	}
 	if last := s.log.LastIndex(); last > 0 {
-		if t, err := s.log.Term(last); err == nil && t > s.hardState.GetTerm() {
-			s.acceptLoss(fmt.Sprintf("the hard state of term %d is gone: the term is raised to %d, the log's last", s.hardState.GetTerm(), t))
-			s.hardState.Term, s.hardState.Vote = new(t), new(uint64(0))
+		if t, err := s.log.Term(last); err == nil && t > s.hardState.Term {
+			s.acceptLoss(fmt.Sprintf("the hard state of term %d is gone: the term is raised to %d, the log's last", s.hardState.Term, t))
+			s.hardState.Term, s.hardState.Vote = t, uint64(0)
 		}
 	}
 	if len(s.lost) > 0 {

@@ -20,11 +20,11 @@ func TestRepairNoteAcceptsALoss(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	for i := uint64(2); i <= 50; i++ {
-		if err := s.Append([]*pb.Entry{entry(i, 3, "e")}); err != nil {
+		if err := s.Append([]pb.Entry{entry(i, 3, "e")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetHardState(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(50))}, true); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: uint64(2), Vote: uint64(1), Commit: uint64(50)}, true); err != nil {
 		t.Fatal(err)
 	}
 	s.Sync()
@@ -47,7 +47,7 @@ func TestRepairNoteAcceptsALoss(t *testing.T) {
 	last, _ := s.LastIndex()
 	hs, _, _ := s.InitialState()
 	lost := strings.Join(s.Lost(), "; ")
-	if hs.GetCommit() != last || hs.GetTerm() != 3 || hs.GetVote() != 0 || !strings.Contains(lost, "commit index is lowered") || !strings.Contains(lost, "term is raised") {
+	if hs.Commit != last || hs.Term != 3 || hs.Vote != 0 || !strings.Contains(lost, "commit index is lowered") || !strings.Contains(lost, "term is raised") {
 		t.Fatalf("after a repair: last %d, hard state %v, lost %q", last, hs, lost)
 	}
 	s.Close()
@@ -55,7 +55,7 @@ func TestRepairNoteAcceptsALoss(t *testing.T) {
 		t.Fatalf("the repair note is still there: %q", note)
 	}
 	s = openTest(t, dir, Options{})
-	if hs, _, _ := s.InitialState(); hs.GetCommit() != last || len(s.Lost()) != 0 {
+	if hs, _, _ := s.InitialState(); hs.Commit != last || len(s.Lost()) != 0 {
 		t.Fatalf("the open after: hard state %v, lost %v", hs, s.Lost())
 	}
 }

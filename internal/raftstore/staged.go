@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	hlog "herald/internal/log"
 	"herald/internal/vfs"
@@ -54,12 +53,12 @@ func (s *Storage) StageLog(first, prevTerm uint64) (*StagedLog, error) {
 }
 
 // Append adds entries, which must continue the staged log.
-func (sl *StagedLog) Append(ents []*pb.Entry) error {
+func (sl *StagedLog) Append(ents []pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
 	if err := sl.log.Append(records(ents)); err != nil {
-		return fmt.Errorf("stage log entries %d..%d in %s: %w", ents[0].GetIndex(), ents[len(ents)-1].GetIndex(), sl.dir, err)
+		return fmt.Errorf("stage log entries %d..%d in %s: %w", ents[0].Index, ents[len(ents)-1].Index, sl.dir, err)
 	}
 	return nil
 }
@@ -82,17 +81,17 @@ func (sl *StagedLog) Discard() error {
 // the marker; and the logs are swapped after the snapshot is saved. Open
 // finishes the swap if the snapshot was saved, and discards the staged log
 // if it was not, leaving the group as it was before the install.
-func (s *Storage) InstallSnapshotWithLog(snap *pb.Snapshot, sl *StagedLog) error {
-	md := snap.GetMetadata()
-	if t, err := sl.log.Term(md.GetIndex()); err != nil || t != md.GetTerm() || sl.log.LastIndex() != md.GetIndex() {
+func (s *Storage) InstallSnapshotWithLog(snap pb.Snapshot, sl *StagedLog) error {
+	md := snap.Metadata
+	if t, err := sl.log.Term(md.Index); err != nil || t != md.Term || sl.log.LastIndex() != md.Index {
 		return fmt.Errorf("install snapshot %d (term %d) in %s: the staged log ends at %d and does not hold it: %s",
-			md.GetIndex(), md.GetTerm(), s.dir, sl.log.LastIndex(), termProblem(t, err))
+			md.Index, md.Term, s.dir, sl.log.LastIndex(), termProblem(t, err))
 	}
 	if err := sl.log.Sync(); err != nil {
-		return fmt.Errorf("install snapshot %d in %s: %w", md.GetIndex(), s.dir, err)
+		return fmt.Errorf("install snapshot %d in %s: %w", md.Index, s.dir, err)
 	}
 	if err := sl.log.Close(); err != nil {
-		return fmt.Errorf("install snapshot %d in %s: %w", md.GetIndex(), s.dir, err)
+		return fmt.Errorf("install snapshot %d in %s: %w", md.Index, s.dir, err)
 	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
@@ -108,11 +107,11 @@ func (s *Storage) InstallSnapshotWithLog(snap *pb.Snapshot, sl *StagedLog) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.swapInStagedLog(); err != nil {
-		return fmt.Errorf("install snapshot %d in %s: %w (restart the node to finish the install)", md.GetIndex(), s.dir, err)
+		return fmt.Errorf("install snapshot %d in %s: %w (restart the node to finish the install)", md.Index, s.dir, err)
 	}
 	s.cache, s.cacheBytes = s.cache[:0], 0
-	if s.hardState.GetCommit() < md.GetIndex() {
-		s.hardState.Commit = new(md.GetIndex())
+	if s.hardState.Commit < md.Index {
+		s.hardState.Commit = md.Index
 	}
 	return s.clearInstall()
 }
@@ -179,17 +178,17 @@ func stagedInstallSaved(fsys vfs.FS, dir string) (bool, error) {
 	}
 	var inst pb.SnapshotMetadata
 	var snap pb.Snapshot
-	if proto.Unmarshal(mark, &inst) != nil || proto.Unmarshal(data, &snap) != nil {
+	if inst.Unmarshal(mark) != nil || snap.Unmarshal(data) != nil {
 		return false, nil
 	}
-	md := snap.GetMetadata()
-	return md.GetIndex() == inst.GetIndex() && md.GetTerm() == inst.GetTerm(), nil
+	md := snap.Metadata
+	return md.Index == inst.Index && md.Term == inst.Term, nil
 }
 
-func records(ents []*pb.Entry) []hlog.Record {
+func records(ents []pb.Entry) []hlog.Record {
 	recs := make([]hlog.Record, len(ents))
 	for i, e := range ents {
-		recs[i] = hlog.Record{Index: e.GetIndex(), Term: e.GetTerm(), Type: uint8(e.GetType()), Data: e.Data}
+		recs[i] = hlog.Record{Index: e.Index, Term: e.Term, Type: uint8(e.Type), Data: e.Data}
 	}
 	return recs
 }

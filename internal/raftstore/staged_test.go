@@ -15,7 +15,7 @@ import (
 func oldLog(t *testing.T, fs *vfs.MemFS) *testStore {
 	t.Helper()
 	s := bootstrapped(t, "/g", Options{FS: fs, SegmentSize: 512})
-	var ents []*pb.Entry
+	var ents []pb.Entry
 	for i := uint64(2); i <= 10; i++ {
 		ents = append(ents, entry(i, 1, fmt.Sprint("old-", i)))
 	}
@@ -30,8 +30,8 @@ func oldLog(t *testing.T, fs *vfs.MemFS) *testStore {
 
 // leaderSnapshot is a snapshot at index 60, term 2, whose state needs the
 // entries from 50 on.
-var leaderSnapshot = &pb.Snapshot{Data: []byte("state at 60"), Metadata: &pb.SnapshotMetadata{
-	Index: new(uint64(60)), Term: new(uint64(2)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+var leaderSnapshot = pb.Snapshot{Data: []byte("state at 60"), Metadata: pb.SnapshotMetadata{
+	Index: uint64(60), Term: uint64(2), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 
 func stageAndInstall(s *Storage) error {
 	sl, err := s.StageLog(50, 2)
@@ -39,7 +39,7 @@ func stageAndInstall(s *Storage) error {
 		return err
 	}
 	for i := uint64(50); i <= 60; i += 4 {
-		var ents []*pb.Entry
+		var ents []pb.Entry
 		for j := i; j < min(i+4, 61); j++ {
 			ents = append(ents, entry(j, 2, fmt.Sprint("new-", j)))
 		}
@@ -58,13 +58,13 @@ func checkOldOrNew(t *testing.T, s *testStore) string {
 	last, _ := s.LastIndex()
 	prefix, lo, hi := "old-", uint64(2), uint64(10)
 	state := "old"
-	if snap.GetMetadata().GetIndex() == 60 {
+	if snap.Metadata.Index == 60 {
 		prefix, lo, hi, state = "new-", 50, 60, "new"
 		if string(snap.Data) != "state at 60" {
 			t.Fatalf("snapshot data = %q", snap.Data)
 		}
-	} else if snap.GetMetadata().GetIndex() != 1 {
-		t.Fatalf("snapshot index = %d, want 1 (before the install) or 60", snap.GetMetadata().GetIndex())
+	} else if snap.Metadata.Index != 1 {
+		t.Fatalf("snapshot index = %d, want 1 (before the install) or 60", snap.Metadata.Index)
 	}
 	if first != lo || last != hi {
 		t.Fatalf("%s snapshot with log %d..%d, want %d..%d", state, first, last, lo, hi)
@@ -74,8 +74,8 @@ func checkOldOrNew(t *testing.T, s *testStore) string {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if want := fmt.Sprint(prefix, e.GetIndex()); string(e.Data) != want {
-			t.Fatalf("entry %d = %q, want %q", e.GetIndex(), e.Data, want)
+		if want := fmt.Sprint(prefix, e.Index); string(e.Data) != want {
+			t.Fatalf("entry %d = %q, want %q", e.Index, e.Data, want)
 		}
 	}
 	return state
@@ -91,14 +91,14 @@ func TestInstallSnapshotWithLogReplacesLogAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("after the install the storage holds the %s state", got)
 	}
 	hs, _, _ := s.InitialState()
-	if hs.GetCommit() < 60 {
-		t.Fatalf("commit = %d after installing snapshot 60", hs.GetCommit())
+	if hs.Commit < 60 {
+		t.Fatalf("commit = %d after installing snapshot 60", hs.Commit)
 	}
 	reopened := openTest(t, "/g", Options{FS: fs.CrashClone(nil), SegmentSize: 512})
 	if got := checkOldOrNew(t, reopened); got != "new" {
 		t.Fatalf("after a power loss the storage holds the %s state", got)
 	}
-	if err := reopened.Append([]*pb.Entry{entry(61, 2, "next")}); err != nil {
+	if err := reopened.Append([]pb.Entry{entry(61, 2, "next")}); err != nil {
 		t.Fatalf("append after the install: %v", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestInstallSnapshotWithLogRefusesALogThatDoesNotEndAtTheSnapshot(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sl.Append([]*pb.Entry{entry(50, 2, "new-50")}); err != nil {
+	if err := sl.Append([]pb.Entry{entry(50, 2, "new-50")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.InstallSnapshotWithLog(leaderSnapshot, sl); err == nil {

@@ -37,7 +37,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	hlog "herald/internal/log"
 	"herald/internal/vfs"
@@ -130,12 +129,12 @@ type Storage struct {
 	lost     []string
 
 	mu        sync.Mutex
-	hardState *pb.HardState // latest, possibly with a commit newer than on disk
-	savedTerm uint64        // term and vote as last recorded (file or WAL)
+	hardState pb.HardState // latest, possibly with a commit newer than on disk
+	savedTerm uint64       // term and vote as last recorded (file or WAL)
 	savedVote uint64
-	snap      *pb.Snapshot
+	snap      pb.Snapshot
 
-	cache      []*pb.Entry // consecutive newest entries, ending at the log's last index
+	cache      []pb.Entry // consecutive newest entries, ending at the log's last index
 	cacheBytes int
 	cacheLimit int
 }
@@ -179,7 +178,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		return nil, err
 	}
 	s := &Storage{fs: fsys, dir: dir, logOptions: logOpts, log: l, wal: opts.WAL, group: opts.Group,
-		cacheLimit: opts.CacheBytes, hardState: &pb.HardState{}, snap: &pb.Snapshot{}}
+		cacheLimit: opts.CacheBytes}
 	if s.repaired, err = repairNote(fsys, dir, opts.WAL); err != nil {
 		l.Close()
 		return nil, err
@@ -209,16 +208,16 @@ func (s *Storage) load(walState []byte) error {
 	if data, err := s.readFramed(snapshotFile); err != nil {
 		return err
 	} else if data != nil {
-		snap := &pb.Snapshot{}
-		if err := proto.Unmarshal(data, snap); err != nil {
+		var snap pb.Snapshot
+		if err := snap.Unmarshal(data); err != nil {
 			return s.damaged(snapshotFile, fmt.Sprintf("it does not decode: %v", err))
 		}
 		s.snap = snap
 	}
 	if lazy, err := s.readLazySnapshot(); err != nil {
 		return err
-	} else if lazy.GetMetadata().GetIndex() > s.snap.GetMetadata().GetIndex() {
-		s.snap = lazy
+	} else if lazy != nil && lazy.Metadata.Index > s.snap.Metadata.Index {
+		s.snap = *lazy
 	}
 	if walState != nil && raft.IsEmptySnap(s.snap) && s.log.LastIndex() == 0 {
 		// The group's directory is new: the state is of the files it
@@ -236,28 +235,28 @@ func (s *Storage) load(walState []byte) error {
 		}
 	}
 	if data != nil {
-		hs := &pb.HardState{}
-		if err := proto.Unmarshal(data, hs); err != nil {
+		var hs pb.HardState
+		if err := hs.Unmarshal(data); err != nil {
 			if fromWAL {
 				return Damaged(fmt.Errorf("the node's write-ahead log holds a hard state for %s that does not decode: %v; %s", s.dir, err, damageRemedy))
 			}
 			return s.damaged(hardStateFile, fmt.Sprintf("it does not decode: %v", err))
 		}
 		s.hardState = hs
-		s.savedTerm, s.savedVote = hs.GetTerm(), hs.GetVote()
+		s.savedTerm, s.savedVote = hs.Term, hs.Vote
 	}
 	if err := s.checkSnapshotInLog(); err != nil {
 		return err
 	}
-	si := s.snap.GetMetadata().GetIndex()
-	commit := max(s.hardState.GetCommit(), si)
+	si := s.snap.Metadata.Index
+	commit := max(s.hardState.Commit, si)
 	if last := s.log.LastIndex(); commit > last && s.repaired != "" {
 		s.acceptLoss(fmt.Sprintf("entries %d..%d, committed, are gone: the commit index is lowered to %d", last+1, commit, last))
 		commit = last
 	} else if commit > last {
 		return Damaged(fmt.Errorf("raft state in %s is inconsistent: commit index %d is beyond the last log entry %d; the log lost acknowledged entries; %s", s.dir, commit, last, damageRemedy))
 	}
-	s.hardState.Commit = new(commit)
+	s.hardState.Commit = commit
 	return nil
 }
 
@@ -286,11 +285,11 @@ func (s *Storage) readLazySnapshot() (*pb.Snapshot, error) {
 		return nil, nil
 	}
 	snap := &pb.Snapshot{}
-	if proto.Unmarshal(data, snap) != nil {
+	if snap.Unmarshal(data) != nil {
 		return nil, nil
 	}
-	md := snap.GetMetadata()
-	if t, err := s.log.Term(md.GetIndex()); err != nil || t != md.GetTerm() {
+	md := snap.Metadata
+	if t, err := s.log.Term(md.Index); err != nil || t != md.Term {
 		return nil, nil
 	}
 	return snap, nil
@@ -305,19 +304,19 @@ const lazyLengthBytes = 8
 // its marker, may reset the log here; anything else means the log lost
 // entries that the snapshot says were committed, which is reported.
 func (s *Storage) checkSnapshotInLog() error {
-	md := s.snap.GetMetadata()
+	md := s.snap.Metadata
 	inst, err := s.readInstall()
 	if err != nil {
 		return err
 	}
-	if si := md.GetIndex(); si > 0 {
-		if t, terr := s.log.Term(si); terr != nil || t != md.GetTerm() {
-			if inst == nil || inst.GetIndex() != si || inst.GetTerm() != md.GetTerm() {
+	if si := md.Index; si > 0 {
+		if t, terr := s.log.Term(si); terr != nil || t != md.Term {
+			if inst == nil || inst.Index != si || inst.Term != md.Term {
 				return Damaged(fmt.Errorf("raft state in %s is inconsistent: the snapshot at index %d (term %d) is not continued by the log (%s; log holds %d..%d); "+
 					"the log lost committed entries; %s",
-					s.dir, si, md.GetTerm(), termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex(), damageRemedy))
+					s.dir, si, md.Term, termProblem(t, terr), s.log.FirstIndex(), s.log.LastIndex(), damageRemedy))
 			}
-			if err := s.log.Reset(si+1, md.GetTerm()); err != nil {
+			if err := s.log.Reset(si+1, md.Term); err != nil {
 				return fmt.Errorf("finish installing snapshot %d in %s: %w", si, s.dir, err)
 			}
 		}
@@ -377,39 +376,35 @@ func (s *Storage) IsEmpty() bool {
 // a snapshot at index 1, term 1 whose state machine data is empty. This is
 // etcd raft's recommended alternative to RawNode.Bootstrap: every replica
 // created with the same voters starts from the same state.
-func (s *Storage) Bootstrap(cs *pb.ConfState) error {
+func (s *Storage) Bootstrap(cs pb.ConfState) error {
 	if !s.IsEmpty() {
 		return fmt.Errorf("bootstrap raft group in %s: it already has state", s.dir)
 	}
-	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{ConfState: cs, Index: new(uint64(1)), Term: new(uint64(1))}}
+	snap := pb.Snapshot{Metadata: pb.SnapshotMetadata{ConfState: cs, Index: 1, Term: 1}}
 	if err := s.ApplySnapshot(snap); err != nil {
 		return err
 	}
-	return s.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}, true)
+	return s.SetHardState(pb.HardState{Term: 1, Commit: 1}, true)
 }
 
 // InitialState implements raft.Storage.
-func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+func (s *Storage) InitialState() (pb.HardState, pb.ConfState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs := s.snap.GetMetadata().GetConfState()
-	if cs == nil {
-		cs = &pb.ConfState{}
-	}
-	return proto.Clone(s.hardState).(*pb.HardState), cs, nil
+	return s.hardState, s.snap.Metadata.ConfState, nil
 }
 
 // Entries implements raft.Storage.
-func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]pb.Entry, error) {
 	s.mu.Lock()
-	if n := len(s.cache); n > 0 && lo >= s.cache[0].GetIndex() {
-		first := s.cache[0].GetIndex()
-		if hi > s.cache[n-1].GetIndex()+1 {
+	if n := len(s.cache); n > 0 && lo >= s.cache[0].Index {
+		first := s.cache[0].Index
+		if hi > s.cache[n-1].Index+1 {
 			s.mu.Unlock()
 			return nil, raft.ErrUnavailable
 		}
 		ents := limitSize(s.cache[lo-first:hi-first], maxSize)
-		out := make([]*pb.Entry, len(ents))
+		out := make([]pb.Entry, len(ents))
 		copy(out, ents)
 		s.mu.Unlock()
 		return out, nil
@@ -420,16 +415,16 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	if err != nil {
 		return nil, raftError(err)
 	}
-	out := make([]*pb.Entry, len(recs))
+	out := make([]pb.Entry, len(recs))
 	for i, r := range recs {
-		out[i] = &pb.Entry{Index: new(r.Index), Term: new(r.Term), Type: pb.EntryType(r.Type).Enum(), Data: r.Data}
+		out[i] = pb.Entry{Index: r.Index, Term: r.Term, Type: pb.EntryType(r.Type), Data: r.Data}
 	}
 	return out, nil
 }
 
 // limitSize keeps the longest prefix of ents whose data fits in maxSize,
 // and at least one entry.
-func limitSize(ents []*pb.Entry, maxSize uint64) []*pb.Entry {
+func limitSize(ents []pb.Entry, maxSize uint64) []pb.Entry {
 	if maxSize == 0 {
 		return ents
 	}
@@ -446,16 +441,16 @@ func limitSize(ents []*pb.Entry, maxSize uint64) []*pb.Entry {
 // Term implements raft.Storage.
 func (s *Storage) Term(i uint64) (uint64, error) {
 	s.mu.Lock()
-	if n := len(s.cache); n > 0 && i >= s.cache[0].GetIndex() && i <= s.cache[n-1].GetIndex() {
-		t := s.cache[i-s.cache[0].GetIndex()].GetTerm()
+	if n := len(s.cache); n > 0 && i >= s.cache[0].Index && i <= s.cache[n-1].Index {
+		t := s.cache[i-s.cache[0].Index].Term
 		s.mu.Unlock()
 		return t, nil
 	}
-	snap := s.snap.GetMetadata()
+	snap := s.snap.Metadata
 	l := s.log
 	s.mu.Unlock()
-	if i == snap.GetIndex() && i > 0 {
-		return snap.GetTerm(), nil
+	if i == snap.Index && i > 0 {
+		return snap.Term, nil
 	}
 	t, err := l.Term(i)
 	return t, raftError(err)
@@ -470,7 +465,7 @@ func (s *Storage) LastIndex() (uint64, error) { return s.Log().LastIndex(), nil 
 func (s *Storage) FirstIndex() (uint64, error) { return s.Log().FirstIndex(), nil }
 
 // Snapshot implements raft.Storage.
-func (s *Storage) Snapshot() (*pb.Snapshot, error) {
+func (s *Storage) Snapshot() (pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snap, nil
@@ -478,7 +473,7 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 
 // Append adds entries to the log, overwriting a conflicting tail. They are
 // durable only after Sync.
-func (s *Storage) Append(ents []*pb.Entry) error {
+func (s *Storage) Append(ents []pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -497,14 +492,14 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 	return nil
 }
 
-func (s *Storage) cacheAppend(ents []*pb.Entry) {
-	first := ents[0].GetIndex()
+func (s *Storage) cacheAppend(ents []pb.Entry) {
+	first := ents[0].Index
 	if n := len(s.cache); n > 0 {
-		cfirst := s.cache[0].GetIndex()
+		cfirst := s.cache[0].Index
 		switch {
 		case first <= cfirst:
 			s.cache, s.cacheBytes = s.cache[:0], 0
-		case first <= s.cache[n-1].GetIndex()+1:
+		case first <= s.cache[n-1].Index+1:
 			for _, e := range s.cache[first-cfirst:] {
 				s.cacheBytes -= len(e.Data)
 			}
@@ -524,7 +519,7 @@ func (s *Storage) cacheAppend(ents []*pb.Entry) {
 // oldest ones beyond the size bound.
 func (s *Storage) trimCache(applied uint64) {
 	drop := 0
-	for drop < len(s.cache) && (s.cache[drop].GetIndex() <= applied || s.cacheBytes > s.cacheLimit) {
+	for drop < len(s.cache) && (s.cache[drop].Index <= applied || s.cacheBytes > s.cacheLimit) {
 		s.cacheBytes -= len(s.cache[drop].Data)
 		drop++
 	}
@@ -575,14 +570,14 @@ func (s *Storage) Flush() error {
 // set; a newer commit index alone is kept in memory (see the package
 // comment). hs is a record of the node's WAL, durable after the next
 // Sync; force also rewrites the hardstate file at once.
-func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
+func (s *Storage) SetHardState(hs pb.HardState, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hardState = copyHardState(hs)
-	if !force && hs.GetTerm() == s.savedTerm && hs.GetVote() == s.savedVote {
+	s.hardState = hs
+	if !force && hs.Term == s.savedTerm && hs.Vote == s.savedVote {
 		return nil
 	}
-	data, err := proto.Marshal(s.hardState)
+	data, err := hs.Marshal()
 	if err != nil {
 		return fmt.Errorf("encode hard state: %w", err)
 	}
@@ -592,34 +587,16 @@ func (s *Storage) SetHardState(hs *pb.HardState, force bool) error {
 	if err := s.wal.SetState(s.group, data); err != nil {
 		return fmt.Errorf("save hard state of %s: %w", s.dir, err)
 	}
-	s.savedTerm, s.savedVote = s.hardState.GetTerm(), s.hardState.GetVote()
+	s.savedTerm, s.savedVote = s.hardState.Term, s.hardState.Vote
 	if !force {
 		return nil
 	}
 	return s.writeHardState(s.hardState)
 }
 
-// copyHardState copies hs field by field: SetHardState runs for every
-// Ready that carries a hard state, and proto.Clone's reflection cost
-// more than the copy (1.3 % of a profile of 100 groups at one event
-// each).
-func copyHardState(hs *pb.HardState) *pb.HardState {
-	c := &pb.HardState{}
-	if hs.Term != nil {
-		c.Term = new(*hs.Term)
-	}
-	if hs.Vote != nil {
-		c.Vote = new(*hs.Vote)
-	}
-	if hs.Commit != nil {
-		c.Commit = new(*hs.Commit)
-	}
-	return c
-}
-
 // writeHardState replaces the hardstate file with hs.
-func (s *Storage) writeHardState(hs *pb.HardState) error {
-	data, err := proto.Marshal(hs)
+func (s *Storage) writeHardState(hs pb.HardState) error {
+	data, err := hs.Marshal()
 	if err != nil {
 		return fmt.Errorf("encode hard state: %w", err)
 	}
@@ -634,20 +611,20 @@ func (s *Storage) writeHardState(hs *pb.HardState) error {
 // is already saved (a background save can finish after a newer snapshot
 // was installed from a leader): the saved snapshot never moves backwards.
 // The log is left alone: Compact trims it.
-func (s *Storage) SaveSnapshot(snap *pb.Snapshot) error {
+func (s *Storage) SaveSnapshot(snap pb.Snapshot) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	return s.saveSnapshotLocked(snap)
 }
 
-func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
+func (s *Storage) saveSnapshotLocked(snap pb.Snapshot) error {
 	framed, newer, err := s.frameNewer(snap, 0)
 	if !newer || err != nil {
 		return err
 	}
 	// Written holding saveMu only: this is the slow part and readers must not wait for it.
 	if err := vfs.WriteFileAtomic(s.fs, s.dir, snapshotFile, framed); err != nil {
-		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.Metadata.Index, err)
 	}
 	s.setSnapshot(snap)
 	return nil
@@ -661,7 +638,7 @@ func (s *Storage) saveSnapshotLocked(snap *pb.Snapshot) error {
 // then starts from the snapshot saved durably and replays the log from
 // there. So the log must not be compacted on a lazy snapshot's account:
 // one only shortens the replay after a restart.
-func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
+func (s *Storage) SaveSnapshotLazily(snap pb.Snapshot) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	b, newer, err := s.frameNewer(snap, lazyLengthBytes)
@@ -672,14 +649,14 @@ func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
 	name := filepath.Join(s.dir, lazySnapshotFile)
 	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.GetMetadata().GetIndex(), err)
+		return fmt.Errorf("save snapshot of %s at index %d: %w", s.dir, snap.Metadata.Index, err)
 	}
 	_, err = f.WriteAt(b, 0)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("save snapshot of %s at index %d in %s: %w (is the disk full?)", s.dir, snap.GetMetadata().GetIndex(), name, err)
+		return fmt.Errorf("save snapshot of %s at index %d in %s: %w (is the disk full?)", s.dir, snap.Metadata.Index, name, err)
 	}
 	s.setSnapshot(snap)
 	return nil
@@ -690,23 +667,23 @@ func (s *Storage) SaveSnapshotLazily(snap *pb.Snapshot) error {
 // later one is already saved (newer is then false). The encoding is
 // framed where it is written: a shard's snapshot grows with its backlog,
 // to megabytes, and each copy of it costs the cores the publishers use.
-func (s *Storage) frameNewer(snap *pb.Snapshot, reserve int) (b []byte, newer bool, err error) {
+func (s *Storage) frameNewer(snap pb.Snapshot, reserve int) (b []byte, newer bool, err error) {
 	s.mu.Lock()
-	current := s.snap.GetMetadata().GetIndex()
+	current := s.snap.Metadata.Index
 	s.mu.Unlock()
-	if idx := snap.GetMetadata().GetIndex(); idx <= current && current > 0 {
+	if idx := snap.Metadata.Index; idx <= current && current > 0 {
 		return nil, false, nil
 	}
 	head := reserve + vfs.FrameHeaderBytes
-	b, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, head, head+proto.Size(snap)), snap)
-	if err != nil {
+	b = make([]byte, head+snap.Size())
+	if _, err := snap.MarshalTo(b[head:]); err != nil {
 		return nil, false, fmt.Errorf("encode snapshot: %w", err)
 	}
 	vfs.SetFrameHeader(b[reserve:], fileMagic)
 	return b, true, nil
 }
 
-func (s *Storage) setSnapshot(snap *pb.Snapshot) {
+func (s *Storage) setSnapshot(snap pb.Snapshot) {
 	s.mu.Lock()
 	s.snap = snap
 	s.mu.Unlock()
@@ -716,10 +693,10 @@ func (s *Storage) setSnapshot(snap *pb.Snapshot) {
 // (or written by Bootstrap). A marker naming the snapshot is made durable
 // first, so that a crash between saving the snapshot and resetting the
 // log is finished by Open instead of being mistaken for lost entries.
-func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
+func (s *Storage) ApplySnapshot(snap pb.Snapshot) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	md := snap.GetMetadata()
+	md := snap.Metadata
 	if err := s.barrier(); err != nil {
 		return err
 	}
@@ -731,24 +708,24 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.log.Reset(md.GetIndex()+1, md.GetTerm()); err != nil {
-		return fmt.Errorf("reset log of %s to snapshot %d: %w", s.dir, md.GetIndex(), err)
+	if err := s.log.Reset(md.Index+1, md.Term); err != nil {
+		return fmt.Errorf("reset log of %s to snapshot %d: %w", s.dir, md.Index, err)
 	}
 	s.cache, s.cacheBytes = s.cache[:0], 0
-	if s.hardState.GetCommit() < md.GetIndex() {
-		s.hardState.Commit = new(md.GetIndex())
+	if s.hardState.Commit < md.Index {
+		s.hardState.Commit = md.Index
 	}
 	return s.clearInstall()
 }
 
 // writeInstall durably marks the install of the snapshot md.
-func (s *Storage) writeInstall(md *pb.SnapshotMetadata) error {
-	mark, err := proto.Marshal(&pb.SnapshotMetadata{Index: new(md.GetIndex()), Term: new(md.GetTerm())})
+func (s *Storage) writeInstall(md pb.SnapshotMetadata) error {
+	mark, err := (&pb.SnapshotMetadata{Index: md.Index, Term: md.Term}).Marshal()
 	if err != nil {
 		return fmt.Errorf("encode snapshot install marker: %w", err)
 	}
 	if err := vfs.WriteFileAtomic(s.fs, s.dir, installFile, vfs.Frame(installMagic, mark)); err != nil {
-		return fmt.Errorf("install snapshot %d in %s: %w", md.GetIndex(), s.dir, err)
+		return fmt.Errorf("install snapshot %d in %s: %w", md.Index, s.dir, err)
 	}
 	return nil
 }
@@ -767,7 +744,7 @@ func (s *Storage) readInstall() (*pb.SnapshotMetadata, error) {
 		return nil, err
 	}
 	md := &pb.SnapshotMetadata{}
-	if err := proto.Unmarshal(data, md); err != nil {
+	if err := md.Unmarshal(data); err != nil {
 		return nil, s.damaged(installFile, fmt.Sprintf("it does not decode: %v", err))
 	}
 	return md, nil

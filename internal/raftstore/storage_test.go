@@ -15,8 +15,8 @@ import (
 	"herald/internal/wal"
 )
 
-func entry(index, term uint64, data string) *pb.Entry {
-	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: []byte(data)}
+func entry(index, term uint64, data string) pb.Entry {
+	return pb.Entry{Index: index, Term: term, Type: pb.EntryNormal, Data: []byte(data)}
 }
 
 // testGroup is the group id of a test's storage in its WAL.
@@ -87,7 +87,7 @@ func bootstrapped(t *testing.T, dir string, opts Options) *testStore {
 	if !s.IsEmpty() {
 		t.Fatal("new storage is not empty")
 	}
-	if err := s.Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
+	if err := s.Bootstrap(pb.ConfState{Voters: []uint64{1}}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -99,14 +99,14 @@ func TestBootstrapAndInitialState(t *testing.T) {
 	if s.IsEmpty() {
 		t.Fatal("bootstrapped storage reports empty")
 	}
-	if err := s.Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err == nil {
+	if err := s.Bootstrap(pb.ConfState{Voters: []uint64{1}}); err == nil {
 		t.Fatal("bootstrapping twice succeeded")
 	}
 	hs, cs, err := s.InitialState()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hs.GetTerm() != 1 || hs.GetCommit() != 1 || len(cs.Voters) != 1 || cs.Voters[0] != 1 {
+	if hs.Term != 1 || hs.Commit != 1 || len(cs.Voters) != 1 || cs.Voters[0] != 1 {
 		t.Fatalf("initial state = %v %v", hs, cs)
 	}
 	if fi, _ := s.FirstIndex(); fi != 2 {
@@ -124,7 +124,7 @@ func TestAppendReadBackFromCacheAndLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	// A tiny cache forces reads of older entries to go to the log files.
 	s := bootstrapped(t, dir, Options{CacheBytes: 10, SegmentSize: 256})
-	var ents []*pb.Entry
+	var ents []pb.Entry
 	for i := uint64(2); i < 40; i++ {
 		ents = append(ents, entry(i, 2, strings.Repeat("x", int(i))))
 	}
@@ -142,7 +142,7 @@ func TestAppendReadBackFromCacheAndLog(t *testing.T) {
 		t.Fatalf("read %d entries, want 38", len(got))
 	}
 	for i, e := range got {
-		if e.GetIndex() != uint64(i+2) || string(e.Data) != strings.Repeat("x", i+2) || e.GetTerm() != 2 {
+		if e.Index != uint64(i+2) || string(e.Data) != strings.Repeat("x", i+2) || e.Term != 2 {
 			t.Fatalf("entry %d = %v", i+2, e)
 		}
 	}
@@ -154,7 +154,7 @@ func TestAppendReadBackFromCacheAndLog(t *testing.T) {
 		t.Fatalf("reading past the end: err = %v, want ErrUnavailable", err)
 	}
 	// A conflicting tail is overwritten.
-	if err := s.Append([]*pb.Entry{entry(30, 3, "new")}); err != nil {
+	if err := s.Append([]pb.Entry{entry(30, 3, "new")}); err != nil {
 		t.Fatal(err)
 	}
 	if li, _ := s.LastIndex(); li != 30 {
@@ -174,13 +174,13 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 	s := bootstrapped(t, dir, Options{})
 	path := filepath.Join(dir, hardStateFile)
 	before, _ := os.Stat(path)
-	if err := s.Append([]*pb.Entry{entry(2, 1, "a")}); err != nil {
+	if err := s.Append([]pb.Entry{entry(2, 1, "a")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}, false); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: uint64(1), Commit: uint64(2)}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
@@ -192,16 +192,16 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 	}
 	s.Close()
 	s = openTest(t, dir, Options{})
-	if hs, _, _ := s.InitialState(); hs.GetCommit() != 1 {
-		t.Fatalf("reopened commit index = %d, want the bootstrap's 1: a change of the commit index alone was recorded", hs.GetCommit())
+	if hs, _, _ := s.InitialState(); hs.Commit != 1 {
+		t.Fatalf("reopened commit index = %d, want the bootstrap's 1: a change of the commit index alone was recorded", hs.Commit)
 	}
-	if err := s.Append([]*pb.Entry{entry(2, 5, "a")}); err != nil {
+	if err := s.Append([]pb.Entry{entry(2, 5, "a")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHardState(&pb.HardState{Term: new(uint64(5)), Vote: new(uint64(1)), Commit: new(uint64(2))}, false); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: uint64(5), Vote: uint64(1), Commit: uint64(2)}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
@@ -214,7 +214,7 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 	s.Close()
 	s2 := openTest(t, dir, Options{})
 	hs, _, _ := s2.InitialState()
-	if hs.GetTerm() != 5 || hs.GetVote() != 1 || hs.GetCommit() != 2 {
+	if hs.Term != 5 || hs.Vote != 1 || hs.Commit != 2 {
 		t.Fatalf("reopened hard state = %v, want term 5 vote 1 commit 2", hs)
 	}
 }
@@ -222,14 +222,14 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{SegmentSize: 256})
-	var ents []*pb.Entry
+	var ents []pb.Entry
 	for i := uint64(2); i <= 50; i++ {
 		ents = append(ents, entry(i, 1, "entry-data-entry-data"))
 	}
 	s.Append(ents)
 	s.Sync()
-	snap := &pb.Snapshot{Data: []byte("state"), Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(40)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	snap := pb.Snapshot{Data: []byte("state"), Metadata: pb.SnapshotMetadata{
+		Index: uint64(40), Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +246,11 @@ func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
 	s.Close()
 	s2 := openTest(t, dir, Options{})
 	hs, _, _ := s2.InitialState()
-	if hs.GetCommit() != 40 {
-		t.Fatalf("commit after reopen = %d, want it raised to the snapshot index 40", hs.GetCommit())
+	if hs.Commit != 40 {
+		t.Fatalf("commit after reopen = %d, want it raised to the snapshot index 40", hs.Commit)
 	}
 	got, _ := s2.Snapshot()
-	if string(got.Data) != "state" || got.GetMetadata().GetIndex() != 40 {
+	if string(got.Data) != "state" || got.Metadata.Index != 40 {
 		t.Fatalf("reopened snapshot = %v", got)
 	}
 	if li, _ := s2.LastIndex(); li != 50 {
@@ -261,13 +261,13 @@ func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
 func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
-	s.Append([]*pb.Entry{entry(2, 1, "a"), entry(3, 1, "b")})
+	s.Append([]pb.Entry{entry(2, 1, "a"), entry(3, 1, "b")})
 	s.Sync()
 	// Simulate a crash after the leader's snapshot file was saved but before
 	// the log was reset: the install marker and the snapshot are written.
-	snap := &pb.Snapshot{Data: []byte("leader"), Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(100)), Term: new(uint64(4)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
-	if err := s.writeInstall(snap.GetMetadata()); err != nil {
+	snap := pb.Snapshot{Data: []byte("leader"), Metadata: pb.SnapshotMetadata{
+		Index: uint64(100), Term: uint64(4), ConfState: pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	if err := s.writeInstall(snap.Metadata); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SaveSnapshot(snap); err != nil {
@@ -281,7 +281,7 @@ func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 	if term, _ := s2.Term(100); term != 4 {
 		t.Fatalf("Term(100) = %d, want 4", term)
 	}
-	if err := s2.Append([]*pb.Entry{entry(101, 4, "next")}); err != nil {
+	if err := s2.Append([]pb.Entry{entry(101, 4, "next")}); err != nil {
 		t.Fatalf("append after snapshot: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, installFile)); !os.IsNotExist(err) {
@@ -327,13 +327,13 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{SegmentSize: 256})
 	for i := uint64(2); i <= 50; i++ {
-		if err := s.Append([]*pb.Entry{entry(i, 1, "e")}); err != nil {
+		if err := s.Append([]pb.Entry{entry(i, 1, "e")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.Sync()
-	snap := &pb.Snapshot{Data: []byte("state"), Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(40)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	snap := pb.Snapshot{Data: []byte("state"), Metadata: pb.SnapshotMetadata{
+		Index: uint64(40), Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -368,13 +368,13 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
-	newer := &pb.Snapshot{Data: []byte("newer"), Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(100)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	newer := pb.Snapshot{Data: []byte("newer"), Metadata: pb.SnapshotMetadata{
+		Index: uint64(100), Term: uint64(3), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.ApplySnapshot(newer); err != nil {
 		t.Fatal(err)
 	}
-	older := &pb.Snapshot{Data: []byte("older"), Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(60)), Term: new(uint64(2)), ConfState: &pb.ConfState{Voters: []uint64{1}}}}
+	older := pb.Snapshot{Data: []byte("older"), Metadata: pb.SnapshotMetadata{
+		Index: uint64(60), Term: uint64(2), ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(older); err != nil {
 		t.Fatal(err)
 	}
@@ -383,8 +383,8 @@ func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
 	}
 	s.Close()
 	s2 := openTest(t, dir, Options{})
-	if got, _ := s2.Snapshot(); string(got.Data) != "newer" || got.GetMetadata().GetIndex() != 100 {
-		t.Fatalf("on disk the snapshot went back to %q at %d", got.Data, got.GetMetadata().GetIndex())
+	if got, _ := s2.Snapshot(); string(got.Data) != "newer" || got.Metadata.Index != 100 {
+		t.Fatalf("on disk the snapshot went back to %q at %d", got.Data, got.Metadata.Index)
 	}
 }
 

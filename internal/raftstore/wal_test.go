@@ -57,7 +57,7 @@ func newWALGroups(t *testing.T, fs *vfs.MemFS, groups ...uint64) *walNode {
 		t.Fatal(err)
 	}
 	for _, g := range groups {
-		if err := n.groups[g].Bootstrap(&pb.ConfState{Voters: []uint64{1}}); err != nil {
+		if err := n.groups[g].Bootstrap(pb.ConfState{Voters: []uint64{1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +68,7 @@ func newWALGroups(t *testing.T, fs *vfs.MemFS, groups ...uint64) *walNode {
 func appendEach(t *testing.T, s *Storage, from, to uint64, data func(i uint64) string) {
 	t.Helper()
 	for i := from; i <= to; i++ {
-		if err := s.Append([]*pb.Entry{entry(i, 1, data(i))}); err != nil {
+		if err := s.Append([]pb.Entry{entry(i, 1, data(i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestWALEntriesSurvivePowerLossWithoutGroupSyncs(t *testing.T) {
 	const perGroup = 200
 	for i := range perGroup {
 		for _, g := range groups {
-			if err := n.groups[g].Append([]*pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
+			if err := n.groups[g].Append([]pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -138,7 +138,7 @@ func TestWALBringsBackEntriesHeldInMemory(t *testing.T) {
 	empty := n.groups[1].Log().SizeBytes()
 	const count = 50
 	for i := range count {
-		if err := n.groups[1].Append([]*pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g1-%d", i))}); err != nil {
+		if err := n.groups[1].Append([]pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g1-%d", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,7 +196,7 @@ func checkEntries(t *testing.T, s *Storage, g uint64, want int) {
 	}
 	for i, e := range ents {
 		if got, exp := string(e.Data), fmt.Sprintf("g%d-%d", g, i); got != exp {
-			t.Fatalf("group %d: entry %d holds %q, want %q", g, e.GetIndex(), got, exp)
+			t.Fatalf("group %d: entry %d holds %q, want %q", g, e.Index, got, exp)
 		}
 	}
 }
@@ -215,7 +215,7 @@ func TestWALReplayRepairsTornGroupLogs(t *testing.T) {
 			total := 20 + rng.IntN(200)
 			for i := range total {
 				for _, g := range []uint64{1, 2} {
-					if err := n.groups[g].Append([]*pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
+					if err := n.groups[g].Append([]pb.Entry{entry(uint64(i+2), 1, fmt.Sprintf("g%d-%d", g, i))}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -252,7 +252,7 @@ func TestWALBarrierKeepsReplacedEntriesOut(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{ConfState: &pb.ConfState{Voters: []uint64{1}}, Index: new(uint64(20)), Term: new(uint64(2))}}
+	snap := pb.Snapshot{Metadata: pb.SnapshotMetadata{ConfState: pb.ConfState{Voters: []uint64{1}}, Index: uint64(20), Term: uint64(2)}}
 	if err := s.ApplySnapshot(snap); err != nil {
 		t.Fatal(err)
 	}

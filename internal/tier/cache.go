@@ -42,7 +42,7 @@ type Reader struct {
 // flight is a fetch in progress, shared by the reads that wait for it.
 type flight struct {
 	done    chan struct{}
-	entries []*raftpb.Entry // set before done is closed
+	entries []raftpb.Entry // set before done is closed
 	err     error
 
 	// Guarded by Reader.mu. A fetch that only reads wait for is
@@ -79,7 +79,7 @@ func NewReader(store *Store, maxBytes int64) *Reader {
 // Read returns the entries of run, a run of object, from the cache or
 // else from the store. Damage is reported as a *CorruptError, which is not
 // cached: the next read fetches again.
-func (r *Reader) Read(ctx context.Context, object string, run Run) ([]*raftpb.Entry, error) {
+func (r *Reader) Read(ctx context.Context, object string, run Run) ([]raftpb.Entry, error) {
 	k := runKey{object, run}
 	r.mu.Lock()
 	if r.closed {
@@ -163,7 +163,7 @@ func (r *Reader) startLocked(k runKey, prefetch bool) *flight {
 func (r *Reader) fetch(ctx context.Context, k runKey, f *flight) {
 	defer f.cancel()
 	data, err := r.store.ReadRange(ctx, k.object, k.run.Offset, k.run.Length)
-	var entries []*raftpb.Entry
+	var entries []raftpb.Entry
 	if err == nil {
 		r.bytesRead.Add(uint64(len(data)))
 		entries, err = DecodeRun(k.object, data, k.run)

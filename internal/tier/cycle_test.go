@@ -11,7 +11,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // freedShard is a shard whose closed entries are all delivered: a cycle
@@ -35,7 +34,7 @@ func (s freedShard) Progress(context.Context) (Progress, error) {
 	return Progress{Needed: s.closed + 1, Closed: s.closed}, nil
 }
 
-func (s freedShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
+func (s freedShard) Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error) {
 	return nil, fmt.Errorf("no entries from %d: all delivered", lo)
 }
 
@@ -109,7 +108,7 @@ func TestCycleAdvancesWithinParallelismAndLogsItsStats(t *testing.T) {
 // backlogShard is a shard whose closed entries 1 to len(ents) are all
 // still needed: a cycle uploads them.
 type backlogShard struct {
-	ents []*pb.Entry
+	ents []pb.Entry
 	lro  uint64
 }
 
@@ -119,8 +118,8 @@ func (s *backlogShard) Progress(context.Context) (Progress, error) {
 	return Progress{LRO: s.lro, Needed: 1, Closed: uint64(len(s.ents))}, nil
 }
 
-func (s *backlogShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
-	var out []*pb.Entry
+func (s *backlogShard) Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error) {
+	var out []pb.Entry
 	var n uint64
 	for i := lo; i <= hi; i++ {
 		e := s.ents[i-1]
@@ -156,7 +155,7 @@ func TestCycleCutsAShardsRangeIntoRunsOfMaxRunBytes(t *testing.T) {
 	defer store.Close()
 	s := &backlogShard{}
 	for i := range 40 {
-		s.ents = append(s.ents, &pb.Entry{Index: proto.Uint64(uint64(i + 1)), Term: proto.Uint64(1), Type: pb.EntryNormal.Enum(), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
+		s.ents = append(s.ents, pb.Entry{Index: uint64(i + 1), Term: 1, Type: pb.EntryNormal, Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
 	}
 	m := &recordingManifest{}
 	r := NewReconciler(ReconcilerConfig{Store: store, Manifest: m, Shards: func() []Shard { return []Shard{s} },

@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // DecodeRun decodes the entries of run from data, exactly the run's
@@ -15,7 +14,7 @@ import (
 // reference names, with consecutive indexes and nothing left over. An
 // entry without data decodes with nil Data, and Index, Term and Type are
 // always set (an unset Type is EntryNormal). The error is a *CorruptError.
-func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
+func DecodeRun(object string, data []byte, run Run) ([]raftpb.Entry, error) {
 	if int64(len(data)) != run.Length {
 		return nil, corrupt(object, run.Offset, remedyDamaged,
 			"run of shard %s is %d bytes but %d were read", run.Shard, run.Length, len(data))
@@ -51,7 +50,7 @@ func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
 	if n > uint64(len(data)/entryHeader) {
 		return nil, c.fail(remedyMismatch, "run claims %d entries but has room for at most %d", n, len(data)/entryHeader)
 	}
-	entries := make([]*raftpb.Entry, 0, n)
+	entries := make([]raftpb.Entry, 0, n)
 	for want := first; ; want++ {
 		at := c.pos()
 		index, ok1 := c.uint64()
@@ -68,7 +67,7 @@ func DecodeRun(object string, data []byte, run Run) ([]*raftpb.Entry, error) {
 		if !ok {
 			return nil, corrupt(object, at, remedyMismatch, "entry %d of shard %s claims %d bytes of data beyond the run's end", index, shard, size)
 		}
-		e := &raftpb.Entry{Index: proto.Uint64(index), Term: proto.Uint64(term), Type: raftpb.EntryType(int32(typ)).Enum()}
+		e := raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryType(int32(typ))}
 		if size > 0 {
 			e.Data = payload[:size:size] // an append must not reach the next entry
 		}

@@ -26,7 +26,7 @@ type lru struct {
 
 type lruItem struct {
 	key     runKey
-	entries []*raftpb.Entry
+	entries []raftpb.Entry
 }
 
 func newLRU(max int64) *lru {
@@ -34,7 +34,7 @@ func newLRU(max int64) *lru {
 }
 
 // get returns the entries of key and marks them used.
-func (c *lru) get(k runKey) ([]*raftpb.Entry, bool) {
+func (c *lru) get(k runKey) ([]raftpb.Entry, bool) {
 	e, ok := c.items[k]
 	if !ok {
 		return nil, false
@@ -53,7 +53,7 @@ func (c *lru) fits(length int64) bool { return length <= c.max }
 
 // add caches entries under k, evicting the least recently used runs to
 // stay within max. A run larger than max is not cached.
-func (c *lru) add(k runKey, entries []*raftpb.Entry) {
+func (c *lru) add(k runKey, entries []raftpb.Entry) {
 	if !c.fits(k.run.Length) || c.has(k) {
 		return
 	}

@@ -59,7 +59,7 @@ func NewBuilder() *Builder {
 // Add appends a run: entries of shard, which must be non-empty and
 // consecutive (each Index one more than the one before). An invalid run
 // changes nothing.
-func (b *Builder) Add(shard string, entries []*raftpb.Entry) error {
+func (b *Builder) Add(shard string, entries []raftpb.Entry) error {
 	if b.finished {
 		return errors.New("tier: Add after Finish")
 	}
@@ -67,16 +67,16 @@ func (b *Builder) Add(shard string, entries []*raftpb.Entry) error {
 		return err
 	}
 	off := len(b.buf)
-	first, last := entries[0].GetIndex(), entries[len(entries)-1].GetIndex()
+	first, last := entries[0].Index, entries[len(entries)-1].Index
 	b.buf = append(b.buf, runMagic...)
 	b.buf = binary.LittleEndian.AppendUint16(b.buf, uint16(len(shard)))
 	b.buf = append(b.buf, shard...)
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, first)
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, last)
 	for _, e := range entries {
-		b.buf = binary.LittleEndian.AppendUint64(b.buf, e.GetIndex())
-		b.buf = binary.LittleEndian.AppendUint64(b.buf, e.GetTerm())
-		b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(e.GetType()))
+		b.buf = binary.LittleEndian.AppendUint64(b.buf, e.Index)
+		b.buf = binary.LittleEndian.AppendUint64(b.buf, e.Term)
+		b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(e.Type))
 		b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(len(e.Data)))
 		b.buf = append(b.buf, e.Data...)
 	}
@@ -88,7 +88,7 @@ func (b *Builder) Add(shard string, entries []*raftpb.Entry) error {
 	return nil
 }
 
-func checkRun(shard string, entries []*raftpb.Entry) error {
+func checkRun(shard string, entries []raftpb.Entry) error {
 	switch {
 	case shard == "":
 		return errors.New("tier: a run needs a shard name")
@@ -98,14 +98,11 @@ func checkRun(shard string, entries []*raftpb.Entry) error {
 		return fmt.Errorf("tier: run of shard %s has no entries", shard)
 	}
 	for i, e := range entries {
-		if e == nil {
-			return fmt.Errorf("tier: run of shard %s has a nil entry at position %d", shard, i)
-		}
-		if i > 0 && e.GetIndex() != entries[i-1].GetIndex()+1 {
-			return fmt.Errorf("tier: run of shard %s is not consecutive: index %d follows %d", shard, e.GetIndex(), entries[i-1].GetIndex())
+		if i > 0 && e.Index != entries[i-1].Index+1 {
+			return fmt.Errorf("tier: run of shard %s is not consecutive: index %d follows %d", shard, e.Index, entries[i-1].Index)
 		}
 		if int64(len(e.Data)) > math.MaxUint32 {
-			return fmt.Errorf("tier: entry %d of shard %s has %d bytes of data, more than %d", e.GetIndex(), shard, len(e.Data), uint32(math.MaxUint32))
+			return fmt.Errorf("tier: entry %d of shard %s has %d bytes of data, more than %d", e.Index, shard, len(e.Data), uint32(math.MaxUint32))
 		}
 	}
 	return nil

@@ -9,13 +9,12 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // entries returns n consecutive entries from first, with data of random
 // sizes (some empty) drawn from rng.
-func entries(rng *rand.Rand, first uint64, n int) []*raftpb.Entry {
-	out := make([]*raftpb.Entry, n)
+func entries(rng *rand.Rand, first uint64, n int) []raftpb.Entry {
+	out := make([]raftpb.Entry, n)
 	for i := range out {
 		var data []byte
 		if rng.IntN(5) > 0 {
@@ -28,21 +27,22 @@ func entries(rng *rand.Rand, first uint64, n int) []*raftpb.Entry {
 		if rng.IntN(10) == 0 {
 			typ = raftpb.EntryConfChangeV2
 		}
-		out[i] = &raftpb.Entry{
-			Index: proto.Uint64(first + uint64(i)), Term: proto.Uint64(3 + uint64(i)/7),
-			Type: typ.Enum(), Data: data,
+		out[i] = raftpb.Entry{
+			Index: first + uint64(i), Term: 3 + uint64(i)/7,
+			Type: typ, Data: data,
 		}
 	}
 	return out
 }
 
-func sameEntries(t *testing.T, what string, got, want []*raftpb.Entry) {
+func sameEntries(t *testing.T, what string, got, want []raftpb.Entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d entries, want %d", what, len(got), len(want))
 	}
 	for i := range got {
-		if !proto.Equal(got[i], want[i]) {
+		g, w := got[i], want[i]
+		if g.Index != w.Index || g.Term != w.Term || g.Type != w.Type || !bytes.Equal(g.Data, w.Data) {
 			t.Fatalf("%s: entry %d is %v, want %v", what, i, got[i], want[i])
 		}
 	}
@@ -51,7 +51,7 @@ func sameEntries(t *testing.T, what string, got, want []*raftpb.Entry) {
 type builtObject struct {
 	data    []byte
 	runs    []Run
-	entries [][]*raftpb.Entry // by run
+	entries [][]raftpb.Entry // by run
 }
 
 // buildObject packs runs of several shards, some shards twice.
@@ -92,8 +92,8 @@ func TestObjectRoundTrip(t *testing.T) {
 			t.Fatalf("footer run %d is %v, Finish returned %v", i, footer[i], r)
 		}
 		want := o.entries[i]
-		if r.First != want[0].GetIndex() || r.Last != want[len(want)-1].GetIndex() {
-			t.Fatalf("run %d covers %d-%d, want %d-%d", i, r.First, r.Last, want[0].GetIndex(), want[len(want)-1].GetIndex())
+		if r.First != want[0].Index || r.Last != want[len(want)-1].Index {
+			t.Fatalf("run %d covers %d-%d, want %d-%d", i, r.First, r.Last, want[0].Index, want[len(want)-1].Index)
 		}
 		got, err := DecodeRun("obj", o.data[r.Offset:r.Offset+r.Length], r)
 		if err != nil {
@@ -107,9 +107,9 @@ func TestObjectRoundTrip(t *testing.T) {
 // from, or appending to one entry's data, changes no other entry.
 func TestDecodedEntriesOwnData(t *testing.T) {
 	b := NewBuilder()
-	want := []*raftpb.Entry{
-		{Index: proto.Uint64(7), Term: proto.Uint64(1), Type: raftpb.EntryNormal.Enum(), Data: []byte("abc")},
-		{Index: proto.Uint64(8), Term: proto.Uint64(1), Type: raftpb.EntryNormal.Enum(), Data: []byte("def")},
+	want := []raftpb.Entry{
+		{Index: 7, Term: 1, Type: raftpb.EntryNormal, Data: []byte("abc")},
+		{Index: 8, Term: 1, Type: raftpb.EntryNormal, Data: []byte("def")},
 	}
 	if err := b.Add("s.1", want); err != nil {
 		t.Fatal(err)
@@ -128,17 +128,16 @@ func TestDecodedEntriesOwnData(t *testing.T) {
 func TestBuilderRejects(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	gap := entries(rng, 10, 3)
-	gap[2].Index = proto.Uint64(20)
+	gap[2].Index = 20
 	for _, tc := range []struct {
 		name, shard string
-		ents        []*raftpb.Entry
+		ents        []raftpb.Entry
 	}{
 		{"no entries", "s.1", nil},
 		{"no shard", "", entries(rng, 1, 2)},
 		{"long shard", strings.Repeat("x", 1<<16), entries(rng, 1, 2)},
 		{"gap", "s.1", gap},
-		{"backwards", "s.1", []*raftpb.Entry{gap[1], gap[0]}},
-		{"nil entry", "s.1", []*raftpb.Entry{nil}},
+		{"backwards", "s.1", []raftpb.Entry{gap[1], gap[0]}},
 	} {
 		b := NewBuilder()
 		before := b.Len()

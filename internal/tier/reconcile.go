@@ -26,7 +26,7 @@ type Shard interface {
 	Progress(ctx context.Context) (Progress, error)
 	// Entries returns the entries of the shard's local log from lo to hi
 	// inclusive, at most maxBytes of them but at least one.
-	Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error)
+	Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error)
 	// Advance replicates the shard's new LRO; a lower one than it holds
 	// changes nothing.
 	Advance(ctx context.Context, lro uint64) error
@@ -343,7 +343,7 @@ upload:
 				err = fmt.Errorf("shard %s: %w", p.shard.Name(), aerr)
 				break
 			}
-			last := ents[len(ents)-1].GetIndex()
+			last := ents[len(ents)-1].Index
 			if n := len(inObject); n > 0 && inObject[n-1] == i {
 				lastIn[n-1] = last
 			} else {
@@ -381,10 +381,10 @@ upload:
 // waits for a megabyte, not sixteen.
 const MaxRunBytes = 1 << 20
 
-func runBytes(ents []*pb.Entry) int64 {
+func runBytes(ents []pb.Entry) int64 {
 	var n int64
 	for _, e := range ents {
-		n += int64(len(e.GetData())) + 32
+		n += int64(len(e.Data)) + 32
 	}
 	return n
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // fakeShard is a shard whose log is entries 1 to last, of which it needs
@@ -36,13 +35,13 @@ func (s *fakeShard) Progress(context.Context) (Progress, error) {
 	return Progress{LRO: s.lro, Needed: s.needed, Closed: s.closed}, nil
 }
 
-func (s *fakeShard) Entries(lo, hi, maxBytes uint64) ([]*pb.Entry, error) {
-	var out []*pb.Entry
+func (s *fakeShard) Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error) {
+	var out []pb.Entry
 	var size uint64
 	for i := lo; i <= hi && i <= s.last; i++ {
-		e := &pb.Entry{Index: new(i), Term: new(uint64(1)), Data: []byte(fmt.Sprintf("%s-%d", s.name, i))}
+		e := pb.Entry{Index: i, Term: uint64(1), Data: []byte(fmt.Sprintf("%s-%d", s.name, i))}
 		// As raft's storage does, the size counts the entry's encoding.
-		n := uint64(proto.Size(e))
+		n := uint64(e.Size())
 		if len(out) > 0 && size+n > maxBytes {
 			break
 		}
@@ -143,7 +142,7 @@ func readBack(t *testing.T, store *Store, m *memManifest, shard string) map[uint
 				t.Fatal(err)
 			}
 			for _, e := range ents {
-				out[e.GetIndex()] = string(e.GetData())
+				out[e.Index] = string(e.Data)
 			}
 		}
 	}

@@ -25,7 +25,7 @@ func TestAddPeerReachesANodeThatJoinedLater(t *testing.T) {
 	a.tr.AddPeer(2, ln2.Addr().String())
 	a.tr.AddPeer(2, "127.0.0.1:1") // already known: ignored
 	a.tr.AddPeer(1, "127.0.0.1:1") // itself: ignored
-	a.tr.Send(7, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 1), msg(pb.MessageType_MsgApp, 1, 2, 2)})
+	a.tr.Send(7, []pb.Message{msg(pb.MsgApp, 1, 2, 1), msg(pb.MsgApp, 1, 2, 2)})
 	b.rec.waitFor(t, "both messages at the added node", func(r *recorder) bool { return len(r.got[7]) == 2 })
 	if out, err := a.tr.Join(context.Background(), 2, &clusterv1.JoinRequest{Node: 7}); err != nil || !slices.Equal(out.GetFounders(), []uint64{7}) {
 		t.Errorf("rpc on the added node = %v, %v", out, err)

@@ -129,7 +129,7 @@ func (p *peer) stream(ctx context.Context) (sent bool, err error) {
 // write sends batch as one frame, encoded in buf, which it returns for
 // the next.
 func (p *peer) write(conn net.Conn, buf []byte, batch []outgoing) ([]byte, error) {
-	buf, err := appendFrame(buf, p.encode(batch))
+	buf, err := appendFrame(buf, p.t.cfg.NodeID, batch)
 	if err != nil {
 		return buf, err
 	}
@@ -137,14 +137,6 @@ func (p *peer) write(conn net.Conn, buf []byte, batch []outgoing) ([]byte, error
 		return buf, fmt.Errorf("send to node %d: %w", p.id, err)
 	}
 	return buf, nil
-}
-
-func (p *peer) encode(batch []outgoing) *clusterv1.RaftBatch {
-	b := &clusterv1.RaftBatch{From: p.t.cfg.NodeID, Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
-	for _, o := range batch {
-		b.Messages = append(b.Messages, &clusterv1.RaftMessage{Group: o.group, Message: o.msg})
-	}
-	return b
 }
 
 // writeWithin writes b to conn, failing if the peer has not taken it
@@ -255,7 +247,11 @@ func (p *peer) legacyStream(ctx context.Context, batch []outgoing) (sent bool, e
 	}()
 	for {
 		batch = p.fill(batch)
-		if err := s.Send(p.encode(batch)); err != nil {
+		encoded, err := encodeBatch(p.t.cfg.NodeID, batch)
+		if err == nil {
+			err = s.Send(encoded)
+		}
+		if err != nil {
 			p.lost(batch)
 			return sent, fmt.Errorf("send to node %d on its Raft rpc: %w", p.id, err)
 		}
@@ -313,13 +309,13 @@ func hostPort(u *url.URL, def string) string {
 func (p *peer) fill(batch []outgoing) []outgoing {
 	size := 0
 	for _, o := range batch {
-		size += entriesSize(o.msg)
+		size += entriesSize(&o.msg)
 	}
 	for len(batch) < p.t.cfg.MaxBatch && size < maxBatchBytes {
 		select {
 		case o := <-p.queue:
 			batch = append(batch, o)
-			size += entriesSize(o.msg)
+			size += entriesSize(&o.msg)
 		default:
 			return batch
 		}
@@ -334,8 +330,8 @@ const maxBatchBytes = 4 << 20
 // of an append, and cheaper to count than m's encoded size.
 func entriesSize(m *pb.Message) int {
 	n := 0
-	for _, e := range m.GetEntries() {
-		n += len(e.GetData()) + 16 // term, index, type and their tags
+	for _, e := range m.Entries {
+		n += len(e.Data) + 16 // term, index, type and their tags
 	}
 	return n
 }
@@ -349,7 +345,7 @@ func (p *peer) lost(batch []outgoing) {
 // delivered reports the snapshots of a batch that went out.
 func (p *peer) delivered(batch []outgoing) {
 	for _, o := range batch {
-		if o.msg.GetType() == pb.MessageType_MsgSnap {
+		if o.msg.Type == pb.MsgSnap {
 			p.t.report(o.group, o.msg, false)
 		}
 	}
@@ -393,7 +389,7 @@ func (s *service) Raft(ctx context.Context, stream *connect.ClientStream[cluster
 
 func receiveBatches(stream *connect.ClientStream[clusterv1.RaftBatch], r Receiver) error {
 	for stream.Receive() {
-		if err := deliver(stream.Msg(), r); err != nil {
+		if err := deliverBatch(stream.Msg(), r); err != nil {
 			return connect.NewError(connect.CodeInvalidArgument, err)
 		}
 	}

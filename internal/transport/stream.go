@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/net/http/httpguts"
-	"google.golang.org/protobuf/proto"
 
-	clusterv1 "herald/proto/herald/cluster/v1"
 	"herald/proto/herald/cluster/v1/clusterv1connect"
 )
 
@@ -71,17 +70,14 @@ var errFrameTooLarge = errors.New("raft stream frame over 1 GiB")
 // keepalive is the frame of an empty body.
 var keepalive = [frameHeaderLen]byte{}
 
-// appendFrame appends to dst the frame of batch.
-func appendFrame(dst []byte, batch *clusterv1.RaftBatch) ([]byte, error) {
+// appendFrame appends to dst the frame of batch, from node from.
+func appendFrame(dst []byte, from uint64, batch []outgoing) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, keepalive[:]...)
-	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, batch)
-	if err != nil {
-		return dst[:start], fmt.Errorf("encode a raft batch: %w", err)
-	}
+	dst = appendBatch(dst, from, batch)
 	body := len(dst) - start - frameHeaderLen
 	if body > maxFrameBytes {
-		return dst[:start], fmt.Errorf("a raft batch of %d messages: %w", len(batch.GetMessages()), errFrameTooLarge)
+		return dst[:start], fmt.Errorf("a raft batch of %d messages: %w", len(batch), errFrameTooLarge)
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(body))
 	return dst, nil
@@ -218,28 +214,11 @@ func (t *Transport) receiveStream(conn net.Conn, br *bufio.Reader, rcv Receiver)
 		if cap(buf) > keptBufferBytes {
 			buf = nil // body is decoded below, and not kept
 		}
-		var batch clusterv1.RaftBatch
-		if err := proto.Unmarshal(body, &batch); err != nil {
+		err = decodeBatch(body, func(group uint64, m pb.Message) { receive(rcv, group, m) })
+		if err != nil {
 			return fmt.Errorf("a frame of the raft stream is not a RaftBatch: %w", err)
 		}
-		if err := deliver(&batch, rcv); err != nil {
-			return err
-		}
 	}
-}
-
-// deliver hands the messages of batch to rcv.
-func deliver(batch *clusterv1.RaftBatch, rcv Receiver) error {
-	for _, rm := range batch.GetMessages() {
-		m := rm.GetMessage()
-		if m == nil {
-			return fmt.Errorf("a batch from node %d holds no raft message for group %d", batch.GetFrom(), rm.GetGroup())
-		}
-		// A message for a group this node does not run yet (its topic is
-		// not applied here yet) is dropped: raft resends.
-		_ = rcv.Receive(rm.GetGroup(), m)
-	}
-	return nil
 }
 
 // sendKeepalives writes a keepalive on conn every keepaliveEvery until

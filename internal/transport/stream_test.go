@@ -17,7 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
+	"reflect"
 
 	"herald/internal/backoff"
 	"herald/internal/testkit/faultproxy"
@@ -57,7 +57,7 @@ func TestABatchGoesOutInOneWrite(t *testing.T) {
 	t.Cleanup(a.Close)
 
 	sendAndWait := func(i uint64) {
-		a.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, i)})
+		a.Send(1, []pb.Message{msg(pb.MsgApp, 1, 2, i)})
 		b.rec.waitFor(t, "the message", func(r *recorder) bool { return uint64(len(r.got[1])) == i+1 })
 	}
 	sendAndWait(0) // opens the connection and the stream
@@ -86,7 +86,7 @@ func TestSilentPeerIsFoundDead(t *testing.T) {
 	a := startNode(t, 1, ln1, map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + proxy.Addr()})
 	b := startNode(t, 2, ln2, map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + ln2.Addr().String()})
 
-	heartbeat := func(i uint64) { a.tr.Send(5, []*pb.Message{msg(pb.MessageType_MsgHeartbeat, 1, 2, i)}) }
+	heartbeat := func(i uint64) { a.tr.Send(5, []pb.Message{msg(pb.MsgHeartbeat, 1, 2, i)}) }
 	heartbeat(0)
 	b.rec.waitFor(t, "the first heartbeat", func(r *recorder) bool { return len(r.got[5]) == 1 })
 
@@ -165,15 +165,14 @@ func TestRaftStreamKeepsAliveAndDropsASilentSender(t *testing.T) {
 	b := startNode(t, 2, ln, map[uint64]string{2: "http://" + ln.Addr().String()})
 	conn, in := openRaw(t, ln.Addr().String())
 
-	frame, err := appendFrame(nil, &clusterv1.RaftBatch{From: 1, Messages: []*clusterv1.RaftMessage{
-		{Group: 3, Message: msg(pb.MessageType_MsgApp, 1, 2, 9)}}})
+	frame, err := appendFrame(nil, 1, []outgoing{{group: 3, msg: msg(pb.MsgApp, 1, 2, 9)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	b.rec.waitFor(t, "the batch's message", func(r *recorder) bool { return len(r.got[3]) == 1 && r.got[3][0].GetIndex() == 9 })
+	b.rec.waitFor(t, "the batch's message", func(r *recorder) bool { return len(r.got[3]) == 1 && r.got[3][0].Index == 9 })
 
 	start := time.Now()
 	var buf []byte
@@ -229,12 +228,11 @@ func TestRaftStreamRefusals(t *testing.T) {
 }
 
 func TestFrames(t *testing.T) {
-	batch := &clusterv1.RaftBatch{From: 4, Messages: []*clusterv1.RaftMessage{
-		{Group: 1, Message: msg(pb.MessageType_MsgApp, 4, 5, 1)},
-		{Group: 2, Message: msg(pb.MessageType_MsgHeartbeat, 4, 5, 0)}}}
+	batch := []outgoing{{group: 1, msg: msg(pb.MsgApp, 4, 5, 1)}, {group: 2, msg: msg(pb.MsgHeartbeat, 4, 5, 0)}}
+	batch[0].msg.Entries = []pb.Entry{{Term: 3, Index: 1, Data: []byte("an event")}}
 	var stream []byte
 	stream = append(stream, keepalive[:]...)
-	stream, err := appendFrame(stream, batch)
+	stream, err := appendFrame(stream, 4, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +245,10 @@ func TestFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got clusterv1.RaftBatch
-	if err := proto.Unmarshal(body, &got); err != nil || !proto.Equal(&got, batch) {
-		t.Fatalf("second frame decodes as %v, %v; want %v", &got, err, batch)
+	var got []outgoing
+	err = decodeBatch(body, func(group uint64, m pb.Message) { got = append(got, outgoing{group: group, msg: m}) })
+	if err != nil || !reflect.DeepEqual(got, batch) {
+		t.Fatalf("second frame decodes as %v, %v; want %v", got, err, batch)
 	}
 	if _, err := readFrame(r, &buf); err != io.EOF {
 		t.Errorf("after the last frame: %v; want io.EOF", err)
@@ -273,18 +272,18 @@ func TestRollingUpgrade(t *testing.T) {
 	a := startNode(t, 1, ln1, peers)
 	b := startEarlierNode(t, 2, ln2, peers)
 
-	a.tr.Send(4, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 1), msg(pb.MessageType_MsgApp, 1, 2, 2)})
+	a.tr.Send(4, []pb.Message{msg(pb.MsgApp, 1, 2, 1), msg(pb.MsgApp, 1, 2, 2)})
 	b.rec.waitFor(t, "the messages, on the earlier node's rpc", func(r *recorder) bool { return len(r.got[4]) == 2 })
 
 	// The earlier release's sender: the rpc, from node 2 to node 1.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := clusterv1connect.NewClusterServiceClient(http2Client(nil), peers[1], connect.WithGRPC()).Raft(ctx)
-	batch := &clusterv1.RaftBatch{From: 2, Messages: []*clusterv1.RaftMessage{{Group: 4, Message: msg(pb.MessageType_MsgAppResp, 2, 1, 2)}}}
+	batch := &clusterv1.RaftBatch{From: 2, Messages: []*clusterv1.RaftMessage{{Group: 4, Message: encoded(t, msg(pb.MsgAppResp, 2, 1, 2))}}}
 	if err := s.Send(batch); err != nil {
 		t.Fatal(err)
 	}
-	a.rec.waitFor(t, "the message sent on the rpc", func(r *recorder) bool { return len(r.got[4]) == 1 && r.got[4][0].GetIndex() == 2 })
+	a.rec.waitFor(t, "the message sent on the rpc", func(r *recorder) bool { return len(r.got[4]) == 1 && r.got[4][0].Index == 2 })
 	if _, err := s.CloseAndReceive(); err != nil {
 		t.Errorf("ending the rpc: %v", err)
 	}
@@ -309,8 +308,8 @@ func TestLargeAppendsSplitIntoBatches(t *testing.T) {
 	p := &peer{t: &Transport{cfg: Config{MaxBatch: 512}}, queue: make(chan outgoing, 16)}
 	const perEntry = 1 << 20
 	for i := range uint64(10) {
-		m := msg(pb.MessageType_MsgApp, 1, 2, i)
-		m.Entries = []*pb.Entry{{Data: make([]byte, perEntry)}}
+		m := msg(pb.MsgApp, 1, 2, i)
+		m.Entries = []pb.Entry{{Data: make([]byte, perEntry)}}
 		p.queue <- outgoing{group: 1, msg: m}
 	}
 	var sizes []int

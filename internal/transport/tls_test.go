@@ -100,7 +100,7 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 		deadline := time.After(20 * time.Second)
 	sending:
 		for i := uint64(1); ; i++ {
-			tr.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 3, 2, i)})
+			tr.Send(1, []pb.Message{msg(pb.MsgApp, 3, 2, i)})
 			rec.mu.Lock()
 			refused := rec.unreachable[2] > 0
 			rec.mu.Unlock()
@@ -122,12 +122,12 @@ func TestMutualTLSRefusesStrangers(t *testing.T) {
 	if err != nil || !slices.Equal(out.GetFounders(), []uint64{1}) {
 		t.Fatalf("node 1's rpc over mutual TLS = %v, %v", out, err)
 	}
-	a.tr.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 42)})
+	a.tr.Send(1, []pb.Message{msg(pb.MsgApp, 1, 2, 42)})
 	b.rec.waitFor(t, "node 1's message", func(r *recorder) bool { return len(r.got[1]) > 0 })
 	b.rec.mu.Lock()
 	defer b.rec.mu.Unlock()
 	for _, m := range b.rec.got[1] {
-		if m.GetFrom() != 1 {
+		if m.From != 1 {
 			t.Errorf("a stranger's message reached the receiver: %v", m)
 		}
 	}

@@ -47,7 +47,7 @@ import (
 type Receiver interface {
 	// Receive takes a message for a group without blocking; it may drop
 	// the message (a busy or unknown group).
-	Receive(group uint64, m *pb.Message) error
+	Receive(group uint64, m pb.Message) error
 	// ReportUnreachable tells group that a message to node to was lost.
 	ReportUnreachable(group, to uint64)
 	// ReportSnapshot tells group whether the snapshot it sent to node to
@@ -244,11 +244,11 @@ func peersOnly(h http.Handler) http.Handler {
 // Send queues msgs of group for their recipients. It never blocks: a
 // message that does not fit in its peer's queue is dropped and reported
 // unreachable (raft sends it again). It implements host.Transport.
-func (t *Transport) Send(group uint64, msgs []*pb.Message) {
+func (t *Transport) Send(group uint64, msgs []pb.Message) {
 	for _, m := range msgs {
-		p := t.peer(m.GetTo())
+		p := t.peer(m.To)
 		if p == nil {
-			t.log.Warn("dropping a raft message to an unknown node; is it in --peers?", "to", m.GetTo(), "group", group)
+			t.log.Warn("dropping a raft message to an unknown node; is it in --peers?", "to", m.To, "group", group)
 			continue
 		}
 		select {
@@ -261,22 +261,22 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 
 // report tells the sending group that m was lost (or, with lost false,
 // that a snapshot in m went out).
-func (t *Transport) report(group uint64, m *pb.Message, lost bool) {
+func (t *Transport) report(group uint64, m pb.Message, lost bool) {
 	t.mu.RLock()
 	r := t.receiver
 	t.mu.RUnlock()
 	if r == nil {
 		return
 	}
-	if m.GetType() == pb.MessageType_MsgSnap {
-		r.ReportSnapshot(group, m.GetTo(), lost)
+	if m.Type == pb.MsgSnap {
+		r.ReportSnapshot(group, m.To, lost)
 	}
 	if lost {
-		r.ReportUnreachable(group, m.GetTo())
+		r.ReportUnreachable(group, m.To)
 	}
 }
 
 type outgoing struct {
 	group uint64
-	msg   *pb.Message
+	msg   pb.Message
 }

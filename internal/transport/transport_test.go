@@ -20,14 +20,14 @@ import (
 // recorder is a Receiver that records what it is given.
 type recorder struct {
 	mu          sync.Mutex
-	got         map[uint64][]*pb.Message // by group
-	unreachable map[uint64]int           // by peer
-	snapshots   []bool                   // failed, per report
+	got         map[uint64][]pb.Message // by group
+	unreachable map[uint64]int          // by peer
+	snapshots   []bool                  // failed, per report
 	changed     chan struct{}
 }
 
 func newRecorder() *recorder {
-	return &recorder{got: map[uint64][]*pb.Message{}, unreachable: map[uint64]int{}, changed: make(chan struct{}, 1)}
+	return &recorder{got: map[uint64][]pb.Message{}, unreachable: map[uint64]int{}, changed: make(chan struct{}, 1)}
 }
 
 func (r *recorder) note() {
@@ -37,7 +37,7 @@ func (r *recorder) note() {
 	}
 }
 
-func (r *recorder) Receive(group uint64, m *pb.Message) error {
+func (r *recorder) Receive(group uint64, m pb.Message) error {
 	r.mu.Lock()
 	r.got[group] = append(r.got[group], m)
 	r.mu.Unlock()
@@ -134,8 +134,18 @@ func listen(t *testing.T) net.Listener {
 	return ln
 }
 
-func msg(typ pb.MessageType, from, to, index uint64) *pb.Message {
-	return &pb.Message{Type: &typ, From: &from, To: &to, Index: &index}
+func msg(typ pb.MessageType, from, to, index uint64) pb.Message {
+	return pb.Message{Type: typ, From: from, To: to, Index: index}
+}
+
+// encoded is m's encoding, as a RaftMessage of the Raft rpc carries it.
+func encoded(t *testing.T, m pb.Message) []byte {
+	t.Helper()
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestMessagesOfAllGroupsArriveInOrder(t *testing.T) {
@@ -146,7 +156,7 @@ func TestMessagesOfAllGroupsArriveInOrder(t *testing.T) {
 	const perGroup = 500
 	for i := range uint64(perGroup) {
 		for group := uint64(1); group <= 3; group++ {
-			a.tr.Send(group, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, i)})
+			a.tr.Send(group, []pb.Message{msg(pb.MsgApp, 1, 2, i)})
 		}
 	}
 	b.rec.waitFor(t, "every message", func(r *recorder) bool {
@@ -156,7 +166,7 @@ func TestMessagesOfAllGroupsArriveInOrder(t *testing.T) {
 	defer b.rec.mu.Unlock()
 	for group, ms := range b.rec.got {
 		for i, m := range ms {
-			if m.GetIndex() != uint64(i) || m.GetFrom() != 1 || m.GetTo() != 2 {
+			if m.Index != uint64(i) || m.From != 1 || m.To != 2 {
 				t.Fatalf("group %d: message %d is %v", group, i, m)
 			}
 		}
@@ -171,7 +181,7 @@ func TestPeerDownIsReportedAndStreamReopens(t *testing.T) {
 	addr2 := testkit.FreeAddr(t) // nothing listens there yet
 	peers := map[uint64]string{1: "http://" + ln1.Addr().String(), 2: "http://" + addr2}
 	a := startNode(t, 1, ln1, peers)
-	a.tr.Send(7, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 2, 1), msg(pb.MessageType_MsgSnap, 1, 2, 2)})
+	a.tr.Send(7, []pb.Message{msg(pb.MsgApp, 1, 2, 1), msg(pb.MsgSnap, 1, 2, 2)})
 	a.rec.waitFor(t, "the lost messages reported", func(r *recorder) bool {
 		return r.unreachable[2] >= 1 && len(r.snapshots) == 1
 	})
@@ -190,7 +200,7 @@ func TestPeerDownIsReportedAndStreamReopens(t *testing.T) {
 	// Raft keeps sending; so does this test, until one arrives.
 	deadline := time.Now().Add(20 * time.Second)
 	for i := uint64(10); ; i++ {
-		a.tr.Send(7, []*pb.Message{msg(pb.MessageType_MsgHeartbeat, 1, 2, i)})
+		a.tr.Send(7, []pb.Message{msg(pb.MsgHeartbeat, 1, 2, i)})
 		b.rec.mu.Lock()
 		n := len(b.rec.got[7])
 		b.rec.mu.Unlock()
@@ -207,7 +217,7 @@ func TestPeerDownIsReportedAndStreamReopens(t *testing.T) {
 func TestSendToUnknownNodeIsDropped(t *testing.T) {
 	ln1 := listen(t)
 	a := startNode(t, 1, ln1, map[uint64]string{1: "http://" + ln1.Addr().String()})
-	a.tr.Send(1, []*pb.Message{msg(pb.MessageType_MsgApp, 1, 9, 1)}) // must not panic or block
+	a.tr.Send(1, []pb.Message{msg(pb.MsgApp, 1, 9, 1)}) // must not panic or block
 	if _, err := a.tr.Fetch(context.Background(), 9, &clusterv1.FetchRequest{}); err == nil || !strings.Contains(err.Error(), "not a peer") {
 		t.Errorf("Fetch on an unknown node = %v, want an error saying it is not a peer", err)
 	}

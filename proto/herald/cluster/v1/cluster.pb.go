@@ -15,7 +15,6 @@
 package clusterv1
 
 import (
-	raftpb "go.etcd.io/raft/v3/raftpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -93,10 +92,11 @@ func (x *RaftBatch) GetMessages() []*RaftMessage {
 type RaftMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
-	// Embedded, so that a batch is encoded and decoded in one pass, each
-	// entry's data copied once. On the wire it is the same as the bytes of
-	// an encoded raftpb.Message, which is what this field was before.
-	Message       *raftpb.Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// An encoded etcd raft message (go.etcd.io/raft/v3/raftpb.Message),
+	// whose Go code is gogoproto's, not this file's: internal/transport
+	// encodes and decodes a batch's messages in place, each entry's data
+	// copied once (stream.go).
+	Message       []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -138,7 +138,7 @@ func (x *RaftMessage) GetGroup() uint64 {
 	return 0
 }
 
-func (x *RaftMessage) GetMessage() *raftpb.Message {
+func (x *RaftMessage) GetMessage() []byte {
 	if x != nil {
 		return x.Message
 	}
@@ -1038,9 +1038,10 @@ func (x *EntriesRequest) GetMaxBytes() uint64 {
 type EntriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The index before the first entry, and its term.
-	Index         uint64          `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	LogTerm       uint64          `protobuf:"varint,2,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`
-	Entries       []*raftpb.Entry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Index   uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	LogTerm uint64 `protobuf:"varint,2,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`
+	// Encoded etcd raft entries (go.etcd.io/raft/v3/raftpb.Entry).
+	Entries       [][]byte `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1089,7 +1090,7 @@ func (x *EntriesResponse) GetLogTerm() uint64 {
 	return 0
 }
 
-func (x *EntriesResponse) GetEntries() []*raftpb.Entry {
+func (x *EntriesResponse) GetEntries() [][]byte {
 	if x != nil {
 		return x.Entries
 	}
@@ -1624,14 +1625,13 @@ var File_herald_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1fherald/cluster/v1/cluster.proto\x12\x11herald.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
-	"raft.proto\"[\n" +
+	"\x1fherald/cluster/v1/cluster.proto\x12\x11herald.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n" +
 	"\tRaftBatch\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12:\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1e.herald.cluster.v1.RaftMessageR\bmessages\"N\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.herald.cluster.v1.RaftMessageR\bmessages\"=\n" +
 	"\vRaftMessage\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\x04R\x05group\x12)\n" +
-	"\amessage\x18\x02 \x01(\v2\x0f.raftpb.MessageR\amessage\"\t\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
 	"\aRaftAck\"q\n" +
 	"\tShardCall\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
@@ -1698,11 +1698,11 @@ const file_herald_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x03 \x01(\x04R\x02hi\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\"k\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\"\\\n" +
 	"\x0fEntriesResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
-	"\blog_term\x18\x02 \x01(\x04R\alogTerm\x12'\n" +
-	"\aentries\x18\x03 \x03(\v2\r.raftpb.EntryR\aentries\"H\n" +
+	"\blog_term\x18\x02 \x01(\x04R\alogTerm\x12\x18\n" +
+	"\aentries\x18\x03 \x03(\fR\aentries\"H\n" +
 	"\fReaddRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\x04R\x04node\x12\x0e\n" +
@@ -1788,53 +1788,49 @@ var file_herald_cluster_v1_cluster_proto_goTypes = []any{
 	(*JoinResponse)(nil),          // 27: herald.cluster.v1.JoinResponse
 	nil,                           // 28: herald.cluster.v1.Event.HeadersEntry
 	nil,                           // 29: herald.cluster.v1.LocalStatusResponse.GroupsEntry
-	(*raftpb.Message)(nil),        // 30: raftpb.Message
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*raftpb.Entry)(nil),          // 33: raftpb.Entry
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_herald_cluster_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: herald.cluster.v1.RaftBatch.messages:type_name -> herald.cluster.v1.RaftMessage
-	30, // 1: herald.cluster.v1.RaftMessage.message:type_name -> raftpb.Message
-	3,  // 2: herald.cluster.v1.FetchRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	31, // 3: herald.cluster.v1.FetchRequest.visibility:type_name -> google.protobuf.Duration
-	6,  // 4: herald.cluster.v1.FetchResponse.deliveries:type_name -> herald.cluster.v1.Delivery
-	7,  // 5: herald.cluster.v1.Delivery.event:type_name -> herald.cluster.v1.Event
-	32, // 6: herald.cluster.v1.Delivery.time:type_name -> google.protobuf.Timestamp
-	28, // 7: herald.cluster.v1.Event.headers:type_name -> herald.cluster.v1.Event.HeadersEntry
-	3,  // 8: herald.cluster.v1.NackRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	3,  // 9: herald.cluster.v1.AckRequest.shard:type_name -> herald.cluster.v1.ShardCall
-	14, // 10: herald.cluster.v1.ProposeResponse.duplicates:type_name -> herald.cluster.v1.Duplicate
-	33, // 11: herald.cluster.v1.EntriesResponse.entries:type_name -> raftpb.Entry
-	29, // 12: herald.cluster.v1.LocalStatusResponse.groups:type_name -> herald.cluster.v1.LocalStatusResponse.GroupsEntry
-	25, // 13: herald.cluster.v1.LocalStatusResponse.GroupsEntry.value:type_name -> herald.cluster.v1.GroupStatus
-	0,  // 14: herald.cluster.v1.ClusterService.Raft:input_type -> herald.cluster.v1.RaftBatch
-	4,  // 15: herald.cluster.v1.ClusterService.Fetch:input_type -> herald.cluster.v1.FetchRequest
-	8,  // 16: herald.cluster.v1.ClusterService.Nack:input_type -> herald.cluster.v1.NackRequest
-	10, // 17: herald.cluster.v1.ClusterService.Ack:input_type -> herald.cluster.v1.AckRequest
-	12, // 18: herald.cluster.v1.ClusterService.Propose:input_type -> herald.cluster.v1.ProposeRequest
-	15, // 19: herald.cluster.v1.ClusterService.Entries:input_type -> herald.cluster.v1.EntriesRequest
-	17, // 20: herald.cluster.v1.ClusterService.Readd:input_type -> herald.cluster.v1.ReaddRequest
-	19, // 21: herald.cluster.v1.ClusterService.Started:input_type -> herald.cluster.v1.StartedRequest
-	21, // 22: herald.cluster.v1.ClusterService.Ping:input_type -> herald.cluster.v1.PingRequest
-	23, // 23: herald.cluster.v1.ClusterService.LocalStatus:input_type -> herald.cluster.v1.LocalStatusRequest
-	26, // 24: herald.cluster.v1.ClusterService.Join:input_type -> herald.cluster.v1.JoinRequest
-	2,  // 25: herald.cluster.v1.ClusterService.Raft:output_type -> herald.cluster.v1.RaftAck
-	5,  // 26: herald.cluster.v1.ClusterService.Fetch:output_type -> herald.cluster.v1.FetchResponse
-	9,  // 27: herald.cluster.v1.ClusterService.Nack:output_type -> herald.cluster.v1.NackResponse
-	11, // 28: herald.cluster.v1.ClusterService.Ack:output_type -> herald.cluster.v1.AckResponse
-	13, // 29: herald.cluster.v1.ClusterService.Propose:output_type -> herald.cluster.v1.ProposeResponse
-	16, // 30: herald.cluster.v1.ClusterService.Entries:output_type -> herald.cluster.v1.EntriesResponse
-	18, // 31: herald.cluster.v1.ClusterService.Readd:output_type -> herald.cluster.v1.ReaddResponse
-	20, // 32: herald.cluster.v1.ClusterService.Started:output_type -> herald.cluster.v1.StartedResponse
-	22, // 33: herald.cluster.v1.ClusterService.Ping:output_type -> herald.cluster.v1.PingResponse
-	24, // 34: herald.cluster.v1.ClusterService.LocalStatus:output_type -> herald.cluster.v1.LocalStatusResponse
-	27, // 35: herald.cluster.v1.ClusterService.Join:output_type -> herald.cluster.v1.JoinResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	3,  // 1: herald.cluster.v1.FetchRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	30, // 2: herald.cluster.v1.FetchRequest.visibility:type_name -> google.protobuf.Duration
+	6,  // 3: herald.cluster.v1.FetchResponse.deliveries:type_name -> herald.cluster.v1.Delivery
+	7,  // 4: herald.cluster.v1.Delivery.event:type_name -> herald.cluster.v1.Event
+	31, // 5: herald.cluster.v1.Delivery.time:type_name -> google.protobuf.Timestamp
+	28, // 6: herald.cluster.v1.Event.headers:type_name -> herald.cluster.v1.Event.HeadersEntry
+	3,  // 7: herald.cluster.v1.NackRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	3,  // 8: herald.cluster.v1.AckRequest.shard:type_name -> herald.cluster.v1.ShardCall
+	14, // 9: herald.cluster.v1.ProposeResponse.duplicates:type_name -> herald.cluster.v1.Duplicate
+	29, // 10: herald.cluster.v1.LocalStatusResponse.groups:type_name -> herald.cluster.v1.LocalStatusResponse.GroupsEntry
+	25, // 11: herald.cluster.v1.LocalStatusResponse.GroupsEntry.value:type_name -> herald.cluster.v1.GroupStatus
+	0,  // 12: herald.cluster.v1.ClusterService.Raft:input_type -> herald.cluster.v1.RaftBatch
+	4,  // 13: herald.cluster.v1.ClusterService.Fetch:input_type -> herald.cluster.v1.FetchRequest
+	8,  // 14: herald.cluster.v1.ClusterService.Nack:input_type -> herald.cluster.v1.NackRequest
+	10, // 15: herald.cluster.v1.ClusterService.Ack:input_type -> herald.cluster.v1.AckRequest
+	12, // 16: herald.cluster.v1.ClusterService.Propose:input_type -> herald.cluster.v1.ProposeRequest
+	15, // 17: herald.cluster.v1.ClusterService.Entries:input_type -> herald.cluster.v1.EntriesRequest
+	17, // 18: herald.cluster.v1.ClusterService.Readd:input_type -> herald.cluster.v1.ReaddRequest
+	19, // 19: herald.cluster.v1.ClusterService.Started:input_type -> herald.cluster.v1.StartedRequest
+	21, // 20: herald.cluster.v1.ClusterService.Ping:input_type -> herald.cluster.v1.PingRequest
+	23, // 21: herald.cluster.v1.ClusterService.LocalStatus:input_type -> herald.cluster.v1.LocalStatusRequest
+	26, // 22: herald.cluster.v1.ClusterService.Join:input_type -> herald.cluster.v1.JoinRequest
+	2,  // 23: herald.cluster.v1.ClusterService.Raft:output_type -> herald.cluster.v1.RaftAck
+	5,  // 24: herald.cluster.v1.ClusterService.Fetch:output_type -> herald.cluster.v1.FetchResponse
+	9,  // 25: herald.cluster.v1.ClusterService.Nack:output_type -> herald.cluster.v1.NackResponse
+	11, // 26: herald.cluster.v1.ClusterService.Ack:output_type -> herald.cluster.v1.AckResponse
+	13, // 27: herald.cluster.v1.ClusterService.Propose:output_type -> herald.cluster.v1.ProposeResponse
+	16, // 28: herald.cluster.v1.ClusterService.Entries:output_type -> herald.cluster.v1.EntriesResponse
+	18, // 29: herald.cluster.v1.ClusterService.Readd:output_type -> herald.cluster.v1.ReaddResponse
+	20, // 30: herald.cluster.v1.ClusterService.Started:output_type -> herald.cluster.v1.StartedResponse
+	22, // 31: herald.cluster.v1.ClusterService.Ping:output_type -> herald.cluster.v1.PingResponse
+	24, // 32: herald.cluster.v1.ClusterService.LocalStatus:output_type -> herald.cluster.v1.LocalStatusResponse
+	27, // 33: herald.cluster.v1.ClusterService.Join:output_type -> herald.cluster.v1.JoinResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_herald_cluster_v1_cluster_proto_init() }
