@@ -176,7 +176,7 @@ func TestProposalsReplacedByANewLeaderAreMadeAgainOrFailCleanly(t *testing.T) {
 	// if node 1 handed over, which a voter grants regardless.
 	if err := hosts[2].onLoop(ctx, 1, func(g *group) error {
 		term := g.rn.BasicStatus().Term
-		return g.rn.Step(pb.Message{Type: pb.MsgTimeoutNow, From: uint64(1), To: uint64(2), Term: term})
+		return g.rn.Step(pb.Message{Type: pb.MsgTimeoutNow, From: 1, To: 2, Term: term})
 	}); err != nil {
 		t.Fatal(err)
 	}

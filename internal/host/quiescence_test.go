@@ -142,8 +142,8 @@ func TestLeaderMayQuiesce(t *testing.T) {
 func TestFollowerMayQuiesce(t *testing.T) {
 	var st raft.BasicStatus
 	st.Lead = 2
-	st.HardState = pb.HardState{Term: uint64(5), Commit: uint64(10)}
-	m := pb.Message{From: uint64(2), Term: uint64(5), Commit: uint64(10)}
+	st.HardState = pb.HardState{Term: 5, Commit: 10}
+	m := pb.Message{From: 2, Term: 5, Commit: 10}
 	if !followerMayQuiesce(&m, st, 10, 10) {
 		t.Fatal("a caught-up follower may not quiesce")
 	}
@@ -153,7 +153,7 @@ func TestFollowerMayQuiesce(t *testing.T) {
 	if followerMayQuiesce(&m, st, 10, 9) {
 		t.Fatal("quiesced with an entry not applied")
 	}
-	other := pb.Message{From: uint64(3), Term: uint64(5), Commit: uint64(10)}
+	other := pb.Message{From: 3, Term: 5, Commit: 10}
 	if followerMayQuiesce(&other, st, 10, 10) {
 		t.Fatal("quiesced on the word of a node that does not lead")
 	}

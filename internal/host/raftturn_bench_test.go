@@ -87,7 +87,7 @@ func (v *soleVoter) turn(b *testing.B, payload []byte, n int) {
 	for i := range ents {
 		ents[i] = pb.Entry{Data: payload}
 	}
-	if err := v.rn.Step(pb.Message{Type: pb.MsgProp, From: uint64(1), Entries: ents}); err != nil {
+	if err := v.rn.Step(pb.Message{Type: pb.MsgProp, From: 1, Entries: ents}); err != nil {
 		b.Fatal(err)
 	}
 	for v.rn.HasReady() {

@@ -57,7 +57,7 @@ func TestReaddQueueFollowerOnlyRemembers(t *testing.T) {
 
 func TestReaddQueueIgnoresOtherConfChanges(t *testing.T) {
 	q := newReaddQueue()
-	cc := pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(3)}
+	cc := pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: 3}
 	q.applied(&cc, true)
 	if q.busy() || q.removed[3] {
 		t.Fatal("a plain removal was taken for a re-add")

@@ -31,7 +31,7 @@ func TestRebuildStateKeepsOutOfElections(t *testing.T) {
 func TestRebuildStateClampsHeartbeatsToItsLog(t *testing.T) {
 	r := newRebuildState(true, 0)
 	defer r.stop()
-	m := pb.Message{Type: pb.MsgHeartbeat, Commit: uint64(50)}
+	m := pb.Message{Type: pb.MsgHeartbeat, Commit: 50}
 	if !r.step(&m, logEnd(7)) {
 		t.Fatal("a heartbeat was dropped")
 	}
@@ -40,7 +40,7 @@ func TestRebuildStateClampsHeartbeatsToItsLog(t *testing.T) {
 	}
 	n := newRebuildState(false, 0)
 	defer n.stop()
-	m = pb.Message{Type: pb.MsgHeartbeat, Commit: uint64(50)}
+	m = pb.Message{Type: pb.MsgHeartbeat, Commit: 50}
 	n.step(&m, logEnd(7))
 	if m.Commit != 50 {
 		t.Fatal("a replica that is not rebuilding clamped a heartbeat")
@@ -55,12 +55,12 @@ func TestRebuildStateCaughtUpAtTheLeadersCommit(t *testing.T) {
 	if r.caughtUp(100) {
 		t.Fatal("caught up before any leader said how far")
 	}
-	r.step(&pb.Message{Type: pb.MsgApp, Commit: uint64(20)}, logEnd(0))
-	r.step(&pb.Message{Type: pb.MsgApp, Commit: uint64(10)}, logEnd(0))
+	r.step(&pb.Message{Type: pb.MsgApp, Commit: 20}, logEnd(0))
+	r.step(&pb.Message{Type: pb.MsgApp, Commit: 10}, logEnd(0))
 	if r.caughtUp(19) {
 		t.Fatal("caught up below the highest commit index it was told of")
 	}
-	snap := pb.Message{Type: pb.MsgSnap, Snapshot: &pb.Snapshot{Metadata: pb.SnapshotMetadata{Index: uint64(30)}}}
+	snap := pb.Message{Type: pb.MsgSnap, Snapshot: &pb.Snapshot{Metadata: pb.SnapshotMetadata{Index: 30}}}
 	r.step(&snap, logEnd(0))
 	if r.caughtUp(20) || !r.caughtUp(30) {
 		t.Fatal("the snapshot's index did not become the target")

@@ -15,7 +15,7 @@ import (
 // snapshotAt is a snapshot at index (term 1) whose data names the index.
 func snapshotAt(index uint64) pb.Snapshot {
 	return pb.Snapshot{Data: fmt.Appendf(nil, "state at %d", index), Metadata: pb.SnapshotMetadata{
-		Index: index, Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+		Index: index, Term: 1, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 }
 
 // appendSynced appends entries from..to (term 1) to the group and makes

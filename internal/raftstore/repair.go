@@ -47,7 +47,7 @@ func (s *Storage) finishRepair() error {
 	if last := s.log.LastIndex(); last > 0 {
 		if t, err := s.log.Term(last); err == nil && t > s.hardState.Term {
 			s.acceptLoss(fmt.Sprintf("the hard state of term %d is gone: the term is raised to %d, the log's last", s.hardState.Term, t))
-			s.hardState.Term, s.hardState.Vote = t, uint64(0)
+			s.hardState.Term, s.hardState.Vote = t, 0
 		}
 	}
 	if len(s.lost) > 0 {

@@ -24,7 +24,7 @@ func TestRepairNoteAcceptsALoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetHardState(pb.HardState{Term: uint64(2), Vote: uint64(1), Commit: uint64(50)}, true); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: 2, Vote: 1, Commit: 50}, true); err != nil {
 		t.Fatal(err)
 	}
 	s.Sync()

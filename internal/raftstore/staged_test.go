@@ -31,7 +31,7 @@ func oldLog(t *testing.T, fs *vfs.MemFS) *testStore {
 // leaderSnapshot is a snapshot at index 60, term 2, whose state needs the
 // entries from 50 on.
 var leaderSnapshot = pb.Snapshot{Data: []byte("state at 60"), Metadata: pb.SnapshotMetadata{
-	Index: uint64(60), Term: uint64(2), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+	Index: 60, Term: 2, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 
 func stageAndInstall(s *Storage) error {
 	sl, err := s.StageLog(50, 2)

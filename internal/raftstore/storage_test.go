@@ -180,7 +180,7 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHardState(pb.HardState{Term: uint64(1), Commit: uint64(2)}, false); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: 1, Commit: 2}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
@@ -201,7 +201,7 @@ func TestHardStateWrittenOnlyOnTermOrVoteChange(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHardState(pb.HardState{Term: uint64(5), Vote: uint64(1), Commit: uint64(2)}, false); err != nil {
+	if err := s.SetHardState(pb.HardState{Term: 5, Vote: 1, Commit: 2}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
@@ -229,7 +229,7 @@ func TestSnapshotRaisesCommitAndSurvivesReopen(t *testing.T) {
 	s.Append(ents)
 	s.Sync()
 	snap := pb.Snapshot{Data: []byte("state"), Metadata: pb.SnapshotMetadata{
-		Index: uint64(40), Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+		Index: 40, Term: 1, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestApplySnapshotReplacesLogEvenAcrossACrash(t *testing.T) {
 	// Simulate a crash after the leader's snapshot file was saved but before
 	// the log was reset: the install marker and the snapshot are written.
 	snap := pb.Snapshot{Data: []byte("leader"), Metadata: pb.SnapshotMetadata{
-		Index: uint64(100), Term: uint64(4), ConfState: pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+		Index: 100, Term: 4, ConfState: pb.ConfState{Voters: []uint64{1, 2, 3}}}}
 	if err := s.writeInstall(snap.Metadata); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestLostLogIsReportedNotReset(t *testing.T) {
 	}
 	s.Sync()
 	snap := pb.Snapshot{Data: []byte("state"), Metadata: pb.SnapshotMetadata{
-		Index: uint64(40), Term: uint64(1), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+		Index: 40, Term: 1, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -369,12 +369,12 @@ func TestSaveSnapshotNeverMovesBackwards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "g")
 	s := bootstrapped(t, dir, Options{})
 	newer := pb.Snapshot{Data: []byte("newer"), Metadata: pb.SnapshotMetadata{
-		Index: uint64(100), Term: uint64(3), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+		Index: 100, Term: 3, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.ApplySnapshot(newer); err != nil {
 		t.Fatal(err)
 	}
 	older := pb.Snapshot{Data: []byte("older"), Metadata: pb.SnapshotMetadata{
-		Index: uint64(60), Term: uint64(2), ConfState: pb.ConfState{Voters: []uint64{1}}}}
+		Index: 60, Term: 2, ConfState: pb.ConfState{Voters: []uint64{1}}}}
 	if err := s.SaveSnapshot(older); err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,7 @@ func TestWALBarrierKeepsReplacedEntriesOut(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	snap := pb.Snapshot{Metadata: pb.SnapshotMetadata{ConfState: pb.ConfState{Voters: []uint64{1}}, Index: uint64(20), Term: uint64(2)}}
+	snap := pb.Snapshot{Metadata: pb.SnapshotMetadata{ConfState: pb.ConfState{Voters: []uint64{1}}, Index: 20, Term: 2}}
 	if err := s.ApplySnapshot(snap); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (s *fakeShard) Entries(lo, hi, maxBytes uint64) ([]pb.Entry, error) {
 	var out []pb.Entry
 	var size uint64
 	for i := lo; i <= hi && i <= s.last; i++ {
-		e := pb.Entry{Index: i, Term: uint64(1), Data: []byte(fmt.Sprintf("%s-%d", s.name, i))}
+		e := pb.Entry{Index: i, Term: 1, Data: []byte(fmt.Sprintf("%s-%d", s.name, i))}
 		// As raft's storage does, the size counts the entry's encoding.
 		n := uint64(e.Size())
 		if len(out) > 0 && size+n > maxBytes {
