@@ -95,7 +95,7 @@ type RaftMessage struct {
 	// An encoded etcd raft message (go.etcd.io/raft/v3/raftpb.Message),
 	// whose Go code is gogoproto's, not this file's: internal/transport
 	// encodes and decodes a batch's messages in place, each entry's data
-	// copied once (stream.go).
+	// copied once (wire.go).
 	Message       []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
