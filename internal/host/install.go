@@ -103,8 +103,9 @@ func encodeEntries(ents []pb.Entry) ([][]byte, error) {
 	return out, nil
 }
 
-// decodeEntries decodes the entries of an EntriesResponse.
-func decodeEntries(encoded [][]byte) ([]pb.Entry, error) {
+// DecodeEntries decodes the entries of an EntriesResponse, which carries
+// them as bytes (cluster.proto says why).
+func DecodeEntries(encoded [][]byte) ([]pb.Entry, error) {
 	ents := make([]pb.Entry, len(encoded))
 	for i, b := range encoded {
 		if err := ents[i].Unmarshal(b); err != nil {
@@ -300,7 +301,7 @@ func (g *group) fetchEntries(ctx context.Context, node, from uint64, md pb.Snaps
 				return fail(err)
 			}
 		}
-		ents, err := decodeEntries(m.GetEntries())
+		ents, err := DecodeEntries(m.GetEntries())
 		if err != nil {
 			return fail(fmt.Errorf("entries from %d of node %d: %w", next, node, err))
 		}

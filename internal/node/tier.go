@@ -165,13 +165,13 @@ func (t *tiering) fromReplica(ctx context.Context, group, index uint64, damaged 
 			continue
 		}
 		resp, err := t.n.cfg.Transport.Entries(ctx, peer, &clusterv1.EntriesRequest{Group: group, Lo: index, Hi: index + 1, MaxBytes: 1})
-		var e pb.Entry
-		if err == nil && len(resp.GetEntries()) > 0 {
-			err = e.Unmarshal(resp.GetEntries()[0])
+		var ents []pb.Entry
+		if err == nil {
+			ents, err = host.DecodeEntries(resp.GetEntries())
 		}
-		if err == nil && len(resp.GetEntries()) > 0 && e.Index == index {
+		if err == nil && len(ents) > 0 && ents[0].Index == index {
 			t.n.log.Warn("a tiered object failed its checksum; the entry was read from another replica's log", "shard", s.name, "index", index, "replica", peer, "err", damaged)
-			return e, nil
+			return ents[0], nil
 		}
 		if err == nil {
 			err = fmt.Errorf("replica %d does not hold it", peer)
