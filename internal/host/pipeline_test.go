@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"herald/internal/vfs"
 )
@@ -27,6 +28,12 @@ func TestLeaderAppendsWhileItsFsyncRuns(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// The leader sends an append at once only to a follower it knows to
+	// replicate to; one it still probes gets the entry when its answer is
+	// stepped, and the held fsync stops the leader's worker before that.
+	eventually(t, "the leader replicates to both followers", func() bool {
+		return replicatesToAll(t, hosts[1])
+	})
 	before := lastIndex(t, hosts[2])
 
 	gate.hold()
@@ -59,6 +66,31 @@ func lastIndex(t *testing.T, h *Host) uint64 {
 		t.Fatal(err)
 	}
 	return last
+}
+
+// replicatesToAll reports whether h, leading group 1, replicates to every
+// other voter, which holds its whole log.
+func replicatesToAll(t *testing.T, h *Host) bool {
+	t.Helper()
+	all := false
+	err := h.onLoop(context.Background(), 1, func(g *group) error {
+		last, err := g.storage.LastIndex()
+		if err != nil {
+			return err
+		}
+		st := g.rn.Status()
+		all = len(st.Progress) > 1
+		for id, pr := range st.Progress {
+			if id != h.cfg.NodeID && (pr.State != tracker.StateReplicate || pr.Match < last) {
+				all = false
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }
 
 // syncGate is a file system whose fdatasyncs wait, while it is held,
