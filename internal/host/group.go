@@ -88,7 +88,10 @@ type group struct {
 	// loop
 	applied     uint64
 	appliedTerm uint64 // the term of the entry at applied
-	confState   *pb.ConfState
+	// aheadTo is the last entry applied ahead of raft (applyAhead) that
+	// raft has not handed out as committed yet, 0 if none.
+	aheadTo   uint64
+	confState *pb.ConfState
 
 	props   *proposalTracker
 	held    heldProposals
@@ -254,7 +257,7 @@ func (g *group) takeEvents() {
 // nothing new reached it: raft has a Ready, or proposals wait (more than
 // one turn takes).
 func (g *group) hasWork() bool {
-	return g.rn.HasReady() || len(g.propc) > 0
+	return (g.rn.HasReady() && !g.commitCanWait()) || len(g.propc) > 0
 }
 
 // stopping reports whether the group was asked to stop.
@@ -641,9 +644,15 @@ func (g *group) finishReady(t *readyTurn, syncErr error) error {
 		g.checkCaughtUp()
 	}
 	g.readIndex(g.reads.confirm(rd.ReadStates))
+	// A snapshot is taken at an index raft has handed out, before the
+	// entries applied ahead: the log below it may go, and raft still reads
+	// those entries to hand them out.
+	g.maybeSnapshot()
+	if err := g.applyAhead(rd.Entries); err != nil {
+		return err
+	}
 	g.reads.release(g.applied)
 	g.publishLeader()
-	g.maybeSnapshot()
 	return nil
 }
 
@@ -738,6 +747,7 @@ func (g *group) installSnapshot(snap pb.Snapshot) error {
 	g.props.unplace(snap.Metadata.Index)
 	g.applied = snap.Metadata.Index
 	g.appliedTerm = snap.Metadata.Term
+	g.aheadTo = 0 // raft installs a snapshot only beyond its commit
 	g.confState = &snap.Metadata.ConfState
 	g.appliedAt.Store(g.applied)
 	g.snaps.installed(g.applied, int64(len(snap.Data)))
@@ -761,10 +771,64 @@ func (g *group) restore(snap pb.Snapshot) error {
 // applied (a conf change that does not decode) breaks the invariant that
 // every replica applies the same log, so it stops the group with an error
 // naming the entry instead of being skipped.
+//
+// ents are the committed entries of a Ready: the storage may drop them
+// from its cache once applied. Those applied ahead (applyAhead) are
+// skipped.
 func (g *group) apply(ents []pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
+	if err := g.applyEntries(ents); err != nil {
+		return err
+	}
+	last := ents[len(ents)-1].Index
+	if last >= g.aheadTo {
+		g.aheadTo = 0
+	}
+	g.storage.SetApplied(last)
+	return nil
+}
+
+// applyAhead applies the entries of the Ready just advanced that raft has
+// committed meanwhile, before the Ready that hands them out: a single
+// node's group commits its entries once they are durable, when finishReady
+// advances raft past their sync, so its proposals are answered in the
+// round that synced them, not in a second Ready of the group. That Ready
+// comes with the group's next turn (commitCanWait), and apply skips its
+// entries. It applies nothing unless every entry before ents is applied,
+// and stops at a conf change, which raft must hand out to be applied.
+func (g *group) applyAhead(ents []pb.Entry) error {
+	if len(ents) == 0 || ents[0].Index != g.applied+1 {
+		return nil
+	}
+	commit := g.rn.BasicStatus().Commit
+	n := 0
+	for n < len(ents) && ents[n].Index <= commit && ents[n].Type == pb.EntryNormal {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := g.applyEntries(ents[:n]); err != nil {
+		return err
+	}
+	g.aheadTo = g.applied
+	return nil
+}
+
+// commitCanWait reports whether the group's next Ready may wait for the
+// group's next turn: it only hands out entries applied ahead, and no peer
+// waits to hear of their commit.
+func (g *group) commitCanWait() bool {
+	cs := g.confState
+	return g.aheadTo != 0 && len(cs.Voters) == 1 && cs.Voters[0] == g.h.cfg.NodeID &&
+		len(cs.VotersOutgoing) == 0 && len(cs.Learners) == 0 && len(cs.LearnersNext) == 0
+}
+
+// applyEntries applies entries in order, skipping those already applied.
+func (g *group) applyEntries(ents []pb.Entry) error {
+	applied := g.applied
 	for _, e := range ents {
 		idx := e.Index
 		if idx <= g.applied {
@@ -801,9 +865,11 @@ func (g *group) apply(ents []pb.Entry) error {
 		g.applied = idx
 		g.appliedTerm = e.Term
 	}
-	g.h.stats.Applied.Add(uint64(len(ents)))
+	if g.applied == applied {
+		return nil
+	}
+	g.h.stats.Applied.Add(g.applied - applied)
 	g.appliedAt.Store(g.applied)
-	g.storage.SetApplied(g.applied)
 	g.publishLeader()
 	g.checkCaughtUp()
 	return nil

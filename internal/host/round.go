@@ -27,12 +27,15 @@ type roundWorker struct {
 // round runs the turns of groups, which the calling worker holds.
 //
 // A group whose own log is a quorum (a single node's) commits its
-// Ready's entries only when finishReady advances raft past their sync, so
-// the round gives each group that then has a Ready a second turn that
-// takes nothing new: its entries are applied and answered in this round
-// instead of the group's next one, a WAL sync later. A publish on a single
-// node thus waits for one sync, not two. The second turn needs no sync of
-// its own unless raft put new entries or a vote in it.
+// Ready's entries only when finishReady advances raft past their sync; it
+// then applies and answers them at once (applyAhead), so a publish on a
+// single node waits for one sync, not two. The Ready in which raft hands
+// them out waits for the group's next turn (commitCanWait), where it
+// joins the group's next entries instead of costing a turn of its own.
+// Any other group that has a Ready after advancing (a leader whose commit
+// its followers must hear of) takes a second turn in this round, which
+// takes nothing new and needs no sync of its own unless raft put new
+// entries or a vote in it.
 //
 // The groups queued while the round begins its turns join it, until none
 // is, before the round syncs (more takes them): calls that arrive
@@ -60,7 +63,7 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 	h.finishTurns(w, turns)
 	again := w.again[:0]
 	for _, t := range turns {
-		if t.g.sched.Load() != schedExited && t.g.rn.HasReady() {
+		if t.g.sched.Load() != schedExited && t.g.rn.HasReady() && !t.g.commitCanWait() {
 			again = beginTurn(again, t.g, t.g.takeReady)
 		}
 	}

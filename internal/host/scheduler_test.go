@@ -181,3 +181,40 @@ func TestGroupsQueuedWhileARoundBeginsJoinIt(t *testing.T) {
 		t.Fatalf("the proposal made during group 1's turn was applied in round %d, want 1: it did not join the round", applied-before)
 	}
 }
+
+// A single node's group commits its entries once they are durable, so it
+// applies and answers them in the turn that synced them (applyAhead): one
+// turn per proposal, not a second for the commit. Raft's Ready that hands
+// the entries out follows with the group's next turn, a tick at the
+// latest, and applies nothing twice.
+func TestSingleNodeAnswersInTheTurnThatSynced(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.TickInterval = 100 * time.Millisecond })
+	m := &listMachine{}
+	if err := h.AddGroup(GroupConfig{ID: 1, Name: "g", StateMachine: m}); err != nil {
+		t.Fatal(err)
+	}
+	propose(t, h, 1, "first")
+	const n = 40
+	turns := h.Stats().Turns.Load()
+	for i := range n {
+		propose(t, h, 1, fmt.Sprint("c", i))
+	}
+	taken := h.Stats().Turns.Load() - turns
+	t.Logf("%d proposals one after another took %d turns", n, taken)
+	if taken >= n*3/2 {
+		t.Errorf("%d proposals one after another took %d turns; each should take one, and ticks a few", n, taken)
+	}
+	eventually(t, "raft hands out every entry applied", func() bool {
+		var caughtUp bool
+		if err := h.onLoop(context.Background(), 1, func(g *group) error {
+			caughtUp = g.aheadTo == 0 && g.rn.BasicStatus().Applied == g.applied
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return caughtUp
+	})
+	if got := machineState(t, h, 1); len(got) != n+1 {
+		t.Fatalf("the group applied %d commands, want %d", len(got), n+1)
+	}
+}

@@ -78,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "herald_raft_rounds_total", Help: "Rounds of the node's Raft scheduler: a worker takes the groups with work, persists all their Readies with one WAL fdatasync, then applies.",
 		}),
 		turns: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "herald_raft_turns_total", Help: "Turns groups took in the scheduler's rounds, a group that applies in the round that synced its entries (a single node's) taking two; divided by herald_raft_rounds_total, about how many groups share a round.",
+			Name: "herald_raft_turns_total", Help: "Turns groups took in the scheduler's rounds, a group whose commit its followers must hear of in the same round taking two; divided by herald_raft_rounds_total, about how many groups share a round.",
 		}),
 	}
 	if reg == nil {
