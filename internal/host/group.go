@@ -88,10 +88,7 @@ type group struct {
 	// loop
 	applied     uint64
 	appliedTerm uint64 // the term of the entry at applied
-	// aheadTo is the last entry applied ahead of raft (applyAhead) that
-	// raft has not handed out as committed yet, 0 if none.
-	aheadTo   uint64
-	confState *pb.ConfState
+	confState   *pb.ConfState
 
 	props   *proposalTracker
 	held    heldProposals
@@ -747,7 +744,6 @@ func (g *group) installSnapshot(snap pb.Snapshot) error {
 	g.props.unplace(snap.Metadata.Index)
 	g.applied = snap.Metadata.Index
 	g.appliedTerm = snap.Metadata.Term
-	g.aheadTo = 0 // raft installs a snapshot only beyond its commit
 	g.confState = &snap.Metadata.ConfState
 	g.appliedAt.Store(g.applied)
 	g.snaps.installed(g.applied, int64(len(snap.Data)))
@@ -782,11 +778,7 @@ func (g *group) apply(ents []pb.Entry) error {
 	if err := g.applyEntries(ents); err != nil {
 		return err
 	}
-	last := ents[len(ents)-1].Index
-	if last >= g.aheadTo {
-		g.aheadTo = 0
-	}
-	g.storage.SetApplied(last)
+	g.storage.SetApplied(ents[len(ents)-1].Index)
 	return nil
 }
 
@@ -810,20 +802,21 @@ func (g *group) applyAhead(ents []pb.Entry) error {
 	if n == 0 {
 		return nil
 	}
-	if err := g.applyEntries(ents[:n]); err != nil {
-		return err
-	}
-	g.aheadTo = g.applied
-	return nil
+	return g.applyEntries(ents[:n])
 }
+
+// appliedAhead reports whether the group applied entries that raft has
+// not handed out as committed yet (applyAhead). Raft's applied index
+// moves at Advance, so this holds between Readies.
+func (g *group) appliedAhead() bool { return g.applied > g.rn.BasicStatus().Applied }
 
 // commitCanWait reports whether the group's next Ready may wait for the
 // group's next turn: it only hands out entries applied ahead, and no peer
 // waits to hear of their commit.
 func (g *group) commitCanWait() bool {
 	cs := g.confState
-	return g.aheadTo != 0 && len(cs.Voters) == 1 && cs.Voters[0] == g.h.cfg.NodeID &&
-		len(cs.VotersOutgoing) == 0 && len(cs.Learners) == 0 && len(cs.LearnersNext) == 0
+	return onlyVoter(cs, g.h.cfg.NodeID) && len(cs.VotersOutgoing) == 0 &&
+		len(cs.Learners) == 0 && len(cs.LearnersNext) == 0 && g.appliedAhead()
 }
 
 // applyEntries applies entries in order, skipping those already applied.

@@ -187,7 +187,9 @@ func (g *group) maybeQuiesce() bool {
 	}
 	st := g.rn.Status()
 	last, _ := g.storage.LastIndex()
-	if !leaderMayQuiesce(st, g.h.cfg.NodeID, last, g.applied, g.h.peerAlive) {
+	// Raft's applied index, not the group's: a Ready that hands out
+	// entries applied ahead (applyAhead) is work still to do.
+	if !leaderMayQuiesce(st, g.h.cfg.NodeID, last, st.Applied, g.h.peerAlive) {
 		return false
 	}
 	var msgs []pb.Message

@@ -151,8 +151,8 @@ func (s *snapshotScheduler) wait() { s.wg.Wait() }
 // requests are coalesced into the next check after it finishes rather
 // than queued.
 func (g *group) maybeSnapshot() {
-	if g.aheadTo != 0 {
-		return // raft has not handed out every entry applied: see applyAhead
+	if g.appliedAhead() {
+		return // raft still reads the entries applied ahead from the log
 	}
 	freesSegment := func() bool { return g.storage.Log().WouldDelete(g.compactBelow()) }
 	if !g.snaps.due(g.applied, freesSegment) {
