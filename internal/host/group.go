@@ -104,6 +104,10 @@ type group struct {
 	// campaignTicks counts down the ticks during which a new group made
 	// to campaign (GroupConfig.Campaign) stands again (campaignAgain).
 	campaignTicks int
+	// turn is the Ready of the group's turn in a round (round.go), kept
+	// here rather than allocated for each turn: a group has one Ready in
+	// flight at a time.
+	turn readyTurn
 
 	// Read by other goroutines.
 	// waitingForSpace: the group waits for disk space to make a Ready
@@ -574,7 +578,7 @@ func (g *group) takeReady() (*readyTurn, error) {
 	// at Advance, so nothing commits on an entry a crash could take back.
 	early, late := splitMessages(rd.Messages)
 	g.send(early)
-	return &readyTurn{
+	g.turn = readyTurn{
 		g: g, rd: rd, late: late,
 		// Entries committed before this Ready were persisted by an
 		// earlier one, so they can be applied while this Ready's fsync
@@ -582,7 +586,8 @@ func (g *group) takeReady() (*readyTurn, error) {
 		overlap: len(rd.Entries) == 0 || len(rd.CommittedEntries) == 0 ||
 			rd.CommittedEntries[len(rd.CommittedEntries)-1].Index < rd.Entries[0].Index,
 		mustSync: rd.MustSync && (len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState)),
-	}, nil
+	}
+	return &g.turn, nil
 }
 
 // whileSyncing is the work of a Ready done while the round's WAL sync

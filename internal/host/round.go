@@ -69,6 +69,10 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 	}
 	h.countTurns(len(again))
 	h.finishTurns(w, again)
+	// The turns are over: what their Readies hold may go.
+	for _, t := range turns {
+		*t = readyTurn{}
+	}
 	clear(turns)
 	clear(again)
 	w.turns, w.again = turns[:0], again[:0]
