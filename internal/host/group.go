@@ -819,9 +819,7 @@ func (g *group) appliedAhead() bool { return g.applied > g.rn.BasicStatus().Appl
 // group's next turn: it only hands out entries applied ahead, and no peer
 // waits to hear of their commit.
 func (g *group) commitCanWait() bool {
-	cs := g.confState
-	return onlyVoter(cs, g.h.cfg.NodeID) && len(cs.VotersOutgoing) == 0 &&
-		len(cs.Learners) == 0 && len(cs.LearnersNext) == 0 && g.appliedAhead()
+	return alone(g.confState, g.h.cfg.NodeID) && g.appliedAhead()
 }
 
 // applyEntries applies entries in order, skipping those already applied.
@@ -1059,6 +1057,14 @@ func (g *group) status() Status {
 func onlyVoter(cs *pb.ConfState, node uint64) bool {
 	vs := cs.Voters
 	return len(vs) == 1 && vs[0] == node
+}
+
+// alone reports whether node is the only member of cs: its only voter,
+// with no learner and no configuration it is leaving, so no peer hears
+// of the group's state.
+func alone(cs *pb.ConfState, node uint64) bool {
+	return onlyVoter(cs, node) && len(cs.VotersOutgoing) == 0 &&
+		len(cs.Learners) == 0 && len(cs.LearnersNext) == 0
 }
 
 func (g *group) checkCaughtUp() {

@@ -64,7 +64,7 @@ func (q *quiescence) idleTick(after int) bool {
 // group of this node alone has no follower to tell, nothing to lose by
 // quiescing early and waking at once, and is quiesced after two.
 func quiesceAfter(cs *pb.ConfState, self uint64, electionTicks int) int {
-	if onlyVoter(cs, self) && len(cs.Learners) == 0 && len(cs.VotersOutgoing) == 0 {
+	if alone(cs, self) {
 		return 2
 	}
 	return 2 * electionTicks
