@@ -84,6 +84,12 @@ type group struct {
 	reportc chan report
 	views   viewQueue
 	sched   schedState // the group's place in the host's scheduler
+	// mail is set once a tick, a report, a view or a background job's
+	// result is on its way to the group (post), and cleared by the turn
+	// that takes them: most turns bring only proposals and messages, and
+	// looking at every other channel of a group, cold in the processor's
+	// caches, cost about as much as one of raft's calls.
+	mail atomic.Bool
 
 	// loop
 	applied     uint64
@@ -182,8 +188,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 	g.appliedTerm = snap.Metadata.Term
 	g.snaps = newSnapshotScheduler(h.cfg.SnapshotEntries, h.cfg.SnapshotBytes, g.applied, int64(len(snap.Data)))
 	// The background jobs' results reach the group at its next turn.
-	g.snaps.notify = func() { h.sched.schedule(g) }
-	g.stage.notify = g.snaps.notify
+	g.snaps.notify = g.post
+	g.stage.notify = g.post
 	g.confState = &snap.Metadata.ConfState
 	rn, err := raft.NewRawNode(raftConfig(&h.cfg, st, g.applied, g.log))
 	if err != nil {
@@ -222,6 +228,16 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 // background jobs (a staged snapshot log, a snapshot written) and the
 // functions to run on the group (views).
 func (g *group) takeEvents() {
+	if g.mail.Swap(false) {
+		g.takeMail()
+	}
+	if len(g.propc) > 0 {
+		g.wake(true)
+	}
+}
+
+// takeMail handles what post announced.
+func (g *group) takeMail() {
 	select {
 	case <-g.tickc:
 		g.tick()
@@ -249,9 +265,15 @@ func (g *group) takeEvents() {
 	for _, fn := range g.views.take() {
 		fn()
 	}
-	if len(g.propc) > 0 {
-		g.wake(true)
-	}
+}
+
+// post says that a tick, a report, a view or a background job's result
+// was sent to the group, and schedules it. The sender calls it after the
+// send: a turn that clears mail before the send sees it set again, and
+// the group is queued for another turn.
+func (g *group) post() {
+	g.mail.Store(true)
+	g.h.sched.schedule(g)
 }
 
 // hasWork reports whether the group must have another turn although
@@ -1018,7 +1040,7 @@ func (g *group) onLoop(ctx context.Context, f func()) error {
 	if !g.views.put(f) {
 		return g.life.closedErr()
 	}
-	g.h.sched.schedule(g)
+	g.post()
 	return nil
 }
 

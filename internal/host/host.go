@@ -412,7 +412,7 @@ func (h *Host) tick() {
 			for _, g := range h.ticking {
 				select {
 				case g.tickc <- struct{}{}:
-					h.sched.schedule(g)
+					g.post()
 				default: // the group is busy; a missed tick only delays timeouts
 				}
 			}
@@ -730,7 +730,7 @@ func (h *Host) report(id uint64, r report) {
 	}
 	select {
 	case g.reportc <- r:
-		h.sched.schedule(g)
+		g.post()
 	default:
 	}
 }

@@ -109,6 +109,38 @@ func TestViewGivenUpNeverRuns(t *testing.T) {
 	}
 }
 
+// Views sent to groups while their turns run all run: a group looks at
+// its views, ticks, reports and finished jobs only when one was posted,
+// so a post that came while a turn took the last ones must bring another
+// turn, not wait for unrelated work.
+func TestViewsPostedDuringTurnsAllRun(t *testing.T) {
+	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Workers = 1 })
+	const groups, viewers, each = 4, 4, 200
+	for id := uint64(1); id <= groups; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= groups; id++ {
+		wg.Go(func() { proposeConcurrently(t, h, id, 2, 50) })
+		for range viewers {
+			wg.Go(func() {
+				for i := range each {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					err := h.View(ctx, id, func(StateMachine, uint64) {})
+					cancel()
+					if err != nil {
+						t.Errorf("group %d's view %d: %v", id, i, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // roundMachine is a listMachine that answers each command with the
 // number of the scheduler's round that applied it.
 type roundMachine struct {

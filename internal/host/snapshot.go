@@ -154,7 +154,12 @@ func (g *group) maybeSnapshot() {
 	if g.appliedAhead() {
 		return // raft still reads the entries applied ahead from the log
 	}
-	freesSegment := func() bool { return g.storage.Log().WouldDelete(g.compactBelow()) }
+	freesSegment := func() bool {
+		// A log of one segment frees none, whatever the state machine
+		// still needs, and asking that costs the most.
+		l := g.storage.Log()
+		return l.Segments() > 1 && l.WouldDelete(g.compactBelow())
+	}
 	if !g.snaps.due(g.applied, freesSegment) {
 		return
 	}

@@ -128,6 +128,9 @@ type Log struct {
 	removeStep     int64 // bytes a deleted segment's file is cut by at a time
 
 	syncs atomic.Uint64 // fdatasync calls made
+	// nsegs is len(segs), for Segments without mu: a Raft group asks on
+	// every turn whether its log has a segment to let go.
+	nsegs atomic.Int64
 
 	// Lock order: wmu, then rmu, then smu, then mu.
 
@@ -158,7 +161,7 @@ type Log struct {
 	// read, pread included, so a file can be neither truncated nor closed
 	// under them.
 	mu      sync.RWMutex
-	segs    []*segment // in index order; the last one is active
+	segs    []*segment // in index order; the last one is active; set with setSegs
 	dirty   []*segment // segments with bytes no Sync has covered
 	written uint64     // number of appends published
 	closed  bool
@@ -296,7 +299,7 @@ func (l *Log) recover() error {
 		if err != nil {
 			return fmt.Errorf("open log %s: %w", l.dir, err)
 		}
-		l.segs = []*segment{s}
+		l.setSegs([]*segment{s})
 		return nil
 	}
 
@@ -313,7 +316,7 @@ func (l *Log) recover() error {
 			return err
 		}
 		s.h = l.adopt(path, f, false)
-		l.segs = append(l.segs, s)
+		l.setSegs(append(l.segs, s))
 		torn = t
 		if i == 0 {
 			continue
@@ -667,7 +670,7 @@ func (l *Log) write(recs []Record, fromTail bool) error {
 		c := &done[i]
 		s := c.seg
 		if c.created {
-			l.segs = append(l.segs, s)
+			l.setSegs(append(l.segs, s))
 		}
 		if !c.created && c.size == s.size {
 			continue // rolled away from without writing to it
@@ -789,7 +792,7 @@ func (l *Log) truncate(from uint64) error {
 
 	l.mu.Lock()
 	clear(l.segs[k+1:])
-	l.segs = l.segs[:k+1]
+	l.setSegs(l.segs[:k+1])
 	s.pos, s.runs, s.size = s.pos[:keep], runs, size
 	l.detach(removed)
 	l.mu.Unlock()
@@ -853,7 +856,7 @@ func (l *Log) DeletePrefix(below uint64) (deletedSegments int, err error) {
 	}
 	n := l.prefixSegments(below)
 	removed := slices.Clone(l.segs[:n])
-	l.segs = slices.Delete(l.segs, 0, n)
+	l.setSegs(slices.Delete(l.segs, 0, n))
 	l.detach(removed)
 	l.mu.Unlock()
 	// The segments are gone from memory, and the names of segments
@@ -998,7 +1001,7 @@ func (l *Log) Reset(next, prevTerm uint64) error {
 	defer s.h.put(false)
 	l.mu.Lock()
 	old := l.segs
-	l.segs = []*segment{s}
+	l.setSegs([]*segment{s})
 	l.detach(old)
 	l.takeTail()
 	l.mu.Unlock()
@@ -1178,10 +1181,13 @@ func (l *Log) KeepFrom(keep int64) uint64 {
 }
 
 // Segments returns the number of segment files.
-func (l *Log) Segments() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return len(l.segs)
+func (l *Log) Segments() int { return int(l.nsegs.Load()) }
+
+// setSegs replaces the segments; the caller holds mu, or has the log to
+// itself.
+func (l *Log) setSegs(segs []*segment) {
+	l.segs = segs
+	l.nsegs.Store(int64(len(segs)))
 }
 
 // NoTear says why recovery found that no write of the log can have been
