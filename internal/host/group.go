@@ -226,7 +226,8 @@ func openGroup(h *Host, gc GroupConfig, rebuild bool) (*group, error) {
 // proposals and messages, which beginReady takes last so that as many as
 // possible share the Ready: a tick, the transport's reports, the finished
 // background jobs (a staged snapshot log, a snapshot written) and the
-// functions to run on the group (views).
+// functions to run on the group (views). It looks for those only when
+// one was posted since the last turn looked.
 func (g *group) takeEvents() {
 	if g.mail.Swap(false) {
 		g.takeMail()
@@ -269,8 +270,9 @@ func (g *group) takeMail() {
 
 // post says that a tick, a report, a view or a background job's result
 // was sent to the group, and schedules it. The sender calls it after the
-// send: a turn that clears mail before the send sees it set again, and
-// the group is queued for another turn.
+// send, so nothing sent is missed: a turn that cleared mail before the
+// send finds it set again at the group's next turn, which schedule
+// brings.
 func (g *group) post() {
 	g.mail.Store(true)
 	g.h.sched.schedule(g)
