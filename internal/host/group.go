@@ -87,8 +87,9 @@ type group struct {
 	// mail is set once a tick, a report, a view or a background job's
 	// result is on its way to the group (post), and cleared by the turn
 	// that takes them: most turns bring only proposals and messages, and
-	// looking at every other channel of a group, cold in the processor's
-	// caches, cost about as much as one of raft's calls.
+	// looking at every other channel and the views of a group, cold in
+	// the processor's caches, cost half as much as raft's Ready (a CPU
+	// profile of 100 shards in process).
 	mail atomic.Bool
 
 	// loop

@@ -69,7 +69,8 @@ func (h *Host) round(w *roundWorker, groups []*group, more func([]*group) []*gro
 	}
 	h.countTurns(len(again))
 	h.finishTurns(w, again)
-	// The turns are over: what their Readies hold may go.
+	// The turns are over: what their Readies hold may go. A second turn
+	// is its group's turn taken again, so this clears those too.
 	for _, t := range turns {
 		*t = readyTurn{}
 	}

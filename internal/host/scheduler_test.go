@@ -18,11 +18,7 @@ import (
 func TestOneWorkerRunsManyBusyGroups(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Workers = 1 })
 	const groups, writers, each = 12, 6, 30
-	for id := uint64(1); id <= groups; id++ {
-		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addListGroups(t, h, groups)
 	rounds, turns := h.Stats().Rounds.Load(), h.Stats().Turns.Load()
 	var wg sync.WaitGroup
 	for id := uint64(1); id <= groups; id++ {
@@ -116,11 +112,7 @@ func TestViewGivenUpNeverRuns(t *testing.T) {
 func TestViewsPostedDuringTurnsAllRun(t *testing.T) {
 	h := newTestHost(t, t.TempDir(), func(c *Config) { c.Workers = 1 })
 	const groups, viewers, each = 4, 4, 200
-	for id := uint64(1); id <= groups; id++ {
-		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addListGroups(t, h, groups)
 	var wg sync.WaitGroup
 	for id := uint64(1); id <= groups; id++ {
 		wg.Go(func() { proposeConcurrently(t, h, id, 2, 50) })
@@ -139,6 +131,16 @@ func TestViewsPostedDuringTurnsAllRun(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// addListGroups adds groups 1 to n of listMachines to h.
+func addListGroups(t *testing.T, h *Host, n uint64) {
+	t.Helper()
+	for id := uint64(1); id <= n; id++ {
+		if err := h.AddGroup(GroupConfig{ID: id, Name: fmt.Sprint("g", id), StateMachine: &listMachine{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // roundMachine is a listMachine that answers each command with the
